@@ -1,0 +1,230 @@
+//! Parameters of every mechanism, with the papers' names and defaults.
+
+use crate::{Nanos, MICROS, MILLIS};
+use flexpass_wire::{TransportKind, MAX_PAYLOAD_1500, MIN_ETHERNET_WIRE};
+use serde::{Deserialize, Serialize};
+
+/// Maximum Ethernet frame on the wire for a 1500 B MTU, incl. preamble and IFG (ExpressPass §3.1).
+pub const MAX_DATA_WIRE: usize = 1538;
+
+/// Credits per second that make the returning data fill `share` of a `link_bps` link:
+/// every credit (84 B on the wire) triggers at most one maximum-size data frame (1538 B),
+/// so the credit rate limit is `share · C · 84 / (84 + 1538)` in bits/s (FlexPass §4.1 with
+/// share = w_q; ExpressPass §3.1 with share = 1), i.e. `share · C / (8 · (84 + 1538))` credits/s.
+pub fn credit_rate_for_link(link_bps: f64, share: f64) -> f64 {
+    share * link_bps / (8.0 * (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64)
+}
+
+/// Bits per second that the credit queue (Q0) of a port must be shaped to.
+pub fn credit_queue_bps(link_bps: f64, share: f64) -> f64 {
+    share * link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64
+}
+
+/// ExpressPass receiver: Algorithm 1 (credit feedback control) and the credit pacer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreditConfig {
+    /// `max_rate`: maximum credit rate of the receiver's link, credits/s.
+    pub max_rate: f64,
+    /// α: `initial_rate = α · max_rate` (ExpressPass §3.3; §6.3 recommends 1/16).
+    pub alpha: f64,
+    /// `w_init`: initial aggressiveness factor (§6.3: 1/16).
+    pub w_init: f64,
+    /// `w_min` (0.01 in all of the paper's experiments).
+    pub w_min: f64,
+    /// `w_max` (0.5).
+    pub w_max: f64,
+    /// `target_loss` (0.1).
+    pub target_loss: f64,
+    /// Update period of Algorithm 1 (RTT by default).
+    pub update_period: Nanos,
+    /// Random jitter `j` of the inter-credit gap, relative to the gap (ExpressPass §3.1 uses 0.01–0.08).
+    pub jitter: f64,
+    /// Randomise credit sizes over 84–92 B on the wire (ExpressPass §3.1); otherwise always 84 B.
+    pub randomize_size: bool,
+}
+
+impl CreditConfig {
+    /// ExpressPass §6.3 defaults (α = w_init = 1/16) for a receiver whose credits may fill
+    /// `share` of a `link_bps` link (share = w_q for FlexPass, 1 for ExpressPass), with
+    /// update period `rtt`.
+    pub fn for_link(link_bps: f64, share: f64, rtt: Nanos) -> Self {
+        CreditConfig {
+            max_rate: credit_rate_for_link(link_bps, share),
+            alpha: 1.0 / 16.0,
+            w_init: 1.0 / 16.0,
+            w_min: 0.01,
+            w_max: 0.5,
+            target_loss: 0.1,
+            update_period: rtt,
+            jitter: 0.05,
+            randomize_size: true,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let in_unit = |v: f64| v > 0.0 && v <= 1.0;
+        if !(self.max_rate.is_finite() && self.max_rate > 0.0) {
+            return Err(format!("max_rate must be > 0 credits/s, got {}", self.max_rate));
+        }
+        if !in_unit(self.alpha) {
+            return Err(format!("alpha must be in (0, 1], got {}", self.alpha));
+        }
+        if !(self.w_min > 0.0 && self.w_min <= self.w_max && self.w_max <= 0.5) {
+            return Err(format!(
+                "need 0 < w_min <= w_max <= 0.5, got w_min {} w_max {}",
+                self.w_min, self.w_max
+            ));
+        }
+        if !(self.w_init >= self.w_min && self.w_init <= self.w_max) {
+            return Err(format!("w_init must be in [w_min, w_max], got {}", self.w_init));
+        }
+        if !(0.0..1.0).contains(&self.target_loss) {
+            return Err(format!("target_loss must be in [0, 1), got {}", self.target_loss));
+        }
+        if self.update_period == 0 {
+            return Err("update_period must be > 0".into());
+        }
+        if !(0.0..0.5).contains(&self.jitter) {
+            return Err(format!("jitter must be in [0, 0.5), got {}", self.jitter));
+        }
+        Ok(())
+    }
+}
+
+/// DCTCP (Alizadeh et al., SIGCOMM'10) as used standalone and as FlexPass's reactive sub-flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DctcpConfig {
+    /// g: EWMA gain of α (1/16).
+    pub g: f64,
+    /// Initial α (Linux starts at 1: the first marked window halves cwnd).
+    pub alpha_init: f64,
+    /// Initial window in packets (10, RFC 6928).
+    pub init_cwnd: f64,
+    /// Smallest window after a cut, in packets.
+    pub min_cwnd: f64,
+    /// Largest window, in packets.
+    pub max_cwnd: f64,
+    /// RTO_min (the FlexPass testbed sets kernel TCP's to 4 ms).
+    pub rto_min: Nanos,
+    /// RTO before the first RTT sample.
+    pub rto_init: Nanos,
+    pub rto_max: Nanos,
+    /// Packets SACKed above a hole before it is declared lost.
+    pub dupthresh: u32,
+}
+
+impl Default for DctcpConfig {
+    fn default() -> Self {
+        DctcpConfig {
+            g: 1.0 / 16.0,
+            alpha_init: 1.0,
+            init_cwnd: 10.0,
+            min_cwnd: 1.0,
+            max_cwnd: 10_000.0,
+            rto_min: 4 * MILLIS,
+            rto_init: 10 * MILLIS,
+            rto_max: 1_000 * MILLIS,
+            dupthresh: 3,
+        }
+    }
+}
+
+impl DctcpConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.g > 0.0 && self.g <= 1.0) {
+            return Err(format!("g must be in (0, 1], got {}", self.g));
+        }
+        if !(self.min_cwnd >= 1.0 && self.init_cwnd >= self.min_cwnd && self.max_cwnd >= self.init_cwnd) {
+            return Err("need 1 <= min_cwnd <= init_cwnd <= max_cwnd".into());
+        }
+        if self.rto_min == 0 || self.rto_max < self.rto_min {
+            return Err("need 0 < rto_min <= rto_max".into());
+        }
+        if self.dupthresh == 0 {
+            return Err("dupthresh must be >= 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Per-flow sender parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SenderConfig {
+    pub transport: TransportKind,
+    /// Payload bytes per data packet.
+    pub mss: usize,
+    /// Reactive sub-flow (FlexPass) or the whole flow (DCTCP).
+    pub dctcp: DctcpConfig,
+    /// FlexPass §4.2: "As we assume no reordering … the sender will detect losses upon receiving a
+    /// duplicated ACK": packets SACKed above a hole before it counts as lost, per sub-flow.
+    pub subflow_dupthresh: u32,
+    /// ExpressPass: idle time with nothing to send before CREDIT_STOP (streams only; a finished
+    /// flow stops credits as soon as everything is ACKed).
+    pub credit_stop_timeout: Nanos,
+    /// FlexPass "recovery timer" of the proactive sub-flow: no credit and no proactive ACK
+    /// progress for this long while data is owed → outstanding proactive packets are Lost and
+    /// credits are re-requested.
+    pub recovery_timeout: Nanos,
+    /// HELLO retransmission timeout and retries before the peer is declared not to speak FlexPass.
+    pub hello_timeout: Nanos,
+    pub hello_retries: u32,
+    /// Seed for the sender's randomness (none today; kept for symmetry with the receiver).
+    pub seed: u64,
+}
+
+impl SenderConfig {
+    pub fn new(transport: TransportKind) -> Self {
+        SenderConfig {
+            transport,
+            mss: MAX_PAYLOAD_1500,
+            dctcp: DctcpConfig::default(),
+            subflow_dupthresh: 1,
+            credit_stop_timeout: 100 * MICROS,
+            recovery_timeout: 2 * MILLIS,
+            hello_timeout: 10 * MILLIS,
+            hello_retries: 5,
+            seed: 0,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.mss == 0 || self.mss > u16::MAX as usize - flexpass_wire::DATA_HEADER_LEN {
+            return Err(format!("mss must be in 1..={}, got {}", u16::MAX as usize - flexpass_wire::DATA_HEADER_LEN, self.mss));
+        }
+        if self.subflow_dupthresh == 0 {
+            return Err("subflow_dupthresh must be >= 1".into());
+        }
+        if self.recovery_timeout == 0 || self.hello_timeout == 0 {
+            return Err("timeouts must be > 0".into());
+        }
+        self.dctcp.validate()
+    }
+
+    pub fn uses_credits(&self) -> bool {
+        uses_credits(self.transport)
+    }
+}
+
+/// Per-flow receiver parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverConfig {
+    /// Credit generation (ignored for DCTCP flows).
+    pub credit: CreditConfig,
+    /// Bytes the receiver buffers out of order before it drops further data (no ACK → resent).
+    pub max_reorder_bytes: u64,
+    /// Seed for credit jitter and credit sizes.
+    pub seed: u64,
+}
+
+impl ReceiverConfig {
+    pub fn new(credit: CreditConfig) -> Self {
+        ReceiverConfig { credit, max_reorder_bytes: 64 << 20, seed: 0 }
+    }
+    pub fn validate(&self) -> Result<(), String> {
+        self.credit.validate()
+    }
+}
+
+pub fn uses_credits(t: TransportKind) -> bool {
+    matches!(t, TransportKind::FlexPass | TransportKind::ExpressPass)
+}

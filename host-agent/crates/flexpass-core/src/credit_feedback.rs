@@ -1,0 +1,204 @@
+//! ExpressPass Algorithm 1: credit feedback control at the receiver.
+//!
+//! ```text
+//! w ← w_init; cur_rate ← initial_rate
+//! every update period (RTT):
+//!   credit_loss = #credit_dropped / #credit_sent
+//!   if credit_loss ≤ target_loss:                       (increasing phase)
+//!     if previous phase was increasing: w = (w + w_max)/2
+//!     cur_rate = (1 − w)·cur_rate + w·max_rate·(1 + target_loss)
+//!   else:                                               (decreasing phase)
+//!     cur_rate = cur_rate·(1 − credit_loss)·(1 + target_loss)
+//!     w = max(w/2, w_min)
+//! ```
+//! Credit loss is measured from the credit sequence numbers that proactive data echoes: a gap
+//! in the echoed sequence is a dropped (or wasted) credit.
+
+use crate::config::CreditConfig;
+
+/// `cur_rate` never falls below `max_rate / MIN_RATE_DIVISOR`.
+pub const MIN_RATE_DIVISOR: f64 = 1024.0;
+
+#[derive(Clone, Debug)]
+pub struct CreditFeedback {
+    max_rate: f64,
+    w_min: f64,
+    w_max: f64,
+    target_loss: f64,
+    /// Lower bound of `cur_rate` (max_rate / 1024), so a flow that lost every credit of a
+    /// period (rate × (1 − 1)) keeps probing instead of stalling.
+    min_rate: f64,
+    w: f64,
+    cur_rate: f64,
+    previous_increasing: bool,
+    /// Highest credit sequence echoed so far.
+    last_echo: Option<u32>,
+    dropped: u64,
+    received: u64,
+    /// Loss measured at the last update (for telemetry).
+    last_loss: f64,
+}
+
+impl CreditFeedback {
+    pub fn new(cfg: &CreditConfig) -> Self {
+        let min_rate = cfg.max_rate / MIN_RATE_DIVISOR;
+        CreditFeedback {
+            max_rate: cfg.max_rate,
+            w_min: cfg.w_min,
+            w_max: cfg.w_max,
+            target_loss: cfg.target_loss,
+            min_rate,
+            w: cfg.w_init,
+            cur_rate: (cfg.alpha * cfg.max_rate).max(min_rate),
+            previous_increasing: false,
+            last_echo: None,
+            dropped: 0,
+            received: 0,
+            last_loss: 0.0,
+        }
+    }
+
+    /// Current credit sending rate, credits/s.
+    pub fn cur_rate(&self) -> f64 {
+        self.cur_rate
+    }
+
+    /// Current aggressiveness factor w.
+    pub fn w(&self) -> f64 {
+        self.w
+    }
+
+    pub fn last_loss(&self) -> f64 {
+        self.last_loss
+    }
+
+    /// A proactive data packet echoed `credit_seq`. Credits whose sequence numbers were
+    /// skipped count as dropped. Echoes older than the newest (reordered or duplicated
+    /// data) carry no new information and are ignored.
+    pub fn on_credit_echo(&mut self, credit_seq: u32) {
+        match self.last_echo {
+            None => {
+                self.received += 1;
+                self.last_echo = Some(credit_seq);
+            }
+            Some(last) => {
+                let ahead = credit_seq.wrapping_sub(last);
+                if ahead != 0 && ahead < (1 << 31) {
+                    self.dropped += u64::from(ahead - 1);
+                    self.received += 1;
+                    self.last_echo = Some(credit_seq);
+                }
+            }
+        }
+    }
+
+    /// Credits sent before `credit_seq` will never be echoed (e.g. the flow restarted its
+    /// credit stream after a CREDIT_STOP): do not count them as dropped.
+    pub fn resync(&mut self, next_credit_seq: u32) {
+        self.last_echo = Some(next_credit_seq.wrapping_sub(1));
+    }
+
+    /// One update period has elapsed: run one step of Algorithm 1. Periods in which no
+    /// feedback arrived at all leave the rate unchanged.
+    pub fn update(&mut self) {
+        let total = self.dropped + self.received;
+        if total == 0 {
+            return;
+        }
+        let credit_loss = self.dropped as f64 / total as f64;
+        self.last_loss = credit_loss;
+        let ceiling = self.max_rate * (1.0 + self.target_loss);
+        if credit_loss <= self.target_loss {
+            if self.previous_increasing {
+                self.w = (self.w + self.w_max) / 2.0;
+            }
+            self.cur_rate = (1.0 - self.w) * self.cur_rate + self.w * ceiling;
+            self.previous_increasing = true;
+        } else {
+            self.cur_rate = self.cur_rate * (1.0 - credit_loss) * (1.0 + self.target_loss);
+            self.w = (self.w / 2.0).max(self.w_min);
+            self.previous_increasing = false;
+        }
+        self.cur_rate = self.cur_rate.clamp(self.min_rate, ceiling);
+        self.dropped = 0;
+        self.received = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MICROS;
+
+    fn cfg() -> CreditConfig {
+        CreditConfig::for_link(10e9, 1.0, 20 * MICROS)
+    }
+
+    #[test]
+    fn starts_at_alpha_times_max_rate() {
+        let c = cfg();
+        let f = CreditFeedback::new(&c);
+        assert!((f.cur_rate() - c.max_rate / 16.0).abs() < 1e-6);
+        assert_eq!(f.w(), 1.0 / 16.0);
+    }
+
+    #[test]
+    fn increasing_phase_approaches_ceiling_and_w_grows() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        let mut seq = 0;
+        let mut prev = f.cur_rate();
+        for _ in 0..40 {
+            for _ in 0..10 {
+                f.on_credit_echo(seq);
+                seq += 1;
+            }
+            f.update();
+            assert!(f.cur_rate() >= prev, "no loss must never decrease the rate");
+            prev = f.cur_rate();
+        }
+        assert!(f.cur_rate() > 0.99 * c.max_rate * 1.1);
+        assert!(f.w() > 0.49, "w climbs to w_max after consecutive increases, got {}", f.w());
+    }
+
+    #[test]
+    fn decreasing_phase_matches_algorithm_1() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        let start = f.cur_rate();
+        // 5 received, 5 dropped: loss 0.5 > target_loss.
+        for s in [0u32, 2, 4, 6, 8, 10] {
+            f.on_credit_echo(s);
+        }
+        f.update();
+        let loss = 5.0 / 11.0;
+        let expected = start * (1.0 - loss) * 1.1;
+        assert!((f.cur_rate() - expected).abs() < 1e-6);
+        assert_eq!(f.w(), (1.0f64 / 32.0).max(0.01));
+    }
+
+    #[test]
+    fn w_never_below_w_min_and_rate_has_floor() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        let mut seq = 0u32;
+        for _ in 0..50 {
+            f.on_credit_echo(seq);
+            seq = seq.wrapping_add(100);
+            f.update();
+            assert!(f.w() >= c.w_min);
+            assert!(f.cur_rate() >= c.max_rate / MIN_RATE_DIVISOR - 1e-9);
+        }
+    }
+
+    #[test]
+    fn stale_and_wrapped_echoes() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        f.on_credit_echo(u32::MAX - 1);
+        f.on_credit_echo(u32::MAX - 3); // stale: ignored
+        f.on_credit_echo(1); // wrapped: MAX, 0 dropped
+        assert_eq!(f.dropped, 2);
+        assert_eq!(f.received, 2);
+    }
+}

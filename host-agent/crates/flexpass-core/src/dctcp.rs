@@ -1,0 +1,240 @@
+//! The DCTCP window (Alizadeh et al., SIGCOMM'10): ECN-fraction EWMA α with gain g, window
+//! cut by α/2 once per window of marked data, slow start / congestion avoidance, halving on
+//! loss, and an RFC 6298 retransmission timer with RTO_min and exponential backoff.
+//!
+//! Windows are counted in packets. Sequence numbers are the sub-flow's own packet numbers.
+
+use crate::config::DctcpConfig;
+use crate::Nanos;
+
+/// RFC 6298 RTT estimator.
+#[derive(Clone, Debug)]
+pub struct RttEstimator {
+    srtt: Option<f64>,
+    rttvar: f64,
+    min_rtt: Option<Nanos>,
+}
+
+impl RttEstimator {
+    pub fn new() -> Self {
+        RttEstimator { srtt: None, rttvar: 0.0, min_rtt: None }
+    }
+
+    pub fn on_sample(&mut self, rtt: Nanos) {
+        let r = rtt as f64;
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.srtt.map(|s| s as Nanos)
+    }
+
+    pub fn min_rtt(&self) -> Option<Nanos> {
+        self.min_rtt
+    }
+
+    /// RTO before backoff: max(rto_min, srtt + 4·rttvar), or rto_init before any sample.
+    pub fn rto(&self, cfg: &DctcpConfig) -> Nanos {
+        match self.srtt {
+            None => cfg.rto_init.max(cfg.rto_min),
+            Some(s) => ((s + 4.0 * self.rttvar) as Nanos).clamp(cfg.rto_min, cfg.rto_max),
+        }
+    }
+}
+
+impl Default for RttEstimator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DctcpWindow {
+    cfg: DctcpConfig,
+    cwnd: f64,
+    ssthresh: f64,
+    /// DCTCP α: running estimate of the fraction of marked packets.
+    alpha: f64,
+    acked_in_window: u64,
+    marked_in_window: u64,
+    /// α is updated when the ACKs pass this sequence (one window of data).
+    alpha_window_end: u32,
+    /// No further window reduction (ECN or loss) until ACKs pass this sequence.
+    reduce_window_end: Option<u32>,
+    pub rtt: RttEstimator,
+    backoff: u32,
+}
+
+/// Wrapping "a ≥ b" for 32-bit sequence numbers.
+pub(crate) fn seq_ge(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) < (1 << 31)
+}
+
+impl DctcpWindow {
+    pub fn new(cfg: &DctcpConfig) -> Self {
+        DctcpWindow {
+            cwnd: cfg.init_cwnd,
+            ssthresh: cfg.max_cwnd,
+            alpha: cfg.alpha_init,
+            acked_in_window: 0,
+            marked_in_window: 0,
+            alpha_window_end: 0,
+            reduce_window_end: None,
+            rtt: RttEstimator::new(),
+            backoff: 0,
+            cfg: cfg.clone(),
+        }
+    }
+
+    /// Packets that may be outstanding.
+    pub fn cwnd(&self) -> f64 {
+        self.cwnd
+    }
+
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    pub fn ssthresh(&self) -> f64 {
+        self.ssthresh
+    }
+
+    fn may_reduce(&self, ack_seq: u32) -> bool {
+        self.reduce_window_end.map_or(true, |end| seq_ge(ack_seq, end))
+    }
+
+    /// A data packet with sub-flow sequence `ack_seq` was newly acknowledged; `ece` tells
+    /// whether it arrived CE-marked. `next_seq` is the next sequence the sender will use.
+    pub fn on_ack(&mut self, ack_seq: u32, ece: bool, next_seq: u32) {
+        self.backoff = 0;
+        self.acked_in_window += 1;
+        if ece {
+            self.marked_in_window += 1;
+        }
+        if seq_ge(ack_seq, self.alpha_window_end) {
+            let f = self.marked_in_window as f64 / self.acked_in_window as f64;
+            self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g * f;
+            self.acked_in_window = 0;
+            self.marked_in_window = 0;
+            self.alpha_window_end = next_seq;
+        }
+        if ece {
+            if self.may_reduce(ack_seq) {
+                self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(self.cfg.min_cwnd);
+                self.ssthresh = self.cwnd;
+                self.reduce_window_end = Some(next_seq);
+            }
+        } else if self.cwnd < self.ssthresh {
+            self.cwnd += 1.0;
+        } else {
+            self.cwnd += 1.0 / self.cwnd;
+        }
+        self.cwnd = self.cwnd.min(self.cfg.max_cwnd);
+    }
+
+    /// A loss was detected by duplicate ACK / SACK (`ack_seq` is the ACK that revealed it):
+    /// halve the window, at most once per window.
+    pub fn on_loss(&mut self, ack_seq: u32, next_seq: u32) {
+        if self.may_reduce(ack_seq) {
+            self.ssthresh = (self.cwnd / 2.0).max(self.cfg.min_cwnd.max(2.0));
+            self.cwnd = self.ssthresh;
+            self.reduce_window_end = Some(next_seq);
+        }
+    }
+
+    /// The retransmission timer fired: window to the minimum, back off the timer.
+    pub fn on_timeout(&mut self, next_seq: u32) {
+        self.ssthresh = (self.cwnd / 2.0).max(2.0);
+        self.cwnd = self.cfg.min_cwnd;
+        self.reduce_window_end = Some(next_seq);
+        self.backoff = (self.backoff + 1).min(16);
+    }
+
+    /// Current retransmission timeout including exponential backoff.
+    pub fn rto(&self) -> Nanos {
+        let base = self.rtt.rto(&self.cfg);
+        base.saturating_mul(1 << self.backoff).min(self.cfg.rto_max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_start_then_avoidance() {
+        let mut w = DctcpWindow::new(&DctcpConfig::default());
+        for s in 0..10 {
+            w.on_ack(s, false, 100);
+        }
+        assert_eq!(w.cwnd(), 20.0);
+        w.on_loss(10, 100);
+        assert_eq!(w.cwnd(), 10.0);
+        // Congestion avoidance: +1 per window.
+        for s in 100..110 {
+            w.on_ack(s, false, 200);
+        }
+        assert!((w.cwnd() - 11.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn alpha_converges_to_marked_fraction_and_cut_is_alpha_over_two() {
+        let cfg = DctcpConfig { alpha_init: 0.0, ..Default::default() };
+        let mut w = DctcpWindow::new(&cfg);
+        // Many windows with 25% marks: α → 0.25.
+        let mut seq = 0u32;
+        for _ in 0..200 {
+            let end = seq + 8;
+            for i in 0..8 {
+                w.on_ack(seq + i, false, end);
+            }
+            seq = end;
+        }
+        assert!(w.alpha() < 1e-6);
+        let mut w = DctcpWindow::new(&cfg);
+        let mut seq = 0u32;
+        for _ in 0..300 {
+            let end = seq + 8;
+            for i in 0..8 {
+                w.on_ack(seq + i, i % 4 == 0, end);
+            }
+            seq = end;
+        }
+        assert!((w.alpha() - 0.25).abs() < 0.02, "alpha {}", w.alpha());
+        let before = w.cwnd();
+        // A marked ACK in a fresh window cuts by α/2.
+        w.on_ack(seq + 100, true, seq + 200);
+        assert!((w.cwnd() - before * (1.0 - w.alpha() / 2.0)).abs() < 0.5);
+    }
+
+    #[test]
+    fn one_reduction_per_window() {
+        let mut w = DctcpWindow::new(&DctcpConfig::default());
+        w.on_ack(0, true, 50);
+        let after_first = w.cwnd();
+        w.on_ack(1, true, 50);
+        w.on_loss(2, 50);
+        assert_eq!(w.cwnd(), after_first);
+    }
+
+    #[test]
+    fn rto_backoff_and_floor() {
+        let cfg = DctcpConfig::default();
+        let mut w = DctcpWindow::new(&cfg);
+        w.rtt.on_sample(20_000);
+        assert_eq!(w.rto(), cfg.rto_min);
+        w.on_timeout(10);
+        assert_eq!(w.rto(), 2 * cfg.rto_min);
+        assert_eq!(w.cwnd(), cfg.min_cwnd);
+    }
+}

@@ -1,0 +1,265 @@
+//! Per-flow receiver: reassembly, per-sub-flow ACKs with SACK and ECN echo, and — for
+//! credit-based transports — the credit generator (request/stop state machine, Algorithm 1
+//! feedback control, paced and jittered credits).
+
+use crate::ack_tracker::{AckTracker, Recorded};
+use crate::config::{uses_credits, ReceiverConfig};
+use crate::credit_feedback::CreditFeedback;
+use crate::pacer::CreditPacer;
+use crate::reassembly::{Inserted, Reassembly};
+use crate::{Nanos, Transmit};
+use bytes::Bytes;
+use flexpass_wire::{Ack, Credit, Data, HelloAck, HelloStatus, Packet, SubFlow, TransportKind};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReceiverStats {
+    /// Payload bytes accepted per sub-flow [proactive, reactive], duplicates included.
+    pub bytes_proactive: u64,
+    pub bytes_reactive: u64,
+    pub packets_proactive: u64,
+    pub packets_reactive: u64,
+    /// Data packets whose payload the receiver already had.
+    pub duplicates: u64,
+    pub ce_marked: u64,
+    pub credits_sent: u64,
+    pub acks_sent: u64,
+    pub rejected_packets: u64,
+}
+
+/// Why an incoming packet was dropped (counted; the flow keeps going).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    #[error("packet belongs to flow {got}, not {expected}")]
+    WrongFlow { expected: u32, got: u32 },
+    #[error("packet type not expected by a {0:?} receiver")]
+    UnexpectedType(TransportKind),
+    #[error("{0}")]
+    BadSequence(String),
+}
+
+pub struct Receiver {
+    flow_id: u32,
+    transport: TransportKind,
+    reassembly: Reassembly,
+    proactive: AckTracker,
+    reactive: AckTracker,
+    feedback: CreditFeedback,
+    pacer: CreditPacer,
+    update_period: Nanos,
+    next_update: Option<Nanos>,
+    next_credit_seq: u32,
+    rng: SmallRng,
+    out: VecDeque<Packet>,
+    delivered: u64,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    pub fn new(flow_id: u32, transport: TransportKind, cfg: &ReceiverConfig) -> Result<Self, String> {
+        cfg.validate()?;
+        Ok(Receiver {
+            flow_id,
+            transport,
+            reassembly: Reassembly::new(cfg.max_reorder_bytes),
+            proactive: AckTracker::new(),
+            reactive: AckTracker::new(),
+            feedback: CreditFeedback::new(&cfg.credit),
+            pacer: CreditPacer::new(cfg.credit.jitter, cfg.credit.randomize_size),
+            update_period: cfg.credit.update_period,
+            next_update: None,
+            next_credit_seq: 0,
+            rng: SmallRng::seed_from_u64(cfg.seed ^ u64::from(flow_id).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            out: VecDeque::new(),
+            delivered: 0,
+            stats: ReceiverStats::default(),
+        })
+    }
+
+    pub fn flow_id(&self) -> u32 {
+        self.flow_id
+    }
+    pub fn transport(&self) -> TransportKind {
+        self.transport
+    }
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+    /// Current credit rate of Algorithm 1 (credits/s).
+    pub fn credit_rate(&self) -> f64 {
+        self.feedback.cur_rate()
+    }
+    pub fn is_sending_credits(&self) -> bool {
+        self.pacer.is_running()
+    }
+    /// In-order bytes handed to the application so far.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.delivered
+    }
+    /// The whole flow (up to its FIN) has arrived in order.
+    pub fn is_complete(&self) -> bool {
+        self.reassembly.is_complete()
+    }
+    /// All bytes read by the application, FIN included.
+    pub fn is_finished(&self) -> bool {
+        self.is_complete() && self.reassembly.ready_bytes() == 0
+    }
+
+    /// Next in-order chunk of the flow's bytes.
+    pub fn read(&mut self) -> Option<Bytes> {
+        let b = self.reassembly.read()?;
+        self.delivered += b.len() as u64;
+        Some(b)
+    }
+
+    fn start_credits(&mut self, now: Nanos) {
+        if !uses_credits(self.transport) || self.reassembly.is_complete() || self.pacer.is_running() {
+            return;
+        }
+        self.feedback.resync(self.next_credit_seq);
+        self.pacer.start(now);
+        self.next_update = Some(now + self.update_period);
+    }
+
+    fn stop_credits(&mut self) {
+        self.pacer.stop();
+        self.next_update = None;
+    }
+
+    /// `ce`: the packet's IP header carried ECN CE.
+    pub fn handle_packet(&mut self, now: Nanos, packet: &Packet, ce: bool) -> Result<(), Rejected> {
+        let r = self.handle_inner(now, packet, ce);
+        if r.is_err() {
+            self.stats.rejected_packets += 1;
+        }
+        r
+    }
+
+    fn handle_inner(&mut self, now: Nanos, packet: &Packet, ce: bool) -> Result<(), Rejected> {
+        if packet.flow_id() != self.flow_id {
+            return Err(Rejected::WrongFlow { expected: self.flow_id, got: packet.flow_id() });
+        }
+        let unexpected = Rejected::UnexpectedType(self.transport);
+        match packet {
+            Packet::Hello(h) => {
+                let status = if h.transport == self.transport {
+                    HelloStatus::Accepted
+                } else {
+                    HelloStatus::UnsupportedTransport
+                };
+                self.out.push_back(Packet::HelloAck(HelloAck { flow_id: self.flow_id, transport: h.transport, status }));
+                if status == HelloStatus::Accepted {
+                    self.start_credits(now);
+                }
+                Ok(())
+            }
+            Packet::CreditRequest(_) if uses_credits(self.transport) => {
+                self.start_credits(now);
+                Ok(())
+            }
+            Packet::CreditStop { .. } if uses_credits(self.transport) => {
+                self.stop_credits();
+                Ok(())
+            }
+            Packet::Data(d) => self.on_data(d, ce),
+            Packet::Reset(_) => {
+                self.stop_credits();
+                Ok(())
+            }
+            _ => Err(unexpected),
+        }
+    }
+
+    fn on_data(&mut self, d: &Data, ce: bool) -> Result<(), Rejected> {
+        let allowed = match (self.transport, d.subflow) {
+            (TransportKind::FlexPass, _) => true,
+            (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
+            (TransportKind::Dctcp, s) => s == SubFlow::Reactive,
+        };
+        if !allowed {
+            return Err(Rejected::UnexpectedType(self.transport));
+        }
+        // Validate against reassembly limits before touching the ACK state, so a rejected
+        // packet is neither acknowledged nor buffered (the sender will resend it).
+        let bad = |e: &dyn std::fmt::Display| Rejected::BadSequence(e.to_string());
+        match d.subflow {
+            SubFlow::Proactive => self.proactive.check(d.subflow_seq),
+            SubFlow::Reactive => self.reactive.check(d.subflow_seq),
+        }
+        .map_err(|e| bad(&e))?;
+        let inserted = self.reassembly.insert(d.flow_seq, d.payload.clone(), d.fin).map_err(|e| bad(&e))?;
+        let tracker = match d.subflow {
+            SubFlow::Proactive => &mut self.proactive,
+            SubFlow::Reactive => &mut self.reactive,
+        };
+        let recorded = tracker.record(d.subflow_seq).map_err(|e| bad(&e))?;
+        let len = d.payload.len() as u64;
+        match d.subflow {
+            SubFlow::Proactive => {
+                self.stats.packets_proactive += 1;
+                self.stats.bytes_proactive += len;
+                if recorded == Recorded::New {
+                    self.feedback.on_credit_echo(d.credit_seq);
+                }
+            }
+            SubFlow::Reactive => {
+                self.stats.packets_reactive += 1;
+                self.stats.bytes_reactive += len;
+            }
+        }
+        if inserted == Inserted::Duplicate {
+            self.stats.duplicates += 1;
+        }
+        if ce {
+            self.stats.ce_marked += 1;
+        }
+        let ack = Ack {
+            flow_id: self.flow_id,
+            subflow: d.subflow,
+            ece: ce,
+            cum_ack: tracker.cum_ack(),
+            ack_seq: d.subflow_seq,
+            tsecr: d.tsval,
+            flow_ack: self.reassembly.next(),
+            sack: tracker.sack_blocks(d.subflow_seq),
+        };
+        self.out.push_back(Packet::Ack(ack));
+        if self.reassembly.is_complete() {
+            self.stop_credits();
+        }
+        Ok(())
+    }
+
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if let Some(p) = self.out.pop_front() {
+            if matches!(p, Packet::Ack(_)) {
+                self.stats.acks_sent += 1;
+            }
+            return Some(Transmit::new(p, self.transport));
+        }
+        let rate = self.feedback.cur_rate();
+        let padding = self.pacer.poll(now, rate, &mut self.rng)?;
+        let credit = Credit { flow_id: self.flow_id, credit_seq: self.next_credit_seq, padding };
+        self.next_credit_seq = self.next_credit_seq.wrapping_add(1);
+        self.stats.credits_sent += 1;
+        Some(Transmit::new(Packet::Credit(credit), self.transport))
+    }
+
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        [self.pacer.next_at(), self.next_update].into_iter().flatten().min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        while let Some(t) = self.next_update {
+            if now < t {
+                break;
+            }
+            self.feedback.update();
+            // Missed periods (a late caller) are not replayed: one update per call.
+            self.next_update = Some(if now - t > self.update_period { now + self.update_period } else { t + self.update_period });
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! Per-flow sender: FlexPass (proactive + reactive sub-flows over one send buffer),
+//! ExpressPass (proactive only) and DCTCP (reactive only, with its own retransmissions).
+
+use crate::config::{uses_credits, SenderConfig};
+use crate::dctcp::DctcpWindow;
+use crate::scoreboard::{AckError, AckEvents, Scoreboard};
+use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
+use crate::{wire_timestamp, Nanos, Transmit, MICROS};
+use bytes::Bytes;
+use flexpass_wire::{
+    Ack, CreditRequest, Data, Hello, HelloStatus, Packet, SubFlow, TransportKind,
+};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum SenderError {
+    #[error("peer did not answer HELLO: it does not speak FlexPass (fall back to kernel TCP)")]
+    PeerNotResponding,
+    #[error("peer refused the flow")]
+    Refused,
+    #[error("peer does not support this transport")]
+    UnsupportedTransport,
+    #[error("peer reset the flow")]
+    Reset,
+    #[error("sub-flow sequence space exhausted")]
+    SequenceExhausted,
+}
+
+/// Why an incoming packet was not accepted (it is counted and otherwise ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    #[error("packet belongs to flow {got}, not {expected}")]
+    WrongFlow { expected: u32, got: u32 },
+    #[error("packet type not expected by a {0:?} sender")]
+    UnexpectedType(TransportKind),
+    #[error(transparent)]
+    BadAck(#[from] AckError),
+    #[error("ACK claims {flow_ack} bytes delivered but only {sent} were sent")]
+    FlowAckBeyondSent { flow_ack: u64, sent: u64 },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SenderStats {
+    pub bytes_acked: u64,
+    pub packets_proactive: u64,
+    pub packets_reactive: u64,
+    pub bytes_proactive: u64,
+    pub bytes_reactive: u64,
+    /// Transmissions of a segment that had been sent before (any reason).
+    pub retransmissions: u64,
+    /// Credits spent on a segment still sent-as-reactive (FlexPass "proactive retransmission").
+    pub proactive_retransmissions: u64,
+    pub losses_proactive: u64,
+    pub losses_reactive: u64,
+    /// Retransmission timeouts that moved unACKed data to Lost (reactive sub-flow / DCTCP).
+    pub timeouts: u64,
+    /// Proactive recovery-timer expiries (credits re-requested).
+    pub recovery_timeouts: u64,
+    pub credits_received: u64,
+    /// Credits that arrived when there was nothing to send.
+    pub credits_wasted: u64,
+    pub credit_requests: u64,
+    pub credit_stops: u64,
+    pub hello_retransmissions: u64,
+    pub rejected_packets: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handshake {
+    /// HELLO sent at `at`, `tries` retransmissions so far.
+    Pending { at: Nanos, tries: u32 },
+    Established,
+    Failed(SenderError),
+}
+
+/// Sender half of the credit request / stop state machine (ExpressPass Fig. 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CreditState {
+    /// Credits requested (HELLO or CREDIT_REQUEST sent); credits expected.
+    Requested,
+    /// CREDIT_STOP sent (or nothing ever requested).
+    Stopped,
+}
+
+pub struct Sender {
+    flow_id: u32,
+    cfg: SenderConfig,
+    buf: SendBuffer,
+    proactive: Scoreboard,
+    reactive: Scoreboard,
+    window: DctcpWindow,
+    handshake: Handshake,
+    credit_state: CreditState,
+    control: VecDeque<Packet>,
+    credits: VecDeque<u32>,
+    /// Start of the current proactive recovery-timer interval.
+    recovery_anchor: Nanos,
+    /// When the sender last had nothing at all to do (streams: CREDIT_STOP after a timeout).
+    idle_since: Option<Nanos>,
+    flow_size: u64,
+    events: AckEvents,
+    acked_scratch: Vec<(u64, Segment)>,
+    stats: SenderStats,
+}
+
+impl Sender {
+    /// Open a flow: HELLO (which, for credit-based transports, also requests credits) is the
+    /// first packet out. `flow_size` is advisory (0 = unknown / stream).
+    pub fn new(flow_id: u32, cfg: SenderConfig, flow_size: u64, now: Nanos) -> Result<Self, String> {
+        cfg.validate()?;
+        let mut control = VecDeque::new();
+        control.push_back(Packet::Hello(Hello { flow_id, transport: cfg.transport, flow_size }));
+        let credit_state = if uses_credits(cfg.transport) { CreditState::Requested } else { CreditState::Stopped };
+        Ok(Sender {
+            flow_id,
+            buf: SendBuffer::new(cfg.mss),
+            proactive: Scoreboard::new(cfg.subflow_dupthresh),
+            reactive: Scoreboard::new(match cfg.transport {
+                TransportKind::Dctcp => cfg.dctcp.dupthresh,
+                _ => cfg.subflow_dupthresh,
+            }),
+            window: DctcpWindow::new(&cfg.dctcp),
+            handshake: Handshake::Pending { at: now, tries: 0 },
+            credit_state,
+            control,
+            credits: VecDeque::new(),
+            recovery_anchor: now,
+            idle_since: None,
+            flow_size,
+            events: AckEvents::default(),
+            acked_scratch: Vec::new(),
+            stats: SenderStats::default(),
+            cfg,
+        })
+    }
+
+    pub fn flow_id(&self) -> u32 {
+        self.flow_id
+    }
+    pub fn transport(&self) -> TransportKind {
+        self.cfg.transport
+    }
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+    pub fn cwnd(&self) -> f64 {
+        self.window.cwnd()
+    }
+    pub fn dctcp_alpha(&self) -> f64 {
+        self.window.alpha()
+    }
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.window.rtt.srtt()
+    }
+    pub fn error(&self) -> Option<SenderError> {
+        match self.handshake {
+            Handshake::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+    pub fn is_established(&self) -> bool {
+        self.handshake == Handshake::Established
+    }
+
+    /// Queue application bytes. Returns false after `finish` or failure.
+    pub fn write(&mut self, data: Bytes) -> bool {
+        if self.error().is_some() {
+            return false;
+        }
+        self.idle_since = None;
+        self.buf.write(data)
+    }
+
+    /// The application has no more data: the flow ends with a FIN once everything is sent.
+    pub fn finish(&mut self) {
+        self.buf.finish();
+    }
+
+    /// Bytes written and not yet ACKed (for application back-pressure).
+    pub fn unacked_bytes(&self) -> u64 {
+        self.buf.written_bytes() - self.buf.acked_bytes()
+    }
+
+    /// Everything written, and the FIN, was acknowledged.
+    pub fn is_complete(&self) -> bool {
+        self.buf.is_complete()
+    }
+
+    pub fn handle_packet(&mut self, now: Nanos, packet: &Packet) -> Result<(), Rejected> {
+        let r = self.handle_inner(now, packet);
+        if r.is_err() {
+            self.stats.rejected_packets += 1;
+        }
+        self.update_credit_state(now);
+        r
+    }
+
+    fn handle_inner(&mut self, now: Nanos, packet: &Packet) -> Result<(), Rejected> {
+        if packet.flow_id() != self.flow_id {
+            return Err(Rejected::WrongFlow { expected: self.flow_id, got: packet.flow_id() });
+        }
+        let unexpected = Rejected::UnexpectedType(self.cfg.transport);
+        match packet {
+            Packet::HelloAck(h) => {
+                if h.transport != self.cfg.transport {
+                    return Err(unexpected);
+                }
+                match h.status {
+                    HelloStatus::Accepted => self.established(),
+                    HelloStatus::UnsupportedTransport => self.fail(SenderError::UnsupportedTransport),
+                    HelloStatus::Refused => self.fail(SenderError::Refused),
+                }
+                Ok(())
+            }
+            Packet::Credit(c) => {
+                if !self.cfg.uses_credits() {
+                    return Err(unexpected);
+                }
+                self.stats.credits_received += 1;
+                self.established();
+                self.recovery_anchor = now;
+                if self.error().is_some() || self.buf.is_complete() {
+                    self.stats.credits_wasted += 1;
+                } else {
+                    self.credits.push_back(c.credit_seq);
+                }
+                Ok(())
+            }
+            Packet::Ack(a) => self.on_ack(now, a),
+            Packet::Reset(_) => {
+                self.fail(SenderError::Reset);
+                Ok(())
+            }
+            _ => Err(unexpected),
+        }
+    }
+
+    fn established(&mut self) {
+        if matches!(self.handshake, Handshake::Pending { .. }) {
+            self.handshake = Handshake::Established;
+        }
+    }
+
+    fn fail(&mut self, e: SenderError) {
+        if !self.buf.is_complete() {
+            self.handshake = Handshake::Failed(e);
+            self.control.clear();
+            self.credits.clear();
+        }
+    }
+
+    fn scoreboard(&mut self, subflow: SubFlow) -> &mut Scoreboard {
+        match subflow {
+            SubFlow::Proactive => &mut self.proactive,
+            SubFlow::Reactive => &mut self.reactive,
+        }
+    }
+
+    fn on_ack(&mut self, now: Nanos, ack: &Ack) -> Result<(), Rejected> {
+        let allowed = match (self.cfg.transport, ack.subflow) {
+            (TransportKind::ExpressPass, SubFlow::Reactive) | (TransportKind::Dctcp, SubFlow::Proactive) => false,
+            _ => true,
+        };
+        if !allowed {
+            return Err(Rejected::UnexpectedType(self.cfg.transport));
+        }
+        if ack.flow_ack > self.buf.sent_limit() {
+            return Err(Rejected::FlowAckBeyondSent { flow_ack: ack.flow_ack, sent: self.buf.sent_limit() });
+        }
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        let result = self.scoreboard(ack.subflow).on_ack(ack, now, &mut events);
+        if let Err(e) = result {
+            self.events = events;
+            return Err(e.into());
+        }
+        self.established();
+        let next_seq = self.scoreboard(ack.subflow).next_seq();
+        let mut progress = false;
+        for &(seq, seg, was_outstanding) in &events.acked {
+            if seq == ack.ack_seq {
+                let rtt = (wire_timestamp(now).wrapping_sub(ack.tsecr) as Nanos) * MICROS;
+                if rtt < 10_000 * crate::MILLIS {
+                    self.window.rtt.on_sample(rtt.max(1));
+                }
+            }
+            if ack.subflow == SubFlow::Reactive && was_outstanding {
+                self.window.on_ack(seq, ack.ece && seq == ack.ack_seq, next_seq);
+            }
+            progress |= self.segment_acked(seg);
+        }
+        for &(seq, seg) in &events.lost {
+            if self.buf.mark_lost(seg, ack.subflow, seq) {
+                match ack.subflow {
+                    SubFlow::Proactive => self.stats.losses_proactive += 1,
+                    SubFlow::Reactive => {
+                        self.stats.losses_reactive += 1;
+                        self.window.on_loss(ack.ack_seq, next_seq);
+                    }
+                }
+            }
+        }
+        self.events = events;
+        // The receiver's in-order point acknowledges whole segments even if their own ACKs were lost.
+        let mut acked = std::mem::take(&mut self.acked_scratch);
+        acked.clear();
+        self.buf.ack_flow_prefix(ack.flow_ack, &mut acked);
+        for (_, seg) in acked.drain(..) {
+            self.resolve_subflows(&seg);
+            self.stats.bytes_acked += seg.payload.len() as u64;
+            progress = true;
+        }
+        self.acked_scratch = acked;
+        if progress && ack.subflow == SubFlow::Proactive {
+            self.recovery_anchor = now;
+        }
+        self.buf.trim();
+        Ok(())
+    }
+
+    /// Segment `idx` was ACKed through some transmission. Returns whether that was news.
+    fn segment_acked(&mut self, idx: u64) -> bool {
+        match self.buf.mark_acked(idx) {
+            Some(seg) => {
+                self.stats.bytes_acked += seg.payload.len() as u64;
+                self.resolve_subflows(&seg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Other transmissions of an ACKed segment no longer occupy their sub-flow's pipe.
+    fn resolve_subflows(&mut self, seg: &Segment) {
+        if let Some(s) = seg.reactive_seq {
+            self.reactive.resolve(s);
+        }
+        if let Some(s) = seg.proactive_seq {
+            self.proactive.resolve(s);
+        }
+    }
+
+    /// Does the proactive sub-flow have work (something to send on a credit)?
+    fn owes_proactive(&mut self) -> bool {
+        match self.cfg.transport {
+            TransportKind::Dctcp => false,
+            TransportKind::ExpressPass => self.buf.has_lost() || self.buf.has_pending(),
+            TransportKind::FlexPass => {
+                self.buf.has_lost() || self.buf.has_pending() || self.buf.has_unacked_reactive()
+            }
+        }
+    }
+
+    /// Credit request / stop state machine. A finished flow stops credits at once; a stream
+    /// with nothing to send stops them after `credit_stop_timeout`; new data re-requests.
+    fn update_credit_state(&mut self, now: Nanos) {
+        if !self.cfg.uses_credits() || self.error().is_some() {
+            return;
+        }
+        let complete = self.buf.is_complete();
+        let busy = !complete && (self.owes_proactive() || self.proactive.outstanding() > 0);
+        match self.credit_state {
+            CreditState::Requested if complete => self.send_credit_stop(),
+            CreditState::Requested => {
+                if busy || !self.buf.is_idle() {
+                    self.idle_since = None;
+                } else if self.idle_since.is_none() {
+                    self.idle_since = Some(now);
+                }
+            }
+            CreditState::Stopped if busy && self.handshake == Handshake::Established => {
+                self.send_credit_request(now);
+            }
+            CreditState::Stopped => {}
+        }
+    }
+
+    fn send_credit_stop(&mut self) {
+        self.control.push_back(Packet::CreditStop { flow_id: self.flow_id });
+        self.credit_state = CreditState::Stopped;
+        self.stats.credit_stops += 1;
+        self.idle_since = None;
+    }
+
+    fn send_credit_request(&mut self, now: Nanos) {
+        let pending_bytes = self.buf.pending_bytes();
+        self.control.push_back(Packet::CreditRequest(CreditRequest { flow_id: self.flow_id, pending_bytes }));
+        self.credit_state = CreditState::Requested;
+        self.stats.credit_requests += 1;
+        self.recovery_anchor = now;
+    }
+
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let t = self.next_transmit(now);
+        if t.is_some() {
+            self.update_credit_state(now);
+        }
+        t
+    }
+
+    fn next_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if self.error().is_some() {
+            return None;
+        }
+        if let Some(p) = self.control.pop_front() {
+            return Some(Transmit::new(p, self.cfg.transport));
+        }
+        let flexpass = self.cfg.transport == TransportKind::FlexPass;
+        while let Some(credit_seq) = self.credits.pop_front() {
+            match self.buf.next_for_credit(flexpass) {
+                Some((idx, choice)) => {
+                    if choice == CreditChoice::ProactiveRetransmission {
+                        self.stats.proactive_retransmissions += 1;
+                    }
+                    return self.send_segment(idx, SubFlow::Proactive, credit_seq, now);
+                }
+                None => self.stats.credits_wasted += 1,
+            }
+        }
+        if self.cfg.transport != TransportKind::ExpressPass
+            && f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0)
+        {
+            let retransmit = self.cfg.transport == TransportKind::Dctcp;
+            if let Some(idx) = self.buf.next_for_reactive(retransmit) {
+                return self.send_segment(idx, SubFlow::Reactive, 0, now);
+            }
+        }
+        None
+    }
+
+    fn send_segment(&mut self, idx: u64, subflow: SubFlow, credit_seq: u32, now: Nanos) -> Option<Transmit> {
+        let seq = match self.scoreboard(subflow).on_send(idx, now) {
+            Ok(s) => s,
+            Err(_) => {
+                self.fail(SenderError::SequenceExhausted);
+                return None;
+            }
+        };
+        let seg = self.buf.on_sent(idx, subflow, seq)?;
+        let data = Data {
+            flow_id: self.flow_id,
+            subflow,
+            flow_seq: seg.flow_seq,
+            subflow_seq: seq,
+            credit_seq,
+            tsval: wire_timestamp(now),
+            fin: seg.fin,
+            retransmission: seg.transmissions > 1,
+            payload: seg.payload.clone(),
+        };
+        let len = data.payload.len() as u64;
+        if data.retransmission {
+            self.stats.retransmissions += 1;
+        }
+        match subflow {
+            SubFlow::Proactive => {
+                self.stats.packets_proactive += 1;
+                self.stats.bytes_proactive += len;
+            }
+            SubFlow::Reactive => {
+                self.stats.packets_reactive += 1;
+                self.stats.bytes_reactive += len;
+            }
+        }
+        Some(Transmit::new(Packet::Data(data), self.cfg.transport))
+    }
+
+    fn rto_deadline(&self) -> Option<Nanos> {
+        (self.reactive.outstanding() > 0).then(|| self.reactive.timer_anchor() + self.window.rto())
+    }
+
+    fn recovery_deadline(&mut self) -> Option<Nanos> {
+        if !self.cfg.uses_credits() || self.buf.is_complete() {
+            return None;
+        }
+        let waiting = self.owes_proactive() || self.proactive.outstanding() > 0;
+        waiting.then(|| self.recovery_anchor + self.cfg.recovery_timeout)
+    }
+
+    /// Earliest time `handle_timeout` must run.
+    pub fn poll_timeout(&mut self) -> Option<Nanos> {
+        if self.error().is_some() || (self.buf.is_complete() && self.control.is_empty()) {
+            return None;
+        }
+        let hello = match self.handshake {
+            Handshake::Pending { at, .. } => Some(at + self.cfg.hello_timeout),
+            _ => None,
+        };
+        let stop = match (self.credit_state, self.idle_since) {
+            (CreditState::Requested, Some(t)) => Some(t + self.cfg.credit_stop_timeout),
+            _ => None,
+        };
+        [hello, self.rto_deadline(), self.recovery_deadline(), stop].into_iter().flatten().min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.error().is_some() {
+            return;
+        }
+        if let Handshake::Pending { at, tries } = self.handshake {
+            if now >= at + self.cfg.hello_timeout {
+                if tries >= self.cfg.hello_retries {
+                    self.fail(SenderError::PeerNotResponding);
+                    return;
+                }
+                self.handshake = Handshake::Pending { at: now, tries: tries + 1 };
+                self.stats.hello_retransmissions += 1;
+                let hello = Hello { flow_id: self.flow_id, transport: self.cfg.transport, flow_size: self.flow_size };
+                self.control.push_back(Packet::Hello(hello));
+            }
+        }
+        if self.rto_deadline().is_some_and(|d| now >= d) {
+            let mut events = std::mem::take(&mut self.events);
+            events.clear();
+            self.reactive.mark_all_lost(now, &mut events);
+            let moved = events
+                .lost
+                .iter()
+                .filter(|&&(seq, seg)| self.buf.mark_lost(seg, SubFlow::Reactive, seq))
+                .count();
+            self.events = events;
+            if moved > 0 {
+                self.stats.timeouts += 1;
+                self.stats.losses_reactive += moved as u64;
+                let next = self.reactive.next_seq();
+                self.window.on_timeout(next);
+            }
+        }
+        if self.recovery_deadline().is_some_and(|d| now >= d) {
+            let mut events = std::mem::take(&mut self.events);
+            events.clear();
+            self.proactive.mark_all_lost(now, &mut events);
+            for &(seq, seg) in &events.lost {
+                if self.buf.mark_lost(seg, SubFlow::Proactive, seq) {
+                    self.stats.losses_proactive += 1;
+                }
+            }
+            self.events = events;
+            self.stats.recovery_timeouts += 1;
+            self.send_credit_request(now);
+        }
+        if let (CreditState::Requested, Some(t)) = (self.credit_state, self.idle_since) {
+            if now >= t + self.cfg.credit_stop_timeout && self.buf.is_idle() {
+                self.send_credit_stop();
+            }
+        }
+        self.update_credit_state(now);
+    }
+}
