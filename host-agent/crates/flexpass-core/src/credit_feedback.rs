@@ -25,8 +25,9 @@ pub struct CreditFeedback {
     w_min: f64,
     w_max: f64,
     target_loss: f64,
-    /// Lower bound of `cur_rate` (max_rate / 1024), so a flow that lost every credit of a
-    /// period (rate × (1 − 1)) keeps probing instead of stalling.
+    /// Lower bound of `cur_rate` (max_rate / 1024); `update` also keeps at least one credit
+    /// per update period (the S_min of 1 credit/RTT in the FlexPass simulations), so a flow
+    /// that lost every credit of a period keeps getting feedback instead of stalling.
     min_rate: f64,
     w: f64,
     cur_rate: f64,
@@ -100,7 +101,7 @@ impl CreditFeedback {
 
     /// One update period has elapsed: run one step of Algorithm 1. Periods in which no
     /// feedback arrived at all leave the rate unchanged.
-    pub fn update(&mut self) {
+    pub fn update(&mut self, period: crate::Nanos) {
         let total = self.dropped + self.received;
         if total == 0 {
             return;
@@ -119,7 +120,8 @@ impl CreditFeedback {
             self.w = (self.w / 2.0).max(self.w_min);
             self.previous_increasing = false;
         }
-        self.cur_rate = self.cur_rate.clamp(self.min_rate, ceiling);
+        let floor = self.min_rate.max(1e9 / period.max(1) as f64).min(self.max_rate);
+        self.cur_rate = self.cur_rate.clamp(floor, ceiling);
         self.dropped = 0;
         self.received = 0;
     }
@@ -153,7 +155,7 @@ mod tests {
                 f.on_credit_echo(seq);
                 seq += 1;
             }
-            f.update();
+            f.update(c.update_period);
             assert!(f.cur_rate() >= prev, "no loss must never decrease the rate");
             prev = f.cur_rate();
         }
@@ -163,14 +165,15 @@ mod tests {
 
     #[test]
     fn decreasing_phase_matches_algorithm_1() {
-        let c = cfg();
+        // A long period keeps the one-credit-per-period floor out of the way.
+        let c = CreditConfig { update_period: 1_000 * MICROS, ..cfg() };
         let mut f = CreditFeedback::new(&c);
         let start = f.cur_rate();
         // 5 received, 5 dropped: loss 0.5 > target_loss.
         for s in [0u32, 2, 4, 6, 8, 10] {
             f.on_credit_echo(s);
         }
-        f.update();
+        f.update(c.update_period);
         let loss = 5.0 / 11.0;
         let expected = start * (1.0 - loss) * 1.1;
         assert!((f.cur_rate() - expected).abs() < 1e-6);
@@ -185,9 +188,9 @@ mod tests {
         for _ in 0..50 {
             f.on_credit_echo(seq);
             seq = seq.wrapping_add(100);
-            f.update();
+            f.update(c.update_period);
             assert!(f.w() >= c.w_min);
-            assert!(f.cur_rate() >= c.max_rate / MIN_RATE_DIVISOR - 1e-9);
+            assert!(f.cur_rate() >= 1e9 / c.update_period as f64 - 1e-9);
         }
     }
 

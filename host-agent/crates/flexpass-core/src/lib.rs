@@ -34,7 +34,7 @@ mod transmit;
 pub use config::{CreditConfig, DctcpConfig, ReceiverConfig, SenderConfig};
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};
-pub use transmit::{classify, Transmit};
+pub use transmit::Transmit;
 
 pub use flexpass_wire as wire;
 

@@ -41,6 +41,8 @@ pub enum Rejected {
     BadSequence(String),
 }
 
+const CREDIT_RTT_SLOTS: usize = 1024;
+
 pub struct Receiver {
     flow_id: u32,
     transport: TransportKind,
@@ -49,7 +51,12 @@ pub struct Receiver {
     reactive: AckTracker,
     feedback: CreditFeedback,
     pacer: CreditPacer,
-    update_period: Nanos,
+    /// Configured update period: the floor of the measured credit RTT.
+    base_period: Nanos,
+    /// Smoothed credit → data RTT: Algorithm 1 runs once per this period ("RTT by default").
+    credit_rtt: Option<f64>,
+    /// Send times of recent credits, indexed by credit_seq % len, for RTT samples.
+    credit_sent_at: Vec<(u32, Nanos)>,
     next_update: Option<Nanos>,
     next_credit_seq: u32,
     rng: SmallRng,
@@ -69,7 +76,9 @@ impl Receiver {
             reactive: AckTracker::new(),
             feedback: CreditFeedback::new(&cfg.credit),
             pacer: CreditPacer::new(cfg.credit.jitter, cfg.credit.randomize_size),
-            update_period: cfg.credit.update_period,
+            base_period: cfg.credit.update_period,
+            credit_rtt: None,
+            credit_sent_at: vec![(u32::MAX, 0); CREDIT_RTT_SLOTS],
             next_update: None,
             next_credit_seq: 0,
             rng: SmallRng::seed_from_u64(cfg.seed ^ u64::from(flow_id).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
@@ -91,6 +100,11 @@ impl Receiver {
     /// Current credit rate of Algorithm 1 (credits/s).
     pub fn credit_rate(&self) -> f64 {
         self.feedback.cur_rate()
+    }
+    /// Current update period of the credit feedback control: the smoothed credit RTT,
+    /// never below the configured one.
+    pub fn update_period(&self) -> Nanos {
+        self.credit_rtt.map_or(self.base_period, |r| (r as Nanos).max(self.base_period))
     }
     pub fn is_sending_credits(&self) -> bool {
         self.pacer.is_running()
@@ -121,7 +135,7 @@ impl Receiver {
         }
         self.feedback.resync(self.next_credit_seq);
         self.pacer.start(now);
-        self.next_update = Some(now + self.update_period);
+        self.next_update = Some(now + self.update_period());
     }
 
     fn stop_credits(&mut self) {
@@ -164,7 +178,7 @@ impl Receiver {
                 self.stop_credits();
                 Ok(())
             }
-            Packet::Data(d) => self.on_data(d, ce),
+            Packet::Data(d) => self.on_data(now, d, ce),
             Packet::Reset(_) => {
                 self.stop_credits();
                 Ok(())
@@ -173,7 +187,7 @@ impl Receiver {
         }
     }
 
-    fn on_data(&mut self, d: &Data, ce: bool) -> Result<(), Rejected> {
+    fn on_data(&mut self, now: Nanos, d: &Data, ce: bool) -> Result<(), Rejected> {
         let allowed = match (self.transport, d.subflow) {
             (TransportKind::FlexPass, _) => true,
             (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
@@ -203,6 +217,11 @@ impl Receiver {
                 self.stats.bytes_proactive += len;
                 if recorded == Recorded::New {
                     self.feedback.on_credit_echo(d.credit_seq);
+                    let (seq, sent) = self.credit_sent_at[d.credit_seq as usize % CREDIT_RTT_SLOTS];
+                    if seq == d.credit_seq && now >= sent {
+                        let sample = (now - sent) as f64;
+                        self.credit_rtt = Some(self.credit_rtt.map_or(sample, |r| 0.875 * r + 0.125 * sample));
+                    }
                 }
             }
             SubFlow::Reactive => {
@@ -243,6 +262,7 @@ impl Receiver {
         let rate = self.feedback.cur_rate();
         let padding = self.pacer.poll(now, rate, &mut self.rng)?;
         let credit = Credit { flow_id: self.flow_id, credit_seq: self.next_credit_seq, padding };
+        self.credit_sent_at[self.next_credit_seq as usize % CREDIT_RTT_SLOTS] = (self.next_credit_seq, now);
         self.next_credit_seq = self.next_credit_seq.wrapping_add(1);
         self.stats.credits_sent += 1;
         Some(Transmit::new(Packet::Credit(credit), self.transport))
@@ -257,9 +277,10 @@ impl Receiver {
             if now < t {
                 break;
             }
-            self.feedback.update();
+            let period = self.update_period();
+            self.feedback.update(period);
             // Missed periods (a late caller) are not replayed: one update per call.
-            self.next_update = Some(if now - t > self.update_period { now + self.update_period } else { t + self.update_period });
+            self.next_update = Some(if now - t > period { now + period } else { t + period });
         }
     }
 }

@@ -53,8 +53,12 @@ pub struct SenderStats {
     pub proactive_retransmissions: u64,
     pub losses_proactive: u64,
     pub losses_reactive: u64,
-    /// Retransmission timeouts that moved unACKed data to Lost (reactive sub-flow / DCTCP).
+    /// Retransmission timeouts that stalled the flow: DCTCP's RTO, or a FlexPass reactive
+    /// RTO that fired while the proactive sub-flow had nothing else to send.
     pub timeouts: u64,
+    /// FlexPass reactive RTOs that only re-classified unACKed reactive packets as Lost while
+    /// credits were still carrying other data (no stall; the credits then carry them).
+    pub reactive_rto_reclassified: u64,
     /// Proactive recovery-timer expiries (credits re-requested).
     pub recovery_timeouts: u64,
     pub credits_received: u64,
@@ -180,6 +184,11 @@ impl Sender {
     /// Bytes written and not yet ACKed (for application back-pressure).
     pub fn unacked_bytes(&self) -> u64 {
         self.buf.written_bytes() - self.buf.acked_bytes()
+    }
+
+    /// Bytes written and never transmitted (the Pending state).
+    pub fn pending_bytes(&self) -> u64 {
+        self.buf.pending_bytes()
     }
 
     /// Everything written, and the FIN, was acknowledged.
@@ -511,6 +520,11 @@ impl Sender {
             }
         }
         if self.rto_deadline().is_some_and(|d| now >= d) {
+            // FlexPass: while credits keep arriving (or have other data to carry) the flow is not
+            // waiting on this timer; the RTO only hands the unACKed reactive packets to them.
+            let credits_flowing = now.saturating_sub(self.recovery_anchor) < self.window.rto();
+            let credit_work = self.cfg.transport == TransportKind::FlexPass
+                && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing);
             let mut events = std::mem::take(&mut self.events);
             events.clear();
             self.reactive.mark_all_lost(now, &mut events);
@@ -521,7 +535,11 @@ impl Sender {
                 .count();
             self.events = events;
             if moved > 0 {
-                self.stats.timeouts += 1;
+                if credit_work {
+                    self.stats.reactive_rto_reclassified += 1;
+                } else {
+                    self.stats.timeouts += 1;
+                }
                 self.stats.losses_reactive += moved as u64;
                 let next = self.reactive.next_seq();
                 self.window.on_timeout(next);

@@ -1,0 +1,12 @@
+"""FlexPass control plane.
+
+Tools for configuring P4 switches for FlexPass (credit queue, DWRR weights,
+selective dropping of reactive traffic, DSCP classification) and the FlexPass
+wire protocol for Python:
+
+* :mod:`flexpass_cp.scapy_flexpass` -- Scapy layers plus a strict
+  ``decode``/``validate``/``encode`` that follow docs/protocol.md exactly.
+* :mod:`flexpass_cp.dscp` -- the DSCP plan and ECN code points.
+"""
+
+__version__ = "0.1.0"

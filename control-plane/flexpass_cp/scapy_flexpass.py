@@ -1,0 +1,621 @@
+"""FlexPass wire protocol for Python: Scapy layers and a strict codec.
+
+docs/protocol.md is the specification; docs/protocol-vectors.json holds the
+test vectors shared with the Rust crate ``flexpass-wire``.
+
+Two complementary tools live here:
+
+* Scapy layers for crafting and dissecting packets: :class:`FlexPass` (the
+  8-byte common header) followed by one body layer chosen by ``type``
+  (:class:`FlexPassCredit`, :class:`FlexPassData`, :class:`FlexPassAck`,
+  :class:`FlexPassCreditRequest`, :class:`FlexPassHello`,
+  :class:`FlexPassHelloAck`, :class:`FlexPassReset`; CREDIT_STOP has no
+  body). Data payload follows :class:`FlexPassData` as ``Raw``. The layers
+  are bound to UDP port :data:`FLEXPASS_UDP_PORT` (source or destination);
+  use :func:`bind_port` for another port. Scapy dissection is lenient like
+  every Scapy layer -- it never rejects input.
+
+* A strict codec that follows the normative decoding algorithm of the
+  specification, check for check and in the same order as the Rust decoder:
+  :func:`decode` (bytes -> dict), :func:`validate` (raises
+  :class:`FlexPassDecodeError` whose ``kind`` is the Rust ``DecodeError``
+  kind string) and :func:`encode` (dict -> canonical bytes). The dict form is
+  the ``packet`` object of the JSON test vectors.
+
+Example::
+
+    from scapy.all import IP, UDP
+    from flexpass_cp.scapy_flexpass import FlexPass, FlexPassCredit, validate
+    pkt = IP(dst="10.0.0.2") / UDP() / FlexPass(flow_id=7) / FlexPassCredit(credit_seq=1)
+    validate(bytes(pkt[FlexPass]))
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, List, Optional
+
+from scapy.fields import (
+    BitEnumField,
+    BitField,
+    ByteEnumField,
+    FieldLenField,
+    FlagsField,
+    IntField,
+    LongField,
+    PacketListField,
+    ShortField,
+    StrField,
+    ThreeBytesField,
+)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_bottom_up, bind_layers, bind_top_down
+
+__all__ = [
+    "VERSION",
+    "FLEXPASS_UDP_PORT",
+    "DEFAULT_UDP_PORT",
+    "ERROR_KINDS",
+    "FlexPassDecodeError",
+    "FlexPassEncodeError",
+    "FlexPass",
+    "FlexPassCredit",
+    "FlexPassData",
+    "FlexPassSackBlock",
+    "FlexPassAck",
+    "FlexPassCreditRequest",
+    "FlexPassHello",
+    "FlexPassHelloAck",
+    "FlexPassReset",
+    "bind_port",
+    "decode",
+    "validate",
+    "encode",
+    "to_scapy",
+    "from_scapy",
+    "ethernet_wire_len",
+    "ethernet_wire_len_ip",
+]
+
+# ---------------------------------------------------------------------------
+# Constants (same names/values as the Rust crate)
+# ---------------------------------------------------------------------------
+
+VERSION = 1
+DEFAULT_UDP_PORT = 7890
+FLEXPASS_UDP_PORT = DEFAULT_UDP_PORT
+COMMON_HEADER_LEN = 8
+DATA_HEADER_LEN = 28
+ACK_BASE_LEN = 32
+SACK_BLOCK_LEN = 8
+MAX_SACK_BLOCKS = 4
+CREDIT_HEADER_LEN = 12
+CREDIT_MSG_MIN = 18
+CREDIT_MSG_MAX = 26
+CREDIT_REQUEST_LEN = 16
+CREDIT_STOP_LEN = 8
+HELLO_LEN = 20
+HELLO_ACK_LEN = 12
+RESET_LEN = 12
+MAX_MESSAGE_LEN = 0xFFFF
+IPV4_UDP_OVERHEAD = 28
+ETHERNET_WIRE_OVERHEAD = 38
+MIN_ETHERNET_WIRE = 84
+MAX_PAYLOAD_1500 = 1444
+
+U32_MAX = 0xFFFFFFFF
+U64_MAX = 0xFFFFFFFFFFFFFFFF
+
+# Message types.
+T_CREDIT = 0x1
+T_PROACTIVE_DATA = 0x2
+T_REACTIVE_DATA = 0x3
+T_ACK = 0x4
+T_CREDIT_REQUEST = 0x5
+T_CREDIT_STOP = 0x6
+T_HELLO = 0x7
+T_HELLO_ACK = 0x8
+T_RESET = 0x9
+
+TYPE_NAMES = {
+    T_CREDIT: "CREDIT",
+    T_PROACTIVE_DATA: "PROACTIVE_DATA",
+    T_REACTIVE_DATA: "REACTIVE_DATA",
+    T_ACK: "ACK",
+    T_CREDIT_REQUEST: "CREDIT_REQUEST",
+    T_CREDIT_STOP: "CREDIT_STOP",
+    T_HELLO: "HELLO",
+    T_HELLO_ACK: "HELLO_ACK",
+    T_RESET: "RESET",
+}
+
+# Flag bits (one global allocation; which bits are allowed depends on the type).
+FLAG_FIN = 0x01
+FLAG_ECE = 0x02
+FLAG_RETX = 0x04
+
+ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
+ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX
+ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
+ALLOWED_FLAGS[T_ACK] = FLAG_ECE
+
+SUBFLOWS = {0: "proactive", 1: "reactive"}
+TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp"}
+HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused"}
+RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
+
+ERROR_KINDS = (
+    "Truncated",
+    "UnsupportedVersion",
+    "UnknownType",
+    "LengthMismatch",
+    "InvalidFlags",
+    "BadCreditSize",
+    "NonZeroCreditSeq",
+    "EmptyPayload",
+    "SeqOverflow",
+    "BadSubflow",
+    "TooManySackBlocks",
+    "BadSackBlock",
+    "NonZeroReserved",
+    "UnknownTransport",
+    "BadStatus",
+    "BadReason",
+)
+
+
+def ethernet_wire_len(msg_len: int) -> int:
+    """Bytes on an Ethernet wire for a FlexPass message of ``msg_len`` bytes over IPv4/UDP."""
+    return ethernet_wire_len_ip(msg_len + IPV4_UDP_OVERHEAD)
+
+
+def ethernet_wire_len_ip(ip_len: int) -> int:
+    """Bytes on an Ethernet wire for an IPv4 packet of ``ip_len`` bytes."""
+    return max(ip_len + ETHERNET_WIRE_OVERHEAD, MIN_ETHERNET_WIRE)
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+class FlexPassDecodeError(ValueError):
+    """Invalid FlexPass message. ``kind`` is one of :data:`ERROR_KINDS`."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown decode error kind {kind!r}")
+        self.kind = kind
+        self.detail = detail
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+
+
+class FlexPassEncodeError(ValueError):
+    """A packet dict that has no valid encoding. ``kind`` mirrors Rust ``EncodeError::kind``
+    (BadCreditPadding, NonZeroCreditSeq, EmptyPayload, SeqOverflow, TooLong, BadSackBlock),
+    plus ``BadValue`` for malformed dicts (unknown type/enum name, out-of-range integer)."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        self.kind = kind
+        self.detail = detail
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+
+
+# ---------------------------------------------------------------------------
+# Strict decoder (normative algorithm, docs/protocol.md "Decoding algorithm")
+# ---------------------------------------------------------------------------
+
+
+def _exact_len(n: int, need: int) -> None:
+    """Fixed-size bodies: shorter -> Truncated, longer -> LengthMismatch."""
+    if n < need:
+        raise FlexPassDecodeError("Truncated", f"need {need} bytes, got {n}")
+    if n > need:
+        raise FlexPassDecodeError("LengthMismatch", f"expected {need} bytes, got {n}")
+
+
+def decode(buf: bytes) -> Dict[str, Any]:
+    """Strictly decode one FlexPass message (the whole UDP payload).
+
+    Returns the ``packet`` dict of the JSON vectors; raises
+    :class:`FlexPassDecodeError`. The checks and their order are exactly those
+    of the Rust ``Packet::decode``.
+    """
+    buf = bytes(buf)
+    n = len(buf)
+    # 1. common header present
+    if n < COMMON_HEADER_LEN:
+        raise FlexPassDecodeError("Truncated", f"need {COMMON_HEADER_LEN} bytes, got {n}")
+    # 2. version
+    version = buf[0] >> 4
+    if version != VERSION:
+        raise FlexPassDecodeError("UnsupportedVersion", f"version {version}")
+    # 3. type
+    t = buf[0] & 0x0F
+    if t not in TYPE_NAMES:
+        raise FlexPassDecodeError("UnknownType", f"type {t:#x}")
+    # 4. length field == buffer length
+    (length,) = struct.unpack_from("!H", buf, 2)
+    if length != n:
+        raise FlexPassDecodeError("LengthMismatch", f"length field {length}, buffer {n}")
+    # 5. flags allowed for the type
+    flags = buf[1]
+    if flags & ~ALLOWED_FLAGS[t] & 0xFF:
+        raise FlexPassDecodeError("InvalidFlags", f"flags {flags:#04x} for {TYPE_NAMES[t]}")
+    (flow_id,) = struct.unpack_from("!I", buf, 4)
+
+    # 6. type-specific body
+    if t == T_CREDIT:
+        if not CREDIT_MSG_MIN <= n <= CREDIT_MSG_MAX:
+            raise FlexPassDecodeError("BadCreditSize", f"credit length {n}")
+        (credit_seq,) = struct.unpack_from("!I", buf, 8)
+        # Padding content is ignored (not part of the decoded value).
+        return {"type": "credit", "flow_id": flow_id, "credit_seq": credit_seq,
+                "padding": n - CREDIT_HEADER_LEN}
+
+    if t in (T_PROACTIVE_DATA, T_REACTIVE_DATA):
+        if n < DATA_HEADER_LEN:
+            raise FlexPassDecodeError("Truncated", f"need {DATA_HEADER_LEN} bytes, got {n}")
+        flow_seq, subflow_seq, credit_seq, tsval = struct.unpack_from("!QIII", buf, 8)
+        fin = bool(flags & FLAG_FIN)
+        if t == T_REACTIVE_DATA and credit_seq != 0:
+            raise FlexPassDecodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
+        payload = buf[DATA_HEADER_LEN:]
+        if not payload and not fin:
+            raise FlexPassDecodeError("EmptyPayload")
+        if flow_seq + len(payload) > U64_MAX:
+            raise FlexPassDecodeError("SeqOverflow", f"{flow_seq} + {len(payload)}")
+        return {"type": "data", "flow_id": flow_id,
+                "subflow": "proactive" if t == T_PROACTIVE_DATA else "reactive",
+                "flow_seq": flow_seq, "subflow_seq": subflow_seq, "credit_seq": credit_seq,
+                "tsval": tsval, "fin": fin, "retransmission": bool(flags & FLAG_RETX),
+                "payload": payload.hex()}
+
+    if t == T_ACK:
+        if n < ACK_BASE_LEN:
+            raise FlexPassDecodeError("Truncated", f"need {ACK_BASE_LEN} bytes, got {n}")
+        subflow = buf[8]
+        if subflow not in SUBFLOWS:
+            raise FlexPassDecodeError("BadSubflow", f"subflow {subflow}")
+        count = buf[9]
+        if count > MAX_SACK_BLOCKS:
+            raise FlexPassDecodeError("TooManySackBlocks", f"sack_count {count}")
+        if buf[10:12] != b"\x00\x00":
+            raise FlexPassDecodeError("NonZeroReserved", "ACK reserved")
+        _exact_len(n, ACK_BASE_LEN + SACK_BLOCK_LEN * count)
+        cum_ack, ack_seq, tsecr, flow_ack = struct.unpack_from("!IIIQ", buf, 12)
+        sack: List[List[int]] = []
+        for i in range(count):
+            start, end = struct.unpack_from("!II", buf, ACK_BASE_LEN + SACK_BLOCK_LEN * i)
+            if not (start < end and start > cum_ack):
+                raise FlexPassDecodeError(
+                    "BadSackBlock", f"block #{i} [{start}, {end}) with cum_ack {cum_ack}")
+            sack.append([start, end])
+        return {"type": "ack", "flow_id": flow_id, "subflow": SUBFLOWS[subflow],
+                "ece": bool(flags & FLAG_ECE), "cum_ack": cum_ack, "ack_seq": ack_seq,
+                "tsecr": tsecr, "flow_ack": flow_ack, "sack": sack}
+
+    if t == T_CREDIT_REQUEST:
+        _exact_len(n, CREDIT_REQUEST_LEN)
+        (pending,) = struct.unpack_from("!Q", buf, 8)
+        return {"type": "credit_request", "flow_id": flow_id, "pending_bytes": pending}
+
+    if t == T_CREDIT_STOP:
+        _exact_len(n, CREDIT_STOP_LEN)
+        return {"type": "credit_stop", "flow_id": flow_id}
+
+    if t == T_HELLO:
+        _exact_len(n, HELLO_LEN)
+        if buf[8] not in TRANSPORTS:
+            raise FlexPassDecodeError("UnknownTransport", f"transport {buf[8]}")
+        if buf[9:12] != b"\x00\x00\x00":
+            raise FlexPassDecodeError("NonZeroReserved", "HELLO reserved")
+        (flow_size,) = struct.unpack_from("!Q", buf, 12)
+        return {"type": "hello", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
+                "flow_size": flow_size}
+
+    if t == T_HELLO_ACK:
+        _exact_len(n, HELLO_ACK_LEN)
+        if buf[8] not in TRANSPORTS:
+            raise FlexPassDecodeError("UnknownTransport", f"transport {buf[8]}")
+        if buf[9] not in HELLO_STATUSES:
+            raise FlexPassDecodeError("BadStatus", f"status {buf[9]}")
+        if buf[10:12] != b"\x00\x00":
+            raise FlexPassDecodeError("NonZeroReserved", "HELLO_ACK reserved")
+        return {"type": "hello_ack", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
+                "status": HELLO_STATUSES[buf[9]]}
+
+    # T_RESET (the only remaining type)
+    _exact_len(n, RESET_LEN)
+    if buf[8] not in RESET_REASONS:
+        raise FlexPassDecodeError("BadReason", f"reason {buf[8]}")
+    if buf[9:12] != b"\x00\x00\x00":
+        raise FlexPassDecodeError("NonZeroReserved", "RESET reserved")
+    return {"type": "reset", "flow_id": flow_id, "reason": RESET_REASONS[buf[8]]}
+
+
+def validate(buf: bytes) -> None:
+    """Raise :class:`FlexPassDecodeError` unless ``buf`` is a valid FlexPass message."""
+    decode(buf)
+
+
+# ---------------------------------------------------------------------------
+# Canonical encoder
+# ---------------------------------------------------------------------------
+
+
+def _reverse(table: Dict[int, str], name: Any, what: str) -> int:
+    for code, n in table.items():
+        if n == name:
+            return code
+    raise FlexPassEncodeError("BadValue", f"unknown {what} {name!r}")
+
+
+def _uint(pkt: Dict[str, Any], key: str, bits: int) -> int:
+    v = pkt.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < (1 << bits):
+        raise FlexPassEncodeError("BadValue", f"{key}={v!r} is not a u{bits}")
+    return v
+
+
+def encode(pkt: Dict[str, Any]) -> bytes:
+    """Canonical encoding of a packet dict (the JSON-vector ``packet`` form).
+
+    Raises :class:`FlexPassEncodeError` for values that have no valid
+    encoding, so that ``decode(encode(p)) == p`` for every accepted ``p``.
+    """
+    kind = pkt.get("type")
+    flow_id = _uint(pkt, "flow_id", 32)
+    flags = 0
+    if kind == "credit":
+        t = T_CREDIT
+        padding = _uint(pkt, "padding", 8)
+        if not CREDIT_MSG_MIN - CREDIT_HEADER_LEN <= padding <= CREDIT_MSG_MAX - CREDIT_HEADER_LEN:
+            raise FlexPassEncodeError("BadCreditPadding", f"padding {padding}")
+        body = struct.pack("!I", _uint(pkt, "credit_seq", 32)) + bytes(padding)
+    elif kind == "data":
+        t = _reverse({T_PROACTIVE_DATA: "proactive", T_REACTIVE_DATA: "reactive"},
+                     pkt.get("subflow"), "subflow")
+        credit_seq = _uint(pkt, "credit_seq", 32)
+        payload = bytes.fromhex(pkt.get("payload", ""))
+        flow_seq = _uint(pkt, "flow_seq", 64)
+        fin = bool(pkt.get("fin", False))
+        if t == T_REACTIVE_DATA and credit_seq != 0:
+            raise FlexPassEncodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
+        if not payload and not fin:
+            raise FlexPassEncodeError("EmptyPayload")
+        if DATA_HEADER_LEN + len(payload) > MAX_MESSAGE_LEN:
+            raise FlexPassEncodeError("TooLong", f"{DATA_HEADER_LEN + len(payload)} bytes")
+        if flow_seq + len(payload) > U64_MAX:
+            raise FlexPassEncodeError("SeqOverflow")
+        flags = (FLAG_FIN if fin else 0) | (FLAG_RETX if pkt.get("retransmission") else 0)
+        body = struct.pack("!QIII", flow_seq, _uint(pkt, "subflow_seq", 32), credit_seq,
+                           _uint(pkt, "tsval", 32)) + payload
+    elif kind == "ack":
+        t = T_ACK
+        cum_ack = _uint(pkt, "cum_ack", 32)
+        sack = list(pkt.get("sack", []))
+        if len(sack) > MAX_SACK_BLOCKS:
+            raise FlexPassEncodeError("BadValue", f"{len(sack)} SACK blocks (max 4)")
+        blocks = b""
+        for i, (start, end) in enumerate(sack):
+            _uint({"start": start, "end": end}, "start", 32)
+            _uint({"start": start, "end": end}, "end", 32)
+            if not (start < end and start > cum_ack):
+                raise FlexPassEncodeError("BadSackBlock", f"block #{i} [{start}, {end})")
+            blocks += struct.pack("!II", start, end)
+        flags = FLAG_ECE if pkt.get("ece") else 0
+        body = struct.pack(
+            "!BBHIIIQ", _reverse(SUBFLOWS, pkt.get("subflow"), "subflow"), len(sack), 0,
+            cum_ack, _uint(pkt, "ack_seq", 32), _uint(pkt, "tsecr", 32),
+            _uint(pkt, "flow_ack", 64)) + blocks
+    elif kind == "credit_request":
+        t = T_CREDIT_REQUEST
+        body = struct.pack("!Q", _uint(pkt, "pending_bytes", 64))
+    elif kind == "credit_stop":
+        t = T_CREDIT_STOP
+        body = b""
+    elif kind == "hello":
+        t = T_HELLO
+        body = struct.pack("!B3xQ", _reverse(TRANSPORTS, pkt.get("transport"), "transport"),
+                           _uint(pkt, "flow_size", 64))
+    elif kind == "hello_ack":
+        t = T_HELLO_ACK
+        body = struct.pack("!BBH", _reverse(TRANSPORTS, pkt.get("transport"), "transport"),
+                           _reverse(HELLO_STATUSES, pkt.get("status"), "status"), 0)
+    elif kind == "reset":
+        t = T_RESET
+        body = struct.pack("!B3x", _reverse(RESET_REASONS, pkt.get("reason"), "reason"))
+    else:
+        raise FlexPassEncodeError("BadValue", f"unknown packet type {kind!r}")
+    length = COMMON_HEADER_LEN + len(body)
+    return struct.pack("!BBHI", (VERSION << 4) | t, flags, length, flow_id) + body
+
+
+# ---------------------------------------------------------------------------
+# Scapy layers
+# ---------------------------------------------------------------------------
+
+_FLAG_NAMES = ["FIN", "ECE", "RETX", "F3", "F4", "F5", "F6", "F7"]  # bit 0 first
+
+
+class _FixedBody(Packet):
+    """Body of fixed size: bytes after it are Scapy ``Padding``, not payload."""
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class FlexPass(Packet):
+    """FlexPass common header (8 bytes).
+
+    ``length`` is filled in automatically when left as None. ``type`` is set
+    by the body layer stacked on top (CREDIT_STOP has no body: set
+    ``type=6``); for reactive data set ``type=3`` explicitly.
+    """
+
+    name = "FlexPass"
+    fields_desc = [
+        BitField("version", VERSION, 4),
+        BitEnumField("type", 0, 4, TYPE_NAMES),
+        FlagsField("flags", 0, 8, _FLAG_NAMES),
+        ShortField("length", None),
+        IntField("flow_id", 0),
+    ]
+
+    def post_build(self, p: bytes, pay: bytes) -> bytes:
+        if self.length is None:
+            n = len(p) + len(pay)
+            p = p[:2] + struct.pack("!H", n & 0xFFFF) + p[4:]
+        return p + pay
+
+    def mysummary(self) -> str:
+        return self.sprintf("FlexPass %FlexPass.type% flow=%FlexPass.flow_id% len=%FlexPass.length%")
+
+
+class FlexPassCredit(Packet):
+    """CREDIT body: credit_seq, then padding (``pad``; 6..14 bytes, zeros)."""
+
+    name = "FlexPass CREDIT"
+    fields_desc = [
+        IntField("credit_seq", 0),
+        StrField("pad", b"\x00" * (CREDIT_MSG_MIN - CREDIT_HEADER_LEN)),
+    ]
+
+
+class FlexPassData(Packet):
+    """PROACTIVE_DATA / REACTIVE_DATA header; the payload follows as ``Raw``."""
+
+    name = "FlexPass DATA"
+    fields_desc = [
+        LongField("flow_seq", 0),
+        IntField("subflow_seq", 0),
+        IntField("credit_seq", 0),
+        IntField("tsval", 0),
+    ]
+
+
+class FlexPassSackBlock(_FixedBody):
+    """One SACK block [start, end)."""
+
+    name = "FlexPass SACK block"
+    fields_desc = [IntField("start", 0), IntField("end", 0)]
+
+
+class FlexPassAck(_FixedBody):
+    """ACK body with up to 4 SACK blocks (``sack_count`` computed when None)."""
+
+    name = "FlexPass ACK"
+    fields_desc = [
+        ByteEnumField("subflow", 0, SUBFLOWS),
+        FieldLenField("sack_count", None, count_of="sack", fmt="B"),
+        ShortField("reserved", 0),
+        IntField("cum_ack", 0),
+        IntField("ack_seq", 0),
+        IntField("tsecr", 0),
+        LongField("flow_ack", 0),
+        PacketListField("sack", [], FlexPassSackBlock, count_from=lambda p: p.sack_count),
+    ]
+
+
+class FlexPassCreditRequest(_FixedBody):
+    """CREDIT_REQUEST body."""
+
+    name = "FlexPass CREDIT_REQUEST"
+    fields_desc = [LongField("pending_bytes", 0)]
+
+
+class FlexPassHello(_FixedBody):
+    """HELLO body."""
+
+    name = "FlexPass HELLO"
+    fields_desc = [
+        ByteEnumField("transport", 1, TRANSPORTS),
+        ThreeBytesField("reserved", 0),
+        LongField("flow_size", 0),
+    ]
+
+
+class FlexPassHelloAck(_FixedBody):
+    """HELLO_ACK body."""
+
+    name = "FlexPass HELLO_ACK"
+    fields_desc = [
+        ByteEnumField("transport", 1, TRANSPORTS),
+        ByteEnumField("status", 0, HELLO_STATUSES),
+        ShortField("reserved", 0),
+    ]
+
+
+class FlexPassReset(_FixedBody):
+    """RESET body."""
+
+    name = "FlexPass RESET"
+    fields_desc = [
+        ByteEnumField("reason", 0, RESET_REASONS),
+        ThreeBytesField("reserved", 0),
+    ]
+
+
+bind_layers(FlexPass, FlexPassCredit, type=T_CREDIT)
+# Both data types dissect to FlexPassData; building FlexPass()/FlexPassData()
+# defaults to PROACTIVE_DATA (bind_layers is last for type 2).
+bind_bottom_up(FlexPass, FlexPassData, type=T_REACTIVE_DATA)
+bind_layers(FlexPass, FlexPassData, type=T_PROACTIVE_DATA)
+bind_layers(FlexPass, FlexPassAck, type=T_ACK)
+bind_layers(FlexPass, FlexPassCreditRequest, type=T_CREDIT_REQUEST)
+bind_layers(FlexPass, FlexPassHello, type=T_HELLO)
+bind_layers(FlexPass, FlexPassHelloAck, type=T_HELLO_ACK)
+bind_layers(FlexPass, FlexPassReset, type=T_RESET)
+
+
+def bind_port(port: int) -> None:
+    """Dissect UDP datagrams from or to ``port`` as FlexPass, and make
+    ``UDP()/FlexPass()`` default to source and destination port ``port``."""
+    bind_bottom_up(UDP, FlexPass, dport=port)
+    bind_bottom_up(UDP, FlexPass, sport=port)
+    bind_top_down(UDP, FlexPass, sport=port, dport=port)
+
+
+bind_port(FLEXPASS_UDP_PORT)
+
+
+def to_scapy(pkt: Dict[str, Any]) -> Packet:
+    """Scapy packet (FlexPass / body [/ Raw]) for a packet dict; ``bytes()`` of
+    the result equals :func:`encode` of the dict."""
+    from scapy.packet import Raw
+
+    raw = encode(pkt)  # validates and gives us the header values
+    hdr = FlexPass(type=raw[0] & 0x0F, flags=raw[1], flow_id=pkt["flow_id"])
+    kind = pkt["type"]
+    if kind == "credit":
+        return hdr / FlexPassCredit(credit_seq=pkt["credit_seq"], pad=bytes(pkt["padding"]))
+    if kind == "data":
+        body = hdr / FlexPassData(flow_seq=pkt["flow_seq"], subflow_seq=pkt["subflow_seq"],
+                                  credit_seq=pkt["credit_seq"], tsval=pkt["tsval"])
+        payload = bytes.fromhex(pkt["payload"])
+        return body / Raw(load=payload) if payload else body
+    if kind == "ack":
+        return hdr / FlexPassAck(
+            subflow=_reverse(SUBFLOWS, pkt["subflow"], "subflow"), cum_ack=pkt["cum_ack"],
+            ack_seq=pkt["ack_seq"], tsecr=pkt["tsecr"], flow_ack=pkt["flow_ack"],
+            sack=[FlexPassSackBlock(start=s, end=e) for s, e in pkt["sack"]])
+    if kind == "credit_request":
+        return hdr / FlexPassCreditRequest(pending_bytes=pkt["pending_bytes"])
+    if kind == "credit_stop":
+        return hdr
+    if kind == "hello":
+        return hdr / FlexPassHello(transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
+                                   flow_size=pkt["flow_size"])
+    if kind == "hello_ack":
+        return hdr / FlexPassHelloAck(
+            transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
+            status=_reverse(HELLO_STATUSES, pkt["status"], "status"))
+    return hdr / FlexPassReset(reason=_reverse(RESET_REASONS, pkt["reason"], "reason"))
+
+
+def from_scapy(p: Packet) -> Optional[Dict[str, Any]]:
+    """Strictly decode the FlexPass layer of a Scapy packet (None if absent)."""
+    if FlexPass not in p:
+        return None
+    return decode(bytes(p[FlexPass]))

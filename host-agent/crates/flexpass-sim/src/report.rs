@@ -1,0 +1,349 @@
+//! Turning a finished run into the numbers the papers report: shares of the bottleneck per
+//! flow, sub-flow and transport, utilisation, queue maxima, drops, timeouts, starvation-time
+//! fraction (FlexPass Fig. 9c: share < 20% of the link), FCTs and convergence.
+
+use crate::net::{FlowSpec, Network, PortReport, Sample};
+use crate::queue::{Profile, QueueStats};
+use crate::scenarios::{profile_of, star, Scenario, ScenarioParams};
+use flexpass_core::{Nanos, ReceiverStats, SenderStats, MICROS};
+use flexpass_wire::TransportKind;
+use serde::Serialize;
+
+/// A transport "starves" in an interval where it gets less than this share of the link.
+pub const STARVATION_SHARE: f64 = 0.2;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowReport {
+    pub id: u32,
+    pub transport: TransportKind,
+    pub src: usize,
+    pub dst: usize,
+    pub size: Option<u64>,
+    pub start_us: f64,
+    pub fct_us: Option<f64>,
+    pub delivered_bytes: u64,
+    /// Application goodput over the measurement window, Gbit/s.
+    pub goodput_gbps: f64,
+    /// Data wire bytes received over the window / link capacity, total and per sub-flow.
+    pub share: f64,
+    pub proactive_share: f64,
+    pub reactive_share: f64,
+    pub corrupted_bytes: u64,
+    pub error: Option<String>,
+    pub sender: Option<SenderStats>,
+    pub receiver: Option<ReceiverStats>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TransportReport {
+    pub transport: TransportKind,
+    pub share: f64,
+    /// Fraction of sample intervals in the window in which this transport got < 20% of the link.
+    pub starvation_fraction: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BottleneckReport {
+    pub port: String,
+    /// All bytes on the wire / capacity over the window.
+    pub utilization: f64,
+    /// Data bytes on the wire / capacity over the window.
+    pub data_utilization: f64,
+    pub max_queue_bytes: [u64; 3],
+    pub max_queue_packets: [usize; 3],
+    pub queues: [QueueStats; 3],
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: Scenario,
+    pub profile: Profile,
+    pub seed: u64,
+    pub link_gbps: f64,
+    pub w_q: f64,
+    pub base_rtt_us: f64,
+    pub duration_us: f64,
+    pub window_us: [f64; 2],
+    pub flows: Vec<FlowReport>,
+    pub transports: Vec<TransportReport>,
+    pub bottleneck: Option<BottleneckReport>,
+    /// Data packets dropped anywhere: by full buffers (green or red) and by selective dropping (red).
+    pub data_drops_full: u64,
+    pub data_drops_red: u64,
+    pub credit_drops: u64,
+    pub timeouts: u64,
+    pub recovery_timeouts: u64,
+    pub jain_index: Option<f64>,
+    /// Scenario-specific results (incast table, convergence times).
+    pub extra: serde_json::Value,
+    pub switch_ports: Vec<PortReport>,
+    pub samples: Vec<Sample>,
+    pub sample_interval_us: f64,
+    pub events: u64,
+}
+
+pub fn jain(xs: &[f64]) -> f64 {
+    let s: f64 = xs.iter().sum();
+    let q: f64 = xs.iter().map(|x| x * x).sum();
+    if q == 0.0 {
+        return 1.0;
+    }
+    s * s / (xs.len() as f64 * q)
+}
+
+fn drops(net: &Network) -> (u64, u64, u64) {
+    let mut full = 0;
+    let mut red = 0;
+    let mut credit = 0;
+    for p in net.switch_ports() {
+        credit += p.queues[0].dropped_full;
+        for q in &p.queues[1..] {
+            full += q.dropped_full;
+            red += q.dropped_red;
+        }
+    }
+    (full, red, credit)
+}
+
+/// Build the report of a run on a star, measuring shares over [warmup, end].
+pub fn build(s: Scenario, profile: Profile, params: &ScenarioParams, net: &Network, sw: usize, port: usize, warmup: Nanos) -> Report {
+    let interval = params.sample_interval as f64 / 1e9;
+    let cap_bytes = params.link_bps / 8.0 * interval;
+    let window: Vec<&Sample> = net.samples.iter().filter(|x| x.t_us * 1e3 > warmup as f64).collect();
+    let n = window.len().max(1) as f64;
+    let sum = |f: &dyn Fn(&Sample) -> u64| window.iter().map(|x| f(x)).sum::<u64>() as f64;
+    let mut flows = vec![];
+    for (i, f) in net.flows.iter().enumerate() {
+        let pro = sum(&|x| x.proactive[i]) / (cap_bytes * n);
+        let rea = sum(&|x| x.reactive[i]) / (cap_bytes * n);
+        let good = sum(&|x| x.delivered[i]) * 8.0 / (interval * n) / 1e9;
+        flows.push(flow_report(f, pro, rea, good));
+    }
+    let mut transports = vec![];
+    for t in [TransportKind::FlexPass, TransportKind::ExpressPass, TransportKind::Dctcp] {
+        let idx: Vec<usize> = (0..net.flows.len()).filter(|&i| net.flows[i].spec.transport == t).collect();
+        if idx.is_empty() {
+            continue;
+        }
+        let per_sample: Vec<f64> = window
+            .iter()
+            .map(|x| idx.iter().map(|&i| (x.proactive[i] + x.reactive[i]) as f64).sum::<f64>() / cap_bytes)
+            .collect();
+        let share = per_sample.iter().sum::<f64>() / n;
+        let starved = per_sample.iter().filter(|&&v| v < STARVATION_SHARE).count() as f64 / n;
+        transports.push(TransportReport { transport: t, share, starvation_fraction: starved });
+    }
+    let stats = net.port_stats(sw, port);
+    let data_util = flows.iter().map(|f| f.share).sum::<f64>();
+    let bottleneck = BottleneckReport {
+        port: format!("s1:{port} -> h0"),
+        utilization: net.port_tx_bytes(sw, port) as f64 * 8.0 / (params.link_bps * (params.duration as f64 / 1e9)),
+        data_utilization: data_util,
+        max_queue_bytes: [stats[0].max_bytes, stats[1].max_bytes, stats[2].max_bytes],
+        max_queue_packets: [stats[0].max_packets, stats[1].max_packets, stats[2].max_packets],
+        queues: stats,
+    };
+    let (full, red, credit) = drops(net);
+    let shares: Vec<f64> = flows.iter().map(|f| f.share).collect();
+    Report {
+        scenario: s,
+        profile,
+        seed: params.seed,
+        link_gbps: params.link_bps / 1e9,
+        w_q: params.w_q,
+        base_rtt_us: params.base_rtt() as f64 / 1e3,
+        duration_us: net.now() as f64 / 1e3,
+        window_us: [warmup as f64 / 1e3, params.duration as f64 / 1e3],
+        timeouts: flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| s.timeouts).sum(),
+        recovery_timeouts: flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| s.recovery_timeouts).sum(),
+        jain_index: (flows.len() > 1).then(|| jain(&shares)),
+        flows,
+        transports,
+        bottleneck: Some(bottleneck),
+        data_drops_full: full,
+        data_drops_red: red,
+        credit_drops: credit,
+        extra: serde_json::Value::Null,
+        switch_ports: net.switch_ports(),
+        samples: net.samples.clone(),
+        sample_interval_us: params.sample_interval as f64 / 1e3,
+        events: net.events_processed,
+    }
+}
+
+fn flow_report(f: &crate::net::Flow, pro: f64, rea: f64, goodput: f64) -> FlowReport {
+    FlowReport {
+        id: f.spec.id,
+        transport: f.spec.transport,
+        src: f.spec.src,
+        dst: f.spec.dst,
+        size: f.spec.size,
+        start_us: f.spec.start as f64 / 1e3,
+        fct_us: f.completed_at.map(|c| (c - f.spec.start) as f64 / 1e3),
+        delivered_bytes: f.delivered,
+        goodput_gbps: goodput,
+        share: pro + rea,
+        proactive_share: pro,
+        reactive_share: rea,
+        corrupted_bytes: f.corrupted_bytes,
+        error: f.error.clone(),
+        sender: f.sender.as_ref().map(|s| s.stats().clone()),
+        receiver: f.receiver.as_ref().map(|r| r.stats().clone()),
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IncastRow {
+    pub transport: TransportKind,
+    pub flows: usize,
+    pub max_fct_us: Option<f64>,
+    pub completed: usize,
+    pub timeouts: u64,
+    pub recovery_timeouts: u64,
+    pub data_drops: u64,
+    pub corrupted_bytes: u64,
+    pub max_q1_bytes: u64,
+}
+
+/// Run one incast: `n` flows of `size` bytes from `senders` hosts (round robin) to h0, all
+/// requested at t = 0 (FlexPass §6.1 "Incast").
+pub fn run_incast(params: &ScenarioParams, transport: TransportKind, n: usize) -> (IncastRow, Network) {
+    let profile = if transport == TransportKind::ExpressPass { Profile::Naive } else { Profile::FlexPass };
+    let senders = params.incast_senders.max(1);
+    let (mut net, sw) = star(params, profile, senders + 1);
+    net.sample_interval = 0;
+    for i in 0..n {
+        net.add_flow(FlowSpec {
+            id: i as u32 + 1,
+            src: 1 + i % senders,
+            dst: 0,
+            transport,
+            size: Some(params.incast_size),
+            start: 0,
+        });
+    }
+    // Generous horizon: a run that needs it has failed anyway.
+    let horizon = 500 * flexpass_core::MILLIS;
+    let mut t = 0;
+    while t < horizon && !net.all_finite_flows_done() {
+        t += flexpass_core::MILLIS;
+        net.run_until(t, |_| {});
+    }
+    let fcts: Vec<f64> = net.flows.iter().filter_map(|f| f.completed_at.map(|c| c as f64 / 1e3)).collect();
+    let (full, red, _) = drops(&net);
+    let sender_sum = |g: fn(&SenderStats) -> u64| net.flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| g(s.stats())).sum();
+    let row = IncastRow {
+        transport,
+        flows: n,
+        max_fct_us: (fcts.len() == n).then(|| fcts.iter().cloned().fold(0.0, f64::max)),
+        completed: fcts.len(),
+        timeouts: sender_sum(|s| s.timeouts),
+        recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
+        data_drops: full + red,
+        corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
+        max_q1_bytes: net.port_stats(sw, 0)[1].max_bytes.max(net.port_stats(sw, 0)[2].max_bytes),
+    };
+    (row, net)
+}
+
+pub fn incast(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {
+    let transports = [TransportKind::Dctcp, TransportKind::ExpressPass, TransportKind::FlexPass];
+    let total = (transports.len() * params.incast_flows.len()) as f64;
+    let mut rows = vec![];
+    for t in transports {
+        for &n in &params.incast_flows {
+            rows.push(run_incast(params, t, n).0);
+            progress(rows.len() as f64 / total);
+        }
+    }
+    let timeouts = rows.iter().map(|r| r.timeouts).sum();
+    let recovery = rows.iter().map(|r| r.recovery_timeouts).sum();
+    Report {
+        scenario: Scenario::Incast,
+        profile: Profile::FlexPass,
+        seed: params.seed,
+        link_gbps: params.link_bps / 1e9,
+        w_q: params.w_q,
+        base_rtt_us: params.base_rtt() as f64 / 1e3,
+        duration_us: 0.0,
+        window_us: [0.0, 0.0],
+        flows: vec![],
+        transports: vec![],
+        bottleneck: None,
+        data_drops_full: 0,
+        data_drops_red: 0,
+        credit_drops: 0,
+        timeouts,
+        recovery_timeouts: recovery,
+        jain_index: None,
+        extra: serde_json::json!({ "incast": rows, "response_bytes": params.incast_size, "senders": params.incast_senders }),
+        switch_ports: vec![],
+        samples: vec![],
+        sample_interval_us: 0.0,
+        events: 0,
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvergenceResult {
+    pub alpha: f64,
+    pub w_init: f64,
+    /// RTTs after the second flow's first data until Jain ≥ 0.98 holds for good (None: never).
+    pub convergence_rtts: Option<f64>,
+}
+
+/// ExpressPass Fig. 8a: flow 1 runs alone, flow 2 joins at `join`; per-RTT Jain's index of
+/// the two flows' data rates, smoothed over `smooth` RTTs.
+pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResult, Report) {
+    let mut p = params.clone();
+    p.alpha = alpha;
+    let rtt = p.base_rtt();
+    p.sample_interval = rtt;
+    let join = 2 * flexpass_core::MILLIS;
+    p.duration = join + 3 * flexpass_core::MILLIS;
+    let (mut net, sw) = star(&p, Profile::Naive, 3);
+    net.monitor(sw, 0);
+    let long = |id, src, start| FlowSpec { id, src, dst: 0, transport: TransportKind::ExpressPass, size: None, start };
+    net.add_flow(long(1, 1, 0));
+    net.add_flow(long(2, 2, join));
+    net.run_until(p.duration, |_| {});
+    let rates: Vec<[f64; 2]> = net.samples.iter().map(|s| [s.proactive[0] as f64, s.proactive[1] as f64]).collect();
+    let first = rates.iter().position(|r| r[1] > 0.0);
+    let smooth = 2;
+    let mut conv = None;
+    if let Some(first) = first {
+        let jains: Vec<f64> = (first..rates.len().saturating_sub(smooth))
+            .map(|i| {
+                let a: f64 = rates[i..i + smooth].iter().map(|r| r[0]).sum();
+                let b: f64 = rates[i..i + smooth].iter().map(|r| r[1]).sum();
+                jain(&[a, b])
+            })
+            .collect();
+        // Converged from the first index after which the index stays ≥ 0.98 (5% slack of samples).
+        for k in 0..jains.len() {
+            let rest = &jains[k..];
+            let bad = rest.iter().filter(|&&j| j < 0.98).count();
+            if jains[k] >= 0.98 && (bad as f64) <= 0.05 * rest.len() as f64 {
+                conv = Some(k as f64);
+                break;
+            }
+        }
+    }
+    let w_init = p.receiver_config(Profile::Naive).credit.w_init;
+    let report = build(Scenario::ExpresspassConvergence, Profile::Naive, &p, &net, sw, 0, join + 1_000 * MICROS);
+    (ConvergenceResult { alpha, w_init, convergence_rtts: conv }, report)
+}
+
+pub fn convergence(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {
+    let (fast, _) = convergence_time(params, 1.0);
+    progress(0.5);
+    let (slow, mut report) = convergence_time(params, 1.0 / 16.0);
+    progress(1.0);
+    report.extra = serde_json::json!({ "convergence": [fast, slow] });
+    report
+}
+
+/// Used by tests: the scenario's profile.
+pub fn scenario_profile(s: Scenario) -> Profile {
+    profile_of(s)
+}

@@ -1,0 +1,709 @@
+//! Generates docs/protocol-vectors.json.
+//!
+//! ```text
+//! cd host-agent
+//! cargo run -p flexpass-wire --example gen_vectors > ../docs/protocol-vectors.json
+//! ```
+//!
+//! The committed JSON is the artifact; tests only *verify* it (Rust:
+//! tests/vectors.rs, Python: control-plane/tests/test_protocol_vectors.py).
+//! This generator is only needed when the vectors are deliberately changed.
+//! Invalid vectors are hand-built byte strings; the generator checks that the
+//! Rust decoder returns the declared error kind before emitting them.
+
+use bytes::Bytes;
+use flexpass_wire::*;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+#[derive(Serialize)]
+struct VectorFile {
+    description: &'static str,
+    spec: &'static str,
+    protocol_version: u8,
+    default_udp_port: u16,
+    error_kinds: Vec<&'static str>,
+    valid: Vec<ValidVector>,
+    valid_noncanonical: Vec<NonCanonicalVector>,
+    invalid: Vec<InvalidVector>,
+}
+
+#[derive(Serialize)]
+struct Header {
+    version: u8,
+    type_code: u8,
+    type_name: &'static str,
+    flags: u8,
+    length: usize,
+    flow_id: u32,
+}
+
+#[derive(Serialize)]
+struct ValidVector {
+    name: &'static str,
+    description: &'static str,
+    hex: String,
+    wire_len: usize,
+    header: Header,
+    packet: Value,
+}
+
+#[derive(Serialize)]
+struct NonCanonicalVector {
+    name: &'static str,
+    description: &'static str,
+    hex: String,
+    canonical_hex: String,
+    packet: Value,
+}
+
+#[derive(Serialize)]
+struct InvalidVector {
+    name: &'static str,
+    description: &'static str,
+    hex: String,
+    error: &'static str,
+}
+
+fn subflow_str(s: SubFlow) -> &'static str {
+    match s {
+        SubFlow::Proactive => "proactive",
+        SubFlow::Reactive => "reactive",
+    }
+}
+
+fn transport_str(t: TransportKind) -> &'static str {
+    match t {
+        TransportKind::FlexPass => "flexpass",
+        TransportKind::ExpressPass => "expresspass",
+        TransportKind::Dctcp => "dctcp",
+    }
+}
+
+/// JSON form of a packet (schema documented in docs/protocol.md, "Test vectors").
+fn packet_json(p: &Packet) -> Value {
+    match p {
+        Packet::Credit(c) => json!({
+            "type": "credit", "flow_id": c.flow_id, "credit_seq": c.credit_seq, "padding": c.padding,
+        }),
+        Packet::Data(d) => json!({
+            "type": "data", "flow_id": d.flow_id, "subflow": subflow_str(d.subflow),
+            "flow_seq": d.flow_seq, "subflow_seq": d.subflow_seq, "credit_seq": d.credit_seq,
+            "tsval": d.tsval, "fin": d.fin, "retransmission": d.retransmission,
+            "payload": hex::encode(&d.payload),
+        }),
+        Packet::Ack(a) => json!({
+            "type": "ack", "flow_id": a.flow_id, "subflow": subflow_str(a.subflow), "ece": a.ece,
+            "cum_ack": a.cum_ack, "ack_seq": a.ack_seq, "tsecr": a.tsecr, "flow_ack": a.flow_ack,
+            "sack": a.sack.iter().map(|&(s, e)| json!([s, e])).collect::<Vec<_>>(),
+        }),
+        Packet::CreditRequest(r) => json!({
+            "type": "credit_request", "flow_id": r.flow_id, "pending_bytes": r.pending_bytes,
+        }),
+        Packet::CreditStop { flow_id } => json!({ "type": "credit_stop", "flow_id": flow_id }),
+        Packet::Hello(h) => json!({
+            "type": "hello", "flow_id": h.flow_id, "transport": transport_str(h.transport),
+            "flow_size": h.flow_size,
+        }),
+        Packet::HelloAck(h) => json!({
+            "type": "hello_ack", "flow_id": h.flow_id, "transport": transport_str(h.transport),
+            "status": match h.status {
+                HelloStatus::Accepted => "accepted",
+                HelloStatus::UnsupportedTransport => "unsupported_transport",
+                HelloStatus::Refused => "refused",
+            },
+        }),
+        Packet::Reset(r) => json!({
+            "type": "reset", "flow_id": r.flow_id,
+            "reason": match r.reason {
+                ResetReason::Unspecified => "unspecified",
+                ResetReason::UnknownFlow => "unknown_flow",
+                ResetReason::ProtocolViolation => "protocol_violation",
+                ResetReason::Shutdown => "shutdown",
+            },
+        }),
+    }
+}
+
+fn credit(flow_id: u32, credit_seq: u32, padding: u8) -> Packet {
+    Packet::Credit(Credit {
+        flow_id,
+        credit_seq,
+        padding,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn data(
+    flow_id: u32,
+    subflow: SubFlow,
+    flow_seq: u64,
+    subflow_seq: u32,
+    credit_seq: u32,
+    tsval: u32,
+    fin: bool,
+    retransmission: bool,
+    payload: &[u8],
+) -> Packet {
+    Packet::Data(Data {
+        flow_id,
+        subflow,
+        flow_seq,
+        subflow_seq,
+        credit_seq,
+        tsval,
+        fin,
+        retransmission,
+        payload: Bytes::copy_from_slice(payload),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ack(
+    flow_id: u32,
+    subflow: SubFlow,
+    ece: bool,
+    cum_ack: u32,
+    ack_seq: u32,
+    tsecr: u32,
+    flow_ack: u64,
+    sack: &[(u32, u32)],
+) -> Packet {
+    Packet::Ack(Ack {
+        flow_id,
+        subflow,
+        ece,
+        cum_ack,
+        ack_seq,
+        tsecr,
+        flow_ack,
+        sack: SackBlocks::from_slice(sack).expect("<= 4 blocks"),
+    })
+}
+
+fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
+    use SubFlow::{Proactive, Reactive};
+    let full: Vec<u8> = (0..MAX_PAYLOAD_1500).map(|i| (i % 251) as u8).collect();
+    vec![
+        (
+            "credit_min",
+            "CREDIT, 6 padding bytes: 18 B message = 84 B on the wire",
+            credit(0x0102_0304, 1, 6),
+        ),
+        (
+            "credit_mid",
+            "CREDIT, 10 padding bytes: 22 B message",
+            credit(42, 0x8000_0000, 10),
+        ),
+        (
+            "credit_max",
+            "CREDIT, 14 padding bytes: 26 B message = 92 B on the wire",
+            credit(0xffff_ffff, 0xffff_ffff, 14),
+        ),
+        (
+            "proactive_data",
+            "PROACTIVE_DATA carrying 8 bytes, echoing credit_seq 17",
+            data(
+                0x0a0b_0c0d,
+                Proactive,
+                0,
+                0,
+                17,
+                1_000_000,
+                false,
+                false,
+                b"FlexPass",
+            ),
+        ),
+        (
+            "proactive_data_fin",
+            "PROACTIVE_DATA, last segment (FIN): flow length = 2888 + 5",
+            data(
+                7,
+                Proactive,
+                2888,
+                2,
+                19,
+                0xffff_fff0,
+                true,
+                false,
+                b"tail!",
+            ),
+        ),
+        (
+            "proactive_data_fin_empty",
+            "PROACTIVE_DATA with FIN and empty payload (flow length = flow_seq)",
+            data(7, Proactive, 2893, 3, 20, 5, true, false, b""),
+        ),
+        (
+            "proactive_data_retx",
+            "PROACTIVE_DATA retransmission (RETX flag)",
+            data(
+                7,
+                Proactive,
+                1444,
+                9,
+                31,
+                77,
+                false,
+                true,
+                &[0x00, 0xff, 0x55],
+            ),
+        ),
+        (
+            "proactive_data_max_1500",
+            "PROACTIVE_DATA with a full 1444 B payload: 1500 B IP packet, 1538 B on the wire",
+            data(
+                1,
+                Proactive,
+                1444 * 1000,
+                1000,
+                1001,
+                123_456,
+                false,
+                false,
+                &full,
+            ),
+        ),
+        (
+            "reactive_data",
+            "REACTIVE_DATA (credit_seq must be 0)",
+            data(
+                0x0a0b_0c0d,
+                Reactive,
+                4096,
+                0,
+                0,
+                999,
+                false,
+                false,
+                b"reactive",
+            ),
+        ),
+        (
+            "reactive_data_fin_retx",
+            "REACTIVE_DATA with FIN and RETX",
+            data(
+                3,
+                Reactive,
+                1 << 40,
+                0xffff_fffe,
+                0,
+                0,
+                true,
+                true,
+                &[0xde, 0xad, 0xbe, 0xef],
+            ),
+        ),
+        (
+            "data_seq_max",
+            "PROACTIVE_DATA ending exactly at 2^64-1 (flow_seq + len does not overflow)",
+            data(9, Proactive, u64::MAX - 2, 1, 1, 1, true, false, &[1, 2]),
+        ),
+        (
+            "ack_no_sack",
+            "ACK for the proactive sub-flow, no SACK blocks, no ECE",
+            ack(0x0a0b_0c0d, Proactive, false, 1, 0, 1_000_000, 8, &[]),
+        ),
+        (
+            "ack_reactive_ece",
+            "ACK for the reactive sub-flow with ECE (triggering packet carried CE)",
+            ack(0x0a0b_0c0d, Reactive, true, 5, 4, 999, 4104, &[]),
+        ),
+        (
+            "ack_one_sack",
+            "ACK with one SACK block [7, 9)",
+            ack(11, Proactive, false, 5, 8, 42, 7220, &[(7, 9)]),
+        ),
+        (
+            "ack_four_sack_ece",
+            "ACK with four SACK blocks and ECE",
+            ack(
+                11,
+                Reactive,
+                true,
+                100,
+                180,
+                0xdead_beef,
+                144_400,
+                &[(170, 181), (150, 160), (120, 130), (102, 110)],
+            ),
+        ),
+        (
+            "ack_sack_max_values",
+            "ACK with extreme values: block [u32::MAX-1, u32::MAX)",
+            ack(
+                u32::MAX,
+                Proactive,
+                false,
+                u32::MAX - 2,
+                u32::MAX - 1,
+                u32::MAX,
+                u64::MAX,
+                &[(u32::MAX - 1, u32::MAX)],
+            ),
+        ),
+        (
+            "credit_request",
+            "CREDIT_REQUEST with 1 MB pending",
+            Packet::CreditRequest(CreditRequest {
+                flow_id: 5,
+                pending_bytes: 1_000_000,
+            }),
+        ),
+        (
+            "credit_request_unknown",
+            "CREDIT_REQUEST with pending_bytes 0 (unknown)",
+            Packet::CreditRequest(CreditRequest {
+                flow_id: 6,
+                pending_bytes: 0,
+            }),
+        ),
+        (
+            "credit_stop",
+            "CREDIT_STOP (empty body)",
+            Packet::CreditStop {
+                flow_id: 0x1234_5678,
+            },
+        ),
+        (
+            "hello_flexpass",
+            "HELLO, transport flexpass, 1 MiB flow",
+            Packet::Hello(Hello {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::FlexPass,
+                flow_size: 1 << 20,
+            }),
+        ),
+        (
+            "hello_expresspass_stream",
+            "HELLO, transport expresspass, unknown size (stream)",
+            Packet::Hello(Hello {
+                flow_id: 2,
+                transport: TransportKind::ExpressPass,
+                flow_size: 0,
+            }),
+        ),
+        (
+            "hello_dctcp",
+            "HELLO, transport dctcp",
+            Packet::Hello(Hello {
+                flow_id: 3,
+                transport: TransportKind::Dctcp,
+                flow_size: u64::MAX,
+            }),
+        ),
+        (
+            "hello_ack_accepted",
+            "HELLO_ACK accepted",
+            Packet::HelloAck(HelloAck {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::FlexPass,
+                status: HelloStatus::Accepted,
+            }),
+        ),
+        (
+            "hello_ack_unsupported",
+            "HELLO_ACK unsupported transport",
+            Packet::HelloAck(HelloAck {
+                flow_id: 3,
+                transport: TransportKind::Dctcp,
+                status: HelloStatus::UnsupportedTransport,
+            }),
+        ),
+        (
+            "hello_ack_refused",
+            "HELLO_ACK refused/busy",
+            Packet::HelloAck(HelloAck {
+                flow_id: 2,
+                transport: TransportKind::ExpressPass,
+                status: HelloStatus::Refused,
+            }),
+        ),
+        (
+            "reset_unspecified",
+            "RESET, reason unspecified",
+            Packet::Reset(Reset {
+                flow_id: 1,
+                reason: ResetReason::Unspecified,
+            }),
+        ),
+        (
+            "reset_unknown_flow",
+            "RESET, reason unknown flow",
+            Packet::Reset(Reset {
+                flow_id: 2,
+                reason: ResetReason::UnknownFlow,
+            }),
+        ),
+        (
+            "reset_protocol_violation",
+            "RESET, reason protocol violation",
+            Packet::Reset(Reset {
+                flow_id: 3,
+                reason: ResetReason::ProtocolViolation,
+            }),
+        ),
+        (
+            "reset_shutdown",
+            "RESET, reason shutdown",
+            Packet::Reset(Reset {
+                flow_id: 4,
+                reason: ResetReason::Shutdown,
+            }),
+        ),
+    ]
+}
+
+/// Sets the 16-bit length field to the buffer length.
+fn fix_len(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len() as u16;
+    b[2..4].copy_from_slice(&n.to_be_bytes());
+    b
+}
+
+fn with(mut b: Vec<u8>, off: usize, bytes: &[u8]) -> Vec<u8> {
+    b[off..off + bytes.len()].copy_from_slice(bytes);
+    b
+}
+
+fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)> {
+    use SubFlow::{Proactive, Reactive};
+    let enc = |p: &Packet| p.encode_to_vec();
+    let cr = enc(&credit(0x0102_0304, 1, 6));
+    let pd = enc(&data(7, Proactive, 0, 0, 17, 5, false, false, b"FlexPass"));
+    let rd = enc(&data(7, Reactive, 0, 0, 0, 5, false, false, b"FlexPass"));
+    let ack0 = enc(&ack(11, Proactive, false, 5, 8, 42, 7220, &[]));
+    let ack2 = enc(&ack(
+        11,
+        Proactive,
+        false,
+        5,
+        8,
+        42,
+        7220,
+        &[(7, 9), (10, 12)],
+    ));
+    let ack4 = enc(&ack(
+        11,
+        Reactive,
+        true,
+        100,
+        180,
+        1,
+        2,
+        &[(170, 181), (150, 160), (120, 130), (102, 110)],
+    ));
+    let creq = enc(&Packet::CreditRequest(CreditRequest {
+        flow_id: 5,
+        pending_bytes: 1_000_000,
+    }));
+    let stop = enc(&Packet::CreditStop { flow_id: 5 });
+    let hello = enc(&Packet::Hello(Hello {
+        flow_id: 5,
+        transport: TransportKind::FlexPass,
+        flow_size: 4096,
+    }));
+    let hack = enc(&Packet::HelloAck(HelloAck {
+        flow_id: 5,
+        transport: TransportKind::FlexPass,
+        status: HelloStatus::Accepted,
+    }));
+    let rst = enc(&Packet::Reset(Reset {
+        flow_id: 5,
+        reason: ResetReason::Shutdown,
+    }));
+
+    vec![
+        // --- Truncated: shorter than the common header --------------------------------
+        ("truncated_empty", "empty buffer", vec![], "Truncated"),
+        ("truncated_1", "only the version/type byte", cr[..1].to_vec(), "Truncated"),
+        ("truncated_4", "common header cut after the length field", cr[..4].to_vec(), "Truncated"),
+        ("truncated_7", "common header missing its last byte", cr[..7].to_vec(), "Truncated"),
+        ("truncated_bad_version_short", "7 bytes with a bad version: the header-length check comes first",
+            with(cr[..7].to_vec(), 0, &[0x21]), "Truncated"),
+        // --- Truncated: length field consistent, but shorter than the type needs -------
+        ("truncated_data_header", "PROACTIVE_DATA whose length (and buffer) is 20 < 28",
+            fix_len(pd[..20].to_vec()), "Truncated"),
+        ("truncated_data_common_only", "REACTIVE_DATA with only the common header",
+            fix_len(rd[..8].to_vec()), "Truncated"),
+        ("truncated_ack_base", "ACK of 24 bytes < 32", fix_len(ack0[..24].to_vec()), "Truncated"),
+        ("truncated_ack_sack", "ACK with sack_count 2 but only one SACK block (40 bytes)",
+            fix_len(ack2[..40].to_vec()), "Truncated"),
+        ("truncated_credit_request", "CREDIT_REQUEST of 12 bytes < 16", fix_len(creq[..12].to_vec()), "Truncated"),
+        ("truncated_hello", "HELLO of 16 bytes < 20", fix_len(hello[..16].to_vec()), "Truncated"),
+        ("truncated_hello_ack", "HELLO_ACK of 10 bytes < 12", fix_len(hack[..10].to_vec()), "Truncated"),
+        ("truncated_reset", "RESET of 8 bytes < 12", fix_len(rst[..8].to_vec()), "Truncated"),
+        // --- Version / type ----------------------------------------------------------------
+        ("bad_version_0", "version nibble 0", with(cr.clone(), 0, &[0x01]), "UnsupportedVersion"),
+        ("bad_version_2", "version nibble 2", with(pd.clone(), 0, &[0x22]), "UnsupportedVersion"),
+        ("bad_version_15", "version nibble 15, also wrong length: version is checked first",
+            with(with(stop.clone(), 0, &[0xf6]), 2, &[0, 99]), "UnsupportedVersion"),
+        ("unknown_type_0", "type 0", with(stop.clone(), 0, &[0x10]), "UnknownType"),
+        ("unknown_type_10", "type 0xa", with(stop.clone(), 0, &[0x1a]), "UnknownType"),
+        ("unknown_type_15", "type 0xf", with(cr.clone(), 0, &[0x1f]), "UnknownType"),
+        // --- Length mismatch -----------------------------------------------------------------
+        ("length_field_too_big", "PROACTIVE_DATA buffer one byte shorter than its length field (truncated in transit)",
+            pd[..pd.len() - 1].to_vec(), "LengthMismatch"),
+        ("length_field_too_small", "CREDIT with one trailing byte beyond its length field",
+            [cr.as_slice(), &[0]].concat(), "LengthMismatch"),
+        ("length_truncated_ack", "ACK with 4 SACK blocks cut in the last block (length field still 64)",
+            ack4[..60].to_vec(), "LengthMismatch"),
+        ("length_zero_field", "CREDIT_STOP whose length field is 0", with(stop.clone(), 2, &[0, 0]), "LengthMismatch"),
+        ("credit_stop_with_body", "CREDIT_STOP of 12 bytes (must be exactly 8)",
+            fix_len([stop.as_slice(), &[0, 0, 0, 0]].concat()), "LengthMismatch"),
+        ("credit_request_too_long", "CREDIT_REQUEST of 17 bytes", fix_len([creq.as_slice(), &[0]].concat()), "LengthMismatch"),
+        ("hello_ack_too_long", "HELLO_ACK of 16 bytes", fix_len([hack.as_slice(), &[0; 4]].concat()), "LengthMismatch"),
+        ("ack_extra_bytes", "ACK with sack_count 0 but 40 bytes long",
+            fix_len([ack0.as_slice(), &[0; 8]].concat()), "LengthMismatch"),
+        ("ack_count_too_small", "ACK with 2 blocks of bytes but sack_count 1",
+            with(ack2.clone(), 9, &[1]), "LengthMismatch"),
+        // --- Flags --------------------------------------------------------------------------------
+        ("flags_unknown_bit_data", "PROACTIVE_DATA with unknown flag bit 0x80",
+            with(pd.clone(), 1, &[0x80]), "InvalidFlags"),
+        ("flags_unknown_bit_0x08", "REACTIVE_DATA with unknown flag bit 0x08 (plus FIN)",
+            with(rd.clone(), 1, &[0x09]), "InvalidFlags"),
+        ("flags_ece_on_data", "ECE is not allowed on data", with(pd.clone(), 1, &[0x02]), "InvalidFlags"),
+        ("flags_fin_on_ack", "FIN is not allowed on ACK", with(ack0.clone(), 1, &[0x01]), "InvalidFlags"),
+        ("flags_retx_on_ack", "RETX is not allowed on ACK", with(ack0.clone(), 1, &[0x06]), "InvalidFlags"),
+        ("flags_on_credit", "CREDIT must have no flags", with(cr.clone(), 1, &[0x01]), "InvalidFlags"),
+        ("flags_on_hello", "HELLO must have no flags", with(hello.clone(), 1, &[0x02]), "InvalidFlags"),
+        ("flags_on_reset", "RESET must have no flags", with(rst.clone(), 1, &[0x40]), "InvalidFlags"),
+        ("flags_before_body_checks", "CREDIT with a flag and a bad size: flags are checked before the body",
+            fix_len(with([cr.as_slice(), &[0; 9]].concat(), 1, &[0x04])), "InvalidFlags"),
+        ("length_before_flags", "bad flags and a length mismatch: length is checked before flags",
+            with(with(stop.clone(), 1, &[0xff]), 2, &[0, 9]), "LengthMismatch"),
+        // --- CREDIT size ------------------------------------------------------------------------
+        ("credit_too_short_17", "CREDIT of 17 bytes (5 padding)", fix_len(cr[..17].to_vec()), "BadCreditSize"),
+        ("credit_no_padding_12", "CREDIT of 12 bytes (no padding)", fix_len(cr[..12].to_vec()), "BadCreditSize"),
+        ("credit_header_only_8", "CREDIT of 8 bytes (no credit_seq): size rule, not Truncated",
+            fix_len(cr[..8].to_vec()), "BadCreditSize"),
+        ("credit_too_long_27", "CREDIT of 27 bytes (15 padding)",
+            fix_len([cr.as_slice(), &[0; 9]].concat()), "BadCreditSize"),
+        // --- DATA body ----------------------------------------------------------------------------
+        ("reactive_nonzero_credit_seq", "REACTIVE_DATA with credit_seq 1",
+            with(rd.clone(), 20, &[0, 0, 0, 1]), "NonZeroCreditSeq"),
+        ("reactive_nonzero_credit_seq_empty", "REACTIVE_DATA with credit_seq != 0 and empty payload without FIN: credit_seq checked first",
+            fix_len(with(rd[..28].to_vec(), 20, &[0x80, 0, 0, 0])), "NonZeroCreditSeq"),
+        ("data_empty_payload_no_fin", "PROACTIVE_DATA with empty payload and no FIN",
+            fix_len(pd[..28].to_vec()), "EmptyPayload"),
+        ("reactive_empty_payload_retx", "REACTIVE_DATA with empty payload, RETX but no FIN",
+            with(fix_len(rd[..28].to_vec()), 1, &[0x04]), "EmptyPayload"),
+        ("data_seq_overflow", "PROACTIVE_DATA with flow_seq 2^64-1 and 8 payload bytes",
+            with(pd.clone(), 8, &u64::MAX.to_be_bytes()), "SeqOverflow"),
+        ("data_seq_overflow_by_one", "PROACTIVE_DATA with flow_seq 2^64-8 and 8 payload bytes (end = 2^64)",
+            with(pd.clone(), 8, &(u64::MAX - 7).to_be_bytes()), "SeqOverflow"),
+        // --- ACK body -----------------------------------------------------------------------------
+        ("ack_bad_subflow_2", "ACK subflow byte 2", with(ack0.clone(), 8, &[2]), "BadSubflow"),
+        ("ack_bad_subflow_255", "ACK subflow byte 255", with(ack0.clone(), 8, &[0xff]), "BadSubflow"),
+        ("ack_sack_count_5", "ACK with sack_count 5 and 5 blocks (72 bytes)",
+            fix_len(with([ack4.as_slice(), &[0, 0, 0, 200, 0, 0, 0, 201]].concat(), 9, &[5])), "TooManySackBlocks"),
+        ("ack_sack_count_255", "ACK with sack_count 255 (32 bytes)", with(ack0.clone(), 9, &[0xff]), "TooManySackBlocks"),
+        ("ack_reserved_nonzero", "ACK reserved field 0x0001", with(ack0.clone(), 10, &[0, 1]), "NonZeroReserved"),
+        ("ack_sack_empty_block", "SACK block with start == end", with(ack2.clone(), 32, &[0, 0, 0, 9]), "BadSackBlock"),
+        ("ack_sack_reversed_block", "SACK block with start > end", with(ack2.clone(), 40, &[0, 0, 0, 13]), "BadSackBlock"),
+        ("ack_sack_at_cum_ack", "SACK block starting at cum_ack (cum_ack itself cannot have been received)",
+            with(ack2.clone(), 32, &[0, 0, 0, 5]), "BadSackBlock"),
+        ("ack_sack_below_cum_ack", "fourth SACK block lies below cum_ack",
+            with(ack4.clone(), 56, &[0, 0, 0, 50, 0, 0, 0, 60]), "BadSackBlock"),
+        // --- HELLO / HELLO_ACK / RESET ---------------------------------------------------------------
+        ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
+        ("hello_unknown_transport_4", "HELLO transport 4", with(hello.clone(), 8, &[4]), "UnknownTransport"),
+        ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
+        ("hello_ack_unknown_transport", "HELLO_ACK transport 0xff", with(hack.clone(), 8, &[0xff]), "UnknownTransport"),
+        ("hello_ack_bad_status", "HELLO_ACK status 3", with(hack.clone(), 9, &[3]), "BadStatus"),
+        ("hello_ack_reserved_nonzero", "HELLO_ACK reserved 0x8000", with(hack.clone(), 10, &[0x80, 0]), "NonZeroReserved"),
+        ("reset_bad_reason", "RESET reason 4", with(rst.clone(), 8, &[4]), "BadReason"),
+        ("reset_reserved_nonzero", "RESET reserved byte 9 = 1", with(rst.clone(), 9, &[1]), "NonZeroReserved"),
+    ]
+}
+
+fn main() {
+    let mut valid = Vec::new();
+    for (name, description, p) in valid_packets() {
+        p.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let bytes = p.encode_to_vec();
+        assert_eq!(Packet::decode(&bytes).as_ref(), Ok(&p), "{name}");
+        valid.push(ValidVector {
+            name,
+            description,
+            hex: hex::encode(&bytes),
+            wire_len: p.wire_len(),
+            header: Header {
+                version: VERSION,
+                type_code: p.packet_type().to_wire(),
+                type_name: p.packet_type().name(),
+                flags: p.flags(),
+                length: bytes.len(),
+                flow_id: p.flow_id(),
+            },
+            packet: packet_json(&p),
+        });
+    }
+
+    // Non-canonical but valid: CREDIT padding content is ignored by the decoder.
+    let mut valid_noncanonical = Vec::new();
+    for (name, description, pad) in [
+        (
+            "credit_nonzero_padding",
+            "CREDIT whose 6 padding bytes are 0xaa: decodes, re-encodes with zero padding",
+            6u8,
+        ),
+        (
+            "credit_nonzero_padding_max",
+            "CREDIT whose 14 padding bytes are 0xff",
+            14u8,
+        ),
+    ] {
+        let p = credit(0x0102_0304, 77, pad);
+        let canonical = p.encode_to_vec();
+        let mut b = canonical.clone();
+        let fill = if pad == 6 { 0xaa } else { 0xff };
+        for x in &mut b[CREDIT_HEADER_LEN..] {
+            *x = fill;
+        }
+        assert_eq!(Packet::decode(&b).as_ref(), Ok(&p), "{name}");
+        valid_noncanonical.push(NonCanonicalVector {
+            name,
+            description,
+            hex: hex::encode(&b),
+            canonical_hex: hex::encode(&canonical),
+            packet: packet_json(&p),
+        });
+    }
+
+    let mut invalid = Vec::new();
+    for (name, description, bytes, error) in invalid_vectors() {
+        match Packet::decode(&bytes) {
+            Err(e) if e.kind() == error => {}
+            other => panic!("{name}: expected {error}, got {other:?}"),
+        }
+        invalid.push(InvalidVector {
+            name,
+            description,
+            hex: hex::encode(&bytes),
+            error,
+        });
+    }
+    for kind in DecodeError::KINDS {
+        assert!(
+            invalid.iter().any(|v| v.error == kind),
+            "no invalid vector for {kind}"
+        );
+    }
+
+    let file = VectorFile {
+        description: "FlexPass wire-protocol test vectors. Generated by `cargo run -p flexpass-wire --example gen_vectors`; verified by host-agent/crates/flexpass-wire/tests/vectors.rs and control-plane/tests/test_protocol_vectors.py.",
+        spec: "docs/protocol.md",
+        protocol_version: VERSION,
+        default_udp_port: DEFAULT_UDP_PORT,
+        error_kinds: DecodeError::KINDS.to_vec(),
+        valid,
+        valid_noncanonical,
+        invalid,
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&file).expect("serialisable")
+    );
+}

@@ -1,0 +1,127 @@
+//! FlexPass wire protocol.
+//!
+//! This crate is the Rust implementation of the message formats specified in
+//! `docs/protocol.md` (the single source of truth). It provides:
+//!
+//! * the packet types ([`Packet`] and its bodies),
+//! * a strict, panic-free decoder ([`Packet::decode`]) that rejects every
+//!   non-canonical or inconsistent message with a typed [`DecodeError`],
+//! * a canonical encoder ([`Packet::encode`]) with a matching pre-flight
+//!   check ([`Packet::validate`]),
+//! * wire-size helpers ([`ethernet_wire_len`], [`ethernet_wire_len_ip`]),
+//! * the DSCP/ECN plan ([`DscpPlan`], [`TrafficClass`], [`Ecn`], [`tos`]).
+//!
+//! Invariants (checked by `tests/vectors.rs`, proptests and the fuzz target):
+//!
+//! * `Packet::decode` never panics, for any input.
+//! * If `p.validate()` is `Ok`, then `Packet::decode(&p.encode_to_vec()) == Ok(p)`.
+//! * If `Packet::decode(b)` is `Ok(p)`, then `p.encode_to_vec() == b`, except
+//!   for the *content* of CREDIT padding bytes, which the decoder ignores and
+//!   the encoder always writes as zeros.
+//!
+//! The crate contains no `unsafe` code.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod dscp;
+mod error;
+mod packet;
+mod sack;
+
+pub use dscp::{split_tos, tos, DscpPlan, Ecn, TrafficClass};
+pub use error::{DecodeError, EncodeError};
+pub use packet::{
+    Ack, Credit, CreditRequest, Data, Hello, HelloAck, HelloStatus, Packet, PacketType, Reset,
+    ResetReason, SubFlow, TransportKind,
+};
+pub use sack::SackBlocks;
+
+/// Protocol version carried in the high nibble of byte 0.
+pub const VERSION: u8 = 1;
+/// Default UDP port (both source and destination) for FlexPass messages.
+pub const DEFAULT_UDP_PORT: u16 = 7890;
+/// Length of the common header present in every message.
+pub const COMMON_HEADER_LEN: usize = 8;
+/// Length of the PROACTIVE_DATA / REACTIVE_DATA header (common header included).
+pub const DATA_HEADER_LEN: usize = 28;
+/// Length of an ACK without SACK blocks (common header included).
+pub const ACK_BASE_LEN: usize = 32;
+/// Length of one SACK block (start u32, end u32).
+pub const SACK_BLOCK_LEN: usize = 8;
+/// Maximum number of SACK blocks in one ACK.
+pub const MAX_SACK_BLOCKS: usize = 4;
+/// Length of a CREDIT message without padding (common header + credit_seq).
+pub const CREDIT_HEADER_LEN: usize = 12;
+/// Smallest legal CREDIT message (84 B on an Ethernet wire).
+pub const CREDIT_MSG_MIN: usize = 18;
+/// Largest legal CREDIT message (92 B on an Ethernet wire).
+pub const CREDIT_MSG_MAX: usize = 26;
+/// Smallest legal CREDIT padding (bytes).
+pub const CREDIT_PADDING_MIN: u8 = (CREDIT_MSG_MIN - CREDIT_HEADER_LEN) as u8;
+/// Largest legal CREDIT padding (bytes).
+pub const CREDIT_PADDING_MAX: u8 = (CREDIT_MSG_MAX - CREDIT_HEADER_LEN) as u8;
+/// Length of a CREDIT_REQUEST message.
+pub const CREDIT_REQUEST_LEN: usize = 16;
+/// Length of a CREDIT_STOP message.
+pub const CREDIT_STOP_LEN: usize = 8;
+/// Length of a HELLO message.
+pub const HELLO_LEN: usize = 20;
+/// Length of a HELLO_ACK message.
+pub const HELLO_ACK_LEN: usize = 12;
+/// Length of a RESET message.
+pub const RESET_LEN: usize = 12;
+/// Largest value the 16-bit `length` field can carry.
+pub const MAX_MESSAGE_LEN: usize = u16::MAX as usize;
+/// IPv4 header (20, no options) + UDP header (8).
+pub const IPV4_UDP_OVERHEAD: usize = 28;
+/// Ethernet per-frame overhead on the wire: 14 header + 4 FCS + 8 preamble/SFD + 12 IFG.
+pub const ETHERNET_WIRE_OVERHEAD: usize = 38;
+/// Minimum bytes one frame occupies on an Ethernet wire (64 B frame + 8 + 12).
+pub const MIN_ETHERNET_WIRE: usize = 84;
+/// Largest DATA payload that fits a 1500 B IP MTU: 1500 - 20 - 8 - 28.
+pub const MAX_PAYLOAD_1500: usize = 1444;
+
+/// FIN flag (data only): this segment is the last one of the flow.
+pub const FLAG_FIN: u8 = 0x01;
+/// ECE flag (ACK only): the data packet that triggered this ACK carried CE.
+pub const FLAG_ECE: u8 = 0x02;
+/// RETX flag (data only, informational): this payload was sent before.
+pub const FLAG_RETX: u8 = 0x04;
+
+/// Bytes on an Ethernet wire (incl. preamble, IFG, min-frame padding) for a
+/// FlexPass message of `msg_len` bytes over IPv4/UDP:
+/// `max(msg_len + 28 + 38, 84)`. Saturates instead of overflowing.
+pub fn ethernet_wire_len(msg_len: usize) -> usize {
+    ethernet_wire_len_ip(msg_len.saturating_add(IPV4_UDP_OVERHEAD))
+}
+
+/// Bytes on an Ethernet wire for an arbitrary IPv4 packet of `ip_len` bytes
+/// (used for legacy traffic in the model): `max(ip_len + 38, 84)`.
+/// Saturates instead of overflowing.
+pub fn ethernet_wire_len_ip(ip_len: usize) -> usize {
+    ip_len
+        .saturating_add(ETHERNET_WIRE_OVERHEAD)
+        .max(MIN_ETHERNET_WIRE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_sizes() {
+        assert_eq!(ethernet_wire_len(CREDIT_MSG_MIN), 84);
+        assert_eq!(ethernet_wire_len(CREDIT_MSG_MAX), 92);
+        assert_eq!(ethernet_wire_len(CREDIT_STOP_LEN), 84);
+        assert_eq!(ethernet_wire_len(0), 84);
+        assert_eq!(ethernet_wire_len(ACK_BASE_LEN), 98);
+        assert_eq!(ethernet_wire_len(DATA_HEADER_LEN + MAX_PAYLOAD_1500), 1538);
+        assert_eq!(DATA_HEADER_LEN + MAX_PAYLOAD_1500 + IPV4_UDP_OVERHEAD, 1500);
+        assert_eq!(ethernet_wire_len_ip(1500), 1538);
+        assert_eq!(ethernet_wire_len_ip(40), 84);
+        assert_eq!(ethernet_wire_len(usize::MAX), usize::MAX);
+        assert_eq!(CREDIT_PADDING_MIN, 6);
+        assert_eq!(CREDIT_PADDING_MAX, 14);
+    }
+}
