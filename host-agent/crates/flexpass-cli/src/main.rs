@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "flexpass", version, about = "FlexPass / ExpressPass / DCTCP: credit-based datacenter transport")]
+#[command(
+    name = "flexpass",
+    version,
+    about = "FlexPass / ExpressPass / DCTCP: credit-based datacenter transport"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -89,7 +93,13 @@ fn main() -> ExitCode {
 }
 
 fn params(a: &SimArgs) -> Result<ScenarioParams, String> {
-    let positive = |v: f64, what: &str| if v.is_finite() && v > 0.0 { Ok(v) } else { Err(format!("{what} must be > 0, got {v}")) };
+    let positive = |v: f64, what: &str| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{what} must be > 0, got {v}"))
+        }
+    };
     if !(a.w_q > 0.0 && a.w_q < 1.0) {
         return Err(format!("--w-q must be in (0, 1), got {}", a.w_q));
     }
@@ -99,7 +109,9 @@ fn params(a: &SimArgs) -> Result<ScenarioParams, String> {
     let k = positive(a.k_kb, "--k-kb")?;
     let red = positive(a.red_kb, "--red-kb")?;
     if red <= k {
-        return Err(format!("the selective-drop threshold (--red-kb {red}) must be larger than K (--k-kb {k})"));
+        return Err(format!(
+            "the selective-drop threshold (--red-kb {red}) must be larger than K (--k-kb {k})"
+        ));
     }
     let mut p = ScenarioParams {
         seed: a.seed,
@@ -111,7 +123,9 @@ fn params(a: &SimArgs) -> Result<ScenarioParams, String> {
         duration: (positive(a.duration_ms, "--duration-ms")? * 1e6) as u64,
         alpha: a.alpha,
         nic_credit_share: match a.nic_credit_share {
-            Some(v) if !(v > 0.0 && v <= 1.0) => return Err(format!("--nic-credit-share must be in (0, 1], got {v}")),
+            Some(v) if !(v > 0.0 && v <= 1.0) => {
+                return Err(format!("--nic-credit-share must be in (0, 1], got {v}"))
+            }
             v => v,
         },
         rto_min: (positive(a.rto_min_ms, "--rto-min-ms")? * 1e6) as u64,
@@ -140,13 +154,20 @@ fn sim(a: SimArgs) -> Result<(), String> {
     };
     let report = run_scenario(scenario, &p, &mut progress);
     if started.elapsed().as_secs_f64() > 2.0 {
-        eprintln!("\r{}: done in {:.1} s", a.scenario, started.elapsed().as_secs_f64());
+        eprintln!(
+            "\r{}: done in {:.1} s",
+            a.scenario,
+            started.elapsed().as_secs_f64()
+        );
     }
     if let Some(path) = &a.plot {
         plot::throughput_png(&report, path)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| e.to_string())?
+        );
     } else {
         print!("{}", summary(&report));
     }
@@ -157,7 +178,11 @@ fn sim(a: SimArgs) -> Result<(), String> {
 pub fn summary(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "{:?} on the {:?} profile ({} Gbps, w_q {}, base RTT {:.1} µs, seed {})", r.scenario, r.profile, r.link_gbps, r.w_q, r.base_rtt_us, r.seed);
+    let _ = writeln!(
+        s,
+        "{:?} on the {:?} profile ({} Gbps, w_q {}, base RTT {:.1} µs, seed {})",
+        r.scenario, r.profile, r.link_gbps, r.w_q, r.base_rtt_us, r.seed
+    );
     for f in &r.flows {
         let _ = writeln!(
             s,
@@ -172,7 +197,13 @@ pub fn summary(r: &Report) -> String {
         );
     }
     for t in &r.transports {
-        let _ = writeln!(s, "  {:?}: {:5.1}% of link, starved (<20%) {:5.1}% of the time", t.transport, t.share * 100.0, t.starvation_fraction * 100.0);
+        let _ = writeln!(
+            s,
+            "  {:?}: {:5.1}% of link, starved (<20%) {:5.1}% of the time",
+            t.transport,
+            t.share * 100.0,
+            t.starvation_fraction * 100.0
+        );
     }
     if let Some(b) = &r.bottleneck {
         let _ = writeln!(
@@ -185,7 +216,11 @@ pub fn summary(r: &Report) -> String {
             b.max_queue_bytes[1],
             b.max_queue_bytes[2]
         );
-        let _ = writeln!(s, "  data drops: {} (buffer full) + {} (red, selective), credit drops {}", r.data_drops_full, r.data_drops_red, r.credit_drops);
+        let _ = writeln!(
+            s,
+            "  data drops: {} (buffer full) + {} (red, selective), credit drops {}",
+            r.data_drops_full, r.data_drops_red, r.credit_drops
+        );
     }
     if let Some(rows) = r.extra.get("incast").and_then(|v| v.as_array()) {
         let _ = writeln!(s, "  transport     flows  max FCT (µs)  timeouts  drops");
@@ -195,7 +230,9 @@ pub fn summary(r: &Report) -> String {
                 "  {:12} {:6}  {:>12}  {:8}  {:5}",
                 row["transport"].as_str().unwrap_or("?"),
                 row["flows"],
-                row["max_fct_us"].as_f64().map_or("-".into(), |v| format!("{v:.0}")),
+                row["max_fct_us"]
+                    .as_f64()
+                    .map_or("-".into(), |v| format!("{v:.0}")),
                 row["timeouts"],
                 row["data_drops"]
             );
@@ -203,7 +240,15 @@ pub fn summary(r: &Report) -> String {
     }
     if let Some(c) = r.extra.get("convergence").and_then(|v| v.as_array()) {
         for x in c {
-            let _ = writeln!(s, "  α = w_init = {}: Jain ≥ 0.98 after {} RTTs", x["alpha"], x["convergence_rtts"]);
+            let _ = writeln!(
+                s,
+                "  α = w_init = {}: Jain ≥ 0.98 first after {} RTTs, for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
+                x["alpha"],
+                x["first_fair_rtts"],
+                x["convergence_rtts"],
+                x["mean_jain_after_16_rtts"].as_f64().unwrap_or(0.0),
+                x["long_term_jain"].as_f64().unwrap_or(0.0)
+            );
         }
     }
     s

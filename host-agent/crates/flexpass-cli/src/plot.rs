@@ -39,13 +39,18 @@ pub fn throughput_png(r: &Report, path: &Path) -> Result<(), String> {
     // spending time on drawing.
     std::fs::File::create(path).map_err(|e| fail(&e))?;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    let drawn = if r.samples.is_empty() { incast_chart(r, &root) } else { throughput_chart(r, &root) };
+    let drawn = if r.samples.is_empty() {
+        incast_chart(r, &root)
+    } else {
+        throughput_chart(r, &root)
+    };
     drawn.map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))?;
     Ok(())
 }
 
-type DrawResult = Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
+type DrawResult =
+    Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
 
 /// Axis tick text without float noise or needless decimals: 10, 2.5, 0.25.
 fn tick(v: f64) -> String {
@@ -59,11 +64,22 @@ fn gbps(bytes: u64, interval_us: f64) -> f64 {
 
 fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult {
     root.fill(&WHITE)?;
-    let interval = if r.sample_interval_us > 0.0 { r.sample_interval_us } else { 1.0 };
-    let t_max = r.samples.iter().map(|s| s.t_us / 1e3).fold(0.0, f64::max).max(1e-3);
+    let interval = if r.sample_interval_us > 0.0 {
+        r.sample_interval_us
+    } else {
+        1.0
+    };
+    let t_max = r
+        .samples
+        .iter()
+        .map(|s| s.t_us / 1e3)
+        .fold(0.0, f64::max)
+        .max(1e-3);
     let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
     let has = |i: usize, v: fn(&Sample) -> &[u64]| r.samples.iter().any(|s| at(v(s), i) > 0);
-    let split: Vec<bool> = (0..r.flows.len()).map(|i| has(i, |s| &s.proactive) && has(i, |s| &s.reactive)).collect();
+    let split: Vec<bool> = (0..r.flows.len())
+        .map(|i| has(i, |s| &s.proactive) && has(i, |s| &s.reactive))
+        .collect();
     let mut data_max = r.link_gbps;
     for s in &r.samples {
         for i in 0..r.flows.len() {
@@ -75,7 +91,10 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
     let legend_frac = ((22 * entries + 40) as f64 / 570.0).min(0.6);
     let y_max = data_max / (1.0 - legend_frac);
 
-    let title = format!("{:?}: throughput per flow ({} Gbit/s bottleneck, {:.0} µs samples)", r.scenario, r.link_gbps, interval);
+    let title = format!(
+        "{:?}: throughput per flow ({} Gbit/s bottleneck, {:.0} µs samples)",
+        r.scenario, r.link_gbps, interval
+    );
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 26))
         .margin(20)
@@ -96,31 +115,69 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
 
     for (i, f) in r.flows.iter().enumerate() {
         let c = color(i);
-        let series = |g: &dyn Fn(&Sample) -> u64| -> Vec<(f64, f64)> { r.samples.iter().map(|s| (s.t_us / 1e3, gbps(g(s), interval))).collect() };
+        let series = |g: &dyn Fn(&Sample) -> u64| -> Vec<(f64, f64)> {
+            r.samples
+                .iter()
+                .map(|s| (s.t_us / 1e3, gbps(g(s), interval)))
+                .collect()
+        };
         let total = series(&|s| at(&s.proactive, i) + at(&s.reactive, i));
         chart
             .draw_series(LineSeries::new(total, c.stroke_width(3)))?
             .label(format!("flow {} ({:?})", f.id, f.transport))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3))
+            });
         if split[i] {
             let pro = series(&|s| at(&s.proactive, i));
             chart
-                .draw_series(DashedLineSeries::new(pro, 10, 5, c.mix(0.9).stroke_width(2)))?
+                .draw_series(DashedLineSeries::new(
+                    pro,
+                    10,
+                    5,
+                    c.mix(0.9).stroke_width(2),
+                ))?
                 .label(format!("flow {} proactive", f.id))
-                .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], 8, 4, c.mix(0.9).stroke_width(2)));
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(
+                        vec![(x, y), (x + LEGEND_LINE, y)],
+                        8,
+                        4,
+                        c.mix(0.9).stroke_width(2),
+                    )
+                });
             let rea = series(&|s| at(&s.reactive, i));
             chart
                 .draw_series(DashedLineSeries::new(rea, 3, 4, c.mix(0.9).stroke_width(2)))?
                 .label(format!("flow {} reactive", f.id))
-                .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], 3, 4, c.mix(0.9).stroke_width(2)));
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(
+                        vec![(x, y), (x + LEGEND_LINE, y)],
+                        3,
+                        4,
+                        c.mix(0.9).stroke_width(2),
+                    )
+                });
         }
     }
 
     let link = r.link_gbps;
     chart
-        .draw_series(DashedLineSeries::new(vec![(0.0, link), (t_max, link)], 10, 6, BLACK.mix(0.75).stroke_width(1)))?
+        .draw_series(DashedLineSeries::new(
+            vec![(0.0, link), (t_max, link)],
+            10,
+            6,
+            BLACK.mix(0.75).stroke_width(1),
+        ))?
         .label(format!("link rate ({link} Gbit/s)"))
-        .legend(|(x, y)| DashedPathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], 6, 4, BLACK.mix(0.75).stroke_width(1)));
+        .legend(|(x, y)| {
+            DashedPathElement::new(
+                vec![(x, y), (x + LEGEND_LINE, y)],
+                6,
+                4,
+                BLACK.mix(0.75).stroke_width(1),
+            )
+        });
 
     chart
         .configure_series_labels()
@@ -143,13 +200,24 @@ struct Row {
 
 fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult {
     root.fill(&WHITE)?;
-    let rows = r.extra.get("incast").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let rows = r
+        .extra
+        .get("incast")
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
     // Transports in first-seen order.
     let mut transports: Vec<(String, Vec<Row>)> = vec![];
     for row in &rows {
         let t = row["transport"].as_str().unwrap_or("?").to_string();
-        let Some(flows) = row["flows"].as_f64() else { continue };
-        let parsed = Row { flows, max_fct_ms: row["max_fct_us"].as_f64().map(|v| v / 1e3), timeouts: row["timeouts"].as_u64().unwrap_or(0) };
+        let Some(flows) = row["flows"].as_f64() else {
+            continue;
+        };
+        let parsed = Row {
+            flows,
+            max_fct_ms: row["max_fct_us"].as_f64().map(|v| v / 1e3),
+            timeouts: row["timeouts"].as_u64().unwrap_or(0),
+        };
         match transports.iter_mut().find(|(name, _)| *name == t) {
             Some((_, v)) => v.push(parsed),
             None => transports.push((t, vec![parsed])),
@@ -157,13 +225,22 @@ fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Dra
     }
     let all = transports.iter().flat_map(|(_, v)| v.iter());
     let x_max = all.clone().map(|p| p.flows).fold(0.0, f64::max).max(1.0);
-    let y_max = all.clone().filter_map(|p| p.max_fct_ms).fold(0.0, f64::max).max(0.1) * 1.35;
+    let y_max = all
+        .clone()
+        .filter_map(|p| p.max_fct_ms)
+        .fold(0.0, f64::max)
+        .max(0.1)
+        * 1.35;
 
     let size = r.extra.get("response_bytes").and_then(|v| v.as_u64());
     let senders = r.extra.get("senders").and_then(|v| v.as_u64());
     let mut title = format!("{:?}: max flow completion time", r.scenario);
     if let (Some(b), Some(s)) = (size, senders) {
-        title.push_str(&format!(" ({} kB responses from {s} senders, {} Gbit/s)", b / 1000, r.link_gbps));
+        title.push_str(&format!(
+            " ({} kB responses from {s} senders, {} Gbit/s)",
+            b / 1000,
+            r.link_gbps
+        ));
     }
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 26))
@@ -184,12 +261,19 @@ fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Dra
         .draw()?;
 
     if transports.is_empty() {
-        root.draw(&Text::new("no samples and no incast results to plot", (450, 340), ("sans-serif", 24).into_font()))?;
+        root.draw(&Text::new(
+            "no samples and no incast results to plot",
+            (450, 340),
+            ("sans-serif", 24).into_font(),
+        ))?;
         return Ok(());
     }
     for (k, (name, pts)) in transports.iter().enumerate() {
         let c = color(k);
-        let done: Vec<(f64, f64)> = pts.iter().filter_map(|p| p.max_fct_ms.map(|y| (p.flows, y))).collect();
+        let done: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|p| p.max_fct_ms.map(|y| (p.flows, y)))
+            .collect();
         let incomplete = pts.iter().filter(|p| p.max_fct_ms.is_none()).count();
         let timeouts: u64 = pts.iter().map(|p| p.timeouts).sum();
         let mut label = name.clone();
@@ -202,12 +286,21 @@ fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Dra
         chart
             .draw_series(LineSeries::new(done.clone(), c.stroke_width(3)))?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3))
+            });
         chart.draw_series(done.iter().map(|&p| Circle::new(p, 6, c.filled())))?;
         // Timeout counts next to the points that had any.
         for p in pts.iter().filter(|p| p.timeouts > 0) {
             if let Some(y) = p.max_fct_ms {
-                chart.draw_series(std::iter::once(EmptyElement::at((p.flows, y)) + Text::new(format!("{} timeouts", p.timeouts), (10, 6), ("sans-serif", 15).into_font().color(&c))))?;
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((p.flows, y))
+                        + Text::new(
+                            format!("{} timeouts", p.timeouts),
+                            (10, 6),
+                            ("sans-serif", 15).into_font().color(&c),
+                        ),
+                ))?;
             }
         }
     }

@@ -35,7 +35,12 @@ impl Default for AckTracker {
 
 impl AckTracker {
     pub fn new() -> Self {
-        AckTracker { cum: 0, above: BTreeMap::new(), max_ahead: 1 << 20, max_ranges: 4096 }
+        AckTracker {
+            cum: 0,
+            above: BTreeMap::new(),
+            max_ahead: 1 << 20,
+            max_ranges: 4096,
+        }
     }
 
     /// Next expected sequence: every sequence below it has been received.

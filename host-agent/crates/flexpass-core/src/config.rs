@@ -64,7 +64,10 @@ impl CreditConfig {
     pub fn validate(&self) -> Result<(), String> {
         let in_unit = |v: f64| v > 0.0 && v <= 1.0;
         if !(self.max_rate.is_finite() && self.max_rate > 0.0) {
-            return Err(format!("max_rate must be > 0 credits/s, got {}", self.max_rate));
+            return Err(format!(
+                "max_rate must be > 0 credits/s, got {}",
+                self.max_rate
+            ));
         }
         if !in_unit(self.alpha) {
             return Err(format!("alpha must be in (0, 1], got {}", self.alpha));
@@ -76,10 +79,16 @@ impl CreditConfig {
             ));
         }
         if !(self.w_init >= self.w_min && self.w_init <= self.w_max) {
-            return Err(format!("w_init must be in [w_min, w_max], got {}", self.w_init));
+            return Err(format!(
+                "w_init must be in [w_min, w_max], got {}",
+                self.w_init
+            ));
         }
         if !(0.0..1.0).contains(&self.target_loss) {
-            return Err(format!("target_loss must be in [0, 1), got {}", self.target_loss));
+            return Err(format!(
+                "target_loss must be in [0, 1), got {}",
+                self.target_loss
+            ));
         }
         if self.update_period == 0 {
             return Err("update_period must be > 0".into());
@@ -134,7 +143,10 @@ impl DctcpConfig {
         if !(self.g > 0.0 && self.g <= 1.0) {
             return Err(format!("g must be in (0, 1], got {}", self.g));
         }
-        if !(self.min_cwnd >= 1.0 && self.init_cwnd >= self.min_cwnd && self.max_cwnd >= self.init_cwnd) {
+        if !(self.min_cwnd >= 1.0
+            && self.init_cwnd >= self.min_cwnd
+            && self.max_cwnd >= self.init_cwnd)
+        {
             return Err("need 1 <= min_cwnd <= init_cwnd <= max_cwnd".into());
         }
         if self.rto_min == 0 || self.rto_max < self.rto_min {
@@ -189,7 +201,11 @@ impl SenderConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         if self.mss == 0 || self.mss > u16::MAX as usize - flexpass_wire::DATA_HEADER_LEN {
-            return Err(format!("mss must be in 1..={}, got {}", u16::MAX as usize - flexpass_wire::DATA_HEADER_LEN, self.mss));
+            return Err(format!(
+                "mss must be in 1..={}, got {}",
+                u16::MAX as usize - flexpass_wire::DATA_HEADER_LEN,
+                self.mss
+            ));
         }
         if self.subflow_dupthresh == 0 {
             return Err("subflow_dupthresh must be >= 1".into());
@@ -218,7 +234,11 @@ pub struct ReceiverConfig {
 
 impl ReceiverConfig {
     pub fn new(credit: CreditConfig) -> Self {
-        ReceiverConfig { credit, max_reorder_bytes: 64 << 20, seed: 0 }
+        ReceiverConfig {
+            credit,
+            max_reorder_bytes: 64 << 20,
+            seed: 0,
+        }
     }
     pub fn validate(&self) -> Result<(), String> {
         self.credit.validate()

@@ -17,7 +17,11 @@ pub struct RttEstimator {
 
 impl RttEstimator {
     pub fn new() -> Self {
-        RttEstimator { srtt: None, rttvar: 0.0, min_rtt: None }
+        RttEstimator {
+            srtt: None,
+            rttvar: 0.0,
+            min_rtt: None,
+        }
     }
 
     pub fn on_sample(&mut self, rtt: Nanos) {
@@ -110,7 +114,8 @@ impl DctcpWindow {
     }
 
     fn may_reduce(&self, ack_seq: u32) -> bool {
-        self.reduce_window_end.map_or(true, |end| seq_ge(ack_seq, end))
+        self.reduce_window_end
+            .is_none_or(|end| seq_ge(ack_seq, end))
     }
 
     /// A data packet with sub-flow sequence `ack_seq` was newly acknowledged; `ece` tells
@@ -189,7 +194,10 @@ mod tests {
 
     #[test]
     fn alpha_converges_to_marked_fraction_and_cut_is_alpha_over_two() {
-        let cfg = DctcpConfig { alpha_init: 0.0, ..Default::default() };
+        let cfg = DctcpConfig {
+            alpha_init: 0.0,
+            ..Default::default()
+        };
         let mut w = DctcpWindow::new(&cfg);
         // Many windows with 25% marks: α → 0.25.
         let mut seq = 0u32;

@@ -7,7 +7,9 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 // Credit padding 6..=14 B gives 18..=26 B FlexPass messages = 84..=92 B on the wire.
-use flexpass_wire::{CREDIT_PADDING_MAX as MAX_CREDIT_PADDING, CREDIT_PADDING_MIN as MIN_CREDIT_PADDING};
+use flexpass_wire::{
+    CREDIT_PADDING_MAX as MAX_CREDIT_PADDING, CREDIT_PADDING_MIN as MIN_CREDIT_PADDING,
+};
 
 #[derive(Clone, Debug)]
 pub struct CreditPacer {
@@ -18,7 +20,11 @@ pub struct CreditPacer {
 
 impl CreditPacer {
     pub fn new(jitter: f64, randomize_size: bool) -> Self {
-        CreditPacer { jitter, randomize_size, next_at: None }
+        CreditPacer {
+            jitter,
+            randomize_size,
+            next_at: None,
+        }
     }
 
     /// Start pacing: the first credit is due now.
@@ -50,9 +56,17 @@ impl CreditPacer {
             return None;
         }
         let gap = 1e9 / rate;
-        let factor = if self.jitter > 0.0 { 1.0 + rng.gen_range(-self.jitter..self.jitter) } else { 1.0 };
+        let factor = if self.jitter > 0.0 {
+            1.0 + rng.gen_range(-self.jitter..self.jitter)
+        } else {
+            1.0
+        };
         let step = (gap * factor).max(1.0) as Nanos;
-        let anchor = if now.saturating_sub(due) as f64 > gap { now } else { due };
+        let anchor = if now.saturating_sub(due) as f64 > gap {
+            now
+        } else {
+            due
+        };
         self.next_at = Some(anchor + step);
         let padding = if self.randomize_size {
             rng.gen_range(MIN_CREDIT_PADDING..=MAX_CREDIT_PADDING)
@@ -86,7 +100,10 @@ mod tests {
         let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
         assert!((mean - 1000.0).abs() < 5.0, "mean gap {mean}");
         assert!(gaps.iter().all(|g| (949.0..=1051.0).contains(g)));
-        assert!(gaps.iter().any(|g| *g < 990.0) && gaps.iter().any(|g| *g > 1010.0), "jitter present");
+        assert!(
+            gaps.iter().any(|g| *g < 990.0) && gaps.iter().any(|g| *g > 1010.0),
+            "jitter present"
+        );
     }
 
     #[test]

@@ -67,13 +67,25 @@ impl Reassembly {
         self.ready_bytes
     }
 
-    pub fn insert(&mut self, flow_seq: u64, payload: Bytes, fin: bool) -> Result<Inserted, ReassemblyError> {
-        let end = flow_seq.checked_add(payload.len() as u64).ok_or(ReassemblyError::Overflow)?;
+    pub fn insert(
+        &mut self,
+        flow_seq: u64,
+        payload: Bytes,
+        fin: bool,
+    ) -> Result<Inserted, ReassemblyError> {
+        let end = flow_seq
+            .checked_add(payload.len() as u64)
+            .ok_or(ReassemblyError::Overflow)?;
         if fin {
             match self.fin {
-                Some(known) if known != end => return Err(ReassemblyError::FinConflict { known, got: end }),
+                Some(known) if known != end => {
+                    return Err(ReassemblyError::FinConflict { known, got: end })
+                }
                 None if self.highest_end > end => {
-                    return Err(ReassemblyError::FinConflict { known: self.highest_end, got: end })
+                    return Err(ReassemblyError::FinConflict {
+                        known: self.highest_end,
+                        got: end,
+                    })
                 }
                 _ => {}
             }
@@ -84,7 +96,10 @@ impl Reassembly {
             }
         }
         if end > self.next.saturating_add(self.max_ahead) {
-            return Err(ReassemblyError::TooFarAhead { end, next: self.next });
+            return Err(ReassemblyError::TooFarAhead {
+                end,
+                next: self.next,
+            });
         }
         let newly_fin = fin && self.fin.is_none();
         if fin {
@@ -92,7 +107,11 @@ impl Reassembly {
         }
         self.highest_end = self.highest_end.max(end);
         if end <= self.next || payload.is_empty() {
-            return Ok(if newly_fin { Inserted::New } else { Inserted::Duplicate });
+            return Ok(if newly_fin {
+                Inserted::New
+            } else {
+                Inserted::Duplicate
+            });
         }
         if flow_seq <= self.next {
             self.push_ready(payload.slice((self.next - flow_seq) as usize..));
@@ -153,11 +172,26 @@ mod tests {
     #[test]
     fn reorders_and_discards_duplicates() {
         let mut r = Reassembly::new(1 << 20);
-        assert_eq!(r.insert(3, Bytes::from_static(b"def"), false), Ok(Inserted::New));
-        assert_eq!(r.insert(3, Bytes::from_static(b"def"), false), Ok(Inserted::Duplicate));
-        assert_eq!(r.insert(0, Bytes::from_static(b"abc"), false), Ok(Inserted::New));
-        assert_eq!(r.insert(0, Bytes::from_static(b"abc"), false), Ok(Inserted::Duplicate));
-        assert_eq!(r.insert(6, Bytes::from_static(b"g"), true), Ok(Inserted::New));
+        assert_eq!(
+            r.insert(3, Bytes::from_static(b"def"), false),
+            Ok(Inserted::New)
+        );
+        assert_eq!(
+            r.insert(3, Bytes::from_static(b"def"), false),
+            Ok(Inserted::Duplicate)
+        );
+        assert_eq!(
+            r.insert(0, Bytes::from_static(b"abc"), false),
+            Ok(Inserted::New)
+        );
+        assert_eq!(
+            r.insert(0, Bytes::from_static(b"abc"), false),
+            Ok(Inserted::Duplicate)
+        );
+        assert_eq!(
+            r.insert(6, Bytes::from_static(b"g"), true),
+            Ok(Inserted::New)
+        );
         assert!(r.is_complete());
         assert_eq!(collect(&mut r), b"abcdefg");
     }

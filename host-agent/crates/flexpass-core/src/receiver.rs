@@ -58,6 +58,7 @@ pub struct Receiver {
     /// Send times of recent credits, indexed by credit_seq % len, for RTT samples.
     credit_sent_at: Vec<(u32, Nanos)>,
     next_update: Option<Nanos>,
+    last_update: Nanos,
     next_credit_seq: u32,
     rng: SmallRng,
     out: VecDeque<Packet>,
@@ -66,7 +67,11 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub fn new(flow_id: u32, transport: TransportKind, cfg: &ReceiverConfig) -> Result<Self, String> {
+    pub fn new(
+        flow_id: u32,
+        transport: TransportKind,
+        cfg: &ReceiverConfig,
+    ) -> Result<Self, String> {
         cfg.validate()?;
         Ok(Receiver {
             flow_id,
@@ -80,8 +85,11 @@ impl Receiver {
             credit_rtt: None,
             credit_sent_at: vec![(u32::MAX, 0); CREDIT_RTT_SLOTS],
             next_update: None,
+            last_update: 0,
             next_credit_seq: 0,
-            rng: SmallRng::seed_from_u64(cfg.seed ^ u64::from(flow_id).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            rng: SmallRng::seed_from_u64(
+                cfg.seed ^ u64::from(flow_id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
             out: VecDeque::new(),
             delivered: 0,
             stats: ReceiverStats::default(),
@@ -101,10 +109,15 @@ impl Receiver {
     pub fn credit_rate(&self) -> f64 {
         self.feedback.cur_rate()
     }
+    /// Algorithm 1 state: (w, credit loss measured at the last update).
+    pub fn feedback_state(&self) -> (f64, f64) {
+        (self.feedback.w(), self.feedback.last_loss())
+    }
     /// Current update period of the credit feedback control: the smoothed credit RTT,
     /// never below the configured one.
     pub fn update_period(&self) -> Nanos {
-        self.credit_rtt.map_or(self.base_period, |r| (r as Nanos).max(self.base_period))
+        self.credit_rtt
+            .map_or(self.base_period, |r| (r as Nanos).max(self.base_period))
     }
     pub fn is_sending_credits(&self) -> bool {
         self.pacer.is_running()
@@ -130,12 +143,14 @@ impl Receiver {
     }
 
     fn start_credits(&mut self, now: Nanos) {
-        if !uses_credits(self.transport) || self.reassembly.is_complete() || self.pacer.is_running() {
+        if !uses_credits(self.transport) || self.reassembly.is_complete() || self.pacer.is_running()
+        {
             return;
         }
         self.feedback.resync(self.next_credit_seq);
         self.pacer.start(now);
         self.next_update = Some(now + self.update_period());
+        self.last_update = now;
     }
 
     fn stop_credits(&mut self) {
@@ -154,7 +169,10 @@ impl Receiver {
 
     fn handle_inner(&mut self, now: Nanos, packet: &Packet, ce: bool) -> Result<(), Rejected> {
         if packet.flow_id() != self.flow_id {
-            return Err(Rejected::WrongFlow { expected: self.flow_id, got: packet.flow_id() });
+            return Err(Rejected::WrongFlow {
+                expected: self.flow_id,
+                got: packet.flow_id(),
+            });
         }
         let unexpected = Rejected::UnexpectedType(self.transport);
         match packet {
@@ -164,7 +182,11 @@ impl Receiver {
                 } else {
                     HelloStatus::UnsupportedTransport
                 };
-                self.out.push_back(Packet::HelloAck(HelloAck { flow_id: self.flow_id, transport: h.transport, status }));
+                self.out.push_back(Packet::HelloAck(HelloAck {
+                    flow_id: self.flow_id,
+                    transport: h.transport,
+                    status,
+                }));
                 if status == HelloStatus::Accepted {
                     self.start_credits(now);
                 }
@@ -204,7 +226,10 @@ impl Receiver {
             SubFlow::Reactive => self.reactive.check(d.subflow_seq),
         }
         .map_err(|e| bad(&e))?;
-        let inserted = self.reassembly.insert(d.flow_seq, d.payload.clone(), d.fin).map_err(|e| bad(&e))?;
+        let inserted = self
+            .reassembly
+            .insert(d.flow_seq, d.payload.clone(), d.fin)
+            .map_err(|e| bad(&e))?;
         let tracker = match d.subflow {
             SubFlow::Proactive => &mut self.proactive,
             SubFlow::Reactive => &mut self.reactive,
@@ -220,7 +245,10 @@ impl Receiver {
                     let (seq, sent) = self.credit_sent_at[d.credit_seq as usize % CREDIT_RTT_SLOTS];
                     if seq == d.credit_seq && now >= sent {
                         let sample = (now - sent) as f64;
-                        self.credit_rtt = Some(self.credit_rtt.map_or(sample, |r| 0.875 * r + 0.125 * sample));
+                        self.credit_rtt = Some(
+                            self.credit_rtt
+                                .map_or(sample, |r| 0.875 * r + 0.125 * sample),
+                        );
                     }
                 }
             }
@@ -261,15 +289,23 @@ impl Receiver {
         }
         let rate = self.feedback.cur_rate();
         let padding = self.pacer.poll(now, rate, &mut self.rng)?;
-        let credit = Credit { flow_id: self.flow_id, credit_seq: self.next_credit_seq, padding };
-        self.credit_sent_at[self.next_credit_seq as usize % CREDIT_RTT_SLOTS] = (self.next_credit_seq, now);
+        let credit = Credit {
+            flow_id: self.flow_id,
+            credit_seq: self.next_credit_seq,
+            padding,
+        };
+        self.credit_sent_at[self.next_credit_seq as usize % CREDIT_RTT_SLOTS] =
+            (self.next_credit_seq, now);
         self.next_credit_seq = self.next_credit_seq.wrapping_add(1);
         self.stats.credits_sent += 1;
         Some(Transmit::new(Packet::Credit(credit), self.transport))
     }
 
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        [self.pacer.next_at(), self.next_update].into_iter().flatten().min()
+        [self.pacer.next_at(), self.next_update]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
@@ -278,9 +314,14 @@ impl Receiver {
                 break;
             }
             let period = self.update_period();
-            self.feedback.update(period);
+            self.feedback.update(period, now - self.last_update);
+            self.last_update = now;
             // Missed periods (a late caller) are not replayed: one update per call.
-            self.next_update = Some(if now - t > period { now + period } else { t + period });
+            self.next_update = Some(if now - t > period {
+                now + period
+            } else {
+                t + period
+            });
         }
     }
 }

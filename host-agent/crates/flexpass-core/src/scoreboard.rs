@@ -105,7 +105,10 @@ impl Scoreboard {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.slots.push_back(Slot { segment, state: SlotState::Outstanding });
+        self.slots.push_back(Slot {
+            segment,
+            state: SlotState::Outstanding,
+        });
         self.outstanding += 1;
         Ok(seq)
     }
@@ -118,7 +121,9 @@ impl Scoreboard {
     }
 
     fn ack_one(&mut self, seq: u32, events: &mut AckEvents) {
-        let Some(slot) = self.slot_mut(seq) else { return };
+        let Some(slot) = self.slot_mut(seq) else {
+            return;
+        };
         let was_outstanding = match slot.state {
             SlotState::Acked => return,
             SlotState::Outstanding => true,
@@ -134,15 +139,28 @@ impl Scoreboard {
 
     /// Apply one ACK. An ACK that covers packets never sent is rejected whole (a forged or
     /// corrupted ACK must not acknowledge data the receiver cannot have).
-    pub fn on_ack(&mut self, ack: &Ack, now: Nanos, events: &mut AckEvents) -> Result<(), AckError> {
-        let unsent = |seq: u32| AckError::UnsentData { seq, next_seq: self.next_seq };
+    pub fn on_ack(
+        &mut self,
+        ack: &Ack,
+        now: Nanos,
+        events: &mut AckEvents,
+    ) -> Result<(), AckError> {
+        let unsent = |seq: u32| AckError::UnsentData {
+            seq,
+            next_seq: self.next_seq,
+        };
         if ack.cum_ack > self.next_seq {
             return Err(unsent(ack.cum_ack - 1));
         }
         if ack.ack_seq >= self.next_seq {
             return Err(unsent(ack.ack_seq));
         }
-        if let Some(&(_, end)) = ack.sack.as_slice().iter().find(|&&(_, end)| end > self.next_seq) {
+        if let Some(&(_, end)) = ack
+            .sack
+            .as_slice()
+            .iter()
+            .find(|&&(_, end)| end > self.next_seq)
+        {
             return Err(unsent(end - 1));
         }
         let before = events.acked.len();
@@ -176,7 +194,9 @@ impl Scoreboard {
 
     /// Declare lost every outstanding packet at least `dupthresh` below the highest ACKed one.
     fn detect_losses(&mut self, events: &mut AckEvents) {
-        let Some(highest) = self.highest_acked else { return };
+        let Some(highest) = self.highest_acked else {
+            return;
+        };
         if highest < self.dupthresh {
             return;
         }
@@ -239,7 +259,16 @@ mod tests {
         for &(s, e) in sack {
             blocks.push(s, e);
         }
-        Ack { flow_id: 1, subflow: SubFlow::Reactive, ece: false, cum_ack: cum, ack_seq, tsecr: 0, flow_ack: 0, sack: blocks }
+        Ack {
+            flow_id: 1,
+            subflow: SubFlow::Reactive,
+            ece: false,
+            cum_ack: cum,
+            ack_seq,
+            tsecr: 0,
+            flow_ack: 0,
+            sack: blocks,
+        }
     }
 
     #[test]

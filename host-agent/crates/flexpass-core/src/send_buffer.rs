@@ -156,11 +156,13 @@ impl SendBuffer {
     }
 
     pub fn get(&self, idx: u64) -> Option<&Segment> {
-        idx.checked_sub(self.base).and_then(|i| self.segs.get(i as usize))
+        idx.checked_sub(self.base)
+            .and_then(|i| self.segs.get(i as usize))
     }
 
     fn get_mut(&mut self, idx: u64) -> Option<&mut Segment> {
-        idx.checked_sub(self.base).and_then(|i| self.segs.get_mut(i as usize))
+        idx.checked_sub(self.base)
+            .and_then(|i| self.segs.get_mut(i as usize))
     }
 
     /// Cut the next Pending segment (up to one MSS).
@@ -181,7 +183,10 @@ impl SendBuffer {
         } else {
             let mut buf = BytesMut::with_capacity(take);
             while buf.len() < take {
-                let front = self.pending.front_mut().expect("pending_bytes counts these");
+                let front = self
+                    .pending
+                    .front_mut()
+                    .expect("pending_bytes counts these");
                 let n = (take - buf.len()).min(front.len());
                 buf.extend_from_slice(&front.split_to(n));
                 if front.is_empty() {
@@ -209,7 +214,10 @@ impl SendBuffer {
 
     fn skip_stale_reactive(&mut self) {
         while let Some(&idx) = self.reactive_order.front() {
-            if self.get(idx).is_some_and(|s| s.state == SegmentState::SentAsReactive) {
+            if self
+                .get(idx)
+                .is_some_and(|s| s.state == SegmentState::SentAsReactive)
+            {
                 break;
             }
             self.reactive_order.pop_front();
@@ -218,7 +226,10 @@ impl SendBuffer {
 
     /// The proactive sub-flow's choice for one credit: Lost, else Pending, else (when
     /// `proactive_retransmission`) the oldest unACKed segment sent as reactive.
-    pub fn next_for_credit(&mut self, proactive_retransmission: bool) -> Option<(u64, CreditChoice)> {
+    pub fn next_for_credit(
+        &mut self,
+        proactive_retransmission: bool,
+    ) -> Option<(u64, CreditChoice)> {
         if let Some(idx) = self.lost.pop_first() {
             return Some((idx, CreditChoice::Lost));
         }
@@ -267,7 +278,9 @@ impl SendBuffer {
     /// transmission counts: a segment already re-sent elsewhere (or ACKed) is left alone.
     /// Returns whether the segment became Lost.
     pub fn mark_lost(&mut self, idx: u64, subflow: SubFlow, seq: u32) -> bool {
-        let Some(seg) = self.get_mut(idx) else { return false };
+        let Some(seg) = self.get_mut(idx) else {
+            return false;
+        };
         let current = match subflow {
             SubFlow::Proactive => seg.state == SegmentState::SentAsProactive,
             SubFlow::Reactive => seg.state == SegmentState::SentAsReactive,
@@ -300,7 +313,11 @@ impl SendBuffer {
         let mut idx = self.flow_acked_prefix.max(self.base);
         while let Some(seg) = self.get(idx) {
             // The only empty segment is a bare FIN; it is known delivered through its own ACK.
-            let covered = if seg.payload.is_empty() { seg.state == SegmentState::Acked } else { seg.end() <= flow_ack };
+            let covered = if seg.payload.is_empty() {
+                seg.state == SegmentState::Acked
+            } else {
+                seg.end() <= flow_ack
+            };
             if !covered {
                 break;
             }
@@ -314,7 +331,11 @@ impl SendBuffer {
 
     /// Drop ACKed segments from the front.
     pub fn trim(&mut self) {
-        while self.segs.front().is_some_and(|s| s.state == SegmentState::Acked) {
+        while self
+            .segs
+            .front()
+            .is_some_and(|s| s.state == SegmentState::Acked)
+        {
             self.segs.pop_front();
             self.base += 1;
         }
@@ -353,7 +374,10 @@ mod tests {
             b.on_sent(i, SubFlow::Proactive, 9);
         }
         // Now only r1 (still SentAsReactive) is eligible, once.
-        assert_eq!(b.next_for_credit(true), Some((r1, CreditChoice::ProactiveRetransmission)));
+        assert_eq!(
+            b.next_for_credit(true),
+            Some((r1, CreditChoice::ProactiveRetransmission))
+        );
         b.on_sent(r1, SubFlow::Proactive, 10);
         assert_eq!(b.next_for_credit(true), None);
     }

@@ -7,9 +7,7 @@ use crate::scoreboard::{AckError, AckEvents, Scoreboard};
 use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
 use bytes::Bytes;
-use flexpass_wire::{
-    Ack, CreditRequest, Data, Hello, HelloStatus, Packet, SubFlow, TransportKind,
-};
+use flexpass_wire::{Ack, CreditRequest, Data, Hello, HelloStatus, Packet, SubFlow, TransportKind};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -73,7 +71,10 @@ pub struct SenderStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Handshake {
     /// HELLO sent at `at`, `tries` retransmissions so far.
-    Pending { at: Nanos, tries: u32 },
+    Pending {
+        at: Nanos,
+        tries: u32,
+    },
     Established,
     Failed(SenderError),
 }
@@ -98,8 +99,13 @@ pub struct Sender {
     credit_state: CreditState,
     control: VecDeque<Packet>,
     credits: VecDeque<u32>,
-    /// Start of the current proactive recovery-timer interval.
+    /// Start of the current proactive recovery-timer interval: the last proactive progress
+    /// (a credit spent on data, a proactive ACK that acknowledged something, or a credit
+    /// request). Wasted credits do not count: a lost tail packet of the proactive sub-flow
+    /// leaves nothing to spend credits on, and only this timer finds it.
     recovery_anchor: Nanos,
+    /// Arrival of the last credit.
+    last_credit_at: Nanos,
     /// When the sender last had nothing at all to do (streams: CREDIT_STOP after a timeout).
     idle_since: Option<Nanos>,
     flow_size: u64,
@@ -111,11 +117,24 @@ pub struct Sender {
 impl Sender {
     /// Open a flow: HELLO (which, for credit-based transports, also requests credits) is the
     /// first packet out. `flow_size` is advisory (0 = unknown / stream).
-    pub fn new(flow_id: u32, cfg: SenderConfig, flow_size: u64, now: Nanos) -> Result<Self, String> {
+    pub fn new(
+        flow_id: u32,
+        cfg: SenderConfig,
+        flow_size: u64,
+        now: Nanos,
+    ) -> Result<Self, String> {
         cfg.validate()?;
         let mut control = VecDeque::new();
-        control.push_back(Packet::Hello(Hello { flow_id, transport: cfg.transport, flow_size }));
-        let credit_state = if uses_credits(cfg.transport) { CreditState::Requested } else { CreditState::Stopped };
+        control.push_back(Packet::Hello(Hello {
+            flow_id,
+            transport: cfg.transport,
+            flow_size,
+        }));
+        let credit_state = if uses_credits(cfg.transport) {
+            CreditState::Requested
+        } else {
+            CreditState::Stopped
+        };
         Ok(Sender {
             flow_id,
             buf: SendBuffer::new(cfg.mss),
@@ -130,6 +149,7 @@ impl Sender {
             control,
             credits: VecDeque::new(),
             recovery_anchor: now,
+            last_credit_at: now,
             idle_since: None,
             flow_size,
             events: AckEvents::default(),
@@ -207,7 +227,10 @@ impl Sender {
 
     fn handle_inner(&mut self, now: Nanos, packet: &Packet) -> Result<(), Rejected> {
         if packet.flow_id() != self.flow_id {
-            return Err(Rejected::WrongFlow { expected: self.flow_id, got: packet.flow_id() });
+            return Err(Rejected::WrongFlow {
+                expected: self.flow_id,
+                got: packet.flow_id(),
+            });
         }
         let unexpected = Rejected::UnexpectedType(self.cfg.transport);
         match packet {
@@ -217,7 +240,9 @@ impl Sender {
                 }
                 match h.status {
                     HelloStatus::Accepted => self.established(),
-                    HelloStatus::UnsupportedTransport => self.fail(SenderError::UnsupportedTransport),
+                    HelloStatus::UnsupportedTransport => {
+                        self.fail(SenderError::UnsupportedTransport)
+                    }
                     HelloStatus::Refused => self.fail(SenderError::Refused),
                 }
                 Ok(())
@@ -227,8 +252,8 @@ impl Sender {
                     return Err(unexpected);
                 }
                 self.stats.credits_received += 1;
+                self.last_credit_at = now;
                 self.established();
-                self.recovery_anchor = now;
                 if self.error().is_some() || self.buf.is_complete() {
                     self.stats.credits_wasted += 1;
                 } else {
@@ -267,15 +292,18 @@ impl Sender {
     }
 
     fn on_ack(&mut self, now: Nanos, ack: &Ack) -> Result<(), Rejected> {
-        let allowed = match (self.cfg.transport, ack.subflow) {
-            (TransportKind::ExpressPass, SubFlow::Reactive) | (TransportKind::Dctcp, SubFlow::Proactive) => false,
-            _ => true,
-        };
+        let allowed = !matches!(
+            (self.cfg.transport, ack.subflow),
+            (TransportKind::ExpressPass, SubFlow::Reactive) | (TransportKind::Dctcp, SubFlow::Proactive)
+        );
         if !allowed {
             return Err(Rejected::UnexpectedType(self.cfg.transport));
         }
         if ack.flow_ack > self.buf.sent_limit() {
-            return Err(Rejected::FlowAckBeyondSent { flow_ack: ack.flow_ack, sent: self.buf.sent_limit() });
+            return Err(Rejected::FlowAckBeyondSent {
+                flow_ack: ack.flow_ack,
+                sent: self.buf.sent_limit(),
+            });
         }
         let mut events = std::mem::take(&mut self.events);
         events.clear();
@@ -295,7 +323,8 @@ impl Sender {
                 }
             }
             if ack.subflow == SubFlow::Reactive && was_outstanding {
-                self.window.on_ack(seq, ack.ece && seq == ack.ack_seq, next_seq);
+                self.window
+                    .on_ack(seq, ack.ece && seq == ack.ack_seq, next_seq);
             }
             progress |= self.segment_acked(seg);
         }
@@ -386,7 +415,9 @@ impl Sender {
     }
 
     fn send_credit_stop(&mut self) {
-        self.control.push_back(Packet::CreditStop { flow_id: self.flow_id });
+        self.control.push_back(Packet::CreditStop {
+            flow_id: self.flow_id,
+        });
         self.credit_state = CreditState::Stopped;
         self.stats.credit_stops += 1;
         self.idle_since = None;
@@ -394,7 +425,10 @@ impl Sender {
 
     fn send_credit_request(&mut self, now: Nanos) {
         let pending_bytes = self.buf.pending_bytes();
-        self.control.push_back(Packet::CreditRequest(CreditRequest { flow_id: self.flow_id, pending_bytes }));
+        self.control.push_back(Packet::CreditRequest(CreditRequest {
+            flow_id: self.flow_id,
+            pending_bytes,
+        }));
         self.credit_state = CreditState::Requested;
         self.stats.credit_requests += 1;
         self.recovery_anchor = now;
@@ -422,6 +456,7 @@ impl Sender {
                     if choice == CreditChoice::ProactiveRetransmission {
                         self.stats.proactive_retransmissions += 1;
                     }
+                    self.recovery_anchor = now;
                     return self.send_segment(idx, SubFlow::Proactive, credit_seq, now);
                 }
                 None => self.stats.credits_wasted += 1,
@@ -438,7 +473,13 @@ impl Sender {
         None
     }
 
-    fn send_segment(&mut self, idx: u64, subflow: SubFlow, credit_seq: u32, now: Nanos) -> Option<Transmit> {
+    fn send_segment(
+        &mut self,
+        idx: u64,
+        subflow: SubFlow,
+        credit_seq: u32,
+        now: Nanos,
+    ) -> Option<Transmit> {
         let seq = match self.scoreboard(subflow).on_send(idx, now) {
             Ok(s) => s,
             Err(_) => {
@@ -500,7 +541,10 @@ impl Sender {
             (CreditState::Requested, Some(t)) => Some(t + self.cfg.credit_stop_timeout),
             _ => None,
         };
-        [hello, self.rto_deadline(), self.recovery_deadline(), stop].into_iter().flatten().min()
+        [hello, self.rto_deadline(), self.recovery_deadline(), stop]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
@@ -513,16 +557,23 @@ impl Sender {
                     self.fail(SenderError::PeerNotResponding);
                     return;
                 }
-                self.handshake = Handshake::Pending { at: now, tries: tries + 1 };
+                self.handshake = Handshake::Pending {
+                    at: now,
+                    tries: tries + 1,
+                };
                 self.stats.hello_retransmissions += 1;
-                let hello = Hello { flow_id: self.flow_id, transport: self.cfg.transport, flow_size: self.flow_size };
+                let hello = Hello {
+                    flow_id: self.flow_id,
+                    transport: self.cfg.transport,
+                    flow_size: self.flow_size,
+                };
                 self.control.push_back(Packet::Hello(hello));
             }
         }
         if self.rto_deadline().is_some_and(|d| now >= d) {
             // FlexPass: while credits keep arriving (or have other data to carry) the flow is not
             // waiting on this timer; the RTO only hands the unACKed reactive packets to them.
-            let credits_flowing = now.saturating_sub(self.recovery_anchor) < self.window.rto();
+            let credits_flowing = now.saturating_sub(self.last_credit_at) < self.window.rto();
             let credit_work = self.cfg.transport == TransportKind::FlexPass
                 && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing);
             let mut events = std::mem::take(&mut self.events);

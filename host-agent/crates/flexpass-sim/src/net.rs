@@ -194,13 +194,23 @@ impl Network {
 
     pub fn add_host(&mut self, name: &str) -> HostId {
         let id = self.hosts.len();
-        self.nodes.push(Node { name: name.into(), host: Some(id), ports: vec![], routes: vec![] });
+        self.nodes.push(Node {
+            name: name.into(),
+            host: Some(id),
+            ports: vec![],
+            routes: vec![],
+        });
         self.hosts.push(self.nodes.len() - 1);
         id
     }
 
     pub fn add_switch(&mut self, name: &str) -> NodeId {
-        self.nodes.push(Node { name: name.into(), host: None, ports: vec![], routes: vec![] });
+        self.nodes.push(Node {
+            name: name.into(),
+            host: None,
+            ports: vec![],
+            routes: vec![],
+        });
         self.nodes.len() - 1
     }
 
@@ -210,8 +220,22 @@ impl Network {
 
     /// Connect two nodes with a full-duplex link; each side gets an egress port configured by
     /// its `PortConfig`. Returns the two port indices.
-    pub fn connect(&mut self, a: NodeId, a_cfg: PortConfig, b: NodeId, b_cfg: PortConfig, link: LinkSpec) -> (usize, usize) {
-        let mk = |cfg, peer| Port { queue: PortQueue::new(cfg), peer, link: link.clone(), busy: false, wake_at: None, tx_bytes: 0 };
+    pub fn connect(
+        &mut self,
+        a: NodeId,
+        a_cfg: PortConfig,
+        b: NodeId,
+        b_cfg: PortConfig,
+        link: LinkSpec,
+    ) -> (usize, usize) {
+        let mk = |cfg, peer| Port {
+            queue: PortQueue::new(cfg),
+            peer,
+            link: link.clone(),
+            busy: false,
+            wake_at: None,
+            tx_bytes: 0,
+        };
         self.nodes[a].ports.push(mk(a_cfg, b));
         self.nodes[b].ports.push(mk(b_cfg, a));
         (self.nodes[a].ports.len() - 1, self.nodes[b].ports.len() - 1)
@@ -228,7 +252,8 @@ impl Network {
                 let mut next = vec![];
                 for &u in &frontier {
                     for v in 0..n {
-                        if dist[v] == usize::MAX && self.nodes[v].ports.iter().any(|p| p.peer == u) {
+                        if dist[v] == usize::MAX && self.nodes[v].ports.iter().any(|p| p.peer == u)
+                        {
                             dist[v] = dist[u] + 1;
                             next.push(v);
                         }
@@ -276,17 +301,28 @@ impl Network {
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
         self.seq += 1;
-        self.events.push(Reverse(Scheduled { at: at.max(self.now), seq: self.seq, ev }));
+        self.events.push(Reverse(Scheduled {
+            at: at.max(self.now),
+            seq: self.seq,
+            ev,
+        }));
     }
 
     /// Payload bytes of flow `id` at `offset` (deterministic pattern).
     fn pattern_at(&self, id: u32, offset: u64) -> impl Iterator<Item = u8> + '_ {
         let start = ((offset + u64::from(id) * 1009) % PATTERN_LEN as u64) as usize;
-        self.pattern[start..].iter().chain(self.pattern.iter().cycle()).copied()
+        self.pattern[start..]
+            .iter()
+            .chain(self.pattern.iter().cycle())
+            .copied()
     }
 
     fn make_payload(&self, id: u32, offset: u64, len: u64) -> Bytes {
-        Bytes::from(self.pattern_at(id, offset).take(len as usize).collect::<Vec<u8>>())
+        Bytes::from(
+            self.pattern_at(id, offset)
+                .take(len as usize)
+                .collect::<Vec<u8>>(),
+        )
     }
 
     /// Run until `end` or until no event is left; `progress` is called now and then.
@@ -301,17 +337,21 @@ impl Network {
             let Reverse(Scheduled { at, ev, .. }) = self.events.pop().expect("peeked");
             self.now = at;
             self.events_processed += 1;
-            if self.events_processed % (1 << 16) == 0 {
+            if self.events_processed.is_multiple_of(1 << 16) {
                 progress(self.now);
             }
             self.dispatch(ev);
         }
-        self.now = self.now.max(end.min(self.events.peek().map_or(end, |e| e.0.at)));
+        self.now = self
+            .now
+            .max(end.min(self.events.peek().map_or(end, |e| e.0.at)));
     }
 
     /// True when every finite flow has completed and no long-running flow exists.
     pub fn all_finite_flows_done(&self) -> bool {
-        self.flows.iter().all(|f| f.spec.size.is_some() && (f.completed_at.is_some() || f.error.is_some()))
+        self.flows
+            .iter()
+            .all(|f| f.spec.size.is_some() && (f.completed_at.is_some() || f.error.is_some()))
     }
 
     fn dispatch(&mut self, ev: Ev) {
@@ -423,7 +463,7 @@ impl Network {
         }
         if let Some(d) = deadline {
             let slot = &mut self.flows[flow].timers[side as usize];
-            if slot.map_or(true, |cur| d < cur) {
+            if slot.is_none_or(|cur| d < cur) {
                 let at = d.max(now);
                 *slot = Some(at);
                 self.schedule(at, Ev::Timer { flow, side, at });
@@ -473,7 +513,7 @@ impl Network {
                 self.deliver_over_link(peer, pkt, arrive, &imp);
             }
             Dequeued::WaitUntil(t) => {
-                if p.wake_at.map_or(true, |w| t < w) {
+                if p.wake_at.is_none_or(|w| t < w) {
                     p.wake_at = Some(t);
                     self.schedule(t, Ev::Wake { node, port });
                 }
@@ -487,9 +527,19 @@ impl Network {
             return;
         }
         if imp.duplicate > 0.0 && self.rng.gen_bool(imp.duplicate) {
-            self.schedule(at, Ev::Arrive { node: peer, pkt: pkt.clone() });
+            self.schedule(
+                at,
+                Ev::Arrive {
+                    node: peer,
+                    pkt: pkt.clone(),
+                },
+            );
         }
-        let delay = if imp.reorder > 0.0 && self.rng.gen_bool(imp.reorder) { imp.reorder_delay } else { 0 };
+        let delay = if imp.reorder > 0.0 && self.rng.gen_bool(imp.reorder) {
+            imp.reorder_delay
+        } else {
+            0
+        };
         self.schedule(at + delay, Ev::Arrive { node: peer, pkt });
     }
 
@@ -521,7 +571,10 @@ impl Network {
         let ce = pkt.ecn == Ecn::Ce;
         let to_receiver = matches!(
             packet,
-            Packet::Data(_) | Packet::Hello(_) | Packet::CreditRequest(_) | Packet::CreditStop { .. }
+            Packet::Data(_)
+                | Packet::Hello(_)
+                | Packet::CreditRequest(_)
+                | Packet::CreditStop { .. }
         );
         if to_receiver {
             if self.flows[flow].spec.dst != host {
@@ -567,7 +620,11 @@ impl Network {
         }
         for b in chunks {
             let offset = self.flows[flow].delivered;
-            let bad = b.iter().zip(self.pattern_at(id, offset)).filter(|(a, e)| *a != e).count() as u64;
+            let bad = b
+                .iter()
+                .zip(self.pattern_at(id, offset))
+                .filter(|(a, e)| *a != e)
+                .count() as u64;
             let f = &mut self.flows[flow];
             f.corrupted_bytes += bad;
             f.delivered += b.len() as u64;
@@ -579,7 +636,10 @@ impl Network {
     }
 
     fn sample(&mut self) {
-        let mut s = Sample { t_us: self.now as f64 / 1e3, ..Default::default() };
+        let mut s = Sample {
+            t_us: self.now as f64 / 1e3,
+            ..Default::default()
+        };
         for (i, f) in self.flows.iter().enumerate() {
             let (p, r) = f.receiver.as_ref().map_or((0, 0), |r| {
                 let st = r.stats();
@@ -637,7 +697,12 @@ impl Network {
         self.nodes
             .iter()
             .flat_map(|n| n.ports.iter())
-            .map(|p| p.queue.stats[1..].iter().map(|s| s.dropped_full + s.dropped_red).sum::<u64>())
+            .map(|p| {
+                p.queue.stats[1..]
+                    .iter()
+                    .map(|s| s.dropped_full + s.dropped_red)
+                    .sum::<u64>()
+            })
             .sum()
     }
 }

@@ -180,7 +180,9 @@ impl PortQueue {
     }
 
     fn pop(&mut self, q: usize) -> SimPacket {
-        let pkt = self.queues[q].pop_front().expect("caller checked non-empty");
+        let pkt = self.queues[q]
+            .pop_front()
+            .expect("caller checked non-empty");
         self.bytes[q] -= u64::from(pkt.wire_len);
         self.stats[q].dequeued_bytes += u64::from(pkt.wire_len);
         pkt
@@ -188,7 +190,8 @@ impl PortQueue {
 
     fn refill(&mut self, now: Nanos) {
         let dt = now.saturating_sub(self.tokens_at) as f64 * 1e-9;
-        self.tokens = (self.tokens + dt * self.cfg.credit_rate_bps / 8.0).min(self.cfg.credit_burst_bytes);
+        self.tokens =
+            (self.tokens + dt * self.cfg.credit_rate_bps / 8.0).min(self.cfg.credit_burst_bytes);
         self.tokens_at = now;
     }
 
@@ -280,14 +283,22 @@ mod tests {
     fn credits_are_strict_priority_but_shaped() {
         let mut pq = PortQueue::new(cfg(Profile::FlexPass));
         for _ in 0..8 {
-            assert_eq!(pq.enqueue(test_packet(TrafficClass::Credit, 84)), Enqueued::Accepted);
+            assert_eq!(
+                pq.enqueue(test_packet(TrafficClass::Credit, 84)),
+                Enqueued::Accepted
+            );
         }
-        assert_eq!(pq.enqueue(test_packet(TrafficClass::Credit, 84)), Enqueued::Dropped);
+        assert_eq!(
+            pq.enqueue(test_packet(TrafficClass::Credit, 84)),
+            Enqueued::Dropped
+        );
         pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538));
         // Burst of two credits, then data while tokens refill.
         assert!(matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
         assert!(matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
-        assert!(matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::ProactiveData));
+        assert!(
+            matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::ProactiveData)
+        );
         match pq.dequeue(0) {
             Dequeued::WaitUntil(t) => {
                 let expect = 84.0 * 8.0 / pq.cfg.credit_rate_bps * 1e9;
@@ -313,9 +324,16 @@ mod tests {
                 marked += 1;
             }
         }
-        assert_eq!(marked, 66 - 40, "marked once the queue exceeds K = 60 kB (39 frames)");
+        assert_eq!(
+            marked,
+            66 - 40,
+            "marked once the queue exceeds K = 60 kB (39 frames)"
+        );
         // Green packets still get in above the red threshold.
-        assert_eq!(pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538)), Enqueued::Accepted);
+        assert_eq!(
+            pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538)),
+            Enqueued::Accepted
+        );
         assert_eq!(pq.stats[1].dropped_red, 14);
     }
 

@@ -106,10 +106,22 @@ fn drops(net: &Network) -> (u64, u64, u64) {
 }
 
 /// Build the report of a run on a star, measuring shares over [warmup, end].
-pub fn build(s: Scenario, profile: Profile, params: &ScenarioParams, net: &Network, sw: usize, port: usize, warmup: Nanos) -> Report {
+pub fn build(
+    s: Scenario,
+    profile: Profile,
+    params: &ScenarioParams,
+    net: &Network,
+    sw: usize,
+    port: usize,
+    warmup: Nanos,
+) -> Report {
     let interval = params.sample_interval as f64 / 1e9;
     let cap_bytes = params.link_bps / 8.0 * interval;
-    let window: Vec<&Sample> = net.samples.iter().filter(|x| x.t_us * 1e3 > warmup as f64).collect();
+    let window: Vec<&Sample> = net
+        .samples
+        .iter()
+        .filter(|x| x.t_us * 1e3 > warmup as f64)
+        .collect();
     let n = window.len().max(1) as f64;
     let sum = |f: &dyn Fn(&Sample) -> u64| window.iter().map(|x| f(x)).sum::<u64>() as f64;
     let mut flows = vec![];
@@ -120,27 +132,47 @@ pub fn build(s: Scenario, profile: Profile, params: &ScenarioParams, net: &Netwo
         flows.push(flow_report(f, pro, rea, good));
     }
     let mut transports = vec![];
-    for t in [TransportKind::FlexPass, TransportKind::ExpressPass, TransportKind::Dctcp] {
-        let idx: Vec<usize> = (0..net.flows.len()).filter(|&i| net.flows[i].spec.transport == t).collect();
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::ExpressPass,
+        TransportKind::Dctcp,
+    ] {
+        let idx: Vec<usize> = (0..net.flows.len())
+            .filter(|&i| net.flows[i].spec.transport == t)
+            .collect();
         if idx.is_empty() {
             continue;
         }
         let per_sample: Vec<f64> = window
             .iter()
-            .map(|x| idx.iter().map(|&i| (x.proactive[i] + x.reactive[i]) as f64).sum::<f64>() / cap_bytes)
+            .map(|x| {
+                idx.iter()
+                    .map(|&i| (x.proactive[i] + x.reactive[i]) as f64)
+                    .sum::<f64>()
+                    / cap_bytes
+            })
             .collect();
         let share = per_sample.iter().sum::<f64>() / n;
         let starved = per_sample.iter().filter(|&&v| v < STARVATION_SHARE).count() as f64 / n;
-        transports.push(TransportReport { transport: t, share, starvation_fraction: starved });
+        transports.push(TransportReport {
+            transport: t,
+            share,
+            starvation_fraction: starved,
+        });
     }
     let stats = net.port_stats(sw, port);
     let data_util = flows.iter().map(|f| f.share).sum::<f64>();
     let bottleneck = BottleneckReport {
         port: format!("s1:{port} -> h0"),
-        utilization: net.port_tx_bytes(sw, port) as f64 * 8.0 / (params.link_bps * (params.duration as f64 / 1e9)),
+        utilization: net.port_tx_bytes(sw, port) as f64 * 8.0
+            / (params.link_bps * (params.duration as f64 / 1e9)),
         data_utilization: data_util,
         max_queue_bytes: [stats[0].max_bytes, stats[1].max_bytes, stats[2].max_bytes],
-        max_queue_packets: [stats[0].max_packets, stats[1].max_packets, stats[2].max_packets],
+        max_queue_packets: [
+            stats[0].max_packets,
+            stats[1].max_packets,
+            stats[2].max_packets,
+        ],
         queues: stats,
     };
     let (full, red, credit) = drops(net);
@@ -154,8 +186,16 @@ pub fn build(s: Scenario, profile: Profile, params: &ScenarioParams, net: &Netwo
         base_rtt_us: params.base_rtt() as f64 / 1e3,
         duration_us: net.now() as f64 / 1e3,
         window_us: [warmup as f64 / 1e3, params.duration as f64 / 1e3],
-        timeouts: flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| s.timeouts).sum(),
-        recovery_timeouts: flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| s.recovery_timeouts).sum(),
+        timeouts: flows
+            .iter()
+            .filter_map(|f| f.sender.as_ref())
+            .map(|s| s.timeouts)
+            .sum(),
+        recovery_timeouts: flows
+            .iter()
+            .filter_map(|f| f.sender.as_ref())
+            .map(|s| s.recovery_timeouts)
+            .sum(),
         jain_index: (flows.len() > 1).then(|| jain(&shares)),
         flows,
         transports,
@@ -207,8 +247,16 @@ pub struct IncastRow {
 
 /// Run one incast: `n` flows of `size` bytes from `senders` hosts (round robin) to h0, all
 /// requested at t = 0 (FlexPass §6.1 "Incast").
-pub fn run_incast(params: &ScenarioParams, transport: TransportKind, n: usize) -> (IncastRow, Network) {
-    let profile = if transport == TransportKind::ExpressPass { Profile::Naive } else { Profile::FlexPass };
+pub fn run_incast(
+    params: &ScenarioParams,
+    transport: TransportKind,
+    n: usize,
+) -> (IncastRow, Network) {
+    let profile = if transport == TransportKind::ExpressPass {
+        Profile::Naive
+    } else {
+        Profile::FlexPass
+    };
     let senders = params.incast_senders.max(1);
     let (mut net, sw) = star(params, profile, senders + 1);
     net.sample_interval = 0;
@@ -229,9 +277,19 @@ pub fn run_incast(params: &ScenarioParams, transport: TransportKind, n: usize) -
         t += flexpass_core::MILLIS;
         net.run_until(t, |_| {});
     }
-    let fcts: Vec<f64> = net.flows.iter().filter_map(|f| f.completed_at.map(|c| c as f64 / 1e3)).collect();
+    let fcts: Vec<f64> = net
+        .flows
+        .iter()
+        .filter_map(|f| f.completed_at.map(|c| c as f64 / 1e3))
+        .collect();
     let (full, red, _) = drops(&net);
-    let sender_sum = |g: fn(&SenderStats) -> u64| net.flows.iter().filter_map(|f| f.sender.as_ref()).map(|s| g(s.stats())).sum();
+    let sender_sum = |g: fn(&SenderStats) -> u64| {
+        net.flows
+            .iter()
+            .filter_map(|f| f.sender.as_ref())
+            .map(|s| g(s.stats()))
+            .sum()
+    };
     let row = IncastRow {
         transport,
         flows: n,
@@ -241,13 +299,19 @@ pub fn run_incast(params: &ScenarioParams, transport: TransportKind, n: usize) -
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
         data_drops: full + red,
         corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
-        max_q1_bytes: net.port_stats(sw, 0)[1].max_bytes.max(net.port_stats(sw, 0)[2].max_bytes),
+        max_q1_bytes: net.port_stats(sw, 0)[1]
+            .max_bytes
+            .max(net.port_stats(sw, 0)[2].max_bytes),
     };
     (row, net)
 }
 
 pub fn incast(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {
-    let transports = [TransportKind::Dctcp, TransportKind::ExpressPass, TransportKind::FlexPass];
+    let transports = [
+        TransportKind::Dctcp,
+        TransportKind::ExpressPass,
+        TransportKind::FlexPass,
+    ];
     let total = (transports.len() * params.incast_flows.len()) as f64;
     let mut rows = vec![];
     for t in transports {
@@ -288,12 +352,24 @@ pub fn incast(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report 
 pub struct ConvergenceResult {
     pub alpha: f64,
     pub w_init: f64,
-    /// RTTs after the second flow's first data until Jain ≥ 0.98 holds for good (None: never).
+    /// RTTs from the second flow's first data until Jain's index over a 4-RTT window first
+    /// reaches 0.98 (None: never).
+    pub first_fair_rtts: Option<f64>,
+    /// RTTs until the index reaches 0.98 and stays there for the rest of the run (95% of the
+    /// windows); None: never.
     pub convergence_rtts: Option<f64>,
+    /// Mean Jain's index (4-RTT windows) from 16 RTTs after the join to the end.
+    pub mean_jain_after_16_rtts: f64,
+    /// Jain's index of the two flows' throughput over the whole shared period.
+    pub long_term_jain: f64,
 }
 
-/// ExpressPass Fig. 8a: flow 1 runs alone, flow 2 joins at `join`; per-RTT Jain's index of
-/// the two flows' data rates, smoothed over `smooth` RTTs.
+/// Windows of this many RTTs for Jain's index: a per-RTT window holds ~16 packets at
+/// 10 Gbps, too few for the index to mean anything.
+const JAIN_WINDOW_RTTS: usize = 4;
+
+/// ExpressPass Fig. 8a: flow 1 runs alone, flow 2 joins; Jain's index of the two flows'
+/// data rates over sliding windows of `JAIN_WINDOW_RTTS` RTTs.
 pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResult, Report) {
     let mut p = params.clone();
     p.alpha = alpha;
@@ -303,35 +379,67 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
     p.duration = join + 3 * flexpass_core::MILLIS;
     let (mut net, sw) = star(&p, Profile::Naive, 3);
     net.monitor(sw, 0);
-    let long = |id, src, start| FlowSpec { id, src, dst: 0, transport: TransportKind::ExpressPass, size: None, start };
+    let long = |id, src, start| FlowSpec {
+        id,
+        src,
+        dst: 0,
+        transport: TransportKind::ExpressPass,
+        size: None,
+        start,
+    };
     net.add_flow(long(1, 1, 0));
     net.add_flow(long(2, 2, join));
     net.run_until(p.duration, |_| {});
-    let rates: Vec<[f64; 2]> = net.samples.iter().map(|s| [s.proactive[0] as f64, s.proactive[1] as f64]).collect();
-    let first = rates.iter().position(|r| r[1] > 0.0);
-    let smooth = 2;
-    let mut conv = None;
-    if let Some(first) = first {
-        let jains: Vec<f64> = (first..rates.len().saturating_sub(smooth))
-            .map(|i| {
-                let a: f64 = rates[i..i + smooth].iter().map(|r| r[0]).sum();
-                let b: f64 = rates[i..i + smooth].iter().map(|r| r[1]).sum();
-                jain(&[a, b])
-            })
-            .collect();
-        // Converged from the first index after which the index stays ≥ 0.98 (5% slack of samples).
-        for k in 0..jains.len() {
+    let rates: Vec<[f64; 2]> = net
+        .samples
+        .iter()
+        .map(|s| [s.proactive[0] as f64, s.proactive[1] as f64])
+        .collect();
+    let first = rates.iter().position(|r| r[1] > 0.0).unwrap_or(rates.len());
+    let w = JAIN_WINDOW_RTTS;
+    let jains: Vec<f64> = (first..rates.len().saturating_sub(w))
+        .map(|i| {
+            let a: f64 = rates[i..i + w].iter().map(|r| r[0]).sum();
+            let b: f64 = rates[i..i + w].iter().map(|r| r[1]).sum();
+            jain(&[a, b])
+        })
+        .collect();
+    let first_fair = jains.iter().position(|&j| j >= 0.98).map(|k| k as f64);
+    let convergence = (0..jains.len())
+        .find(|&k| {
             let rest = &jains[k..];
-            let bad = rest.iter().filter(|&&j| j < 0.98).count();
-            if jains[k] >= 0.98 && (bad as f64) <= 0.05 * rest.len() as f64 {
-                conv = Some(k as f64);
-                break;
-            }
-        }
-    }
+            jains[k] >= 0.98
+                && rest.iter().filter(|&&j| j < 0.98).count() as f64 <= 0.05 * rest.len() as f64
+        })
+        .map(|k| k as f64);
+    let after = &jains[jains.len().min(16)..];
+    let mean_after = if after.is_empty() {
+        0.0
+    } else {
+        after.iter().sum::<f64>() / after.len() as f64
+    };
+    let totals = rates[first.min(rates.len())..]
+        .iter()
+        .fold([0.0, 0.0], |acc, r| [acc[0] + r[0], acc[1] + r[1]]);
     let w_init = p.receiver_config(Profile::Naive).credit.w_init;
-    let report = build(Scenario::ExpresspassConvergence, Profile::Naive, &p, &net, sw, 0, join + 1_000 * MICROS);
-    (ConvergenceResult { alpha, w_init, convergence_rtts: conv }, report)
+    let report = build(
+        Scenario::ExpresspassConvergence,
+        Profile::Naive,
+        &p,
+        &net,
+        sw,
+        0,
+        join + 1_000 * MICROS,
+    );
+    let result = ConvergenceResult {
+        alpha,
+        w_init,
+        first_fair_rtts: first_fair,
+        convergence_rtts: convergence,
+        mean_jain_after_16_rtts: mean_after,
+        long_term_jain: jain(&totals),
+    };
+    (result, report)
 }
 
 pub fn convergence(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {

@@ -44,7 +44,10 @@ impl std::str::FromStr for Scenario {
             "incast" => Scenario::Incast,
             _ => {
                 let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-                return Err(format!("unknown scenario '{s}'; known: {}", names.join(", ")));
+                return Err(format!(
+                    "unknown scenario '{s}'; known: {}",
+                    names.join(", ")
+                ));
             }
         })
     }
@@ -124,7 +127,11 @@ impl ScenarioParams {
     }
 
     pub fn switch_port(&self, profile: Profile) -> PortConfig {
-        let share = if profile == Profile::FlexPass { self.w_q } else { 1.0 };
+        let share = if profile == Profile::FlexPass {
+            self.w_q
+        } else {
+            1.0
+        };
         PortConfig {
             profile,
             link_bps: self.link_bps,
@@ -143,7 +150,10 @@ impl ScenarioParams {
     pub fn nic_port(&self, profile: Profile) -> PortConfig {
         let port = self.switch_port(profile);
         match (profile, self.nic_credit_share) {
-            (Profile::FlexPass, Some(share)) => PortConfig { credit_rate_bps: credit_queue_bps(self.link_bps, share), ..port },
+            (Profile::FlexPass, Some(share)) => PortConfig {
+                credit_rate_bps: credit_queue_bps(self.link_bps, share),
+                ..port
+            },
             _ => port,
         }
     }
@@ -157,7 +167,11 @@ impl ScenarioParams {
     }
 
     pub fn receiver_config(&self, profile: Profile) -> ReceiverConfig {
-        let share = if profile == Profile::FlexPass { self.w_q } else { 1.0 };
+        let share = if profile == Profile::FlexPass {
+            self.w_q
+        } else {
+            1.0
+        };
         let mut credit = CreditConfig::for_link(self.link_bps, share, self.base_rtt());
         credit.alpha = self.alpha;
         credit.w_init = self.alpha.clamp(credit.w_min, credit.w_max);
@@ -179,11 +193,21 @@ pub fn star(params: &ScenarioParams, profile: Profile, n: usize) -> (Network, us
     net.wire_check = params.wire_check;
     net.sample_interval = params.sample_interval;
     let sw = net.add_switch("s1");
-    let link = LinkSpec { bps: params.link_bps, delay: params.link_delay, impairment: params.impairment.clone() };
+    let link = LinkSpec {
+        bps: params.link_bps,
+        delay: params.link_delay,
+        impairment: params.impairment.clone(),
+    };
     for i in 0..n {
         let h = net.add_host(&format!("h{i}"));
         let hn = net.host_node(h);
-        net.connect(hn, params.nic_port(profile), sw, params.switch_port(profile), link.clone());
+        net.connect(
+            hn,
+            params.nic_port(profile),
+            sw,
+            params.switch_port(profile),
+            link.clone(),
+        );
     }
     net.compute_routes();
     (net, sw)
@@ -192,7 +216,9 @@ pub fn star(params: &ScenarioParams, profile: Profile, n: usize) -> (Network, us
 /// Profile a scenario runs on.
 pub fn profile_of(s: Scenario) -> Profile {
     match s {
-        Scenario::ExpresspassVsDctcp | Scenario::SingleExpresspass | Scenario::ExpresspassConvergence => Profile::Naive,
+        Scenario::ExpresspassVsDctcp
+        | Scenario::SingleExpresspass
+        | Scenario::ExpresspassConvergence => Profile::Naive,
         _ => Profile::FlexPass,
     }
 }
@@ -200,7 +226,14 @@ pub fn profile_of(s: Scenario) -> Profile {
 /// Run a scenario. `progress(fraction)` is called as simulated time advances.
 pub fn run_scenario(s: Scenario, params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {
     use TransportKind::*;
-    let long = |id, src, t, start| FlowSpec { id, src, dst: 0, transport: t, size: None, start };
+    let long = |id, src, t, start| FlowSpec {
+        id,
+        src,
+        dst: 0,
+        transport: t,
+        size: None,
+        start,
+    };
     match s {
         Scenario::Incast => return report::incast(params, progress),
         Scenario::ExpresspassConvergence => return report::convergence(params, progress),

@@ -1,0 +1,161 @@
+//! Sender and receiver driven directly (no network model): the state machines' contracts.
+
+use bytes::Bytes;
+use flexpass_core::{
+    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, MICROS, MILLIS,
+};
+use flexpass_wire::{Ack, Credit, Packet, SackBlocks, SubFlow, TransportKind};
+
+fn receiver(t: TransportKind) -> Receiver {
+    Receiver::new(
+        7,
+        t,
+        &ReceiverConfig::new(CreditConfig::for_link(10e9, 0.5, 25 * MICROS)),
+    )
+    .unwrap()
+}
+
+fn drain(s: &mut Sender, now: Nanos) -> Vec<Packet> {
+    std::iter::from_fn(|| s.poll_transmit(now))
+        .map(|t| t.packet)
+        .collect()
+}
+
+fn credit(seq: u32) -> Packet {
+    Packet::Credit(Credit {
+        flow_id: 7,
+        credit_seq: seq,
+        padding: 6,
+    })
+}
+
+#[test]
+fn flexpass_sends_reactive_data_in_the_first_rtt() {
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::FlexPass), 0, 0).unwrap();
+    s.write(Bytes::from(vec![1u8; 20 * 1444]));
+    let out = drain(&mut s, 0);
+    assert!(matches!(out[0], Packet::Hello(_)));
+    let reactive = out
+        .iter()
+        .filter(|p| matches!(p, Packet::Data(d) if d.subflow == SubFlow::Reactive))
+        .count();
+    assert_eq!(
+        reactive, 10,
+        "initial window of reactive data before any credit"
+    );
+    // ExpressPass waits for credits.
+    let mut e = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    e.write(Bytes::from(vec![1u8; 20 * 1444]));
+    assert_eq!(drain(&mut e, 0).len(), 1);
+}
+
+#[test]
+fn proactive_tail_loss_is_recovered_by_the_recovery_timer_despite_wasted_credits() {
+    let cfg = SenderConfig::new(TransportKind::ExpressPass);
+    let timeout = cfg.recovery_timeout;
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    s.write(Bytes::from_static(b"tail"));
+    s.finish();
+    drain(&mut s, 0);
+    s.handle_packet(10, &credit(0)).unwrap();
+    let lost = drain(&mut s, 10);
+    assert!(matches!(&lost[..], [Packet::Data(d)] if d.fin), "{lost:?}");
+    // The data packet is lost. Credits keep coming and are wasted until the recovery timer
+    // marks the outstanding packet Lost; the next credit then carries it again.
+    let mut now = 10;
+    let mut resent = None;
+    for seq in 1..1000u32 {
+        now += 25 * MICROS;
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        s.handle_packet(now, &credit(seq)).unwrap();
+        if let Some(Packet::Data(d)) = drain(&mut s, now)
+            .into_iter()
+            .find(|p| matches!(p, Packet::Data(_)))
+        {
+            resent = Some((now, d));
+            break;
+        }
+    }
+    let (at, d) = resent.expect("the tail packet is sent again");
+    assert!(at >= timeout, "not before the recovery timeout");
+    assert!(&d.payload[..] == b"tail" && d.retransmission && d.fin);
+    assert_eq!(s.stats().recovery_timeouts, 1);
+    assert!(s.stats().credits_wasted > 10);
+}
+
+#[test]
+fn forged_acks_and_credits_are_rejected_without_losing_data() {
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::FlexPass), 0, 0).unwrap();
+    s.write(Bytes::from(vec![9u8; 5000]));
+    s.finish();
+    drain(&mut s, 0);
+    let forged = Ack {
+        flow_id: 7,
+        subflow: SubFlow::Reactive,
+        ece: false,
+        cum_ack: 50,
+        ack_seq: 49,
+        tsecr: 0,
+        flow_ack: 5000,
+        sack: SackBlocks::new(),
+    };
+    assert!(s.handle_packet(1, &Packet::Ack(forged)).is_err());
+    let wrong_flow = Packet::Credit(Credit {
+        flow_id: 8,
+        credit_seq: 0,
+        padding: 6,
+    });
+    assert!(s.handle_packet(1, &wrong_flow).is_err());
+    assert_eq!(s.stats().rejected_packets, 2);
+    assert_eq!(
+        s.stats().bytes_acked,
+        0,
+        "nothing was acknowledged by forged packets"
+    );
+    assert!(!s.is_complete());
+    let mut r = receiver(TransportKind::Dctcp);
+    assert!(
+        r.handle_packet(0, &credit(0), false).is_err(),
+        "a DCTCP receiver takes no credits"
+    );
+}
+
+#[test]
+fn flow_completes_over_a_lossless_loop_for_every_transport() {
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::ExpressPass,
+        TransportKind::Dctcp,
+    ] {
+        let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        s.write(Bytes::from(data.clone()));
+        s.finish();
+        let mut r = receiver(t);
+        let mut got = vec![];
+        let mut now: Nanos = 0;
+        while !r.is_finished() && now < 100 * MILLIS {
+            for p in drain(&mut s, now) {
+                let _ = r.handle_packet(now + 5 * MICROS, &p, false);
+            }
+            while let Some(tx) = r.poll_transmit(now + 5 * MICROS) {
+                let _ = s.handle_packet(now + 10 * MICROS, &tx.packet);
+            }
+            while let Some(b) = r.read() {
+                got.extend_from_slice(&b);
+            }
+            now += MICROS;
+            if s.poll_timeout().is_some_and(|d| d <= now) {
+                s.handle_timeout(now);
+            }
+            if r.poll_timeout().is_some_and(|d| d <= now) {
+                r.handle_timeout(now);
+            }
+        }
+        assert_eq!(got, data, "{t:?}");
+        drain(&mut s, now);
+        assert!(s.is_complete(), "{t:?}");
+    }
+}
