@@ -58,7 +58,6 @@ pub struct Receiver {
     /// Send times of recent credits, indexed by credit_seq % len, for RTT samples.
     credit_sent_at: Vec<(u32, Nanos)>,
     next_update: Option<Nanos>,
-    last_update: Nanos,
     next_credit_seq: u32,
     rng: SmallRng,
     out: VecDeque<Packet>,
@@ -85,7 +84,6 @@ impl Receiver {
             credit_rtt: None,
             credit_sent_at: vec![(u32::MAX, 0); CREDIT_RTT_SLOTS],
             next_update: None,
-            last_update: 0,
             next_credit_seq: 0,
             rng: SmallRng::seed_from_u64(
                 cfg.seed ^ u64::from(flow_id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -150,7 +148,6 @@ impl Receiver {
         self.feedback.resync(self.next_credit_seq);
         self.pacer.start(now);
         self.next_update = Some(now + self.update_period());
-        self.last_update = now;
     }
 
     fn stop_credits(&mut self) {
@@ -314,8 +311,7 @@ impl Receiver {
                 break;
             }
             let period = self.update_period();
-            self.feedback.update(period, now - self.last_update);
-            self.last_update = now;
+            self.feedback.update(period);
             // Missed periods (a late caller) are not replayed: one update per call.
             self.next_update = Some(if now - t > period {
                 now + period
