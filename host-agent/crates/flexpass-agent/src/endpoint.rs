@@ -1,0 +1,336 @@
+//! One FlexPass endpoint: a UDP socket serving many concurrent flows in both directions,
+//! driving the sans-IO core with the real clock. The host's credit rate limit (ExpressPass:
+//! "host and switch perform credit rate-limiting") is applied here, like a NIC's Q0.
+
+use crate::socket::TosSocket;
+use bytes::Bytes;
+use flexpass_core::config::MAX_DATA_WIRE;
+use flexpass_core::{CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
+use flexpass_wire::{DscpPlan, Ecn, Packet, TransportKind, MIN_ETHERNET_WIRE};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+/// Waits longer than this block in poll(2); shorter ones spin, for µs-accurate pacing.
+pub const SPIN_BELOW: Nanos = 200_000;
+
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    pub bind: SocketAddr,
+    /// Rate of this host's link (bits/s): sets the credit rate limit and max_rate.
+    pub link_bps: f64,
+    /// w_q: FlexPass credits may fill this share of the link.
+    pub w_q: f64,
+    /// Floor of the credit feedback update period (the path's base RTT).
+    pub base_rtt: Nanos,
+    pub dscp: DscpPlan,
+    /// Accept incoming flows.
+    pub accept: bool,
+    /// Template for the flows this endpoint opens.
+    pub sender: fn(TransportKind) -> SenderConfig,
+    pub seed: u64,
+}
+
+impl EndpointConfig {
+    pub fn new(bind: SocketAddr) -> Self {
+        EndpointConfig {
+            bind,
+            link_bps: 10e9,
+            w_q: 0.5,
+            base_rtt: 100_000,
+            dscp: DscpPlan::default(),
+            accept: true,
+            sender: SenderConfig::new,
+            seed: 0,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
+            return Err(format!("link rate must be > 0 bit/s, got {}", self.link_bps));
+        }
+        if !(self.w_q > 0.0 && self.w_q < 1.0) {
+            return Err(format!("w_q must be in (0, 1), got {}", self.w_q));
+        }
+        if self.base_rtt == 0 {
+            return Err("base RTT must be > 0".into());
+        }
+        self.dscp.validate()
+    }
+
+    fn receiver_config(&self, t: TransportKind) -> ReceiverConfig {
+        let share = if t == TransportKind::FlexPass { self.w_q } else { 1.0 };
+        let mut c = ReceiverConfig::new(CreditConfig::for_link(self.link_bps, share, self.base_rtt));
+        c.seed = self.seed;
+        c
+    }
+}
+
+/// Counters of everything the endpoint refused; the flows themselves are unaffected.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EndpointStats {
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub malformed: u64,
+    pub unknown_flow: u64,
+    pub rejected_by_flow: u64,
+    pub credits_rate_limited: u64,
+    pub send_errors: u64,
+}
+
+/// A flow is named by its peer and the flow id the opening side chose.
+pub type FlowKey = (SocketAddr, u32);
+
+/// Host credit shaper: token bucket at the link's credit rate, two credits deep (as Q0).
+struct CreditShaper {
+    bytes_per_ns: f64,
+    depth: f64,
+    tokens: f64,
+    at: Nanos,
+}
+
+impl CreditShaper {
+    fn admit(&mut self, now: Nanos, len: usize) -> bool {
+        self.tokens = (self.tokens + (now - self.at) as f64 * self.bytes_per_ns).min(self.depth);
+        self.at = now;
+        if self.tokens >= len as f64 {
+            self.tokens -= len as f64;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub struct Endpoint {
+    sock: TosSocket,
+    cfg: EndpointConfig,
+    epoch: Instant,
+    senders: HashMap<FlowKey, Sender>,
+    receivers: HashMap<FlowKey, Receiver>,
+    accepted: VecDeque<FlowKey>,
+    shaper: CreditShaper,
+    next_flow_id: u32,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    pub stats: EndpointStats,
+}
+
+impl Endpoint {
+    pub fn bind(cfg: EndpointConfig) -> io::Result<Self> {
+        cfg.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let sock = TosSocket::bind(cfg.bind)?;
+        // Credits of all flows share the link's full credit rate at most; FlexPass flows
+        // additionally stay within w_q through their max_rate (FlexPass §4.1).
+        let credit_bps = cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
+        let shaper = CreditShaper {
+            bytes_per_ns: credit_bps / 8.0 / 1e9,
+            depth: 2.0 * 92.0,
+            tokens: 2.0 * 92.0,
+            at: 0,
+        };
+        let seed = cfg.seed;
+        Ok(Endpoint {
+            sock,
+            epoch: Instant::now(),
+            senders: HashMap::new(),
+            receivers: HashMap::new(),
+            accepted: VecDeque::new(),
+            shaper,
+            next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
+            buf: vec![0u8; 65_536],
+            out: Vec::with_capacity(2048),
+            stats: EndpointStats::default(),
+            cfg,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Nanoseconds since the endpoint started (the core's clock).
+    pub fn now(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as Nanos
+    }
+
+    /// Open a flow to `peer`. Bytes are queued with `write` and closed with `finish`.
+    pub fn open(&mut self, peer: SocketAddr, transport: TransportKind, size_hint: u64) -> io::Result<FlowKey> {
+        let id = self.next_flow_id;
+        self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
+        let cfg = (self.cfg.sender)(transport);
+        let s = Sender::new(id, cfg, size_hint, self.now()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.senders.insert((peer, id), s);
+        Ok((peer, id))
+    }
+
+    pub fn sender(&self, key: FlowKey) -> Option<&Sender> {
+        self.senders.get(&key)
+    }
+    pub fn sender_mut(&mut self, key: FlowKey) -> Option<&mut Sender> {
+        self.senders.get_mut(&key)
+    }
+    pub fn receiver(&self, key: FlowKey) -> Option<&Receiver> {
+        self.receivers.get(&key)
+    }
+    pub fn receiver_mut(&mut self, key: FlowKey) -> Option<&mut Receiver> {
+        self.receivers.get_mut(&key)
+    }
+
+    /// Forget a flow (after the application is done with it).
+    pub fn close_sender(&mut self, key: FlowKey) -> Option<Sender> {
+        self.senders.remove(&key)
+    }
+    pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
+        self.receivers.remove(&key)
+    }
+
+    /// Next incoming flow accepted since the last call.
+    pub fn accept(&mut self) -> Option<FlowKey> {
+        self.accepted.pop_front()
+    }
+
+    pub fn flows(&self) -> (usize, usize) {
+        (self.senders.len(), self.receivers.len())
+    }
+
+    /// One turn of the event loop: wait (at most `max_wait`, less if a timer is due) for
+    /// packets, handle them, run due timers and send everything the flows have to send.
+    pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.run_timers_and_flush();
+        let now = self.now();
+        let wait = self.next_deadline().map_or(max_wait.as_nanos() as Nanos, |d| d.saturating_sub(now)).min(max_wait.as_nanos() as Nanos);
+        if wait > SPIN_BELOW {
+            // Block in poll(2) (ms resolution) and leave the last part to the spin below.
+            let ms = ((wait - SPIN_BELOW) / 1_000_000).min(i32::MAX as u64) as i32;
+            if ms > 0 {
+                let mut fds = [nix::poll::PollFd::new(self.sock.as_fd(), nix::poll::PollFlags::POLLIN)];
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        self.receive_all()?;
+        self.run_timers_and_flush();
+        Ok(())
+    }
+
+    fn next_deadline(&mut self) -> Option<Nanos> {
+        let s = self.senders.values_mut().filter_map(|s| s.poll_timeout()).min();
+        let r = self.receivers.values().filter_map(|r| r.poll_timeout()).min();
+        s.into_iter().chain(r).min()
+    }
+
+    fn receive_all(&mut self) -> io::Result<()> {
+        loop {
+            let (n, src, tos) = match self.sock.recv_from(&mut self.buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.stats.malformed += 1;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.stats.datagrams_in += 1;
+            let packet = match Packet::decode(&self.buf[..n]) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.stats.malformed += 1;
+                    continue;
+                }
+            };
+            let ce = Ecn::from_bits(tos) == Ecn::Ce;
+            self.dispatch(src, packet, ce);
+        }
+    }
+
+    fn dispatch(&mut self, src: SocketAddr, packet: Packet, ce: bool) {
+        let now = self.now();
+        let key = (src, packet.flow_id());
+        let to_receiver = matches!(packet, Packet::Data(_) | Packet::Hello(_) | Packet::CreditRequest(_) | Packet::CreditStop { .. });
+        if to_receiver {
+            if !self.receivers.contains_key(&key) {
+                match (&packet, self.cfg.accept) {
+                    (Packet::Hello(h), true) => match Receiver::new(h.flow_id, h.transport, &self.cfg.receiver_config(h.transport)) {
+                        Ok(r) => {
+                            self.receivers.insert(key, r);
+                            self.accepted.push_back(key);
+                        }
+                        Err(_) => {
+                            self.stats.rejected_by_flow += 1;
+                            return;
+                        }
+                    },
+                    _ => {
+                        self.stats.unknown_flow += 1;
+                        return;
+                    }
+                }
+            }
+            let r = self.receivers.get_mut(&key).expect("present");
+            if r.handle_packet(now, &packet, ce).is_err() {
+                self.stats.rejected_by_flow += 1;
+            }
+        } else {
+            match self.senders.get_mut(&key) {
+                Some(s) => {
+                    if s.handle_packet(now, &packet).is_err() {
+                        self.stats.rejected_by_flow += 1;
+                    }
+                }
+                None => self.stats.unknown_flow += 1,
+            }
+        }
+    }
+
+    fn run_timers_and_flush(&mut self) {
+        let now = self.now();
+        let mut out: Vec<(SocketAddr, Transmit)> = Vec::new();
+        for (&(peer, _), s) in self.senders.iter_mut() {
+            if s.poll_timeout().is_some_and(|d| d <= now) {
+                s.handle_timeout(now);
+            }
+            while let Some(t) = s.poll_transmit(now) {
+                out.push((peer, t));
+            }
+        }
+        for (&(peer, _), r) in self.receivers.iter_mut() {
+            if r.poll_timeout().is_some_and(|d| d <= now) {
+                r.handle_timeout(now);
+            }
+            while let Some(t) = r.poll_transmit(now) {
+                out.push((peer, t));
+            }
+        }
+        for (peer, t) in out {
+            self.transmit(peer, t, now);
+        }
+    }
+
+    fn transmit(&mut self, peer: SocketAddr, t: Transmit, now: Nanos) {
+        if matches!(t.packet, Packet::Credit(_)) && !self.shaper.admit(now, t.packet.wire_len()) {
+            self.stats.credits_rate_limited += 1;
+            return;
+        }
+        self.out.clear();
+        t.packet.encode(&mut self.out);
+        let tos = self.cfg.dscp.tos(t.class, t.ecn);
+        match self.sock.send_to(&self.out, peer, tos) {
+            Ok(_) => self.stats.datagrams_out += 1,
+            // A full socket buffer or an unreachable peer drops the datagram, as a NIC
+            // would; the transport recovers it like any other loss.
+            Err(_) => self.stats.send_errors += 1,
+        }
+    }
+
+    /// Bytes queued by `write` on a flow.
+    pub fn write(&mut self, key: FlowKey, data: Bytes) -> bool {
+        self.senders.get_mut(&key).is_some_and(|s| s.write(data))
+    }
+}

@@ -1,0 +1,6 @@
+//! FlexPass host agent: the transport core on real UDP sockets.
+
+pub mod endpoint;
+pub mod socket;
+
+pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, FlowKey};
