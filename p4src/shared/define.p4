@@ -71,6 +71,7 @@ typedef bit<3> qid_t;
 #define EVT_TTL_EXPIRED    3   /* dropped: TTL <= 1 */
 #define EVT_NO_ROUTE       4   /* dropped: routing table miss */
 #define EVT_FLEXPASS_SEEN  5   /* FlexPass common header parsed */
+#define EVT_IPV4_OPTIONS   6   /* dropped: IPv4 with options (IHL != 5) is not supported */
 #define EVT_COUNT          8
 
 #endif  /* FLEXPASS_DEFINE_P4_ */

@@ -234,6 +234,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
             emit(&record("flow_sent", &args.transport, args.to, key.1, total, hasher, started, Some(s), None), false);
             // Let the final CREDIT_STOP leave.
             ep.poll(Duration::ZERO).map_err(|e| e.to_string())?;
+            eprintln!("flexpass send: {}", serde_json::to_string(&ep.stats).expect("stats serialise"));
             return Ok(());
         }
         ep.poll(Duration::from_millis(if eof { 5 } else { 1 })).map_err(|e| e.to_string())?;

@@ -1,0 +1,241 @@
+"""End-to-end tests of the host agent on real kernel networking.
+
+Topology (all namespaces created and always removed by the fixture):
+
+    h1 (10.77.1.2) --\\
+                      r (Linux forwarding; egress to h3: htb by DSCP via u32) -- h3 (10.77.3.2)
+    h2 (10.77.2.2) --/
+
+The router's egress towards h3 is the bottleneck: an htb root with a credit class (DSCP 46,
+shaped to the credit rate) and a data class (everything else, RATE_MBIT) with pfifo leaves.
+This kernel has no netem/red/prio qdiscs, so nothing else is used.
+
+Needs root, `ip netns` and `tc`; skips loudly otherwise.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
+PREFIX = f"fpt{os.getpid() % 10000}"
+RATE_MBIT = 200
+PORT = 7890
+CREDIT_DSCP = 46
+
+
+def _skip_reason():
+    if os.geteuid() != 0:
+        return "not root: network namespaces need CAP_NET_ADMIN"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"'{tool}' not installed"
+    if not BIN.exists():
+        return f"{BIN} not built (cargo build --release)"
+    probe = subprocess.run(["ip", "netns", "add", f"{PREFIX}probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot create a network namespace: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", f"{PREFIX}probe"], capture_output=True)
+    return None
+
+
+SKIP = _skip_reason()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"SKIPPED netns tier: {SKIP}")
+
+
+def sh(*args, check=True):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def ns(name, *args, check=True):
+    return sh("ip", "netns", "exec", f"{PREFIX}{name}", *args, check=check)
+
+
+class Net:
+    def __init__(self):
+        self.procs = []
+        self.ip = {"h1": "10.77.1.2", "h2": "10.77.2.2", "h3": "10.77.3.2"}
+
+    def up(self):
+        for n in ("h1", "h2", "h3", "r"):
+            sh("ip", "netns", "add", f"{PREFIX}{n}")
+            ns(n, "ip", "link", "set", "lo", "up")
+        for i, h in ((1, "h1"), (2, "h2"), (3, "h3")):
+            a, b = f"{PREFIX}{h}a", f"{PREFIX}{h}b"
+            sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+            sh("ip", "link", "set", a, "netns", f"{PREFIX}{h}")
+            sh("ip", "link", "set", b, "netns", f"{PREFIX}r")
+            ns(h, "ip", "addr", "add", f"10.77.{i}.2/24", "dev", a)
+            ns(h, "ip", "link", "set", a, "up")
+            ns(h, "ip", "route", "add", "default", "via", f"10.77.{i}.1")
+            ns("r", "ip", "addr", "add", f"10.77.{i}.1/24", "dev", b)
+            ns("r", "ip", "link", "set", b, "up")
+        ns("r", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        # Bottleneck towards h3: credits (DSCP 46) in their own shaped class, the rest in one
+        # data class; u32 matches the DSCP bits of the TOS byte.
+        dev = f"{PREFIX}h3b"
+        credit_kbit = max(8, int(RATE_MBIT * 1000 * 84 / (84 + 1538)))
+        ns("r", "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{RATE_MBIT}mbit")
+        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb",
+           "rate", f"{credit_kbit}kbit", "ceil", f"{credit_kbit}kbit", "prio", "0")
+        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb",
+           "rate", f"{RATE_MBIT - credit_kbit // 1000}mbit", "ceil", f"{RATE_MBIT}mbit", "prio", "1")
+        ns("r", "tc", "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "8")
+        ns("r", "tc", "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "300")
+        ns("r", "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+           "match", "ip", "tos", hex(CREDIT_DSCP << 2), "0xfc", "flowid", "1:10")
+
+    def spawn(self, host, *args, stdin=None):
+        p = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{host}", str(BIN), *args],
+                             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def down(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        for n in ("h1", "h2", "h3", "r"):
+            sh("ip", "netns", "del", f"{PREFIX}{n}", check=False)
+
+
+@pytest.fixture
+def net():
+    n = Net()
+    try:
+        n.up()
+        yield n
+    finally:
+        n.down()
+
+
+NET_ARGS = ["--link-gbps", str(RATE_MBIT / 1000), "--rtt-us", "200"]
+
+
+def serve(net, count):
+    p = net.spawn("h3", "serve", "--listen", f"0.0.0.0:{PORT}", "--tcp", f"0.0.0.0:{PORT + 1}",
+                  "--count", str(count), *NET_ARGS)
+    time.sleep(0.3)
+    return p
+
+
+def records(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def expected_sha(size):
+    h = hashlib.sha256()
+    pos = 0
+    chunk = bytearray()
+    # Same generator as `flexpass send --size`: byte i = (i * 2654435761 >> 13) & 0xff.
+    for i in range(size):
+        chunk.append(((i * 2654435761) >> 13) & 0xFF)
+        if len(chunk) == 1 << 16:
+            h.update(chunk)
+            chunk.clear()
+    h.update(chunk)
+    return h.hexdigest()
+
+
+def send(net, host, transport, size, bind_port=None):
+    port = PORT + 1 if transport == "tcp" else PORT
+    args = ["send", "--to", f"{net.ip['h3']}:{port}", "--transport", transport, "--size", str(size),
+            "--timeout-s", "60", *NET_ARGS]
+    if bind_port:
+        args += ["--bind", f"0.0.0.0:{bind_port}"]
+    return net.spawn(host, *args)
+
+
+def finish(p, timeout=90):
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, f"exit {p.returncode}: {err}"
+    return out, err
+
+
+@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp", "tcp"])
+def test_byte_exact_transfer_through_router(net, transport):
+    size = 3_000_000
+    srv = serve(net, 1)
+    out, _ = finish(send(net, "h1", transport, size))
+    sent = records(out)[0]
+    sout, _ = finish(srv)
+    got = records(sout)[0]
+    assert sent["sha256"] == got["sha256"] == expected_sha(size)
+    assert got["bytes"] == size
+
+
+def test_flexpass_and_kernel_tcp_concurrently(net):
+    size = 4_000_000
+    srv = serve(net, 2)
+    a = send(net, "h1", "flexpass", size)
+    b = send(net, "h2", "tcp", size)
+    finish(a)
+    finish(b)
+    got = records(finish(srv)[0])
+    assert sorted(r["transport"] for r in got) == ["flexpass", "tcp"]
+    assert all(r["sha256"] == expected_sha(size) for r in got)
+
+
+def test_incast_two_senders_three_flows_each(net):
+    size = 500_000
+    srv = serve(net, 6)
+    procs = [send(net, h, "flexpass", size) for h in ("h1", "h2") for _ in range(3)]
+    sent = [records(finish(p)[0])[0] for p in procs]
+    got = records(finish(srv)[0])
+    assert len(got) == 6
+    assert all(r["sha256"] == expected_sha(size) for r in got)
+    assert all(r["timeouts"] == 0 for r in sent)
+
+
+def test_hostile_traffic_is_dropped_and_the_flow_survives(net):
+    scapy = pytest.importorskip("scapy.all")
+    size = 20_000_000
+    srv = serve(net, 1)
+    script = f"""
+import random, sys, time
+sys.path.insert(0, {str(ROOT.parent / 'control-plane')!r})
+from scapy.all import IP, UDP, Raw, send
+from flexpass_cp.scapy_flexpass import encode
+h1, h3 = {net.ip['h1']!r}, {net.ip['h3']!r}
+pkts = []
+for i in range(300):
+    fid = random.getrandbits(32)
+    # forged credits and ACKs for unknown flows, claiming to come from the receiver
+    pkts.append(IP(src=h3, dst=h1) / UDP(sport={PORT}, dport={PORT}) / Raw(encode({{"type": "credit", "flow_id": fid, "credit_seq": i, "padding": 6}})))
+    pkts.append(IP(src=h3, dst=h1) / UDP(sport={PORT}, dport={PORT}) / Raw(encode({{"type": "ack", "flow_id": fid, "subflow": "reactive", "ece": False, "cum_ack": 5, "ack_seq": 4, "tsecr": 0, "flow_ack": 1 << 40, "sack": []}})))
+    # truncated and oversized junk to both ends
+    pkts.append(IP(src=h3, dst=h1) / UDP(sport={PORT}, dport={PORT}) / Raw(bytes([0x11, 0, 0])))
+    pkts.append(IP(dst=h3) / UDP(sport=4000, dport={PORT}) / Raw(bytes(random.getrandbits(8) for _ in range(1400))))
+print("ready", flush=True)
+end = time.time() + 3
+while time.time() < end:
+    send(pkts, verbose=False)
+"""
+    attack = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}h2", "python3", "-c", script],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    net.procs.append(attack)
+    assert attack.stdout.readline().strip() == "ready", attack.stderr.read()
+    sender = send(net, "h1", "flexpass", size, bind_port=PORT)
+    out, err = finish(sender)
+    sout, serr = finish(srv)
+    attack.wait(timeout=60)
+    assert records(out)[0]["sha256"] == records(sout)[0]["sha256"] == expected_sha(size)
+    server_stats = json.loads(serr.strip().splitlines()[-1].split("flexpass serve: ", 1)[1])
+    sender_stats = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
+    assert server_stats["malformed"] > 0, server_stats
+    assert sender_stats["malformed"] > 0 and sender_stats["unknown_flow"] > 0, sender_stats

@@ -1,0 +1,45 @@
+/*
+ * Classifier: DSCP -> (queue, colour, kind).  The table is the whole policy:
+ * the FlexPass 3-queue profile (credit Q0 / FlexPass data+control Q1, reactive
+ * data red / legacy Q2) and the "naive" ExpressPass profile (credits + one
+ * shared data queue, nothing red) differ only in the entries the control plane
+ * writes.  DSCP values without an entry take the default action, which the
+ * control plane sets to the legacy class (docs/protocol.md §10: "unassigned
+ * DSCP values are legacy").
+ */
+#ifndef FLEXPASS_CLASSIFIER_P4_
+#define FLEXPASS_CLASSIFIER_P4_
+
+control Classifier(in headers_t hdr,
+                   inout flexpass_meta_t meta,
+                   inout standard_metadata_t standard_metadata) {
+
+    /* qid: BMv2 priority queue index (highest index is served first);
+     * color: COLOR_GREEN / COLOR_RED; kind: KIND_*. */
+    @name(".set_class")
+    action set_class(qid_t qid, color_t color, kind_t kind) {
+        meta.qid = qid;
+        meta.color = color;
+        meta.kind = kind;
+        meta.classified = true;
+    }
+
+    @name(".classifier")
+    table classifier {
+        key = {
+            hdr.ipv4.dscp : exact @name("dscp");
+        }
+        actions = {
+            set_class;
+        }
+        default_action = set_class(0, COLOR_GREEN, KIND_LEGACY);
+        size = 64;
+    }
+
+    apply {
+        classifier.apply();
+        standard_metadata.priority = meta.qid;
+    }
+}
+
+#endif
