@@ -5,7 +5,9 @@
 use crate::socket::TosSocket;
 use bytes::Bytes;
 use flexpass_core::config::MAX_DATA_WIRE;
-use flexpass_core::{CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
+use flexpass_core::{
+    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit,
+};
 use flexpass_wire::{DscpPlan, Ecn, Packet, TransportKind, MIN_ETHERNET_WIRE};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -50,7 +52,10 @@ impl EndpointConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         if !(self.link_bps.is_finite() && self.link_bps > 0.0) {
-            return Err(format!("link rate must be > 0 bit/s, got {}", self.link_bps));
+            return Err(format!(
+                "link rate must be > 0 bit/s, got {}",
+                self.link_bps
+            ));
         }
         if !(self.w_q > 0.0 && self.w_q < 1.0) {
             return Err(format!("w_q must be in (0, 1), got {}", self.w_q));
@@ -62,8 +67,13 @@ impl EndpointConfig {
     }
 
     fn receiver_config(&self, t: TransportKind) -> ReceiverConfig {
-        let share = if t == TransportKind::FlexPass { self.w_q } else { 1.0 };
-        let mut c = ReceiverConfig::new(CreditConfig::for_link(self.link_bps, share, self.base_rtt));
+        let share = if t == TransportKind::FlexPass {
+            self.w_q
+        } else {
+            1.0
+        };
+        let mut c =
+            ReceiverConfig::new(CreditConfig::for_link(self.link_bps, share, self.base_rtt));
         c.seed = self.seed;
         c
     }
@@ -79,7 +89,13 @@ pub struct EndpointStats {
     pub rejected_by_flow: u64,
     pub credits_rate_limited: u64,
     pub send_errors: u64,
+    /// Credit pacing error (actual send time − pacer's due time), ns: p50 / p99 / max over
+    /// the credits sent so far (see `Endpoint::pacing_error`).
+    pub credit_pacing_error_ns: [u64; 3],
 }
+
+/// Keeps at most this many pacing-error samples (the first ones).
+const PACING_SAMPLES: usize = 200_000;
 
 /// A flow is named by its peer and the flow id the opening side chose.
 pub type FlowKey = (SocketAddr, u32);
@@ -116,16 +132,19 @@ pub struct Endpoint {
     next_flow_id: u32,
     buf: Vec<u8>,
     out: Vec<u8>,
+    pacing_errors: Vec<u32>,
     pub stats: EndpointStats,
 }
 
 impl Endpoint {
     pub fn bind(cfg: EndpointConfig) -> io::Result<Self> {
-        cfg.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        cfg.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let sock = TosSocket::bind(cfg.bind)?;
         // Credits of all flows share the link's full credit rate at most; FlexPass flows
         // additionally stay within w_q through their max_rate (FlexPass §4.1).
-        let credit_bps = cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
+        let credit_bps =
+            cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
         let shaper = CreditShaper {
             bytes_per_ns: credit_bps / 8.0 / 1e9,
             depth: 2.0 * 92.0,
@@ -143,6 +162,7 @@ impl Endpoint {
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             buf: vec![0u8; 65_536],
             out: Vec::with_capacity(2048),
+            pacing_errors: Vec::new(),
             stats: EndpointStats::default(),
             cfg,
         })
@@ -158,11 +178,17 @@ impl Endpoint {
     }
 
     /// Open a flow to `peer`. Bytes are queued with `write` and closed with `finish`.
-    pub fn open(&mut self, peer: SocketAddr, transport: TransportKind, size_hint: u64) -> io::Result<FlowKey> {
+    pub fn open(
+        &mut self,
+        peer: SocketAddr,
+        transport: TransportKind,
+        size_hint: u64,
+    ) -> io::Result<FlowKey> {
         let id = self.next_flow_id;
         self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
         let cfg = (self.cfg.sender)(transport);
-        let s = Sender::new(id, cfg, size_hint, self.now()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let s = Sender::new(id, cfg, size_hint, self.now())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         self.senders.insert((peer, id), s);
         Ok((peer, id))
     }
@@ -202,13 +228,22 @@ impl Endpoint {
     pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
         self.run_timers_and_flush();
         let now = self.now();
-        let wait = self.next_deadline().map_or(max_wait.as_nanos() as Nanos, |d| d.saturating_sub(now)).min(max_wait.as_nanos() as Nanos);
+        let wait = self
+            .next_deadline()
+            .map_or(max_wait.as_nanos() as Nanos, |d| d.saturating_sub(now))
+            .min(max_wait.as_nanos() as Nanos);
         if wait > SPIN_BELOW {
             // Block in poll(2) (ms resolution) and leave the last part to the spin below.
             let ms = ((wait - SPIN_BELOW) / 1_000_000).min(i32::MAX as u64) as i32;
             if ms > 0 {
-                let mut fds = [nix::poll::PollFd::new(self.sock.as_fd(), nix::poll::PollFlags::POLLIN)];
-                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)) {
+                let mut fds = [nix::poll::PollFd::new(
+                    self.sock.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                match nix::poll::poll(
+                    &mut fds,
+                    nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+                ) {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -220,8 +255,16 @@ impl Endpoint {
     }
 
     fn next_deadline(&mut self) -> Option<Nanos> {
-        let s = self.senders.values_mut().filter_map(|s| s.poll_timeout()).min();
-        let r = self.receivers.values().filter_map(|r| r.poll_timeout()).min();
+        let s = self
+            .senders
+            .values_mut()
+            .filter_map(|s| s.poll_timeout())
+            .min();
+        let r = self
+            .receivers
+            .values()
+            .filter_map(|r| r.poll_timeout())
+            .min();
         s.into_iter().chain(r).min()
     }
 
@@ -253,11 +296,21 @@ impl Endpoint {
     fn dispatch(&mut self, src: SocketAddr, packet: Packet, ce: bool) {
         let now = self.now();
         let key = (src, packet.flow_id());
-        let to_receiver = matches!(packet, Packet::Data(_) | Packet::Hello(_) | Packet::CreditRequest(_) | Packet::CreditStop { .. });
+        let to_receiver = matches!(
+            packet,
+            Packet::Data(_)
+                | Packet::Hello(_)
+                | Packet::CreditRequest(_)
+                | Packet::CreditStop { .. }
+        );
         if to_receiver {
             if !self.receivers.contains_key(&key) {
                 match (&packet, self.cfg.accept) {
-                    (Packet::Hello(h), true) => match Receiver::new(h.flow_id, h.transport, &self.cfg.receiver_config(h.transport)) {
+                    (Packet::Hello(h), true) => match Receiver::new(
+                        h.flow_id,
+                        h.transport,
+                        &self.cfg.receiver_config(h.transport),
+                    ) {
                         Ok(r) => {
                             self.receivers.insert(key, r);
                             self.accepted.push_back(key);
@@ -301,10 +354,19 @@ impl Endpoint {
             }
         }
         for (&(peer, _), r) in self.receivers.iter_mut() {
-            if r.poll_timeout().is_some_and(|d| d <= now) {
+            let due = r.poll_timeout();
+            if due.is_some_and(|d| d <= now) {
                 r.handle_timeout(now);
             }
+            let mut first_credit = true;
             while let Some(t) = r.poll_transmit(now) {
+                if first_credit && matches!(t.packet, Packet::Credit(_)) {
+                    first_credit = false;
+                    if let (Some(d), true) = (due, self.pacing_errors.len() < PACING_SAMPLES) {
+                        self.pacing_errors
+                            .push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
+                    }
+                }
                 out.push((peer, t));
             }
         }
@@ -327,6 +389,19 @@ impl Endpoint {
             // would; the transport recovers it like any other loss.
             Err(_) => self.stats.send_errors += 1,
         }
+    }
+
+    /// Credit pacing error percentiles (p50, p99, max) in ns, also stored in `stats`.
+    pub fn pacing_error(&mut self) -> [u64; 3] {
+        let mut v = self.pacing_errors.clone();
+        if v.is_empty() {
+            return [0; 3];
+        }
+        v.sort_unstable();
+        let at = |q: f64| u64::from(v[((v.len() as f64 * q) as usize).min(v.len() - 1)]);
+        self.stats.credit_pacing_error_ns =
+            [at(0.5), at(0.99), u64::from(*v.last().expect("non-empty"))];
+        self.stats.credit_pacing_error_ns
     }
 
     /// Bytes queued by `write` on a flow.

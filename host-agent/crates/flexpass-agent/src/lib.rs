@@ -4,3 +4,4 @@ pub mod endpoint;
 pub mod socket;
 
 pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, FlowKey};
+pub mod workload;

@@ -17,11 +17,21 @@ fn endpoint(accept: bool) -> Endpoint {
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(seed as u32) as u8).collect()
+    (0..n)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32) as u8
+        })
+        .collect()
 }
 
 /// Run a transfer; `hostile` is called every turn with the server and client addresses.
-fn transfer(t: TransportKind, data: &[u8], mut hostile: impl FnMut(std::net::SocketAddr, std::net::SocketAddr, u32)) -> (Vec<u8>, Endpoint, Endpoint) {
+fn transfer(
+    t: TransportKind,
+    data: &[u8],
+    mut hostile: impl FnMut(std::net::SocketAddr, std::net::SocketAddr, u32),
+) -> (Vec<u8>, Endpoint, Endpoint) {
     let mut server = endpoint(true);
     let mut client = endpoint(false);
     let addr = server.local_addr().unwrap();
@@ -55,7 +65,11 @@ fn transfer(t: TransportKind, data: &[u8], mut hostile: impl FnMut(std::net::Soc
 #[test]
 fn byte_exact_over_loopback_for_each_transport() {
     let data = pattern(3 << 20, 3);
-    for t in [TransportKind::FlexPass, TransportKind::ExpressPass, TransportKind::Dctcp] {
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::ExpressPass,
+        TransportKind::Dctcp,
+    ] {
         let (got, server, _) = transfer(t, &data, |_, _, _| {});
         assert_eq!(got.len(), data.len(), "{t:?}");
         assert_eq!(Sha256::digest(&got), Sha256::digest(&data), "{t:?}");
@@ -83,7 +97,11 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
             flow_ack: 1 << 40,
             sack: SackBlocks::new(),
         });
-        let credit = Packet::Credit(Credit { flow_id: flow ^ 0xdead, credit_seq: turn, padding: 6 });
+        let credit = Packet::Credit(Credit {
+            flow_id: flow ^ 0xdead,
+            credit_seq: turn,
+            padding: 6,
+        });
         let mut truncated = credit.encode_to_vec();
         truncated.truncate(7);
         let oversized = vec![0x12u8; 9000];
@@ -99,5 +117,9 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
     });
     assert_eq!(Sha256::digest(&got), Sha256::digest(&data));
     assert!(server.stats.malformed > 0, "{:?}", server.stats);
-    assert!(client.stats.malformed > 0 && client.stats.unknown_flow > 0, "{:?}", client.stats);
+    assert!(
+        client.stats.malformed > 0 && client.stats.unknown_flow > 0,
+        "{:?}",
+        client.stats
+    );
 }

@@ -31,7 +31,7 @@ pub struct NetArgs {
 }
 
 impl NetArgs {
-    fn endpoint(&self, bind: SocketAddr, accept: bool) -> Result<Endpoint, String> {
+    pub fn endpoint(&self, bind: SocketAddr, accept: bool) -> Result<Endpoint, String> {
         let mut c = EndpointConfig::new(bind);
         c.accept = accept;
         c.link_bps = self.link_gbps * 1e9;
@@ -55,6 +55,9 @@ pub struct ServeArgs {
     /// Exit after this many flows completed.
     #[arg(long)]
     pub count: Option<u64>,
+    /// Answer request flows "GET <bytes>\n" with a response flow of that size (incast).
+    #[arg(long)]
+    pub respond: bool,
     #[command(flatten)]
     pub net: NetArgs,
 }
@@ -108,14 +111,19 @@ pub fn parse_transport(s: &str) -> Result<Option<TransportKind>, String> {
         "expresspass" => TransportKind::ExpressPass,
         "dctcp" => TransportKind::Dctcp,
         "tcp" => return Ok(None),
-        _ => return Err(format!("unknown transport '{s}' (flexpass, expresspass, dctcp, tcp)")),
+        _ => {
+            return Err(format!(
+                "unknown transport '{s}' (flexpass, expresspass, dctcp, tcp)"
+            ))
+        }
     }))
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>, String> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("cannot install signal handler: {e}"))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     Ok(stop)
 }
@@ -139,7 +147,9 @@ fn source(args: &SendArgs) -> Result<mpsc::Receiver<Bytes>, String> {
     let (tx, rx) = mpsc::sync_channel::<Bytes>(32);
     let mut input: Box<dyn Read + Send> = match (&args.size, &args.file) {
         (Some(n), _) => Box::new(Pattern { left: *n, pos: 0 }),
-        (None, Some(p)) => Box::new(std::fs::File::open(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?),
+        (None, Some(p)) => Box::new(
+            std::fs::File::open(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+        ),
         (None, None) => Box::new(std::io::stdin()),
     };
     std::thread::spawn(move || loop {
@@ -183,28 +193,62 @@ pub fn send(args: SendArgs) -> Result<(), String> {
     let mut hasher = Sha256::new();
     let Some(t) = transport else {
         // Kernel TCP baseline.
-        let mut s = TcpStream::connect(args.to).map_err(|e| format!("cannot connect to {}: {e}", args.to))?;
+        let mut s = TcpStream::connect(args.to)
+            .map_err(|e| format!("cannot connect to {}: {e}", args.to))?;
         let mut total = 0u64;
         for chunk in input {
             hasher.update(&chunk);
             total += chunk.len() as u64;
-            s.write_all(&chunk).map_err(|e| format!("TCP send failed: {e}"))?;
+            s.write_all(&chunk)
+                .map_err(|e| format!("TCP send failed: {e}"))?;
         }
-        s.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+        s.shutdown(std::net::Shutdown::Write)
+            .map_err(|e| e.to_string())?;
         let mut ack = [0u8; 1];
         let _ = s.read(&mut ack); // the server closes after reading everything
-        emit(&record("flow_sent", "tcp", args.to, 0, total, hasher, started, None, None), false);
+        emit(
+            &record(
+                "flow_sent",
+                "tcp",
+                args.to,
+                0,
+                total,
+                hasher,
+                started,
+                None,
+                None,
+            ),
+            false,
+        );
         return Ok(());
     };
     let mut ep = args.net.endpoint(args.bind, false)?;
-    let key = ep.open(args.to, t, args.size.unwrap_or(0)).map_err(|e| e.to_string())?;
+    let key = ep
+        .open(args.to, t, args.size.unwrap_or(0))
+        .map_err(|e| e.to_string())?;
     let mut total = 0u64;
     let mut eof = false;
     loop {
         if stop.load(Ordering::Relaxed) {
             let s = ep.sender(key).expect("open");
-            emit(&record("flow_interrupted", &args.transport, args.to, key.1, total, hasher, started, Some(s), Some("interrupted".into())), false);
-            return Err(format!("interrupted with {} bytes unacknowledged", s.unacked_bytes()));
+            emit(
+                &record(
+                    "flow_interrupted",
+                    &args.transport,
+                    args.to,
+                    key.1,
+                    total,
+                    hasher,
+                    started,
+                    Some(s),
+                    Some("interrupted".into()),
+                ),
+                false,
+            );
+            return Err(format!(
+                "interrupted with {} bytes unacknowledged",
+                s.unacked_bytes()
+            ));
         }
         if Instant::now() > deadline {
             return Err(format!("flow not complete after {} s", args.timeout_s));
@@ -226,18 +270,48 @@ pub fn send(args: SendArgs) -> Result<(), String> {
         }
         if let Some(e) = sender.error() {
             let msg = format!("flow to {} failed: {e}", args.to);
-            emit(&record("flow_failed", &args.transport, args.to, key.1, total, hasher, started, Some(sender), Some(e.to_string())), false);
+            emit(
+                &record(
+                    "flow_failed",
+                    &args.transport,
+                    args.to,
+                    key.1,
+                    total,
+                    hasher,
+                    started,
+                    Some(sender),
+                    Some(e.to_string()),
+                ),
+                false,
+            );
             return Err(msg);
         }
         if sender.is_complete() {
             let s = ep.sender(key).expect("open");
-            emit(&record("flow_sent", &args.transport, args.to, key.1, total, hasher, started, Some(s), None), false);
+            emit(
+                &record(
+                    "flow_sent",
+                    &args.transport,
+                    args.to,
+                    key.1,
+                    total,
+                    hasher,
+                    started,
+                    Some(s),
+                    None,
+                ),
+                false,
+            );
             // Let the final CREDIT_STOP leave.
             ep.poll(Duration::ZERO).map_err(|e| e.to_string())?;
-            eprintln!("flexpass send: {}", serde_json::to_string(&ep.stats).expect("stats serialise"));
+            eprintln!(
+                "flexpass send: {}",
+                serde_json::to_string(&ep.stats).expect("stats serialise")
+            );
             return Ok(());
         }
-        ep.poll(Duration::from_millis(if eof { 5 } else { 1 })).map_err(|e| e.to_string())?;
+        ep.poll(Duration::from_millis(if eof { 5 } else { 1 }))
+            .map_err(|e| e.to_string())?;
     }
 }
 
@@ -276,6 +350,36 @@ struct Incoming {
     hasher: Sha256,
     bytes: u64,
     started: Instant,
+    /// First bytes, to recognise a request.
+    head: Vec<u8>,
+}
+
+/// Largest response a request may ask for.
+const MAX_RESPONSE: u64 = 1 << 34;
+
+/// "GET <bytes>\n" → bytes.
+pub fn parse_request(head: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(head).ok()?;
+    let n: u64 = text.strip_prefix("GET ")?.trim_end().parse().ok()?;
+    (n <= MAX_RESPONSE).then_some(n)
+}
+
+pub fn pattern_bytes(offset: u64, len: usize) -> Bytes {
+    let mut p = Pattern {
+        left: len as u64,
+        pos: offset,
+    };
+    let mut v = vec![0u8; len];
+    let _ = p.read(&mut v);
+    Bytes::from(v)
+}
+
+/// A response flow being sent: bytes still to write.
+struct Outgoing {
+    left: u64,
+    offset: u64,
+    started: Instant,
+    transport: String,
 }
 
 pub fn serve(args: ServeArgs) -> Result<(), String> {
@@ -296,21 +400,40 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         });
     }
     let local = ep.local_addr().map_err(|e| e.to_string())?;
-    eprintln!("flexpass serve: listening on udp {local}{}", args.tcp.map_or(String::new(), |t| format!(", tcp {t}")));
+    eprintln!(
+        "flexpass serve: listening on udp {local}{}",
+        args.tcp.map_or(String::new(), |t| format!(", tcp {t}"))
+    );
     let mut flows: std::collections::HashMap<FlowKey, Incoming> = Default::default();
+    let mut responses: std::collections::HashMap<FlowKey, Outgoing> = Default::default();
     let mut done = 0u64;
     let mut out = std::io::stdout().lock();
     while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|c| done < c) {
-        ep.poll(Duration::from_millis(2)).map_err(|e| e.to_string())?;
+        ep.poll(Duration::from_millis(2))
+            .map_err(|e| e.to_string())?;
         while let Some(k) = ep.accept() {
-            flows.insert(k, Incoming { hasher: Sha256::new(), bytes: 0, started: Instant::now() });
+            flows.insert(
+                k,
+                Incoming {
+                    hasher: Sha256::new(),
+                    bytes: 0,
+                    started: Instant::now(),
+                    head: vec![],
+                },
+            );
         }
         let mut finished = vec![];
         for (k, inc) in flows.iter_mut() {
-            let r = ep.receiver_mut(*k).expect("accepted flows stay until finished");
+            let r = ep
+                .receiver_mut(*k)
+                .expect("accepted flows stay until finished");
             while let Some(b) = r.read() {
                 inc.hasher.update(&b);
                 inc.bytes += b.len() as u64;
+                if inc.head.len() < 32 {
+                    inc.head
+                        .extend_from_slice(&b[..b.len().min(32 - inc.head.len())]);
+                }
                 if args.stdout {
                     out.write_all(&b).map_err(|e| format!("stdout: {e}"))?;
                 }
@@ -339,23 +462,85 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 credits_wasted: 0,
                 error: None,
             };
+            let transport = r.transport();
             emit(&rec, args.stdout);
             if args.stdout {
                 out.flush().map_err(|e| e.to_string())?;
             }
-            // Keep the receiver a little longer so late retransmissions are still ACKed.
             done += 1;
+            if let (true, Some(n)) = (args.respond, parse_request(&inc.head)) {
+                let key = ep.open(k.0, transport, n).map_err(|e| e.to_string())?;
+                responses.insert(
+                    key,
+                    Outgoing {
+                        left: n,
+                        offset: 0,
+                        started: Instant::now(),
+                        transport: rec.transport.clone(),
+                    },
+                );
+            }
         }
+        pump_responses(&mut ep, &mut responses, args.stdout);
         while let Ok(rec) = tcp_rx.try_recv() {
             emit(&rec, args.stdout);
             done += 1;
         }
     }
     for (k, inc) in flows {
-        eprintln!("flexpass serve: flow {} from {} incomplete at shutdown ({} bytes received)", k.1, k.0, inc.bytes);
+        eprintln!(
+            "flexpass serve: flow {} from {} incomplete at shutdown ({} bytes received)",
+            k.1, k.0, inc.bytes
+        );
     }
-    eprintln!("flexpass serve: {}", serde_json::to_string(&ep.stats).expect("stats serialise"));
+    eprintln!(
+        "flexpass serve: {}",
+        serde_json::to_string(&ep.stats).expect("stats serialise")
+    );
     Ok(())
+}
+
+/// Feed response flows from the pattern and report the finished ones.
+fn pump_responses(
+    ep: &mut Endpoint,
+    responses: &mut std::collections::HashMap<FlowKey, Outgoing>,
+    to_stderr: bool,
+) {
+    let mut finished = vec![];
+    for (k, o) in responses.iter_mut() {
+        let Some(s) = ep.sender_mut(*k) else { continue };
+        while o.left > 0 && s.unacked_bytes() < SEND_WINDOW {
+            let n = o.left.min(CHUNK as u64) as usize;
+            s.write(pattern_bytes(o.offset, n));
+            o.offset += n as u64;
+            o.left -= n as u64;
+            if o.left == 0 {
+                s.finish();
+            }
+        }
+        if s.is_complete() || s.error().is_some() {
+            finished.push(*k);
+        }
+    }
+    for k in finished {
+        let o = responses.remove(&k).expect("listed");
+        let s = ep.close_sender(k).expect("open");
+        let mut h = Sha256::new();
+        h.update(b"");
+        let mut rec = record(
+            "response_sent",
+            &o.transport,
+            k.0,
+            k.1,
+            o.offset,
+            h,
+            o.started,
+            Some(&s),
+            s.error().map(|e| e.to_string()),
+        );
+        rec.sha256.clear();
+        emit(&rec, to_stderr);
+    }
 }
 
 fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
@@ -364,12 +549,33 @@ fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
     let mut bytes = 0u64;
     let mut buf = vec![0u8; CHUNK];
     let mut error = None;
+    let mut head = vec![];
     loop {
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&buf[..n]);
                 bytes += n as u64;
+                if head.len() < 32 {
+                    head.extend_from_slice(&buf[..n.min(32 - head.len())]);
+                }
+                // Incast over kernel TCP: a request is answered on the same connection.
+                if let Some(want) = head
+                    .ends_with(b"\n")
+                    .then(|| parse_request(&head))
+                    .flatten()
+                {
+                    let mut off = 0u64;
+                    while off < want {
+                        let n = (want - off).min(CHUNK as u64) as usize;
+                        if let Err(e) = conn.write_all(&pattern_bytes(off, n)) {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                        off += n as u64;
+                    }
+                    break;
+                }
             }
             Err(e) => {
                 error = Some(e.to_string());

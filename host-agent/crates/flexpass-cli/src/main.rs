@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod plot;
+mod workload_cmd;
 
 use clap::{Parser, Subcommand};
 use flexpass_sim::{run_scenario, Report, Scenario, ScenarioParams, SCENARIOS};
@@ -33,6 +34,10 @@ enum Cmd {
     Send(agent_cmd::SendArgs),
     /// Pipe stdin to a peer running `flexpass serve --stdout`.
     Cat(agent_cmd::SendArgs),
+    /// Poisson flow arrivals with sizes from the papers' CDFs; FCT records and summary.
+    Workload(workload_cmd::WorkloadArgs),
+    /// N-to-1 incast: synchronized requests to `serve --respond` hosts; max FCT.
+    Incast(workload_cmd::IncastArgs),
 }
 
 #[derive(clap::Args)]
@@ -95,6 +100,8 @@ fn main() -> ExitCode {
             a.size = None;
             finish(agent_cmd::send(a))
         }
+        Cmd::Workload(a) => finish(workload_cmd::workload(a)),
+        Cmd::Incast(a) => finish(workload_cmd::incast(a)),
         Cmd::Sim(a) => match sim(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

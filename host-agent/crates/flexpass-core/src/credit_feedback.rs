@@ -176,7 +176,10 @@ mod tests {
     #[test]
     fn decreasing_phase_matches_algorithm_1() {
         // A long period keeps the one-credit-per-period floor out of the way.
-        let c = CreditConfig { update_period: 1_000 * MICROS, ..cfg() };
+        let c = CreditConfig {
+            update_period: 1_000 * MICROS,
+            ..cfg()
+        };
         let mut f = CreditFeedback::new(&c);
         let start = f.cur_rate();
         // 6 received, 5 dropped: loss 5/11 > target_loss.
@@ -185,7 +188,11 @@ mod tests {
         }
         f.update(c.update_period);
         let expected = start * (1.0 - 5.0 / 11.0) * 1.1;
-        assert!((f.cur_rate() - expected).abs() < 1e-6, "{} vs {expected}", f.cur_rate());
+        assert!(
+            (f.cur_rate() - expected).abs() < 1e-6,
+            "{} vs {expected}",
+            f.cur_rate()
+        );
         assert_eq!(f.w(), (1.0f64 / 32.0).max(0.01));
     }
 

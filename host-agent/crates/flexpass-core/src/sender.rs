@@ -294,7 +294,8 @@ impl Sender {
     fn on_ack(&mut self, now: Nanos, ack: &Ack) -> Result<(), Rejected> {
         let allowed = !matches!(
             (self.cfg.transport, ack.subflow),
-            (TransportKind::ExpressPass, SubFlow::Reactive) | (TransportKind::Dctcp, SubFlow::Proactive)
+            (TransportKind::ExpressPass, SubFlow::Reactive)
+                | (TransportKind::Dctcp, SubFlow::Proactive)
         );
         if !allowed {
             return Err(Rejected::UnexpectedType(self.cfg.transport));

@@ -1,0 +1,208 @@
+"""``flexpass-ctl``: configure a FlexPass BMv2 switch from a YAML config.
+
+    flexpass-ctl show     --config C --switch S          # offline: derived values + entries
+    flexpass-ctl diff     --config C --switch S [...]    # what apply would change
+    flexpass-ctl apply    --config C --switch S [...]    # pipeline + entries + meters + queues
+    flexpass-ctl counters --config C --switch S [...]    # per port/queue counters
+
+Exit codes: 0 ok, 1 config error, 2 switch/transport error, 3 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from .config import (
+    INGRESS_EVENT_NAMES,
+    INGRESS_EVENTS,
+    LOGICAL_QUEUES,
+    PORT_QUEUE_COUNTERS,
+    Config,
+    ConfigError,
+    Derived,
+    load_config,
+    switch_entries,
+)
+
+_REPO = Path(__file__).resolve().parents[2]
+_BUILD = Path(os.environ.get("FLEXPASS_P4_BUILD", _REPO / "build" / "p4"))
+
+
+def _add_common(p: argparse.ArgumentParser, switch_access: bool) -> None:
+    p.add_argument("--config", required=True, help="YAML topology config")
+    p.add_argument("--switch", required=True, help="switch name in the config")
+    if switch_access:
+        p.add_argument("--grpc-addr", help="P4Runtime address (default: from the config)")
+        p.add_argument("--device-id", type=int, help="P4Runtime device id (default: from the config)")
+        p.add_argument("--election-id", type=int, default=1, help="election id (low 64 bits; default 1)")
+        p.add_argument("--p4info", type=Path, default=_BUILD / "flexpass.p4info.txtpb")
+        p.add_argument("--bmv2-json", type=Path, default=_BUILD / "flexpass.json")
+        p.add_argument("--timeout", type=float, default=5.0, help="connect/RPC timeout in seconds")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="flexpass-ctl", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("show", help="derived values and the entries apply would write (no switch)")
+    _add_common(p, False)
+    p = sub.add_parser("diff", help="entries apply would change on the switch")
+    _add_common(p, True)
+    p = sub.add_parser("apply", help="push pipeline (if needed), entries, meters and queue settings")
+    _add_common(p, True)
+    p.add_argument("--thrift-port", type=int, help="BMv2 thrift port for queue settings (default: from the config)")
+    p.add_argument("--thrift-ip", default="127.0.0.1")
+    p.add_argument("--no-queues", action="store_true", help="skip the BMv2 queue depth/rate settings")
+    p.add_argument("--force-pipeline", action="store_true", help="push the pipeline even if already loaded")
+    p = sub.add_parser("counters", help="per port/queue counters and ingress events")
+    _add_common(p, True)
+    p.add_argument("--all", action="store_true", help="also print all-zero rows")
+    return ap
+
+
+def _fmt_rate(bps: float) -> str:
+    for unit, div in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= div:
+            return f"{bps / div:.4g} {unit}"
+    return f"{bps:.4g} bit/s"
+
+
+def cmd_show(cfg: Config, switch: str) -> int:
+    from .bmv2_queues import queue_commands
+
+    sw = cfg.switch(switch)
+    print(f"switch {sw.name}: profile {sw.profile}, P4Runtime {sw.grpc_addr} device {sw.device_id}, "
+          f"thrift {sw.thrift_port}")
+    print(f"queues (BMv2 priority, highest served first): " +
+          ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
+    print()
+    print(f"{'port':>4} {'name':10} {'link':>11} {'w_q':>5} {'credit limit':>13} {'meter cir':>12} "
+          f"{'burst':>6} {'K pkts':>6} {'red pkts':>8} {'legacy K':>8}")
+    for port in sorted(sw.ports):
+        d = Derived(cfg, sw, sw.ports[port])
+        lk = d.legacy_ecn_threshold_pkts
+        print(f"{port:>4} {sw.ports[port].name:10} {_fmt_rate(sw.ports[port].link_rate_bps):>11} "
+              f"{d.effective_w_q:>5.2f} {_fmt_rate(d.credit_rate_bps):>13} "
+              f"{d.meter_cir_bytes_per_s:>8} B/s {d.meter_burst_bytes:>4} B "
+              f"{d.ecn_threshold_pkts:>6} {d.red_threshold_pkts:>8} {'-' if lk is None else lk:>8}")
+    print()
+    print("P4Runtime entities:")
+    for e in switch_entries(cfg, switch):
+        print(f"  {e.describe()}")
+    print()
+    print("BMv2 queue settings (simple_switch_CLI):")
+    for c in queue_commands(cfg, switch):
+        print(f"  {c.line():40} # {c.why}")
+    return 0
+
+
+def _connect(args, cfg: Config):
+    from .p4runtime_client import P4RuntimeClient
+
+    sw = cfg.switch(args.switch)
+    addr = args.grpc_addr or sw.grpc_addr
+    dev = args.device_id if args.device_id is not None else sw.device_id
+    return P4RuntimeClient(addr, dev, (0, args.election_id), timeout=args.timeout)
+
+
+def _check_build(args) -> None:
+    for p in (args.p4info, args.bmv2_json):
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{p} not found: build the P4 program first (make p4)")
+
+
+def cmd_diff(args, cfg: Config) -> int:
+    from .p4runtime_client import pipeline_cookie
+
+    _check_build(args)
+    desired = switch_entries(cfg, args.switch)
+    with _connect(args, cfg) as c:
+        cookie = pipeline_cookie(Path(args.p4info).read_bytes(), Path(args.bmv2_json).read_bytes())
+        c.load_p4info(args.p4info)
+        if c.current_cookie() != cookie:
+            print("pipeline: the switch does not run this build; apply would push it "
+                  "(clearing all state) and INSERT every entity:")
+            for e in desired:
+                print(f"  INSERT {e.describe()}")
+            return 0
+        updates = c.plan(desired)
+    if not updates:
+        print(f"{args.switch}: in sync ({len(desired)} entities)")
+    for u in updates:
+        print(f"  {u.describe()}")
+    return 0
+
+
+def cmd_apply(args, cfg: Config) -> int:
+    from .bmv2_queues import apply_queue_settings
+
+    _check_build(args)
+    desired = switch_entries(cfg, args.switch)
+    with _connect(args, cfg) as c:
+        pushed = c.set_pipeline(args.p4info, args.bmv2_json, force=args.force_pipeline)
+        print(f"pipeline: {'pushed' if pushed else 'already loaded (unchanged)'}")
+        updates = c.apply(desired)
+    counts = {}
+    for u in updates:
+        counts[u.op] = counts.get(u.op, 0) + 1
+        print(f"  {u.describe()}")
+    print(f"entities: {len(desired)} desired; " +
+          (", ".join(f"{n} {op.lower()}" for op, n in sorted(counts.items())) or "no change"))
+    if not args.no_queues:
+        cmds = apply_queue_settings(cfg, args.switch, args.thrift_port, args.thrift_ip)
+        print(f"queues: {len(cmds)} settings applied over thrift")
+    return 0
+
+
+def cmd_counters(args, cfg: Config) -> int:
+    _check_build(args)
+    sw = cfg.switch(args.switch)
+    with _connect(args, cfg) as c:
+        c.load_p4info(args.p4info)
+        data = {name: c.read_counter(name) for name in PORT_QUEUE_COUNTERS}
+        events = c.read_counter(INGRESS_EVENTS)
+    qname = {v: k for k, v in cfg.bmv2_priority.items()}
+    print(f"{'port':>4} {'queue':>14} " + " ".join(f"{n:>15}" for n in PORT_QUEUE_COUNTERS))
+    for port in sorted(sw.ports):
+        for q in range(8):
+            row = [data[n].get(port * 8 + q, (0, 0))[0] for n in PORT_QUEUE_COUNTERS]
+            if not args.all and not any(row):
+                continue
+            label = f"{q} ({qname.get(q, '-')})"
+            print(f"{port:>4} {label:>14} " + " ".join(f"{v:>15}" for v in row))
+    print("ingress events:")
+    for idx, name in sorted(INGRESS_EVENT_NAMES.items()):
+        print(f"  {name:30} {events.get(idx, (0, 0))[0]}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        cfg.switch(args.switch)
+    except ConfigError as e:
+        print(f"flexpass-ctl: config error: {e}", file=sys.stderr)
+        return 1
+    try:
+        if args.cmd == "show":
+            return cmd_show(cfg, args.switch)
+        from .bmv2_queues import QueueConfigError
+        from .p4runtime_client import P4RuntimeError
+
+        try:
+            return {"diff": cmd_diff, "apply": cmd_apply, "counters": cmd_counters}[args.cmd](args, cfg)
+        except (P4RuntimeError, QueueConfigError) as e:
+            print(f"flexpass-ctl: {e}", file=sys.stderr)
+            return 2
+    except FileNotFoundError as e:
+        print(f"flexpass-ctl: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

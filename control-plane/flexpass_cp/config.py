@@ -1,0 +1,678 @@
+"""Declarative FlexPass switch configuration (YAML) and its compilation to
+P4Runtime entries for ``p4src/v1model/flexpass.p4``.
+
+Everything is in one module on purpose:
+
+* :func:`load_config` / :func:`parse_config` validate a config and raise
+  :class:`ConfigError` with the path of the offending field
+  (``switches.s1.ports.3.link_rate: must be > 0, got -1``).
+* :class:`Derived` computes every derived value (meter rate, burst, BMv2
+  thresholds, queue rates) in ONE place; nothing else does unit arithmetic.
+* :func:`switch_entries` turns a switch's config into a list of entities
+  (:mod:`flexpass_cp.entities`): a pure function, testable without a switch.
+
+Units
+-----
+* Rates: an int/float is **bits per second**; strings take a unit:
+  ``"10Gbps"``, ``"100Mbps"``, ``"1.5Gbps"``, ``"800kbps"``, ``"42bps"``.
+* Sizes: an int is **bytes**; strings take a unit: ``"65KB"`` (1 KB = 1000 B),
+  ``"64KiB"`` (1024 B), ``"1MB"``, ``"1538B"``.
+* Thresholds on BMv2 are compared with ``standard_metadata.enq_qdepth``,
+  which counts **packets**, so byte thresholds are converted to
+  ``ceil(bytes / max_frame_bytes)`` packets (max_frame_bytes defaults to 1538,
+  a full-size Ethernet frame on the wire).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .dscp import DscpPlan, TrafficClass
+from .entities import (
+    ActionProfileGroup,
+    ActionProfileMember,
+    Entity,
+    MeterEntry,
+    TableEntry,
+)
+
+# --------------------------------------------------------------------------
+# Constants that mirror p4src/shared/define.p4
+# --------------------------------------------------------------------------
+
+MAX_PORTS = 64  # meter / counter arrays are indexed by port (define.p4)
+QUEUES_PER_PORT = 8  # BMv2 --priority-queues 8
+ECMP_MAX_GROUP_SIZE = 16
+KIND = {  # KIND_* in define.p4
+    TrafficClass.LEGACY: 0,
+    TrafficClass.CREDIT: 1,
+    TrafficClass.PROACTIVE_DATA: 2,
+    TrafficClass.REACTIVE_DATA: 3,
+    TrafficClass.CONTROL: 4,
+}
+COLOR_GREEN, COLOR_RED = 0, 1
+
+#: Bytes on the wire that BMv2 does not see in a frame: preamble+SFD (8),
+#: inter-frame gap (12) and FCS (4).  BMv2 byte meters count the frame as
+#: read from the interface, i.e. wire bytes - 24.
+WIRE_OVERHEAD_NOT_SEEN_BY_BMV2 = 24
+
+#: Logical queues of the FlexPass design (paper §4.1): Q0 credits, Q1 FlexPass
+#: data + control, Q2 legacy.
+LOGICAL_QUEUES = ("credit", "flexpass", "legacy")
+
+#: Default BMv2 priority index of each logical queue.  BMv2 serves the HIGHEST
+#: priority index first (strict priority; see p4src/README.md).  Credits are
+#: on top.  BMv2 has no DWRR, so the weighted sharing of Q1/Q2 is emulated by
+#: serving legacy above FlexPass with legacy capped at (1 - w_q)·C: legacy
+#: gets at least its share, FlexPass gets at least w_q·C and everything the
+#: legacy queue leaves unused.
+DEFAULT_BMV2_PRIORITY = {"credit": 7, "legacy": 6, "flexpass": 5}
+
+#: Traffic class -> (logical queue, colour) for each profile.  The profiles
+#: differ only in classifier entries (the P4 program is the same).
+PROFILES: Dict[str, Dict[TrafficClass, Tuple[str, int]]] = {
+    # FlexPass (EuroSys'23 §4.1): 3 queues, reactive data red in Q1.
+    "flexpass": {
+        TrafficClass.CREDIT: ("credit", COLOR_GREEN),
+        TrafficClass.PROACTIVE_DATA: ("flexpass", COLOR_GREEN),
+        TrafficClass.REACTIVE_DATA: ("flexpass", COLOR_RED),
+        TrafficClass.CONTROL: ("flexpass", COLOR_GREEN),
+        TrafficClass.LEGACY: ("legacy", COLOR_GREEN),
+    },
+    # "Naive" ExpressPass deployment (paper §6.2): credits in their own queue,
+    # every data packet shares one queue with legacy traffic, nothing is red,
+    # credits are limited for the full line rate (w_q is ignored).
+    "expresspass_naive": {
+        TrafficClass.CREDIT: ("credit", COLOR_GREEN),
+        TrafficClass.PROACTIVE_DATA: ("legacy", COLOR_GREEN),
+        TrafficClass.REACTIVE_DATA: ("legacy", COLOR_GREEN),
+        TrafficClass.CONTROL: ("legacy", COLOR_GREEN),
+        TrafficClass.LEGACY: ("legacy", COLOR_GREEN),
+    },
+}
+
+# P4 object names (the @name(".x") annotations in p4src/v1model).
+T_CLASSIFIER = "classifier"
+T_ROUTING = "routing"
+T_QUEUE_THRESHOLDS = "queue_thresholds"
+T_PORT_SMAC = "port_smac"
+AP_ECMP = "ecmp_selector"
+METER_CREDIT = "credit_meter"
+PORT_QUEUE_COUNTERS = ("forwarded", "ecn_marked", "red_dropped", "credit_dropped")
+INGRESS_EVENTS = "ingress_events"
+INGRESS_EVENT_NAMES = {
+    0: "parser_error (forwarded)",
+    1: "dropped: not IPv4",
+    2: "dropped: bad IPv4 checksum",
+    3: "dropped: TTL expired",
+    4: "dropped: no route",
+    5: "FlexPass header seen",
+    6: "dropped: IPv4 options",
+}
+
+
+class ConfigError(ValueError):
+    """A config is invalid.  ``path`` locates the field (dotted), ``str(e)``
+    is ``"<path>: <message>"``."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+# --------------------------------------------------------------------------
+# Unit parsing
+# --------------------------------------------------------------------------
+
+_RATE_UNITS = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12}
+_SIZE_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
+_NUM_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def parse_rate(value: Any, path: str) -> float:
+    """Rate in bits/s from a number (bits/s) or a string with a unit."""
+    if _is_number(value):
+        rate = float(value)
+    elif isinstance(value, str):
+        m = _NUM_UNIT.match(value)
+        if not m or m.group(2).lower() not in _RATE_UNITS:
+            if value.strip().startswith("-"):
+                raise ConfigError(path, f"must be > 0, got {value!r}")
+            raise ConfigError(
+                path, f"cannot parse rate {value!r}: use bits/s or a unit like '10Gbps' "
+                f"(units: {', '.join(_RATE_UNITS)})")
+        rate = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+    else:
+        raise ConfigError(path, f"must be a rate (number of bits/s or '10Gbps'), got {value!r}")
+    if not math.isfinite(rate) or rate <= 0:
+        raise ConfigError(path, f"must be > 0, got {value!r}")
+    return rate
+
+
+def parse_size(value: Any, path: str) -> int:
+    """Size in bytes from an int (bytes) or a string with a unit."""
+    if _is_number(value):
+        if float(value) != int(value):
+            raise ConfigError(path, f"must be a whole number of bytes, got {value!r}")
+        size = int(value)
+    elif isinstance(value, str):
+        m = _NUM_UNIT.match(value)
+        if not m or m.group(2).lower() not in _SIZE_UNITS:
+            if value.strip().startswith("-"):
+                raise ConfigError(path, f"must be > 0, got {value!r}")
+            raise ConfigError(
+                path, f"cannot parse size {value!r}: use bytes or a unit like '65KB' "
+                f"(units: B, KB, KiB, MB, MiB)")
+        size = int(math.ceil(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]))
+    else:
+        raise ConfigError(path, f"must be a size (bytes or '65KB'), got {value!r}")
+    if size <= 0:
+        raise ConfigError(path, f"must be > 0, got {value!r}")
+    return size
+
+
+def _mac(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}", value):
+        raise ConfigError(path, f"must be a MAC address like '02:00:00:00:00:01', got {value!r}")
+    return value.lower()
+
+
+def mac_to_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+# --------------------------------------------------------------------------
+# Typed config
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueParams:
+    """Per-port queue parameters (bytes, as configured)."""
+
+    w_q: float
+    ecn_threshold_bytes: int  # K of Q1 (FlexPass)
+    red_threshold_bytes: int  # selective-drop threshold of Q1, > K
+    legacy_ecn_threshold_bytes: Optional[int]  # K of Q2 (None: no marking)
+    buffer_bytes: int  # per data queue (BMv2 queue depth)
+    credit_queue_packets: int  # Q0 depth in credits (ExpressPass: 8)
+
+
+@dataclass(frozen=True)
+class PortConfig:
+    port: int
+    name: str
+    link_rate_bps: float
+    mac: str
+    queues: QueueParams
+
+
+@dataclass(frozen=True)
+class NextHop:
+    name: str
+    ip: ipaddress.IPv4Address
+    port: int
+    dmac: str
+
+    @property
+    def sort_key(self) -> Tuple[int, int, str]:
+        """Deterministic ECMP order: by next-hop address (ExpressPass §3.1)."""
+        return (int(self.ip), self.port, self.dmac)
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: ipaddress.IPv4Network
+    next_hop: Optional[str] = None
+    ecmp_group: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    name: str
+    device_id: int
+    grpc_addr: str
+    thrift_port: int
+    profile: str
+    ports: Dict[int, PortConfig]
+    next_hops: Dict[str, NextHop]
+    ecmp_groups: Dict[str, Tuple[str, ...]]
+    routes: Tuple[Route, ...]
+
+
+@dataclass(frozen=True)
+class Config:
+    credit_wire_bytes: int
+    max_frame_bytes: int
+    dscp: DscpPlan
+    bmv2_priority: Dict[str, int]
+    switches: Dict[str, SwitchConfig]
+    source: str = "<config>"
+
+    def switch(self, name: str) -> SwitchConfig:
+        if name not in self.switches:
+            known = ", ".join(sorted(self.switches)) or "none"
+            raise ConfigError("switches", f"no switch named {name!r} (known: {known})")
+        return self.switches[name]
+
+    def derived(self, switch: str, port: int) -> "Derived":
+        sw = self.switch(switch)
+        return Derived(self, sw, sw.ports[port])
+
+
+# --------------------------------------------------------------------------
+# Derived values: the ONE place that does unit arithmetic
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Values derived from a port's config.  See the module docstring for units."""
+
+    config: Config
+    switch: SwitchConfig
+    port: PortConfig
+
+    @property
+    def effective_w_q(self) -> float:
+        """Share of the link reserved for proactive data (1.0 in the naive profile)."""
+        return 1.0 if self.switch.profile == "expresspass_naive" else self.port.queues.w_q
+
+    @property
+    def credit_rate_bps(self) -> float:
+        """Credit limit in wire bits/s: w_q · C · credit / (credit + max_frame)."""
+        c, f = self.config.credit_wire_bytes, self.config.max_frame_bytes
+        return self.effective_w_q * self.port.link_rate_bps * c / (c + f)
+
+    @property
+    def credits_per_second(self) -> float:
+        return self.credit_rate_bps / (8 * self.config.credit_wire_bytes)
+
+    @property
+    def credit_bmv2_bytes(self) -> int:
+        """A minimum credit as BMv2 counts it (no preamble, IFG or FCS): 84 -> 60."""
+        return self.config.credit_wire_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2
+
+    @property
+    def meter_cir_bytes_per_s(self) -> int:
+        """P4Runtime MeterConfig.cir (= pir) for the BMv2 byte meter: the credit
+        rate expressed in the bytes BMv2 meters count."""
+        return max(1, int(round(self.credits_per_second * self.credit_bmv2_bytes)))
+
+    @property
+    def meter_burst_bytes(self) -> int:
+        """MeterConfig.cburst (= pburst): two credits (ExpressPass §3.1)."""
+        return 2 * self.credit_bmv2_bytes
+
+    def packets(self, nbytes: int) -> int:
+        """Bytes -> BMv2 queue-depth packets, rounded up."""
+        return int(math.ceil(nbytes / self.config.max_frame_bytes))
+
+    @property
+    def ecn_threshold_pkts(self) -> int:
+        return self.packets(self.port.queues.ecn_threshold_bytes)
+
+    @property
+    def red_threshold_pkts(self) -> int:
+        return self.packets(self.port.queues.red_threshold_bytes)
+
+    @property
+    def legacy_ecn_threshold_pkts(self) -> Optional[int]:
+        b = self.port.queues.legacy_ecn_threshold_bytes
+        return None if b is None else self.packets(b)
+
+    @property
+    def data_queue_depth_pkts(self) -> int:
+        return self.packets(self.port.queues.buffer_bytes)
+
+    @property
+    def legacy_rate_pps(self) -> Optional[int]:
+        """BMv2 rate cap of the legacy queue, (1 - w_q)·C in full-size frames/s
+        (FlexPass profile only; None: uncapped)."""
+        if self.switch.profile != "flexpass":
+            return None
+        return max(1, int(round((1 - self.port.queues.w_q) * self.port.link_rate_bps
+                                / (8 * self.config.max_frame_bytes))))
+
+    @property
+    def line_rate_pps(self) -> int:
+        return max(1, int(round(self.port.link_rate_bps / (8 * self.config.max_frame_bytes))))
+
+    def qid(self, logical_queue: str) -> int:
+        return self.config.bmv2_priority[logical_queue]
+
+    def summary(self) -> Dict[str, Any]:
+        return {
+            "credit_rate_bps": self.credit_rate_bps,
+            "credits_per_second": self.credits_per_second,
+            "meter_cir_bytes_per_s": self.meter_cir_bytes_per_s,
+            "meter_burst_bytes": self.meter_burst_bytes,
+            "ecn_threshold_pkts": self.ecn_threshold_pkts,
+            "red_threshold_pkts": self.red_threshold_pkts,
+            "legacy_ecn_threshold_pkts": self.legacy_ecn_threshold_pkts,
+            "data_queue_depth_pkts": self.data_queue_depth_pkts,
+            "legacy_rate_pps": self.legacy_rate_pps,
+        }
+
+
+# --------------------------------------------------------------------------
+# Parsing / validation
+# --------------------------------------------------------------------------
+
+
+def _mapping(value: Any, path: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(m: Mapping, path: str, allowed: Sequence[str], required: Sequence[str] = ()) -> None:
+    for k in m:
+        if k not in allowed:
+            raise ConfigError(_join(path, k), f"unknown field (allowed: {', '.join(allowed)})")
+    for k in required:
+        if k not in m:
+            raise ConfigError(_join(path, k), "required field is missing")
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _int(value: Any, path: str, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(path, f"must be an integer, got {value!r}")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise ConfigError(path, f"must be in {lo}..{hi}, got {value}")
+    return value
+
+
+_QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold",
+                 "buffer", "credit_queue_packets")
+
+
+def _queue_params(raw: Mapping, path: str) -> QueueParams:
+    _check_keys(raw, path, _QUEUE_FIELDS, required=("w_q", "ecn_threshold", "red_threshold"))
+    w_q = raw["w_q"]
+    if not _is_number(w_q) or not 0 < float(w_q) < 1:
+        raise ConfigError(_join(path, "w_q"), f"must be a number in the open interval (0, 1), got {w_q!r}")
+    k = parse_size(raw["ecn_threshold"], _join(path, "ecn_threshold"))
+    red = parse_size(raw["red_threshold"], _join(path, "red_threshold"))
+    if red <= k:
+        raise ConfigError(_join(path, "red_threshold"),
+                          f"must be greater than ecn_threshold ({k} B), got {red} B "
+                          "(FlexPass §5: the selective-drop threshold is above K)")
+    legacy_k = raw.get("legacy_ecn_threshold")
+    legacy_k = None if legacy_k is None else parse_size(legacy_k, _join(path, "legacy_ecn_threshold"))
+    buf = parse_size(raw.get("buffer", "300KB"), _join(path, "buffer"))
+    if buf < red:
+        raise ConfigError(_join(path, "buffer"),
+                          f"must be at least red_threshold ({red} B), got {buf} B")
+    cq = _int(raw.get("credit_queue_packets", 8), _join(path, "credit_queue_packets"), 1, 1024)
+    return QueueParams(float(w_q), k, red, legacy_k, buf, cq)
+
+
+def parse_config(raw: Any, source: str = "<config>") -> Config:
+    """Validate a config already loaded from YAML/JSON into Python objects."""
+    raw = _mapping(raw, "")
+    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches"),
+                required=("switches",))
+
+    credit = _mapping(raw.get("credit", {}), "credit")
+    _check_keys(credit, "credit", ("wire_bytes", "max_frame_bytes"))
+    cw = parse_size(credit.get("wire_bytes", 84), "credit.wire_bytes")
+    if not 84 <= cw <= 92:
+        raise ConfigError("credit.wire_bytes", f"must be 84..92 (a CREDIT frame on the wire), got {cw}")
+    mf = parse_size(credit.get("max_frame_bytes", 1538), "credit.max_frame_bytes")
+    if mf < 84:
+        raise ConfigError("credit.max_frame_bytes", f"must be at least 84, got {mf}")
+
+    dscp_raw = _mapping(raw.get("dscp", {}), "dscp")
+    names = [c.value for c in TrafficClass]
+    for k in dscp_raw:
+        if k not in names:
+            raise ConfigError(_join("dscp", k), f"unknown DSCP class (classes: {', '.join(names)})")
+    seen: Dict[int, str] = {}
+    values = {}
+    for cls in TrafficClass:
+        v = dscp_raw.get(cls.value, getattr(DscpPlan(), cls.value))
+        _int(v, _join("dscp", cls.value), 0, 63)
+        if v in seen:
+            raise ConfigError(_join("dscp", cls.value),
+                              f"DSCP {v} is already used by {seen[v]}; values must be distinct")
+        seen[v] = cls.value
+        values[cls.value] = v
+    plan = DscpPlan(**values)
+    plan.validate()
+
+    bmv2 = _mapping(raw.get("bmv2", {}), "bmv2")
+    _check_keys(bmv2, "bmv2", ("priority",))
+    prio_raw = _mapping(bmv2.get("priority", {}), "bmv2.priority")
+    _check_keys(prio_raw, "bmv2.priority", LOGICAL_QUEUES)
+    prio = dict(DEFAULT_BMV2_PRIORITY)
+    for q, v in prio_raw.items():
+        prio[q] = _int(v, _join("bmv2.priority", q), 0, QUEUES_PER_PORT - 1)
+    if len(set(prio.values())) != len(prio):
+        raise ConfigError("bmv2.priority", f"queues must use distinct priorities, got {prio}")
+
+    defaults = _mapping(raw.get("port_defaults", {}), "port_defaults")
+    _check_keys(defaults, "port_defaults", _QUEUE_FIELDS)
+
+    switches_raw = _mapping(raw["switches"], "switches")
+    if not switches_raw:
+        raise ConfigError("switches", "at least one switch is required")
+    switches = {}
+    for sname, sraw in switches_raw.items():
+        switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
+    return Config(cw, mf, plan, prio, switches, source)
+
+
+def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
+    path = f"switches.{name}"
+    raw = _mapping(raw, path)
+    _check_keys(raw, path, ("device_id", "grpc_addr", "thrift_port", "profile", "ports",
+                            "next_hops", "ecmp_groups", "routes"), required=("ports",))
+    device_id = _int(raw.get("device_id", 0), _join(path, "device_id"), 0, 2**64 - 1)
+    grpc_addr = raw.get("grpc_addr", "127.0.0.1:9559")
+    if not isinstance(grpc_addr, str) or ":" not in grpc_addr:
+        raise ConfigError(_join(path, "grpc_addr"), f"must be 'host:port', got {grpc_addr!r}")
+    thrift_port = _int(raw.get("thrift_port", 9090), _join(path, "thrift_port"), 1, 65535)
+    profile = raw.get("profile", "flexpass")
+    if profile not in PROFILES:
+        raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
+
+    ports_raw = _mapping(raw["ports"], _join(path, "ports"))
+    if not ports_raw:
+        raise ConfigError(_join(path, "ports"), "at least one port is required")
+    ports: Dict[int, PortConfig] = {}
+    for pkey, praw in ports_raw.items():
+        ppath = _join(_join(path, "ports"), pkey)
+        port = _int(pkey, ppath, 0, MAX_PORTS - 1) if not isinstance(pkey, str) or not pkey.isdigit() \
+            else _int(int(pkey), ppath, 0, MAX_PORTS - 1)
+        praw = _mapping(praw, ppath)
+        _check_keys(praw, ppath, ("name", "link_rate", "mac") + _QUEUE_FIELDS,
+                    required=("link_rate", "mac"))
+        rate = parse_rate(praw["link_rate"], _join(ppath, "link_rate"))
+        mac = _mac(praw["mac"], _join(ppath, "mac"))
+        qraw = dict(defaults)
+        qraw.update({k: v for k, v in praw.items() if k in _QUEUE_FIELDS})
+        # Errors in inherited fields point at the port (the effective value).
+        qp = _queue_params(qraw, ppath)
+        pname = praw.get("name", f"port{port}")
+        if not isinstance(pname, str):
+            raise ConfigError(_join(ppath, "name"), f"must be a string, got {pname!r}")
+        if port in ports:
+            raise ConfigError(ppath, "duplicate port")
+        ports[port] = PortConfig(port, pname, rate, mac, qp)
+
+    nh_raw = _mapping(raw.get("next_hops", {}), _join(path, "next_hops"))
+    next_hops: Dict[str, NextHop] = {}
+    for nname, nraw in nh_raw.items():
+        npath = _join(_join(path, "next_hops"), nname)
+        nraw = _mapping(nraw, npath)
+        _check_keys(nraw, npath, ("ip", "port", "dmac"), required=("ip", "port", "dmac"))
+        try:
+            ip = ipaddress.IPv4Address(nraw["ip"])
+        except (ipaddress.AddressValueError, ValueError):
+            raise ConfigError(_join(npath, "ip"), f"must be an IPv4 address, got {nraw['ip']!r}") from None
+        nport = _int(nraw["port"], _join(npath, "port"), 0, MAX_PORTS - 1)
+        if nport not in ports:
+            raise ConfigError(_join(npath, "port"),
+                              f"port {nport} is not configured on {name} (ports: {sorted(ports)})")
+        next_hops[str(nname)] = NextHop(str(nname), ip, nport, _mac(nraw["dmac"], _join(npath, "dmac")))
+    seen_nh: Dict[Tuple, str] = {}
+    for nh in next_hops.values():
+        k = (nh.port, nh.dmac)
+        if k in seen_nh:
+            raise ConfigError(_join(_join(path, "next_hops"), nh.name),
+                              f"same port and dmac as next hop {seen_nh[k]!r}")
+        seen_nh[k] = nh.name
+
+    g_raw = _mapping(raw.get("ecmp_groups", {}), _join(path, "ecmp_groups"))
+    groups: Dict[str, Tuple[str, ...]] = {}
+    for gname, members in g_raw.items():
+        gpath = _join(_join(path, "ecmp_groups"), gname)
+        if not isinstance(members, list) or not members:
+            raise ConfigError(gpath, "must be a non-empty list of next-hop names")
+        if len(members) > ECMP_MAX_GROUP_SIZE:
+            raise ConfigError(gpath, f"at most {ECMP_MAX_GROUP_SIZE} members (@max_group_size), got {len(members)}")
+        for i, m in enumerate(members):
+            if m not in next_hops:
+                raise ConfigError(f"{gpath}[{i}]", f"unknown next hop {m!r} (next hops: {', '.join(sorted(next_hops)) or 'none'})")
+        if len(set(members)) != len(members):
+            raise ConfigError(gpath, "duplicate member")
+        # Deterministic member order: sorted by next hop (address).
+        groups[str(gname)] = tuple(sorted(members, key=lambda m: next_hops[m].sort_key))
+
+    r_raw = raw.get("routes", [])
+    if not isinstance(r_raw, list):
+        raise ConfigError(_join(path, "routes"), "must be a list")
+    routes: List[Route] = []
+    seen_prefix: Dict[ipaddress.IPv4Network, int] = {}
+    for i, rraw in enumerate(r_raw):
+        rpath = f"{path}.routes[{i}]"
+        rraw = _mapping(rraw, rpath)
+        _check_keys(rraw, rpath, ("prefix", "next_hop", "ecmp_group", "port"), required=("prefix",))
+        try:
+            prefix = ipaddress.IPv4Network(rraw["prefix"], strict=True)
+        except ValueError as e:
+            raise ConfigError(_join(rpath, "prefix"), f"must be an IPv4 prefix like 10.0.0.0/24: {e}") from None
+        targets = [k for k in ("next_hop", "ecmp_group", "port") if k in rraw]
+        if len(targets) != 1:
+            raise ConfigError(rpath, "needs exactly one of next_hop, ecmp_group")
+        if "port" in rraw:
+            raise ConfigError(_join(rpath, "port"),
+                              f"routes point to a next_hop (which names port and dmac), not a port; "
+                              f"port {rraw['port']!r} " + ("is not configured" if rraw['port'] not in ports else "needs a next_hop"))
+        if "next_hop" in rraw and rraw["next_hop"] not in next_hops:
+            raise ConfigError(_join(rpath, "next_hop"), f"unknown next hop {rraw['next_hop']!r}")
+        if "ecmp_group" in rraw and rraw["ecmp_group"] not in groups:
+            raise ConfigError(_join(rpath, "ecmp_group"), f"unknown ECMP group {rraw['ecmp_group']!r}")
+        if prefix in seen_prefix:
+            raise ConfigError(_join(rpath, "prefix"), f"duplicate of routes[{seen_prefix[prefix]}]")
+        seen_prefix[prefix] = i
+        routes.append(Route(prefix, rraw.get("next_hop"), rraw.get("ecmp_group")))
+
+    return SwitchConfig(name, device_id, grpc_addr, thrift_port, profile, ports, next_hops,
+                        groups, tuple(routes))
+
+
+def load_config(path: Union[str, Path]) -> Config:
+    """Read and validate a YAML config file."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError("", f"cannot read config {p}: {e.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError("", f"{p}: not valid YAML: {e}") from None
+    try:
+        return parse_config(raw, str(p))
+    except ConfigError as e:
+        raise ConfigError(e.path, f"{e.message} (in {p})") from None
+
+
+# --------------------------------------------------------------------------
+# Config -> entities (pure)
+# --------------------------------------------------------------------------
+
+
+def member_ids(sw: SwitchConfig) -> Dict[str, int]:
+    """Action-profile member id per next hop, 1.. in next-hop order."""
+    ordered = sorted(sw.next_hops.values(), key=lambda n: n.sort_key)
+    return {nh.name: i + 1 for i, nh in enumerate(ordered)}
+
+
+def group_ids(sw: SwitchConfig) -> Dict[str, int]:
+    return {g: i + 1 for i, g in enumerate(sorted(sw.ecmp_groups))}
+
+
+def classifier_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
+    profile = PROFILES[sw.profile]
+    out = []
+    for cls in TrafficClass:
+        queue, color = profile[cls]
+        params = {"qid": cfg.bmv2_priority[queue], "color": color, "kind": KIND[cls]}
+        out.append(TableEntry(T_CLASSIFIER, (("dscp", cfg.dscp.dscp(cls)),), "set_class", params))
+    # Unassigned DSCP values: legacy (docs/protocol.md §10).
+    lq, lc = profile[TrafficClass.LEGACY]
+    out.append(TableEntry(T_CLASSIFIER, (), "set_class",
+                          {"qid": cfg.bmv2_priority[lq], "color": lc, "kind": KIND[TrafficClass.LEGACY]},
+                          is_default=True))
+    return out
+
+
+def switch_entries(cfg: Config, switch: str) -> List[Entity]:
+    """Every P4Runtime entity the switch should hold, in a deterministic order."""
+    sw = cfg.switch(switch)
+    out: List[Entity] = []
+    out.extend(classifier_entries(cfg, sw))
+
+    mids = member_ids(sw)
+    for name, mid in sorted(mids.items(), key=lambda kv: kv[1]):
+        nh = sw.next_hops[name]
+        out.append(ActionProfileMember(AP_ECMP, mid, "set_nexthop",
+                                       {"port": nh.port, "dmac": mac_to_int(nh.dmac)}))
+    gids = group_ids(sw)
+    for gname, gid in sorted(gids.items(), key=lambda kv: kv[1]):
+        out.append(ActionProfileGroup(AP_ECMP, gid, tuple(mids[m] for m in sw.ecmp_groups[gname]),
+                                      ECMP_MAX_GROUP_SIZE))
+    for r in sorted(sw.routes, key=lambda r: (-r.prefix.prefixlen, int(r.prefix.network_address))):
+        match = (("dst_addr", (int(r.prefix.network_address), r.prefix.prefixlen)),)
+        if r.next_hop is not None:
+            out.append(TableEntry(T_ROUTING, match, member_id=mids[r.next_hop]))
+        else:
+            out.append(TableEntry(T_ROUTING, match, group_id=gids[r.ecmp_group]))
+
+    for port in sorted(sw.ports):
+        d = Derived(cfg, sw, sw.ports[port])
+        out.append(TableEntry(T_PORT_SMAC, (("egress_port", port),), "set_smac",
+                              {"smac": mac_to_int(sw.ports[port].mac)}))
+        # FlexPass queue: ECN at K and selective dropping of red above the red threshold.
+        if sw.profile == "flexpass":
+            out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("flexpass"))),
+                                  "set_thresholds",
+                                  {"ecn_threshold": d.ecn_threshold_pkts, "red_threshold": d.red_threshold_pkts}))
+        # Legacy (or shared, naive) queue: DCTCP-style ECN marking only.
+        k = d.legacy_ecn_threshold_pkts
+        if k is not None:
+            out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
+                                  "set_thresholds", {"ecn_threshold": k, "red_threshold": 0x7FFFF}))
+        out.append(MeterEntry(METER_CREDIT, port, d.meter_cir_bytes_per_s, d.meter_burst_bytes,
+                              d.meter_cir_bytes_per_s, d.meter_burst_bytes))
+    return out

@@ -1,0 +1,339 @@
+"""Config validation, derived values and config -> P4Runtime entities.
+
+Pure tests: no switch, no P4 toolchain.
+"""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+
+from flexpass_cp.config import (
+    AP_ECMP,
+    ConfigError,
+    Derived,
+    METER_CREDIT,
+    T_CLASSIFIER,
+    T_QUEUE_THRESHOLDS,
+    T_ROUTING,
+    load_config,
+    member_ids,
+    parse_config,
+    parse_rate,
+    parse_size,
+    switch_entries,
+)
+from flexpass_cp.entities import ActionProfileGroup, ActionProfileMember, MeterEntry, TableEntry
+
+REPO = Path(__file__).resolve().parents[2]
+DUMBBELL = REPO / "control-plane" / "configs" / "dumbbell.yaml"
+PTF_CONFIG = REPO / "ptf-tests" / "ptf-config.yaml"
+
+
+def base():
+    """A small valid config with an ECMP group."""
+    return {
+        "port_defaults": {"w_q": 0.5, "ecn_threshold": "60KB", "red_threshold": "100KB",
+                          "legacy_ecn_threshold": "65KB", "buffer": "300KB"},
+        "switches": {
+            "s1": {
+                "ports": {
+                    1: {"link_rate": "10Gbps", "mac": "02:00:00:00:01:01"},
+                    2: {"link_rate": "10Gbps", "mac": "02:00:00:00:01:02"},
+                    3: {"link_rate": "10Gbps", "mac": "02:00:00:00:01:03"},
+                    4: {"link_rate": "40Gbps", "mac": "02:00:00:00:01:04", "w_q": 0.25},
+                },
+                "next_hops": {
+                    # Deliberately not in address order.
+                    "c": {"ip": "10.9.0.3", "port": 3, "dmac": "02:00:00:00:00:03"},
+                    "a": {"ip": "10.9.0.1", "port": 1, "dmac": "02:00:00:00:00:01"},
+                    "b": {"ip": "10.9.0.2", "port": 2, "dmac": "02:00:00:00:00:02"},
+                    "d": {"ip": "10.9.0.4", "port": 4, "dmac": "02:00:00:00:00:04"},
+                },
+                "ecmp_groups": {"up": ["c", "a", "b"]},
+                "routes": [
+                    {"prefix": "10.0.0.4/32", "next_hop": "d"},
+                    {"prefix": "10.1.0.0/16", "ecmp_group": "up"},
+                ],
+            }
+        },
+    }
+
+
+def err(raw):
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw)
+    return e.value
+
+
+# ---------------------------------------------------------------- validation
+
+
+def test_example_configs_load():
+    cfg = load_config(DUMBBELL)
+    assert set(cfg.switch("s1").ports) == {1, 2, 3}
+    assert switch_entries(cfg, "s1")
+    if PTF_CONFIG.exists():
+        assert switch_entries(load_config(PTF_CONFIG), "s1")
+
+
+def test_negative_rate():
+    raw = base()
+    raw["switches"]["s1"]["ports"][2]["link_rate"] = -1
+    e = err(raw)
+    assert e.path == "switches.s1.ports.2.link_rate"
+    assert "> 0" in str(e)
+    raw["switches"]["s1"]["ports"][2]["link_rate"] = "-10Gbps"
+    assert err(raw).path == "switches.s1.ports.2.link_rate"
+
+
+def test_bad_rate_unit():
+    raw = base()
+    raw["switches"]["s1"]["ports"][1]["link_rate"] = "10 furlongs"
+    e = err(raw)
+    assert e.path == "switches.s1.ports.1.link_rate" and "Gbps" in str(e)
+
+
+@pytest.mark.parametrize("w", [0, 1, 1.5, -0.1, "half"])
+def test_w_q_outside_open_interval(w):
+    raw = base()
+    raw["switches"]["s1"]["ports"][4]["w_q"] = w
+    e = err(raw)
+    assert e.path == "switches.s1.ports.4.w_q"
+    assert "(0, 1)" in str(e)
+
+
+def test_red_threshold_not_above_k():
+    raw = base()
+    raw["port_defaults"]["red_threshold"] = "60KB"  # == K
+    e = err(raw)
+    assert e.path.endswith("red_threshold") and "greater than ecn_threshold" in str(e)
+    raw["port_defaults"]["red_threshold"] = "10KB"
+    assert "greater than" in str(err(raw))
+
+
+def test_unknown_dscp_class():
+    raw = base()
+    raw["dscp"] = {"credits": 46}
+    e = err(raw)
+    assert e.path == "dscp.credits" and "unknown DSCP class" in str(e)
+
+
+def test_duplicate_dscp():
+    raw = base()
+    raw["dscp"] = {"reactive_data": 26}  # same as the default proactive_data
+    e = err(raw)
+    assert e.path == "dscp.reactive_data" and "proactive_data" in str(e)
+
+
+def test_dscp_out_of_range():
+    raw = base()
+    raw["dscp"] = {"legacy": 64}
+    assert err(raw).path == "dscp.legacy"
+
+
+def test_next_hop_to_unknown_port():
+    raw = base()
+    raw["switches"]["s1"]["next_hops"]["a"]["port"] = 9
+    e = err(raw)
+    assert e.path == "switches.s1.next_hops.a.port" and "not configured" in str(e)
+
+
+def test_route_to_unknown_next_hop_and_group():
+    raw = base()
+    raw["switches"]["s1"]["routes"][0]["next_hop"] = "zz"
+    assert err(raw).path == "switches.s1.routes[0].next_hop"
+    raw = base()
+    raw["switches"]["s1"]["routes"][1]["ecmp_group"] = "down"
+    assert err(raw).path == "switches.s1.routes[1].ecmp_group"
+
+
+def test_route_to_port():
+    raw = base()
+    raw["switches"]["s1"]["routes"][0] = {"prefix": "10.0.0.4/32", "port": 7}
+    e = err(raw)
+    assert e.path == "switches.s1.routes[0].port" and "not configured" in str(e)
+
+
+def test_route_needs_exactly_one_target():
+    raw = base()
+    raw["switches"]["s1"]["routes"][0]["ecmp_group"] = "up"
+    assert err(raw).path == "switches.s1.routes[0]"
+
+
+def test_bad_prefix_and_duplicate_prefix():
+    raw = base()
+    raw["switches"]["s1"]["routes"][0]["prefix"] = "10.0.0.4/33"
+    assert err(raw).path == "switches.s1.routes[0].prefix"
+    raw = base()
+    raw["switches"]["s1"]["routes"][0]["prefix"] = "10.0.0.5/24"  # host bits set
+    assert err(raw).path == "switches.s1.routes[0].prefix"
+    raw = base()
+    raw["switches"]["s1"]["routes"].append({"prefix": "10.1.0.0/16", "next_hop": "a"})
+    e = err(raw)
+    assert e.path == "switches.s1.routes[2].prefix" and "duplicate" in str(e)
+
+
+def test_unknown_group_member():
+    raw = base()
+    raw["switches"]["s1"]["ecmp_groups"]["up"].append("nope")
+    assert err(raw).path == "switches.s1.ecmp_groups.up[3]"
+
+
+def test_port_out_of_range_and_bad_mac():
+    raw = base()
+    raw["switches"]["s1"]["ports"][64] = {"link_rate": 1e9, "mac": "02:00:00:00:00:09"}
+    assert err(raw).path == "switches.s1.ports.64"
+    raw = base()
+    raw["switches"]["s1"]["ports"][1]["mac"] = "02:00:00:00:01"
+    assert err(raw).path == "switches.s1.ports.1.mac"
+
+
+def test_unknown_fields_and_missing_required():
+    raw = base()
+    raw["switches"]["s1"]["ports"][1]["speed"] = 1
+    e = err(raw)
+    assert e.path == "switches.s1.ports.1.speed" and "unknown field" in str(e)
+    raw = base()
+    del raw["switches"]["s1"]["ports"][1]["link_rate"]
+    assert err(raw).path == "switches.s1.ports.1.link_rate"
+    raw = base()
+    del raw["port_defaults"]["w_q"]
+    assert err(raw).path == "switches.s1.ports.1.w_q"
+
+
+def test_unknown_profile():
+    raw = base()
+    raw["switches"]["s1"]["profile"] = "homa"
+    assert err(raw).path == "switches.s1.profile"
+
+
+def test_load_config_reports_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("switches:\n  s1:\n    ports:\n      1: {link_rate: -5, mac: '02:00:00:00:00:01'}\n"
+                 "port_defaults: {w_q: 0.5, ecn_threshold: 1000, red_threshold: 2000}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert e.value.path == "switches.s1.ports.1.link_rate" and str(p) in str(e.value)
+    p.write_text("switches: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_unknown_switch():
+    cfg = parse_config(base())
+    with pytest.raises(ConfigError, match="no switch named 's9'"):
+        cfg.switch("s9")
+
+
+# ---------------------------------------------------------------- units / derived
+
+
+def test_units():
+    assert parse_rate("10Gbps", "x") == 10e9
+    assert parse_rate("1.5Mbps", "x") == 1.5e6
+    assert parse_rate(1000, "x") == 1000
+    assert parse_size("65KB", "x") == 65000
+    assert parse_size("64KiB", "x") == 65536
+    assert parse_size(1538, "x") == 1538
+
+
+def test_derived_values():
+    cfg = parse_config(base())
+    d = cfg.derived("s1", 1)
+    # w_q · C · 84 / (84 + 1538)
+    assert d.credit_rate_bps == pytest.approx(0.5 * 10e9 * 84 / 1622)
+    assert d.credits_per_second == pytest.approx(d.credit_rate_bps / (8 * 84))
+    # BMv2 counts a minimum credit as 60 bytes (no preamble/IFG/FCS).
+    assert d.credit_bmv2_bytes == 60
+    assert d.meter_cir_bytes_per_s == round(d.credits_per_second * 60)
+    assert d.meter_burst_bytes == 120  # two credits
+    # Thresholds: bytes -> packets, rounded up.
+    assert d.ecn_threshold_pkts == math.ceil(60000 / 1538) == 40
+    assert d.red_threshold_pkts == math.ceil(100000 / 1538) == 66
+    assert d.legacy_ecn_threshold_pkts == 43
+    assert d.data_queue_depth_pkts == math.ceil(300000 / 1538)
+    assert d.legacy_rate_pps == round(0.5 * 10e9 / (8 * 1538))
+    # Per-port override of w_q and link rate.
+    d4 = cfg.derived("s1", 4)
+    assert d4.credit_rate_bps == pytest.approx(0.25 * 40e9 * 84 / 1622)
+
+
+def test_naive_profile_uses_full_rate_and_one_data_queue():
+    raw = base()
+    raw["switches"]["s1"]["profile"] = "expresspass_naive"
+    cfg = parse_config(raw)
+    d = cfg.derived("s1", 1)
+    assert d.credit_rate_bps == pytest.approx(10e9 * 84 / 1622)
+    cls = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_CLASSIFIER]
+    qids = {e.params["kind"]: e.params["qid"] for e in cls if not e.is_default}
+    assert qids[1] == cfg.bmv2_priority["credit"]
+    assert {qids[k] for k in (0, 2, 3, 4)} == {cfg.bmv2_priority["legacy"]}
+    assert all(e.params["color"] == 0 for e in cls)
+    # No selective dropping in the naive profile.
+    thr = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS]
+    assert all(e.params["red_threshold"] == 0x7FFFF for e in thr)
+
+
+# ---------------------------------------------------------------- entries
+
+
+def test_entries_counts_and_values():
+    cfg = parse_config(base())
+    ents = switch_entries(cfg, "s1")
+    tables = [e for e in ents if isinstance(e, TableEntry)]
+    cls = [e for e in tables if e.table == T_CLASSIFIER]
+    assert len(cls) == 6 and sum(e.is_default for e in cls) == 1
+    by_dscp = {dict(e.match)["dscp"]: e.params for e in cls if not e.is_default}
+    assert by_dscp == {
+        46: {"qid": 7, "color": 0, "kind": 1},
+        26: {"qid": 5, "color": 0, "kind": 2},
+        30: {"qid": 5, "color": 1, "kind": 3},
+        24: {"qid": 5, "color": 0, "kind": 4},
+        0: {"qid": 6, "color": 0, "kind": 0},
+    }
+    default = next(e for e in cls if e.is_default)
+    assert default.params == {"qid": 6, "color": 0, "kind": 0}
+
+    members = [e for e in ents if isinstance(e, ActionProfileMember)]
+    groups = [e for e in ents if isinstance(e, ActionProfileGroup)]
+    routes = [e for e in tables if e.table == T_ROUTING]
+    meters = [e for e in ents if isinstance(e, MeterEntry)]
+    assert len(members) == 4 and len(groups) == 1 and len(routes) == 2 and len(meters) == 4
+    assert all(m.profile == AP_ECMP for m in members)
+    r_host = next(r for r in routes if dict(r.match)["dst_addr"][1] == 32)
+    assert r_host.member_id == member_ids(cfg.switch("s1"))["d"]
+    r_net = next(r for r in routes if dict(r.match)["dst_addr"][1] == 16)
+    assert r_net.group_id == groups[0].group_id
+    assert dict(r_net.match)["dst_addr"][0] == (10 << 24) | (1 << 16)
+    thr = [e for e in tables if e.table == T_QUEUE_THRESHOLDS]
+    assert len(thr) == 8  # 4 ports x (FlexPass queue, legacy queue)
+    m1 = next(m for m in meters if m.index == 1)
+    d = cfg.derived("s1", 1)
+    assert (m1.meter, m1.cir, m1.pir, m1.cburst, m1.pburst) == (
+        METER_CREDIT, d.meter_cir_bytes_per_s, d.meter_cir_bytes_per_s, 120, 120)
+
+
+def test_ecmp_member_order_sorted_by_next_hop():
+    cfg = parse_config(base())
+    ents = switch_entries(cfg, "s1")
+    members = {m.member_id: m for m in ents if isinstance(m, ActionProfileMember)}
+    group = next(e for e in ents if isinstance(e, ActionProfileGroup))
+    ports = [members[mid].params["port"] for mid in group.members]
+    assert ports == [1, 2, 3]  # 10.9.0.1 < 10.9.0.2 < 10.9.0.3, whatever the config order
+    assert list(group.members) == sorted(group.members)
+    # Same next hops listed in another order give identical entries.
+    raw = base()
+    raw["switches"]["s1"]["ecmp_groups"]["up"] = ["b", "c", "a"]
+    nh = raw["switches"]["s1"]["next_hops"]
+    raw["switches"]["s1"]["next_hops"] = dict(reversed(list(nh.items())))
+    assert switch_entries(parse_config(raw), "s1") == ents
+
+
+def test_entries_are_deterministic():
+    a = switch_entries(parse_config(base()), "s1")
+    b = switch_entries(parse_config(copy.deepcopy(base())), "s1")
+    assert a == b

@@ -1,0 +1,311 @@
+//! `flexpass workload` (Poisson arrivals, sizes from the papers' CDFs) and `flexpass incast`
+//! (N-to-1 synchronized requests): one JSON line per flow, periodic per-flow / per-sub-flow
+//! throughput samples, and a summary (average and p99 FCT by size bucket).
+
+use crate::agent_cmd::{parse_transport, pattern_bytes, NetArgs};
+use flexpass_agent::workload::{next_gap_ns, summarize, FlowSizeCdf};
+use flexpass_agent::FlowKey;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const WINDOW: u64 = 8 << 20;
+const CHUNK: u64 = 256 << 10;
+
+#[derive(clap::Args)]
+pub struct WorkloadArgs {
+    /// Destinations (flexpass serve), comma separated; each flow picks one at random.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub to: Vec<SocketAddr>,
+    /// Flow-size CDF: search, mining, cachefollower, webserver, facebook, google, or a file.
+    #[arg(long, default_value = "search")]
+    pub cdf: String,
+    /// Offered load as a fraction of --link-gbps.
+    #[arg(long, default_value_t = 0.5)]
+    pub load: f64,
+    /// Number of flows.
+    #[arg(long, default_value_t = 100)]
+    pub count: usize,
+    /// flexpass, expresspass, dctcp or tcp.
+    #[arg(long, default_value = "flexpass")]
+    pub transport: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Throughput sample period, ms (0: none).
+    #[arg(long, default_value_t = 10.0)]
+    pub sample_ms: f64,
+    #[arg(long, default_value = "0.0.0.0:0")]
+    pub bind: SocketAddr,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+#[derive(clap::Args)]
+pub struct IncastArgs {
+    /// Responders (flexpass serve --respond), comma separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub servers: Vec<SocketAddr>,
+    /// Total synchronized requests, spread evenly over the servers.
+    #[arg(long, default_value_t = 8)]
+    pub flows: usize,
+    /// Response size in bytes (FlexPass §6.1: 64 kB).
+    #[arg(long, default_value_t = 64_000)]
+    pub size: u64,
+    /// flexpass, expresspass, dctcp or tcp.
+    #[arg(long, default_value = "flexpass")]
+    pub transport: String,
+    /// Local UDP address (responses come back to it).
+    #[arg(long, default_value = "0.0.0.0:0")]
+    pub bind: SocketAddr,
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout_s: f64,
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+fn line(v: serde_json::Value) {
+    println!("{v}");
+}
+
+struct Active {
+    size: u64,
+    written: u64,
+    start: Instant,
+    dst: SocketAddr,
+    last: (u64, u64),
+}
+
+pub fn workload(a: WorkloadArgs) -> Result<(), String> {
+    let cdf = FlowSizeCdf::load(&a.cdf)?;
+    if !(a.load > 0.0 && a.load <= 1.0) {
+        return Err(format!("--load must be in (0, 1], got {}", a.load));
+    }
+    let transport = parse_transport(&a.transport)?;
+    let link_bps = a.net.link_gbps * 1e9;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed);
+    let mean = cdf.mean();
+    let t0 = Instant::now();
+    let mut next_arrival = t0;
+    let mut launched = 0usize;
+    let mut results: Vec<(u64, f64)> = vec![];
+    let Some(t) = transport else {
+        // Kernel TCP: one thread per flow.
+        let (tx, rx) = mpsc::channel();
+        while launched < a.count {
+            let now = Instant::now();
+            if now < next_arrival {
+                std::thread::sleep(next_arrival - now);
+            }
+            let size = cdf.sample(&mut rng);
+            let dst = a.to[rng.gen_range(0..a.to.len())];
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let r = tcp_flow(dst, size);
+                let _ = tx.send((dst, size, start, r));
+            });
+            launched += 1;
+            next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
+        }
+        drop(tx);
+        for (dst, size, start, r) in rx {
+            let fct = start.elapsed().as_secs_f64() * 1e6;
+            line(
+                json!({"event": "flow", "transport": "tcp", "dst": dst.to_string(), "size": size,
+                "start_us": (start - t0).as_secs_f64() * 1e6, "fct_us": fct, "error": r.err()}),
+            );
+            results.push((size, fct));
+        }
+        line(json!({"event": "summary", "transport": "tcp", "fct": summarize(&results)}));
+        return Ok(());
+    };
+    let mut ep = a.net.endpoint(a.bind, false)?;
+    let mut active: HashMap<FlowKey, Active> = HashMap::new();
+    let mut next_sample = t0 + Duration::from_secs_f64(a.sample_ms.max(0.0) / 1e3);
+    while launched < a.count || !active.is_empty() {
+        let now = Instant::now();
+        while launched < a.count && now >= next_arrival {
+            let size = cdf.sample(&mut rng);
+            let dst = a.to[rng.gen_range(0..a.to.len())];
+            let key = ep.open(dst, t, size).map_err(|e| e.to_string())?;
+            active.insert(
+                key,
+                Active {
+                    size,
+                    written: 0,
+                    start: now,
+                    dst,
+                    last: (0, 0),
+                },
+            );
+            launched += 1;
+            next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
+        }
+        let mut done = vec![];
+        for (k, f) in active.iter_mut() {
+            let s = ep.sender_mut(*k).expect("open");
+            while f.written < f.size && s.unacked_bytes() < WINDOW {
+                let n = (f.size - f.written).min(CHUNK);
+                s.write(pattern_bytes(f.written, n as usize));
+                f.written += n;
+                if f.written == f.size {
+                    s.finish();
+                }
+            }
+            if s.is_complete() || s.error().is_some() {
+                done.push(*k);
+            }
+        }
+        for k in done {
+            let f = active.remove(&k).expect("listed");
+            let s = ep.close_sender(k).expect("open");
+            let fct = f.start.elapsed().as_secs_f64() * 1e6;
+            let st = s.stats();
+            line(
+                json!({"event": "flow", "transport": a.transport, "dst": f.dst.to_string(), "size": f.size,
+                "start_us": (f.start - t0).as_secs_f64() * 1e6, "fct_us": fct,
+                "retransmissions": st.retransmissions, "timeouts": st.timeouts,
+                "credits_received": st.credits_received, "credits_wasted": st.credits_wasted,
+                "error": s.error().map(|e| e.to_string())}),
+            );
+            if s.error().is_none() {
+                results.push((f.size, fct));
+            }
+        }
+        if a.sample_ms > 0.0 && now >= next_sample {
+            let flows: Vec<_> = active
+                .iter_mut()
+                .map(|(k, f)| {
+                    let st = ep.sender(*k).expect("open").stats();
+                    let d = (st.bytes_proactive - f.last.0, st.bytes_reactive - f.last.1);
+                    f.last = (st.bytes_proactive, st.bytes_reactive);
+                    json!({"flow_id": k.1, "proactive_bytes": d.0, "reactive_bytes": d.1})
+                })
+                .collect();
+            line(
+                json!({"event": "sample", "t_ms": (now - t0).as_secs_f64() * 1e3, "flows": flows}),
+            );
+            next_sample += Duration::from_secs_f64(a.sample_ms / 1e3);
+        }
+        ep.poll(Duration::from_millis(1))
+            .map_err(|e| e.to_string())?;
+    }
+    line(
+        json!({"event": "summary", "transport": a.transport, "fct": summarize(&results), "endpoint": ep.stats}),
+    );
+    Ok(())
+}
+
+fn tcp_flow(dst: SocketAddr, size: u64) -> Result<(), String> {
+    let mut s = TcpStream::connect(dst).map_err(|e| e.to_string())?;
+    let mut off = 0;
+    while off < size {
+        let n = (size - off).min(CHUNK) as usize;
+        s.write_all(&pattern_bytes(off, n))
+            .map_err(|e| e.to_string())?;
+        off += n as u64;
+    }
+    s.shutdown(std::net::Shutdown::Write)
+        .map_err(|e| e.to_string())?;
+    let _ = s.read(&mut [0u8; 1]);
+    Ok(())
+}
+
+pub fn incast(a: IncastArgs) -> Result<(), String> {
+    if a.servers.is_empty() || a.flows == 0 {
+        return Err("need at least one server and one flow".into());
+    }
+    let transport = parse_transport(&a.transport)?;
+    let request = format!("GET {}\n", a.size).into_bytes();
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs_f64(a.timeout_s);
+    let mut fcts = vec![];
+    match transport {
+        None => {
+            let handles: Vec<_> = (0..a.flows)
+                .map(|i| {
+                    let dst = a.servers[i % a.servers.len()];
+                    let (req, size) = (request.clone(), a.size);
+                    std::thread::spawn(move || -> Result<f64, String> {
+                        let start = Instant::now();
+                        let mut s = TcpStream::connect(dst).map_err(|e| e.to_string())?;
+                        s.write_all(&req).map_err(|e| e.to_string())?;
+                        let mut got = 0u64;
+                        let mut buf = vec![0u8; 65536];
+                        while got < size {
+                            let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+                            if n == 0 {
+                                return Err(format!("connection closed after {got} bytes"));
+                            }
+                            got += n as u64;
+                        }
+                        Ok(start.elapsed().as_secs_f64() * 1e6)
+                    })
+                })
+                .collect();
+            for h in handles {
+                let fct = h.join().map_err(|_| "worker panicked".to_string())??;
+                line(
+                    json!({"event": "response", "transport": "tcp", "size": a.size, "fct_us": fct}),
+                );
+                fcts.push(fct);
+            }
+        }
+        Some(t) => {
+            let mut ep = a.net.endpoint(a.bind, true)?;
+            let mut pending = 0usize;
+            for i in 0..a.flows {
+                let dst = a.servers[i % a.servers.len()];
+                let key = ep
+                    .open(dst, t, request.len() as u64)
+                    .map_err(|e| e.to_string())?;
+                ep.write(key, request.clone().into());
+                ep.sender_mut(key).expect("open").finish();
+                pending += 1;
+            }
+            let mut reading: HashMap<FlowKey, u64> = HashMap::new();
+            while pending > 0 {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "{pending} of {} responses missing after {} s",
+                        a.flows, a.timeout_s
+                    ));
+                }
+                ep.poll(Duration::from_millis(1))
+                    .map_err(|e| e.to_string())?;
+                while let Some(k) = ep.accept() {
+                    reading.insert(k, 0);
+                }
+                let mut finished = vec![];
+                for (k, got) in reading.iter_mut() {
+                    let r = ep.receiver_mut(*k).expect("accepted");
+                    while let Some(b) = r.read() {
+                        *got += b.len() as u64;
+                    }
+                    if r.is_finished() {
+                        finished.push(*k);
+                    }
+                }
+                for k in finished {
+                    let got = reading.remove(&k).expect("listed");
+                    let fct = t0.elapsed().as_secs_f64() * 1e6;
+                    line(
+                        json!({"event": "response", "transport": a.transport, "from": k.0.to_string(), "size": got, "fct_us": fct}),
+                    );
+                    fcts.push(fct);
+                    pending -= 1;
+                }
+            }
+        }
+    }
+    let max = fcts.iter().cloned().fold(0.0, f64::max);
+    line(
+        json!({"event": "summary", "transport": a.transport, "flows": a.flows, "size": a.size, "max_fct_us": max,
+        "avg_fct_us": fcts.iter().sum::<f64>() / fcts.len() as f64}),
+    );
+    Ok(())
+}

@@ -1,0 +1,374 @@
+"""PTF data-plane tests for p4src/v1model/flexpass.p4 on simple_switch_grpc.
+
+Run through ptf-tests/run_ptf.sh, which starts the switch in a private network
+namespace, applies ptf-tests/ptf-config.yaml with flexpass-ctl and passes
+these test parameters: grpc_addr, p4info, config, repo.
+
+Observability: packets on the PTF ports, and the P4 counters read over
+P4Runtime (forwarded / ecn_marked / red_dropped / credit_dropped per
+(port, queue), ingress_events).  Queue ids are BMv2 priorities from the config
+(credit 7, legacy 6, flexpass 5).
+"""
+
+import itertools
+import os
+import sys
+import time
+
+import ptf
+import ptf.testutils as testutils
+from ptf.base_tests import BaseTest
+
+_REPO = testutils.test_param_get("repo") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_REPO, "control-plane"))
+
+from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+from scapy.packet import Raw  # noqa: E402
+
+from flexpass_cp.config import INGRESS_EVENTS, load_config  # noqa: E402
+from flexpass_cp.p4runtime_client import P4RuntimeClient  # noqa: E402
+from flexpass_cp.scapy_flexpass import FlexPass, FlexPassCredit, FlexPassData  # noqa: E402
+
+CFG = load_config(testutils.test_param_get("config") or os.path.join(_REPO, "ptf-tests", "ptf-config.yaml"))
+SW = CFG.switch("s1")
+DSCP = CFG.dscp
+Q = CFG.bmv2_priority  # logical queue -> BMv2 priority
+FP_PORT = 7890
+HOST_MAC = "02:00:00:00:aa:aa"  # sender MAC (anything: the switch is L3)
+
+EVT_PARSER_ERROR, EVT_BAD_CHECKSUM, EVT_TTL_EXPIRED, EVT_FLEXPASS_SEEN = 0, 2, 3, 5
+
+_election = itertools.count(100)
+
+
+def host_ip(port, i=1):
+    return {1: "10.0.1.%d", 2: "10.0.2.%d", 3: "10.0.3.%d"}[port] % i
+
+
+def fp_packet(dst_port, dscp, ecn=2, body=None, src="10.0.1.1", ttl=64, sport=FP_PORT):
+    """Ether/IPv4/UDP(7890)/FlexPass packet towards the host on dst_port."""
+    if body is None:
+        body = FlexPass(type=2, flow_id=1) / FlexPassData(flow_seq=0) / Raw(b"x" * 100)
+    return (Ether(dst="02:00:00:00:01:01", src=HOST_MAC)
+            / IP(src=src, dst=host_ip(dst_port), tos=(dscp << 2) | ecn, ttl=ttl, flags="DF")
+            / UDP(sport=sport, dport=FP_PORT) / body)
+
+
+def credit(dst_port, seq=0, src="10.0.1.1"):
+    # CREDIT is Not-ECT (docs/protocol.md §10).
+    return fp_packet(dst_port, DSCP.credit, ecn=0, src=src,
+                     body=FlexPass(flow_id=7) / FlexPassCredit(credit_seq=seq))
+
+
+def expected(pkt, out_port):
+    """What the switch should emit: MACs rewritten, TTL - 1, checksum redone."""
+    nh = next(n for n in SW.next_hops.values() if n.port == out_port)
+    e = pkt.copy()
+    e[Ether].src = SW.ports[out_port].mac
+    e[Ether].dst = nh.dmac
+    e[IP].ttl -= 1
+    del e[IP].chksum
+    return Ether(bytes(e))
+
+
+class FlexPassTest(BaseTest):
+    def setUp(self):
+        BaseTest.setUp(self)
+        self.dataplane = ptf.dataplane_instance
+        self.dataplane.flush()
+        self.client = P4RuntimeClient(testutils.test_param_get("grpc_addr") or SW.grpc_addr,
+                                      SW.device_id, (0, next(_election)))
+        self.client.load_p4info(testutils.test_param_get("p4info")
+                                or os.path.join(_REPO, "build", "p4", "flexpass.p4info.txtpb"))
+
+    def tearDown(self):
+        self.client.close()
+        BaseTest.tearDown(self)
+
+    # --- helpers ---------------------------------------------------------
+
+    def counter(self, name, port, qid):
+        return self.client.read_counter(name).get(port * 8 + qid, (0, 0))[0]
+
+    def counters(self, port, qid):
+        return {n: self.counter(n, port, qid)
+                for n in ("forwarded", "ecn_marked", "red_dropped", "credit_dropped")}
+
+    def event(self, idx):
+        return self.client.read_counter(INGRESS_EVENTS).get(idx, (0, 0))[0]
+
+    def collect(self, port, timeout, quiet=1.0):
+        """All packets received on `port` until `quiet` s pass without one
+        (or `timeout` s in total)."""
+        got = []
+        end = time.time() + timeout
+        while time.time() < end:
+            res = testutils.dp_poll(self, device_number=0, port_number=port, timeout=quiet)
+            if not isinstance(res, self.dataplane.PollSuccess):
+                break
+            got.append(Ether(res.packet))
+        return got
+
+    def send_burst(self, port, pkts):
+        t0 = time.time()
+        for p in pkts:
+            testutils.send_packet(self, port, p)
+        return time.time() - t0
+
+
+class Classification(FlexPassTest):
+    """Each DSCP class lands in its queue (observed in the per-queue
+    `forwarded` counter) and is forwarded otherwise unchanged; unassigned
+    DSCP values are legacy."""
+
+    def runTest(self):
+        cases = [
+            ("credit", DSCP.credit, Q["credit"], 0),
+            ("proactive_data", DSCP.proactive_data, Q["flexpass"], 2),
+            ("reactive_data", DSCP.reactive_data, Q["flexpass"], 2),
+            ("control", DSCP.control, Q["flexpass"], 2),
+            ("legacy", DSCP.legacy, Q["legacy"], 2),
+            ("unassigned DSCP 10", 10, Q["legacy"], 2),
+        ]
+        for name, dscp, qid, ecn in cases:
+            before = self.counter("forwarded", 3, qid)
+            pkt = fp_packet(3, dscp, ecn=ecn)
+            testutils.send_packet(self, 1, pkt)
+            testutils.verify_packet(self, expected(pkt, 3), 3)
+            testutils.verify_no_other_packets(self)
+            after = self.counter("forwarded", 3, qid)
+            self.assertEqual(after - before, 1, f"{name}: forwarded[port 3, q{qid}] did not count it")
+
+
+class CreditMeter(FlexPassTest):
+    """Credits above w_q·C·84/(84+1538) are dropped and counted; the number
+    forwarded is within tolerance of rate x time + burst (2 credits)."""
+
+    def runTest(self):
+        port, qid = 2, Q["credit"]
+        d = CFG.derived("s1", port)
+        rate = d.credits_per_second  # 38.5/s on the 1 Mbit/s port
+        burst = d.meter_burst_bytes // d.credit_bmv2_bytes
+        before = self.counters(port, qid)
+        n = 200
+        elapsed = self.send_burst(1, [credit(port, seq=i) for i in range(n)])
+        got = self.collect(port, timeout=10)
+        after = self.counters(port, qid)
+        fwd = after["forwarded"] - before["forwarded"]
+        dropped = after["credit_dropped"] - before["credit_dropped"]
+        allowed = burst + rate * (elapsed + 0.5)
+        print(f"\ncredits: sent {n} in {elapsed:.3f}s, forwarded {fwd}, dropped {dropped}, "
+              f"received {len(got)}, allowed <= {allowed:.1f} (rate {rate:.1f}/s, burst {burst})")
+        self.assertEqual(fwd + dropped, n, "every credit is either forwarded or counted as dropped")
+        self.assertEqual(len(got), fwd, "received credits == forwarded counter")
+        self.assertGreaterEqual(fwd, burst, "at least the burst passes")
+        self.assertLessEqual(fwd, allowed * 1.2 + 2, "meter lets through more than rate x time + burst")
+        self.assertGreater(dropped, n // 2)
+        # After a pause the bucket refills: a single credit passes again.
+        time.sleep(0.2)
+        pkt = credit(port, seq=999)
+        testutils.send_packet(self, 1, pkt)
+        testutils.verify_packet(self, expected(pkt, port), port)
+
+
+class SymmetricEcmp(FlexPassTest):
+    """A flow and its reverse pick the same ECMP member; many flows spread."""
+
+    members = (4, 5, 6)
+
+    def flow_pkt(self, src, dst, sport, dport, proto="udp"):
+        l4 = UDP(sport=sport, dport=dport) if proto == "udp" else TCP(sport=sport, dport=dport, flags="A")
+        return (Ether(dst="02:00:00:00:01:01", src=HOST_MAC)
+                / IP(src=src, dst=dst, tos=DSCP.legacy << 2, ttl=64) / l4 / Raw(b"y" * 40))
+
+    def egress_of(self, pkt):
+        testutils.send_packet(self, 1, pkt)
+        for port in self.members:
+            res = testutils.dp_poll(self, 0, port, timeout=0.5)
+            if isinstance(res, self.dataplane.PollSuccess):
+                got = Ether(res.packet)
+                self.assertEqual(got[IP].src, pkt[IP].src)
+                self.assertEqual(got[IP].ttl, pkt[IP].ttl - 1)
+                return port
+        self.fail(f"no packet on ECMP members for {pkt.summary()}")
+
+    def runTest(self):
+        used = {}
+        for i in range(48):
+            a, b = f"10.100.{i}.{i + 1}", f"10.200.{i % 7}.{(i * 13) % 250 + 1}"
+            sport, dport = 1024 + 37 * i, 7890 if i % 2 else 5000 + i
+            proto = "udp" if i % 3 else "tcp"
+            fwd = self.egress_of(self.flow_pkt(a, b, sport, dport, proto))
+            rev = self.egress_of(self.flow_pkt(b, a, dport, sport, proto))
+            self.assertEqual(fwd, rev, f"flow {a}:{sport}->{b}:{dport}/{proto} took port {fwd}, reverse took {rev}")
+            used[fwd] = used.get(fwd, 0) + 1
+        testutils.verify_no_other_packets(self)
+        print(f"\nECMP spread over members: {used}")
+        self.assertEqual(set(used), set(self.members), f"48 flows should use all 3 members, got {used}")
+
+
+class EcnMarking(FlexPassTest):
+    """ECT packets are marked CE when the queue at enqueue exceeds K, never
+    below K."""
+
+    def runTest(self):
+        port, qid = 2, Q["flexpass"]
+        k = CFG.derived("s1", port).ecn_threshold_pkts
+        # Below K: packets spaced so the queue (81 pkt/s) is empty each time.
+        before = self.counters(port, qid)
+        for i in range(5):
+            pkt = fp_packet(port, DSCP.proactive_data, ecn=2)
+            testutils.send_packet(self, 1, pkt)
+            testutils.verify_packet(self, expected(pkt, port), port)  # ECT(0) kept
+            time.sleep(0.05)
+        self.assertEqual(self.counter("ecn_marked", port, qid), before["ecn_marked"])
+
+        # Above K: a burst of 40 builds a queue of > K packets.
+        before = self.counters(port, qid)
+        n = 40
+        pkts = [fp_packet(port, DSCP.proactive_data, ecn=2 if i % 2 else 1,
+                          body=FlexPass(type=2, flow_id=2) / FlexPassData(subflow_seq=i) / Raw(b"z" * 200))
+                for i in range(n)]
+        self.send_burst(1, pkts)
+        got = self.collect(port, timeout=15)
+        after = self.counters(port, qid)
+        ecns = [p[IP].tos & 3 for p in got]
+        marked = ecns.count(3)
+        print(f"\nECN: {n} sent, {len(got)} received, {marked} CE, K={k} packets; ecn sequence {ecns}")
+        self.assertEqual(len(got), n, "green packets below the buffer limit are not dropped")
+        self.assertNotEqual(ecns[0], 3, "the first packet saw an empty queue and must not be marked")
+        self.assertTrue(all(e != 3 for e in ecns[:k + 1]), "packets with queue depth <= K must not be marked")
+        self.assertGreater(marked, 0)
+        self.assertEqual(after["ecn_marked"] - before["ecn_marked"], marked)
+        self.assertTrue(all(e == 3 for e in ecns[ecns.index(3):]) or marked > n // 4)
+
+        # Not-ECT packets are never marked, even above K.
+        before = self.counters(port, qid)
+        self.send_burst(1, [fp_packet(port, DSCP.control, ecn=0) for _ in range(30)])
+        got = self.collect(port, timeout=15)
+        self.assertEqual(len(got), 30)
+        self.assertTrue(all(p[IP].tos & 3 == 0 for p in got))
+        self.assertEqual(self.counter("ecn_marked", port, qid), before["ecn_marked"])
+
+
+class SelectiveDrop(FlexPassTest):
+    """Red (reactive) packets are dropped once the queue exceeds the red
+    threshold; green (proactive) packets in the same situation are not."""
+
+    def runTest(self):
+        port, qid = 2, Q["flexpass"]
+        red_thr = CFG.derived("s1", port).red_threshold_pkts
+        n = 60
+        before = self.counters(port, qid)
+        self.send_burst(1, [fp_packet(port, DSCP.reactive_data,
+                                      body=FlexPass(type=3, flow_id=3) / FlexPassData(subflow_seq=i) / Raw(b"r" * 200))
+                            for i in range(n)])
+        got = self.collect(port, timeout=20)
+        after = self.counters(port, qid)
+        red_dropped = after["red_dropped"] - before["red_dropped"]
+        print(f"\nred: sent {n}, received {len(got)}, red_dropped {red_dropped}, threshold {red_thr} packets")
+        self.assertGreater(red_dropped, 0, "a red burst above the threshold must lose packets")
+        self.assertEqual(len(got) + red_dropped, n)
+        self.assertGreaterEqual(len(got), red_thr, "red packets below the threshold are forwarded")
+
+        time.sleep(0.5)
+        before = self.counters(port, qid)
+        self.send_burst(1, [fp_packet(port, DSCP.proactive_data,
+                                      body=FlexPass(type=2, flow_id=3) / FlexPassData(subflow_seq=i) / Raw(b"g" * 200))
+                            for i in range(n)])
+        got = self.collect(port, timeout=20)
+        after = self.counters(port, qid)
+        print(f"green: sent {n}, received {len(got)}")
+        self.assertEqual(len(got), n, "green packets are not selectively dropped")
+        self.assertEqual(after["red_dropped"], before["red_dropped"])
+
+
+class LegacyUntouched(FlexPassTest):
+    """Legacy traffic (TCP and UDP, DSCP 0, any ECN) is forwarded with DSCP
+    and ECN unchanged, also when its queue builds up (no AQM on Q2 here)."""
+
+    def runTest(self):
+        # Fast port: byte-exact apart from L3 forwarding rewrites.
+        for ecn in (0, 1, 2):
+            for l4 in (TCP(sport=40000, dport=80, flags="PA"), UDP(sport=5353, dport=5353)):
+                pkt = (Ether(dst="02:00:00:00:01:01", src=HOST_MAC)
+                       / IP(src="10.0.1.1", dst="10.0.3.1", tos=ecn, ttl=20) / l4 / Raw(b"legacy" * 10))
+                testutils.send_packet(self, 1, pkt)
+                testutils.verify_packet(self, expected(pkt, 3), 3)
+        # Slow port with a backlog: nothing marked or dropped.
+        port, qid = 2, Q["legacy"]
+        before = self.counters(port, qid)
+        n = 50
+        self.send_burst(1, [Ether(dst="02:00:00:00:01:01", src=HOST_MAC)
+                            / IP(src="10.0.1.1", dst=host_ip(port), tos=2, ttl=64)
+                            / TCP(sport=40001, dport=80, seq=i) / Raw(b"l" * 200) for i in range(n)])
+        got = self.collect(port, timeout=20)
+        after = self.counters(port, qid)
+        self.assertEqual(len(got), n)
+        self.assertTrue(all(p[IP].tos == 2 for p in got), "legacy DSCP/ECN must be untouched")
+        self.assertEqual(after["forwarded"] - before["forwarded"], n)
+        self.assertEqual(after["ecn_marked"], before["ecn_marked"])
+        self.assertEqual(after["red_dropped"], before["red_dropped"])
+
+
+class MalformedAndTtl(FlexPassTest):
+    """Truncated / bad FlexPass headers do not upset the switch (forwarded on
+    their IPv4 header and counted as parser errors); TTL <= 1 and bad IPv4
+    checksums are dropped and counted; the switch keeps forwarding."""
+
+    def raw_udp(self, payload, sport=FP_PORT, dport=FP_PORT, ttl=64, dscp=None):
+        dscp = DSCP.proactive_data if dscp is None else dscp
+        return (Ether(dst="02:00:00:00:01:01", src=HOST_MAC)
+                / IP(src="10.0.1.1", dst="10.0.3.1", tos=dscp << 2, ttl=ttl)
+                / UDP(sport=sport, dport=dport) / Raw(payload))
+
+    def runTest(self):
+        perr0, seen0 = self.event(EVT_PARSER_ERROR), self.event(EVT_FLEXPASS_SEEN)
+        cases = [
+            ("3-byte FlexPass header", self.raw_udp(b"\x11\x00\x00"), True),
+            ("credit without credit_seq", self.raw_udp(b"\x11\x00\x00\x0a\x00\x00\x00\x01\x00\x00"), True),
+            ("version 2 header", self.raw_udp(b"\x21\x00\x00\x12" + b"\x00" * 14), False),
+            ("unknown type 0xF", self.raw_udp(b"\x1f\xff\xff\xff" + b"\x00" * 4), False),
+            ("empty UDP payload on 7890 (source port only)", self.raw_udp(b"", sport=FP_PORT, dport=9), True),
+            ("UDP header cut short", Ether(bytes(self.raw_udp(b""))[:14 + 20 + 4]), True),
+        ]
+        for name, pkt, parse_error in cases:
+            before = self.event(EVT_PARSER_ERROR)
+            testutils.send_packet(self, 1, pkt)
+            if isinstance(pkt[IP].payload, UDP) and len(bytes(pkt)) >= 14 + 20 + 8:
+                testutils.verify_packet(self, expected(pkt, 3), 3)
+            else:
+                # Truncated UDP header: forwarded on its IPv4 header, bytes kept.
+                res = testutils.dp_poll(self, 0, 3, timeout=2)
+                self.assertIsInstance(res, self.dataplane.PollSuccess, f"{name}: not forwarded")
+                self.assertEqual(bytes(res.packet)[34:], bytes(pkt)[34:])
+            self.assertEqual(self.event(EVT_PARSER_ERROR) - before, 1 if parse_error else 0, name)
+        self.assertGreaterEqual(self.event(EVT_FLEXPASS_SEEN) - seen0, 4)
+        self.assertGreater(self.event(EVT_PARSER_ERROR), perr0)
+
+        # TTL expiry: dropped and counted.
+        for ttl in (0, 1):
+            before = self.event(EVT_TTL_EXPIRED)
+            testutils.send_packet(self, 1, fp_packet(3, DSCP.proactive_data, ttl=ttl))
+            testutils.verify_no_other_packets(self, timeout=0.5)
+            self.assertEqual(self.event(EVT_TTL_EXPIRED) - before, 1)
+        # TTL 2 still forwarded (leaves with TTL 1).
+        pkt = fp_packet(3, DSCP.proactive_data, ttl=2)
+        testutils.send_packet(self, 1, pkt)
+        testutils.verify_packet(self, expected(pkt, 3), 3)
+
+        # Bad IPv4 header checksum: dropped and counted.
+        bad = fp_packet(3, DSCP.proactive_data)
+        bad = Ether(bytes(bad))
+        bad[IP].chksum ^= 0x5555
+        before = self.event(EVT_BAD_CHECKSUM)
+        testutils.send_packet(self, 1, bad)
+        testutils.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.event(EVT_BAD_CHECKSUM) - before, 1)
+
+        # The switch is still alive and forwarding.
+        pkt = credit(3, seq=42)
+        testutils.send_packet(self, 1, pkt)
+        testutils.verify_packet(self, expected(pkt, 3), 3)
+        testutils.verify_no_other_packets(self)
