@@ -84,7 +84,7 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
     let mut turn = 0u32;
     let (got, server, client) = transfer(TransportKind::FlexPass, &data, |server, client, flow| {
         turn += 1;
-        if turn % 3 != 0 {
+        if !turn.is_multiple_of(3) {
             return;
         }
         let ack = Packet::Ack(Ack {
