@@ -35,8 +35,8 @@ control FlexPassIngress(inout headers_t hdr,
     Forwarding()  forwarding_ctl;
     CreditMeter() credit_meter_ctl;
 
-    action drop(bit<32> event) {
-        ingress_events.count(event);
+    action drop(bit<32> evt) {
+        ingress_events.count(evt);
         mark_to_drop(standard_metadata);
     }
 

@@ -9,7 +9,6 @@ struct flexpass_meta_t {
     qid_t   qid;        /* egress queue = BMv2 priority index */
     color_t color;      /* GREEN / RED (selective dropping) */
     kind_t  kind;       /* KIND_* */
-    bool    classified;
     /* L4 ports (0 when the packet has no parsed TCP/UDP header). */
     bit<16> l4_sport;
     bit<16> l4_dport;

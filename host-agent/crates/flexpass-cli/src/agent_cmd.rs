@@ -28,6 +28,9 @@ pub struct NetArgs {
     /// Base RTT of the path, µs (floor of the credit feedback update period).
     #[arg(long, default_value_t = 100.0)]
     pub rtt_us: f64,
+    /// Busy-poll the last µs before each deadline (0: sleep only; use with a dedicated core).
+    #[arg(long, default_value_t = 0.0)]
+    pub spin_us: f64,
 }
 
 impl NetArgs {
@@ -37,6 +40,7 @@ impl NetArgs {
         c.link_bps = self.link_gbps * 1e9;
         c.w_q = self.w_q;
         c.base_rtt = (self.rtt_us * 1e3) as u64;
+        c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
         Endpoint::bind(c).map_err(|e| format!("cannot open UDP {bind}: {e}"))
     }
 }
@@ -493,6 +497,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
             k.1, k.0, inc.bytes
         );
     }
+    ep.pacing_error();
     eprintln!(
         "flexpass serve: {}",
         serde_json::to_string(&ep.stats).expect("stats serialise")

@@ -21,7 +21,6 @@ control Classifier(in headers_t hdr,
         meta.qid = qid;
         meta.color = color;
         meta.kind = kind;
-        meta.classified = true;
     }
 
     @name(".classifier")
