@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-
 /// Datagrams handled between two runs of the timers.
 const RECV_BATCH: usize = 16;
 
@@ -242,20 +241,15 @@ impl Endpoint {
             .map_or(max_wait.as_nanos() as Nanos, |d| d.saturating_sub(now))
             .min(max_wait.as_nanos() as Nanos);
         if wait > self.cfg.spin {
-            // Block in poll(2) (ms resolution) and leave the last part to the spin below.
-            let ms = ((wait - SPIN_BELOW) / 1_000_000).min(i32::MAX as u64) as i32;
-            if ms > 0 {
-                let mut fds = [nix::poll::PollFd::new(
-                    self.sock.as_fd(),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                match nix::poll::poll(
-                    &mut fds,
-                    nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
-                ) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
+            let mut fds = [nix::poll::PollFd::new(
+                self.sock.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let timeout =
+                nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(wait - self.cfg.spin));
+            match nix::poll::ppoll(&mut fds, Some(timeout), None) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         // Drain the socket in batches, running due timers (credit pacing) between batches.
