@@ -51,7 +51,7 @@ impl FlowSizeCdf {
             let p: f64 = f[2]
                 .parse()
                 .map_err(|_| format!("line {}: bad probability '{}'", i + 1, f[2]))?;
-            if !(size.is_finite() && size >= 1.0) || !(0.0..=1.0).contains(&p) {
+            if !(size.is_finite() && size >= 1.0 && (0.0..=1.0).contains(&p)) {
                 return Err(format!(
                     "line {}: size must be ≥ 1 and probability in [0, 1]",
                     i + 1
