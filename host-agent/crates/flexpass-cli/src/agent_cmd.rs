@@ -90,6 +90,14 @@ pub struct SendArgs {
     pub net: NetArgs,
 }
 
+/// Kernel TCP baseline: use DCTCP where the kernel has it (FlexPass §6.1 compares against
+/// kernel DCTCP), otherwise keep the kernel's default; returns the algorithm in use.
+pub fn prefer_dctcp(s: &TcpStream) -> String {
+    use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
+    let _ = setsockopt(s, TcpCongestion, &std::ffi::OsString::from("dctcp"));
+    getsockopt(s, TcpCongestion).map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+}
+
 /// One record per flow (JSON lines).
 #[derive(Serialize)]
 pub struct FlowRecord {
@@ -549,6 +557,7 @@ fn pump_responses(
 }
 
 fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
+    prefer_dctcp(&conn); // responses (incast) are sent on this connection
     let started = Instant::now();
     let mut hasher = Sha256::new();
     let mut bytes = 0u64;

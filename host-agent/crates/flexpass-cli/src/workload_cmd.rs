@@ -202,6 +202,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
 
 fn tcp_flow(dst: SocketAddr, size: u64) -> Result<(), String> {
     let mut s = TcpStream::connect(dst).map_err(|e| e.to_string())?;
+    crate::agent_cmd::prefer_dctcp(&s);
     let mut off = 0;
     while off < size {
         let n = (size - off).min(CHUNK) as usize;
