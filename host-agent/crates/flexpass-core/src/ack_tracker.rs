@@ -48,17 +48,6 @@ impl AckTracker {
         self.cum
     }
 
-    /// Would `record(seq)` be accepted? (Conservative: refuses while the hole list is full.)
-    pub fn check(&self, seq: u32) -> Result<(), TrackError> {
-        if seq >= self.cum && seq - self.cum >= self.max_ahead {
-            return Err(TrackError::TooFarAhead { seq, cum: self.cum });
-        }
-        if self.above.len() >= self.max_ranges {
-            return Err(TrackError::TooFragmented);
-        }
-        Ok(())
-    }
-
     pub fn record(&mut self, seq: u32) -> Result<Recorded, TrackError> {
         if seq < self.cum {
             return Ok(Recorded::Duplicate);

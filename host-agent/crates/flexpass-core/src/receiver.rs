@@ -28,6 +28,8 @@ pub struct ReceiverStats {
     pub credits_sent: u64,
     pub acks_sent: u64,
     pub rejected_packets: u64,
+    /// Packets acknowledged only through `ack_seq` because the sub-flow's hole list was full.
+    pub untracked: u64,
 }
 
 /// Why an incoming packet was dropped (counted; the flow keeps going).
@@ -215,23 +217,24 @@ impl Receiver {
         if !allowed {
             return Err(Rejected::UnexpectedType(self.transport));
         }
-        // Validate against reassembly limits before touching the ACK state, so a rejected
-        // packet is neither acknowledged nor buffered (the sender will resend it).
-        let bad = |e: &dyn std::fmt::Display| Rejected::BadSequence(e.to_string());
-        match d.subflow {
-            SubFlow::Proactive => self.proactive.check(d.subflow_seq),
-            SubFlow::Reactive => self.reactive.check(d.subflow_seq),
-        }
-        .map_err(|e| bad(&e))?;
+        // Reassembly limits decide acceptance: a rejected packet is neither buffered nor
+        // acknowledged (the sender sends it again).
         let inserted = self
             .reassembly
             .insert(d.flow_seq, d.payload.clone(), d.fin)
-            .map_err(|e| bad(&e))?;
+            .map_err(|e| Rejected::BadSequence(e.to_string()))?;
+        // A FlexPass reactive sub-flow never retransmits, so every reactive loss leaves a
+        // permanent hole in that sequence space. The tracker keeps a bounded number of holes;
+        // a packet it cannot represent is still acknowledged through `ack_seq` (the sender
+        // matches ACKs per packet), only not in cum_ack/SACK.
         let tracker = match d.subflow {
             SubFlow::Proactive => &mut self.proactive,
             SubFlow::Reactive => &mut self.reactive,
         };
-        let recorded = tracker.record(d.subflow_seq).map_err(|e| bad(&e))?;
+        let recorded = tracker.record(d.subflow_seq).unwrap_or_else(|_| {
+            self.stats.untracked += 1;
+            Recorded::New
+        });
         let len = d.payload.len() as u64;
         match d.subflow {
             SubFlow::Proactive => {

@@ -159,3 +159,46 @@ fn flow_completes_over_a_lossless_loop_for_every_transport() {
         assert!(s.is_complete(), "{t:?}");
     }
 }
+
+#[test]
+fn thousands_of_permanent_reactive_holes_do_not_stall_the_receiver() {
+    // Every other reactive packet is lost and (as in FlexPass) re-sent on the proactive
+    // sub-flow, so the reactive sequence space keeps 10 000 holes forever.
+    let mut r = receiver(TransportKind::FlexPass);
+    let mut next_proactive = 0u32;
+    for i in 0..20_000u32 {
+        let payload = Bytes::from(vec![(i % 251) as u8; 100]);
+        let (subflow, seq) = if i % 2 == 0 {
+            (SubFlow::Reactive, i)
+        } else {
+            next_proactive += 1;
+            (SubFlow::Proactive, next_proactive - 1)
+        };
+        let d = flexpass_wire::Data {
+            flow_id: 7,
+            subflow,
+            flow_seq: u64::from(i) * 100,
+            subflow_seq: seq,
+            credit_seq: if subflow == SubFlow::Proactive { seq } else { 0 },
+            tsval: 0,
+            fin: false,
+            retransmission: false,
+            payload,
+        };
+        r.handle_packet(u64::from(i), &Packet::Data(d), false).unwrap();
+        let ack = std::iter::from_fn(|| r.poll_transmit(u64::from(i)))
+            .find_map(|t| match t.packet {
+                Packet::Ack(a) => Some(a),
+                _ => None,
+            })
+            .expect("every data packet is acknowledged");
+        assert_eq!(ack.ack_seq, seq);
+        assert_eq!(ack.flow_ack, u64::from(i + 1) * 100);
+    }
+    assert!(r.stats().untracked > 0, "the hole list filled up: {:?}", r.stats());
+    let mut total = 0;
+    while let Some(b) = r.read() {
+        total += b.len();
+    }
+    assert_eq!(total, 2_000_000);
+}
