@@ -34,7 +34,27 @@ pub struct NetArgs {
 }
 
 impl NetArgs {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.link_gbps.is_finite() && self.link_gbps > 0.0) {
+            return Err(format!("--link-gbps must be > 0, got {}", self.link_gbps));
+        }
+        if !(self.w_q > 0.0 && self.w_q < 1.0) {
+            return Err(format!("--w-q must be in (0, 1), got {}", self.w_q));
+        }
+        if !(self.rtt_us.is_finite() && self.rtt_us >= 0.001) {
+            return Err(format!(
+                "--rtt-us must be at least 0.001, got {}",
+                self.rtt_us
+            ));
+        }
+        if self.spin_us.is_nan() {
+            return Err("--spin-us must be a number".into());
+        }
+        Ok(())
+    }
+
     pub fn endpoint(&self, bind: SocketAddr, accept: bool) -> Result<Endpoint, String> {
+        self.validate()?;
         let mut c = EndpointConfig::new(bind);
         c.accept = accept;
         c.link_bps = self.link_gbps * 1e9;
@@ -64,6 +84,8 @@ pub struct ServeArgs {
     pub respond: bool,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
 }
 
 #[derive(clap::Args)]
@@ -88,6 +110,8 @@ pub struct SendArgs {
     pub timeout_s: f64,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
 }
 
 /// Kernel TCP baseline: use DCTCP where the kernel has it (FlexPass §6.1 compares against
@@ -95,7 +119,9 @@ pub struct SendArgs {
 pub fn prefer_dctcp(s: &TcpStream) -> String {
     use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
     let _ = setsockopt(s, TcpCongestion, &std::ffi::OsString::from("dctcp"));
-    getsockopt(s, TcpCongestion).map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+    getsockopt(s, TcpCongestion)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// One record per flow (JSON lines).
@@ -412,7 +438,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         });
     }
     let local = ep.local_addr().map_err(|e| e.to_string())?;
-    eprintln!(
+    log::info!(
         "flexpass serve: listening on udp {local}{}",
         args.tcp.map_or(String::new(), |t| format!(", tcp {t}"))
     );
@@ -500,9 +526,11 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         }
     }
     for (k, inc) in flows {
-        eprintln!(
+        log::warn!(
             "flexpass serve: flow {} from {} incomplete at shutdown ({} bytes received)",
-            k.1, k.0, inc.bytes
+            k.1,
+            k.0,
+            inc.bytes
         );
     }
     ep.pacing_error();

@@ -1,11 +1,16 @@
-//! `flexpass`: command-line front end. Today: `flexpass sim <scenario>` on the embedded model.
+//! `flexpass`: command-line front end: `flexpass sim <scenario>` on the embedded model, the
+//! host agent's applications (serve, send, cat, workload, incast) and `plot-fct`.
 
 mod agent_cmd;
+mod config;
+mod logger;
 mod plot;
+mod plot_fct;
 mod workload_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use flexpass_sim::{run_scenario, Report, Scenario, ScenarioParams, SCENARIOS};
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,9 +20,16 @@ use std::time::Instant;
 #[command(
     name = "flexpass",
     version,
-    about = "FlexPass / ExpressPass / DCTCP: credit-based datacenter transport"
+    about = "FlexPass / ExpressPass / DCTCP: credit-based datacenter transport",
+    // A repeated flag replaces the earlier value (config file values come first).
+    args_override_self = true
 )]
 struct Cli {
+    /// Status messages on stderr: error, warn, info or debug [default: $FLEXPASS_LOG, else
+    /// info]. JSON records are not affected.
+    #[arg(long, global = true, value_name = "LEVEL", display_order = 1000,
+          value_parser = clap::builder::PossibleValuesParser::new(logger::LEVELS))]
+    log_level: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -38,6 +50,8 @@ enum Cmd {
     Workload(workload_cmd::WorkloadArgs),
     /// N-to-1 incast: synchronized requests to `serve --respond` hosts; max FCT.
     Incast(workload_cmd::IncastArgs),
+    /// Plot FCTs from `workload` / `incast` output: CDF of small flows, avg and p99 by size.
+    PlotFct(plot_fct::PlotFctArgs),
 }
 
 #[derive(clap::Args)]
@@ -86,7 +100,44 @@ struct SimArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let cmd = Cli::command();
+    let (argv, applied) = match config::expand(&cmd, argv) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("flexpass: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match cmd
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            if let (true, Some(a)) = (e.use_stderr(), &applied) {
+                eprintln!(
+                    "note: arguments from {}: {}",
+                    a.file.display(),
+                    a.args.join(" ")
+                );
+            }
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    let env = std::env::var(logger::ENV).ok();
+    match logger::level(cli.log_level.as_deref(), env.as_deref()) {
+        Ok(l) => logger::init(l),
+        Err(e) => {
+            eprintln!("flexpass: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(a) = &applied {
+        log::debug!("flexpass: from {}: {}", a.file.display(), a.args.join(" "));
+    }
+    let finish = |r: Result<(), String>| finish(r, applied.as_ref());
     match cli.cmd {
         Cmd::Scenarios => {
             for (name, what) in SCENARIOS {
@@ -102,6 +153,7 @@ fn main() -> ExitCode {
         }
         Cmd::Workload(a) => finish(workload_cmd::workload(a)),
         Cmd::Incast(a) => finish(workload_cmd::incast(a)),
+        Cmd::PlotFct(a) => finish(plot_fct::plot_fct(a)),
         Cmd::Sim(a) => match sim(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -112,10 +164,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn finish(r: Result<(), String>) -> ExitCode {
+fn finish(r: Result<(), String>, applied: Option<&config::Applied>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let e = match applied {
+                Some(a) => a.annotate(e),
+                None => e,
+            };
             eprintln!("flexpass: {e}");
             ExitCode::from(1)
         }

@@ -24,7 +24,7 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-fn color(i: usize) -> RGBColor {
+pub fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
@@ -53,7 +53,7 @@ type DrawResult =
     Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
 
 /// Axis tick text without float noise or needless decimals: 10, 2.5, 0.25.
-fn tick(v: f64) -> String {
+pub fn tick(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -42,6 +42,8 @@ pub struct WorkloadArgs {
     pub bind: SocketAddr,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
 }
 
 #[derive(clap::Args)]
@@ -65,6 +67,8 @@ pub struct IncastArgs {
     pub timeout_s: f64,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
 }
 
 fn line(v: serde_json::Value) {
@@ -84,6 +88,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
     if !(a.load > 0.0 && a.load <= 1.0) {
         return Err(format!("--load must be in (0, 1], got {}", a.load));
     }
+    a.net.validate()?;
     let transport = parse_transport(&a.transport)?;
     let link_bps = a.net.link_gbps * 1e9;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed);
@@ -106,19 +111,22 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
             std::thread::spawn(move || {
                 let start = Instant::now();
                 let r = tcp_flow(dst, size);
-                let _ = tx.send((dst, size, start, r));
+                // FCT taken here: the records are collected only after the last arrival.
+                let fct = start.elapsed().as_secs_f64() * 1e6;
+                let _ = tx.send((dst, size, start, fct, r));
             });
             launched += 1;
             next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
         }
         drop(tx);
-        for (dst, size, start, r) in rx {
-            let fct = start.elapsed().as_secs_f64() * 1e6;
+        for (dst, size, start, fct, r) in rx {
+            if r.is_ok() {
+                results.push((size, fct));
+            }
             line(
                 json!({"event": "flow", "transport": "tcp", "dst": dst.to_string(), "size": size,
                 "start_us": (start - t0).as_secs_f64() * 1e6, "fct_us": fct, "error": r.err()}),
             );
-            results.push((size, fct));
         }
         line(json!({"event": "summary", "transport": "tcp", "fct": summarize(&results)}));
         return Ok(());
