@@ -348,8 +348,15 @@ pub fn send(args: SendArgs) -> Result<(), String> {
             );
             return Ok(());
         }
-        ep.poll(Duration::from_millis(if eof { 5 } else { 1 }))
-            .map_err(|e| e.to_string())?;
+        // Packets in flight wake the loop; input from the reader thread does not, so poll
+        // briefly while the application's next bytes are due.
+        let waiting_for_input = !eof && ep.sender(key).expect("open").unacked_bytes() < SEND_WINDOW;
+        let wait = if waiting_for_input {
+            Duration::from_micros(20)
+        } else {
+            Duration::from_millis(5)
+        };
+        ep.poll(wait).map_err(|e| e.to_string())?;
     }
 }
 

@@ -199,7 +199,15 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
             );
             next_sample += Duration::from_secs_f64(a.sample_ms / 1e3);
         }
-        ep.poll(Duration::from_millis(1))
+        // Wake for the next arrival and the next sample, not only for packets.
+        let mut until = now + Duration::from_millis(1);
+        if launched < a.count {
+            until = until.min(next_arrival);
+        }
+        if a.sample_ms > 0.0 {
+            until = until.min(next_sample);
+        }
+        ep.poll(until.saturating_duration_since(Instant::now()))
             .map_err(|e| e.to_string())?;
     }
     line(

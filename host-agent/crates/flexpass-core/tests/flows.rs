@@ -179,13 +179,18 @@ fn thousands_of_permanent_reactive_holes_do_not_stall_the_receiver() {
             subflow,
             flow_seq: u64::from(i) * 100,
             subflow_seq: seq,
-            credit_seq: if subflow == SubFlow::Proactive { seq } else { 0 },
+            credit_seq: if subflow == SubFlow::Proactive {
+                seq
+            } else {
+                0
+            },
             tsval: 0,
             fin: false,
             retransmission: false,
             payload,
         };
-        r.handle_packet(u64::from(i), &Packet::Data(d), false).unwrap();
+        r.handle_packet(u64::from(i), &Packet::Data(d), false)
+            .unwrap();
         let ack = std::iter::from_fn(|| r.poll_transmit(u64::from(i)))
             .find_map(|t| match t.packet {
                 Packet::Ack(a) => Some(a),
@@ -195,7 +200,11 @@ fn thousands_of_permanent_reactive_holes_do_not_stall_the_receiver() {
         assert_eq!(ack.ack_seq, seq);
         assert_eq!(ack.flow_ack, u64::from(i + 1) * 100);
     }
-    assert!(r.stats().untracked > 0, "the hole list filled up: {:?}", r.stats());
+    assert!(
+        r.stats().untracked > 0,
+        "the hole list filled up: {:?}",
+        r.stats()
+    );
     let mut total = 0;
     while let Some(b) = r.read() {
         total += b.len();
