@@ -18,7 +18,8 @@ deps:
 	@if ! pkg-config --exists fontconfig freetype2 2>/dev/null || ! fc-list 2>/dev/null | grep -qi dejavu; then \
 	  echo "deps: installing fontconfig/freetype/fonts for the plots (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core >/dev/null; fi
-	@$(PYTHON) -c 'import scapy, pytest' 2>/dev/null || { echo "deps: installing scapy and pytest (pip)"; $(PYTHON) -m pip install -q scapy pytest; }
+	@$(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
+	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev]'; }
 
 ## build: the Rust workspace (release: the model and benchmarks need it)
 build: deps
@@ -39,8 +40,8 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q control-plane/tests
-	@echo "ran: python (Scapy layer against the shared test vectors)" >> $(SUMMARY)
+	$(PYTHON) -m pytest -q control-plane/tests nic/tests
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config and P4Runtime entries, NIC edge)" >> $(SUMMARY)
 
 # Real kernel networking: namespaces, veth, a Linux router with htb/u32 (needs root).
 test-netns:

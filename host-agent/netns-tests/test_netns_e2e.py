@@ -6,9 +6,9 @@ Topology (all namespaces created and always removed by the fixture):
                       r (Linux forwarding; egress to h3: htb by DSCP via u32) -- h3 (10.77.3.2)
     h2 (10.77.2.2) --/
 
-The router's egress towards h3 is the bottleneck: an htb root with a credit class (DSCP 46,
-shaped to the credit rate) and a data class (everything else, RATE_MBIT) with pfifo leaves.
-This kernel has no netem/red/prio qdiscs, so nothing else is used.
+The router's egress towards h3 is the bottleneck, configured by nic/flexpass_nic.py: htb
+with a shaped strict-priority credit class, FlexPass and legacy classes (w_q : 1 − w_q) and
+pfifo leaves, DSCP classification by u32 (no netem/red/prio qdiscs needed).
 
 Needs root, `ip netns` and `tc`; skips loudly otherwise.
 """
@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,10 +26,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
+NIC_TOOL = ROOT.parent / "nic" / "flexpass_nic.py"
 PREFIX = f"fpt{os.getpid() % 10000}"
 RATE_MBIT = 200
 PORT = 7890
-CREDIT_DSCP = 46
 
 
 def _skip_reason():
@@ -81,20 +82,10 @@ class Net:
             ns("r", "ip", "addr", "add", f"10.77.{i}.1/24", "dev", b)
             ns("r", "ip", "link", "set", b, "up")
         ns("r", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        # Bottleneck towards h3: credits (DSCP 46) in their own shaped class, the rest in one
-        # data class; u32 matches the DSCP bits of the TOS byte.
-        dev = f"{PREFIX}h3b"
-        credit_kbit = max(8, int(RATE_MBIT * 1000 * 84 / (84 + 1538)))
-        ns("r", "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
-        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{RATE_MBIT}mbit")
-        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:1", "classid", "1:10", "htb",
-           "rate", f"{credit_kbit}kbit", "ceil", f"{credit_kbit}kbit", "prio", "0")
-        ns("r", "tc", "class", "add", "dev", dev, "parent", "1:1", "classid", "1:20", "htb",
-           "rate", f"{RATE_MBIT - credit_kbit // 1000}mbit", "ceil", f"{RATE_MBIT}mbit", "prio", "1")
-        ns("r", "tc", "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "8")
-        ns("r", "tc", "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", "300")
-        ns("r", "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-           "match", "ip", "tos", hex(CREDIT_DSCP << 2), "0xfc", "flowid", "1:10")
+        # Bottleneck towards h3: the FlexPass port built by nic/flexpass_nic.py (credit
+        # class shaped and strict, FlexPass / legacy classes w_q : 1 − w_q, DSCP by u32).
+        ns("r", sys.executable, str(NIC_TOOL), "apply", "--dev", f"{PREFIX}h3b", "--link-mbit", str(RATE_MBIT),
+           "--data-limit-pkts", "300")
 
     def spawn(self, host, *args, stdin=None):
         p = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{host}", str(BIN), *args],

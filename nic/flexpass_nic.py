@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""FlexPass NIC edge on Linux: the host's egress queues configured like a FlexPass switch port.
+
+ExpressPass needs credits rate-limited at the host NIC as well as at switches ("host and
+switch perform credit rate-limiting"), and FlexPass treats the NIC as an edge switch (§4.3,
+footnote 6). On a Linux host, or a Linux router in a test network, this tool builds that
+port from standard qdiscs:
+
+    htb root (link rate C)
+    ├── 1:10 credits   rate = ceil = share·C·84/(84+1538), priority 0, pfifo of 8 credits
+    ├── 1:20 FlexPass  rate = w_q·C, ceil = C (proactive, reactive, control)
+    └── 1:30 legacy    rate = (1−w_q)·C, ceil = C (default class)
+
+Packets are classified by DSCP with u32 filters (the FlexPass DSCP plan). htb's guaranteed
+rates with borrowing up to the link rate play the role of DWRR weights w_q / 1−w_q; the
+credit class is served first and never borrows. `--aqm red` puts a RED qdisc with ECN
+marking at K (and a hard limit at the selective-drop threshold) on the FlexPass class for
+kernels that have sch_red; the default (pfifo) works everywhere.
+
+Usage: flexpass_nic.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W]
+       flexpass_nic.py clear --dev eth0 | show --dev eth0 | print --dev eth0 ...
+"""
+
+import argparse
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+
+CREDIT_WIRE = 84
+MAX_DATA_WIRE = 1538
+
+# FlexPass DSCP plan defaults (docs/protocol.md §10).
+DEFAULT_DSCP = {"credit": 46, "proactive_data": 26, "reactive_data": 30, "control": 24, "legacy": 0}
+
+
+@dataclass
+class NicConfig:
+    dev: str
+    link_mbit: float
+    w_q: float = 0.5
+    credit_share: float = None  # default: w_q (FlexPass); 1.0 for ExpressPass
+    credit_buffer: int = 8
+    data_limit_pkts: int = 1000
+    aqm: str = "pfifo"
+    k_bytes: int = 60_000
+    red_bytes: int = 100_000
+    dscp: dict = None
+
+    def validate(self):
+        if not self.dev:
+            raise ValueError("--dev is required")
+        if not self.link_mbit > 0:
+            raise ValueError(f"--link-mbit must be > 0, got {self.link_mbit}")
+        if not 0 < self.w_q < 1:
+            raise ValueError(f"--w-q must be in (0, 1), got {self.w_q}")
+        share = self.share()
+        if not 0 < share <= 1:
+            raise ValueError(f"--credit-share must be in (0, 1], got {share}")
+        if self.data_limit_pkts < 1:
+            raise ValueError("--data-limit-pkts must be >= 1")
+        if self.credit_buffer < 1:
+            raise ValueError("--credit-buffer must be >= 1 credit")
+        if self.aqm not in ("pfifo", "red"):
+            raise ValueError(f"--aqm must be pfifo or red, got {self.aqm}")
+        if not 0 < self.k_bytes < self.red_bytes:
+            raise ValueError("need 0 < K < selective-drop threshold")
+        dscp = self.dscp or DEFAULT_DSCP
+        if sorted(dscp) != sorted(DEFAULT_DSCP):
+            raise ValueError(f"DSCP plan needs exactly {sorted(DEFAULT_DSCP)}")
+        values = list(dscp.values())
+        if any(not 0 <= v < 64 for v in values) or len(set(values)) != len(values):
+            raise ValueError(f"DSCP values must be distinct and in 0..63: {dscp}")
+
+    def share(self):
+        return self.w_q if self.credit_share is None else self.credit_share
+
+    def credit_kbit(self):
+        """The credit rate limit: share·C·84/(84+1538) (FlexPass §4.1, ExpressPass §3.1)."""
+        return self.share() * self.link_mbit * 1000 * CREDIT_WIRE / (CREDIT_WIRE + MAX_DATA_WIRE)
+
+
+def commands(cfg: NicConfig):
+    """The tc commands that build the port (pure: unit-tested without root)."""
+    cfg.validate()
+    dscp = cfg.dscp or DEFAULT_DSCP
+    dev = cfg.dev
+    c = max(1, int(cfg.link_mbit * 1000))
+    credit = max(8, int(cfg.credit_kbit()))
+    flex = max(8, int(cfg.w_q * c) - credit)
+    legacy = max(8, int((1 - cfg.w_q) * c))
+    tc = ["tc"]
+    cmds = [
+        tc + ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "30"],
+        tc + ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{c}kbit", "ceil", f"{c}kbit"],
+        tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:10", "htb", "rate", f"{credit}kbit",
+              "ceil", f"{credit}kbit", "burst", f"{2 * 92}b", "cburst", f"{2 * 92}b", "prio", "0"],
+        tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate", f"{flex}kbit",
+              "ceil", f"{c}kbit", "prio", "1"],
+        tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:30", "htb", "rate", f"{legacy}kbit",
+              "ceil", f"{c}kbit", "prio", "1"],
+        tc + ["qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", str(cfg.credit_buffer)],
+    ]
+    if cfg.aqm == "red":
+        # RED with ECN: marks above K (min = max = K for a step), hard limit at the red threshold.
+        cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:20", "handle", "20:", "red",
+                          "limit", str(cfg.red_bytes * 4), "min", str(cfg.k_bytes), "max", str(cfg.k_bytes + 1500),
+                          "avpkt", "1500", "burst", str(cfg.k_bytes // 1500 + 1), "probability", "1.0", "ecn"])
+    else:
+        cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo",
+                          "limit", str(cfg.data_limit_pkts)])
+    cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:30", "handle", "30:", "pfifo",
+                      "limit", str(cfg.data_limit_pkts)])
+    flows = {"credit": "1:10", "proactive_data": "1:20", "reactive_data": "1:20", "control": "1:20"}
+    for prio, (cls, flowid) in enumerate(flows.items(), start=1):
+        cmds.append(tc + ["filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", str(prio),
+                          "u32", "match", "ip", "tos", hex(dscp[cls] << 2), "0xfc", "flowid", flowid])
+    return cmds
+
+
+def run(cmds, dry):
+    for cmd in cmds:
+        if dry:
+            print(shlex.join(cmd))
+            continue
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} failed: {r.stderr.strip()}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("apply", "print"):
+        p = sub.add_parser(name, help="configure the port" if name == "apply" else "print the tc commands")
+        p.add_argument("--dev", required=True)
+        p.add_argument("--link-mbit", type=float, required=True)
+        p.add_argument("--w-q", type=float, default=0.5)
+        p.add_argument("--credit-share", type=float, default=None,
+                       help="credits may fill this share of the link (default w_q; 1.0 for ExpressPass)")
+        p.add_argument("--credit-buffer", type=int, default=8)
+        p.add_argument("--data-limit-pkts", type=int, default=1000, help="pfifo limit of the data classes")
+        p.add_argument("--aqm", choices=["pfifo", "red"], default="pfifo")
+        p.add_argument("--k-bytes", type=int, default=60_000)
+        p.add_argument("--red-bytes", type=int, default=100_000)
+    for name in ("clear", "show"):
+        sub.add_parser(name).add_argument("--dev", required=True)
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd in ("apply", "print"):
+            cfg = NicConfig(dev=a.dev, link_mbit=a.link_mbit, w_q=a.w_q, credit_share=a.credit_share,
+                            credit_buffer=a.credit_buffer, data_limit_pkts=a.data_limit_pkts, aqm=a.aqm, k_bytes=a.k_bytes, red_bytes=a.red_bytes)
+            run(commands(cfg), dry=a.cmd == "print")
+        elif a.cmd == "clear":
+            run([["tc", "qdisc", "del", "dev", a.dev, "root"]], dry=False)
+        else:
+            for what in ("qdisc", "class", "filter"):
+                print(subprocess.run(["tc", "-s", what, "show", "dev", a.dev], capture_output=True, text=True).stdout)
+    except (ValueError, RuntimeError) as e:
+        print(f"flexpass_nic: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
