@@ -18,7 +18,7 @@ deps:
 	@if ! pkg-config --exists fontconfig freetype2 2>/dev/null || ! fc-list 2>/dev/null | grep -qi dejavu; then \
 	  echo "deps: installing fontconfig/freetype/fonts for the plots (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core >/dev/null; fi
-	@$(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
+	@PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
 	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev]'; }
 
 ## build: the Rust workspace (release: the model and benchmarks need it)
