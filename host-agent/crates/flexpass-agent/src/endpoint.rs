@@ -139,8 +139,13 @@ pub struct Endpoint {
     buf: Vec<u8>,
     out: Vec<u8>,
     pacing_errors: Vec<u32>,
+    /// Finished receivers kept to re-acknowledge late retransmissions (like TIME_WAIT).
+    retired: VecDeque<(Nanos, FlowKey)>,
     pub stats: EndpointStats,
 }
+
+/// How long a finished receiver keeps answering retransmitted data before it is dropped.
+pub const RECEIVER_LINGER: Nanos = 2_000_000_000;
 
 impl Endpoint {
     pub fn bind(cfg: EndpointConfig) -> io::Result<Self> {
@@ -171,6 +176,7 @@ impl Endpoint {
             buf: vec![0u8; 65_536],
             out: Vec::with_capacity(2048),
             pacing_errors: Vec::new(),
+            retired: VecDeque::new(),
             stats: EndpointStats::default(),
             cfg,
         })
@@ -220,6 +226,13 @@ impl Endpoint {
     }
     pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
         self.receivers.remove(&key)
+    }
+
+    /// The application is done with a finished flow: keep acknowledging retransmissions
+    /// (the sender may have missed the last ACK) for `RECEIVER_LINGER`, then forget it.
+    pub fn retire_receiver(&mut self, key: FlowKey) {
+        let at = self.now() + RECEIVER_LINGER;
+        self.retired.push_back((at, key));
     }
 
     /// Next incoming flow accepted since the last call.
@@ -352,6 +365,10 @@ impl Endpoint {
 
     fn run_timers_and_flush(&mut self) {
         let now = self.now();
+        while self.retired.front().is_some_and(|&(at, _)| at <= now) {
+            let (_, key) = self.retired.pop_front().expect("checked");
+            self.receivers.remove(&key);
+        }
         let mut out: Vec<(SocketAddr, Transmit)> = Vec::new();
         for (&(peer, _), s) in self.senders.iter_mut() {
             if s.poll_timeout().is_some_and(|d| d <= now) {

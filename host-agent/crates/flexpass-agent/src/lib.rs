@@ -1,5 +1,6 @@
 //! FlexPass host agent: the transport core on real UDP sockets.
 
+pub mod daemon;
 pub mod endpoint;
 pub mod socket;
 

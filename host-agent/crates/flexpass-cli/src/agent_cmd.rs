@@ -508,6 +508,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 error: None,
             };
             let transport = r.transport();
+            ep.retire_receiver(k);
             emit(&rec, args.stdout);
             if args.stdout {
                 out.flush().map_err(|e| e.to_string())?;
@@ -648,4 +649,42 @@ fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
         credits_wasted: 0,
         error,
     }
+}
+
+#[derive(clap::Args)]
+pub struct AgentArgs {
+    /// UDP address of this host's agent.
+    #[arg(long, default_value = "0.0.0.0:7890")]
+    pub listen: SocketAddr,
+    /// Unix socket of the local API (docs/agent-api.md).
+    #[arg(long, default_value = "/run/flexpass/agent.sock")]
+    pub socket: PathBuf,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub config: crate::config::ConfigArg,
+}
+
+/// The long-running agent: every flow of this host's applications, through the local API.
+pub fn agent(args: AgentArgs) -> Result<(), String> {
+    let stop = stop_flag()?;
+    let ep = args.net.endpoint(args.listen, true)?;
+    if let Some(dir) = args.socket.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut daemon = flexpass_agent::daemon::Daemon::new(ep, &args.socket)
+        .map_err(|e| format!("cannot serve the API on {}: {e}", args.socket.display()))?;
+    log::info!(
+        "flexpass agent: udp {} api {}",
+        daemon.endpoint().local_addr().map_err(|e| e.to_string())?,
+        args.socket.display()
+    );
+    daemon.run(&stop).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&args.socket);
+    eprintln!(
+        "flexpass agent: {}",
+        serde_json::to_string(&daemon.endpoint().stats).expect("stats serialise")
+    );
+    Ok(())
 }
