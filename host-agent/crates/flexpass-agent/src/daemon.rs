@@ -203,10 +203,7 @@ impl Daemon {
                     };
                 }
                 // A client that hangs up while waiting is simply dropped.
-                match self.clients[i].stream.read(&mut buf) {
-                    Ok(0) => false,
-                    _ => true,
-                }
+                !matches!(self.clients[i].stream.read(&mut buf), Ok(0))
             }
             Role::Sending { key, started, eof } => {
                 let key = *key;
