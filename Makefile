@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build test demo bench fuzz clean test-rust test-python test-fuzz test-netns
+.PHONY: deps build test demo bench fuzz clean test-rust test-python test-fuzz test-netns test-cpp
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -18,6 +18,9 @@ deps:
 	@if ! pkg-config --exists fontconfig freetype2 2>/dev/null || ! fc-list 2>/dev/null | grep -qi dejavu; then \
 	  echo "deps: installing fontconfig/freetype/fonts for the plots (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core >/dev/null; fi
+	@if ! command -v cmake >/dev/null || [ ! -e /usr/include/gtest/gtest.h ]; then \
+	  echo "deps: installing cmake, g++ and GoogleTest for the switch target (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ libgtest-dev >/dev/null; fi
 	@PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
 	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev]'; }
 
@@ -28,11 +31,11 @@ build: deps
 ## test: every test tier; ends with a summary of tiers run and skipped
 test: deps
 	@mkdir -p build && : > $(SUMMARY)
-	@$(MAKE) --no-print-directory -k test-rust test-python test-netns test-fuzz; status=$$?; \
+	@$(MAKE) --no-print-directory -k test-rust test-python test-cpp test-netns test-fuzz; status=$$?; \
 	 echo "== FlexPass test summary =="; cat $(SUMMARY); \
 	 echo "skipped: p4/bmv2 + ptf tier: no P4 program in this release yet (issue #4)"; \
 	 ran=$$(grep -c '^ran:' $(SUMMARY)); skipped=$$(grep -ci '^skipped' $(SUMMARY)); \
-	 echo "tiers: $$ran passed, $$((4 - ran - skipped)) failed, $$((skipped + 1)) skipped"; \
+	 echo "tiers: $$ran passed, $$((5 - ran - skipped)) failed, $$((skipped + 1)) skipped"; \
 	 exit $$status
 
 test-rust:
@@ -42,6 +45,14 @@ test-rust:
 test-python:
 	$(PYTHON) -m pytest -q control-plane/tests nic/tests
 	@echo "ran: python (Scapy layer against the shared vectors, control-plane config and P4Runtime entries, NIC edge)" >> $(SUMMARY)
+
+# The switch target's traffic manager (C++, GoogleTest via ctest).
+test-cpp:
+	@if command -v cmake >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then \
+	  cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+	  cmake --build build/switch-target -j2 && ctest --test-dir build/switch-target --output-on-failure && \
+	  echo "ran: c++ (switch-target traffic manager: DWRR, strict priority, shaping, color admission)" >> $(SUMMARY); \
+	else echo "SKIPPED c++ tier: cmake or GoogleTest (libgtest-dev) not installed" | tee -a $(SUMMARY); fi
 
 # Real kernel networking: namespaces, veth, a Linux router with htb/u32 (needs root).
 test-netns:
