@@ -230,3 +230,20 @@ while time.time() < end:
     sender_stats = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
     assert server_stats["malformed"] > 0, server_stats
     assert sender_stats["malformed"] > 0 and sender_stats["unknown_flow"] > 0, sender_stats
+
+
+def test_cat_pipes_stdin_to_the_peers_stdout(net, tmp_path):
+    payload = os.urandom(300_000)
+    received = tmp_path / "received.bin"
+    with open(received, "wb") as sink:
+        srv = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}h3", str(BIN), "serve", "--listen", f"0.0.0.0:{PORT}",
+                                "--stdout", "--count", "1", *NET_ARGS], stdout=sink, stderr=subprocess.PIPE)
+        net.procs.append(srv)
+        time.sleep(0.3)
+        cat = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}h1", str(BIN), "cat", "--to", f"{net.ip['h3']}:{PORT}",
+                                *NET_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        net.procs.append(cat)
+        _, err = cat.communicate(payload, timeout=60)
+        assert cat.returncode == 0, err
+        srv.communicate(timeout=60)
+    assert hashlib.sha256(received.read_bytes()).hexdigest() == hashlib.sha256(payload).hexdigest()
