@@ -317,13 +317,7 @@ impl Endpoint {
     fn dispatch(&mut self, src: SocketAddr, packet: Packet, ce: bool) {
         let now = self.now();
         let key = (src, packet.flow_id());
-        let to_receiver = matches!(
-            packet,
-            Packet::Data(_)
-                | Packet::Hello(_)
-                | Packet::CreditRequest(_)
-                | Packet::CreditStop { .. }
-        );
+        let to_receiver = packet.is_sender_to_receiver();
         if to_receiver {
             if !self.receivers.contains_key(&key) {
                 match (&packet, self.cfg.accept) {

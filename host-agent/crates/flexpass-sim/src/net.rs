@@ -569,13 +569,7 @@ impl Network {
         };
         let now = self.now;
         let ce = pkt.ecn == Ecn::Ce;
-        let to_receiver = matches!(
-            packet,
-            Packet::Data(_)
-                | Packet::Hello(_)
-                | Packet::CreditRequest(_)
-                | Packet::CreditStop { .. }
-        );
+        let to_receiver = packet.is_sender_to_receiver();
         if to_receiver {
             if self.flows[flow].spec.dst != host {
                 self.stray_packets += 1;
