@@ -411,7 +411,6 @@ fn sack_block_ok(cum_ack: u32, start: u32, end: u32) -> bool {
 // ---------------------------------------------------------------------------
 
 impl Packet {
-    /// Flow identifier of any message.
     /// Whether the flow's sender emits this message (and its receiver consumes it):
     /// data, HELLO, CREDIT_REQUEST and CREDIT_STOP. Credits, ACKs, HELLO_ACK and RESET (a
     /// receiver refusing or aborting the flow) go the other way.
@@ -425,6 +424,7 @@ impl Packet {
         )
     }
 
+    /// Flow identifier of any message.
     pub fn flow_id(&self) -> u32 {
         match self {
             Packet::Credit(c) => c.flow_id,
