@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build test demo bench fuzz clean test-rust test-python test-fuzz test-netns test-cpp
+.PHONY: deps build test demo bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -22,7 +22,18 @@ deps:
 	  echo "deps: installing cmake, g++ and GoogleTest for the switch target (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ libgtest-dev >/dev/null; fi
 	@PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
-	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev]'; }
+	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'; }
+	@$(PYTHON) -c 'import ptf' 2>/dev/null || $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'
+
+## p4: the v1model switch program for BMv2 (JSON + P4Info under build/p4); a P4 error fails
+p4:
+	@command -v p4c-bm2-ss >/dev/null || { echo "p4: p4c-bm2-ss not installed (README: P4 toolchain)"; exit 1; }
+	mkdir -p build/p4
+	p4c-bm2-ss --p4runtime-files build/p4/flexpass.p4info.txtpb -o build/p4/flexpass.json p4src/v1model/flexpass.p4
+
+## ptf: BMv2 on veth pairs in a namespace, control plane applies a config, PTF suite (root)
+ptf: deps
+	bash ptf-tests/run_ptf.sh
 
 ## build: the Rust workspace (release: the model and benchmarks need it)
 build: deps
@@ -31,11 +42,10 @@ build: deps
 ## test: every test tier; ends with a summary of tiers run and skipped
 test: deps
 	@mkdir -p build && : > $(SUMMARY)
-	@$(MAKE) --no-print-directory -k test-rust test-python test-cpp test-netns test-fuzz; status=$$?; \
+	@$(MAKE) --no-print-directory -k test-rust test-p4 test-python test-cpp test-netns test-fuzz; status=$$?; \
 	 echo "== FlexPass test summary =="; cat $(SUMMARY); \
-	 echo "skipped: p4/bmv2 + ptf tier: no P4 program in this release yet (issue #4)"; \
 	 ran=$$(grep -c '^ran:' $(SUMMARY)); skipped=$$(grep -ci '^skipped' $(SUMMARY)); \
-	 echo "tiers: $$ran passed, $$((5 - ran - skipped)) failed, $$((skipped + 1)) skipped"; \
+	 echo "tiers: $$ran passed, $$((6 - ran - skipped)) failed, $$skipped skipped"; \
 	 exit $$status
 
 test-rust:
@@ -45,6 +55,16 @@ test-rust:
 test-python:
 	$(PYTHON) -m pytest -q control-plane/tests nic/tests
 	@echo "ran: python (Scapy layer against the shared vectors, control-plane config and P4Runtime entries, NIC edge)" >> $(SUMMARY)
+
+# The P4 program (p4c) and the PTF suite against simple_switch_grpc (root, netns).
+test-p4:
+	@if ! command -v p4c-bm2-ss >/dev/null; then \
+	  echo "SKIPPED p4 tier: p4c-bm2-ss not installed (P4 compile, control plane on BMv2, PTF)" | tee -a $(SUMMARY); \
+	else $(MAKE) --no-print-directory p4 && bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; \
+	  if [ $$status -ne 0 ]; then exit $$status; fi; \
+	  if grep -q '^SKIPPED ptf:' build/ptf.out; then \
+	    echo "ran: p4 (program compiles); $$(grep '^SKIPPED ptf:' build/ptf.out)" >> $(SUMMARY); \
+	  else echo "ran: p4 + ptf (classification, credit meter, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)" >> $(SUMMARY); fi; fi
 
 # The switch target's traffic manager (C++, GoogleTest via ctest).
 test-cpp:

@@ -120,7 +120,8 @@ class FlexPassTest(BaseTest):
 class Classification(FlexPassTest):
     """Each DSCP class lands in its queue (observed in the per-queue
     `forwarded` counter) and is forwarded otherwise unchanged; unassigned
-    DSCP values are legacy."""
+    DSCP values are legacy.  A frame larger than the credit burst marked as
+    credit is dropped by the meter."""
 
     def runTest(self):
         cases = [
@@ -133,12 +134,18 @@ class Classification(FlexPassTest):
         ]
         for name, dscp, qid, ecn in cases:
             before = self.counter("forwarded", 3, qid)
-            pkt = fp_packet(3, dscp, ecn=ecn)
+            # A credit must be credit-sized: the meter burst is two credits
+            # (120 B as BMv2 counts), so a larger frame with DSCP 46 is dropped.
+            pkt = credit(3) if name == "credit" else fp_packet(3, dscp, ecn=ecn)
             testutils.send_packet(self, 1, pkt)
             testutils.verify_packet(self, expected(pkt, 3), 3)
             testutils.verify_no_other_packets(self)
             after = self.counter("forwarded", 3, qid)
             self.assertEqual(after - before, 1, f"{name}: forwarded[port 3, q{qid}] did not count it")
+        before = self.counter("credit_dropped", 3, Q["credit"])
+        testutils.send_packet(self, 1, fp_packet(3, DSCP.credit, ecn=0))  # 156-byte "credit"
+        testutils.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.counter("credit_dropped", 3, Q["credit"]) - before, 1)
 
 
 class CreditMeter(FlexPassTest):
@@ -344,7 +351,8 @@ class MalformedAndTtl(FlexPassTest):
                 self.assertIsInstance(res, self.dataplane.PollSuccess, f"{name}: not forwarded")
                 self.assertEqual(bytes(res.packet)[34:], bytes(pkt)[34:])
             self.assertEqual(self.event(EVT_PARSER_ERROR) - before, 1 if parse_error else 0, name)
-        self.assertGreaterEqual(self.event(EVT_FLEXPASS_SEEN) - seen0, 4)
+        # Common header parsed: credit without credit_seq, version 2, type 0xF.
+        self.assertEqual(self.event(EVT_FLEXPASS_SEEN) - seen0, 3)
         self.assertGreater(self.event(EVT_PARSER_ERROR), perr0)
 
         # TTL expiry: dropped and counted.

@@ -66,7 +66,7 @@ typedef bit<3> qid_t;
 
 /* Ingress event counter indices (counter `ingress_events`). */
 #define EVT_PARSER_ERROR   0   /* malformed/truncated header; packet still forwarded */
-#define EVT_NOT_IPV4       1   /* dropped: no IPv4 header */
+#define EVT_NOT_IPV4       1   /* dropped: no (version 4) IPv4 header */
 #define EVT_BAD_CHECKSUM   2   /* dropped: IPv4 header checksum wrong */
 #define EVT_TTL_EXPIRED    3   /* dropped: TTL <= 1 */
 #define EVT_NO_ROUTE       4   /* dropped: routing table miss */

@@ -47,7 +47,7 @@ control FlexPassIngress(inout headers_t hdr,
         if (hdr.flexpass.isValid()) {
             ingress_events.count(EVT_FLEXPASS_SEEN);
         }
-        if (!hdr.ipv4.isValid()) {
+        if (!hdr.ipv4.isValid() || hdr.ipv4.version != 4) {
             drop(EVT_NOT_IPV4);
         } else if (hdr.ipv4.ihl != 5) {
             drop(EVT_IPV4_OPTIONS);

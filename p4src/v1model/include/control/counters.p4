@@ -13,7 +13,7 @@
 #ifndef FLEXPASS_COUNTERS_P4_
 #define FLEXPASS_COUNTERS_P4_
 
-function bit<32> port_queue_index(in bit<9> port, in qid_t qid) {
+bit<32> port_queue_index(in bit<9> port, in qid_t qid) {
     return ((bit<32>)port << 3) | (bit<32>)qid;
 }
 
