@@ -59,13 +59,15 @@ def main():
             sh("ip", "netns", "exec", f"{P}{h}", "ip", "link", "set", dev, "up")
         net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50"]
         results = {}
-        for transport in ("flexpass", "tcp"):
-            srv = start("b", "serve", "--listen", "0.0.0.0:7890", "--tcp", "0.0.0.0:7891", "--count", "1", *net)
+        for transport, extra in (("flexpass", []), ("tcp", []), ("flexpass-spin", ["--spin-us", "30"])):
+            run_net = net + extra
+            transport_arg = transport.split("-")[0]
+            srv = start("b", "serve", "--listen", "0.0.0.0:7890", "--tcp", "0.0.0.0:7891", "--count", "1", *run_net)
             time.sleep(0.3)
-            port = 7891 if transport == "tcp" else 7890
+            port = 7891 if transport_arg == "tcp" else 7890
             t0 = time.time()
-            out, err, cpu, rc = finish(start("a", "send", "--to", f"10.78.0.2:{port}", "--transport", transport,
-                                             "--size", str(SIZE), *net))
+            out, err, cpu, rc = finish(start("a", "send", "--to", f"10.78.0.2:{port}", "--transport", transport_arg,
+                                             "--size", str(SIZE), *run_net))
             elapsed = time.time() - t0
             _, serr, server_cpu, _ = finish(srv)
             if rc != 0:
@@ -88,6 +90,14 @@ def main():
             "credits_received_by_sender": credits,
             "receiver_cpu_us_per_packet_handled": round(fp["server_cpu_s"] * 1e6 / max(packets + credits, 1), 3),
             "credit_pacing_error_ns_p50_p99_max": stats.get("credit_pacing_error_ns"),
+        }
+        spin = results["flexpass-spin"]
+        spin_stats = json.loads(spin["server_stats"].split("flexpass serve: ", 1)[1])
+        summary["with_spin_30us"] = {
+            "flexpass_gbps": round(spin["gbps"], 3),
+            "credit_pacing_error_ns_p50_p99_max": spin_stats.get("credit_pacing_error_ns"),
+            "receiver_cpu_s": round(spin["server_cpu_s"], 3),
+            "receiver_cpu_s_without_spin": round(fp["server_cpu_s"], 3),
         }
         print("agent bench:", json.dumps(summary))
         return 0

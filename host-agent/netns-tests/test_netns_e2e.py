@@ -247,3 +247,15 @@ def test_cat_pipes_stdin_to_the_peers_stdout(net, tmp_path):
         assert cat.returncode == 0, err
         srv.communicate(timeout=60)
     assert hashlib.sha256(received.read_bytes()).hexdigest() == hashlib.sha256(payload).hexdigest()
+
+
+def test_message_mode_sends_one_flow_per_message(net):
+    size, count = 20_000, 5
+    srv = serve(net, count)
+    p = net.spawn("h1", "send", "--to", f"{net.ip['h3']}:{PORT}", "--size", str(size), "--messages", str(count),
+                  "--timeout-s", "60", *NET_ARGS)
+    sent = records(finish(p)[0])
+    got = records(finish(srv)[0])
+    assert len(sent) == len(got) == count
+    assert len({r["flow_id"] for r in sent}) == count
+    assert all(r["sha256"] == expected_sha(size) for r in sent + got)

@@ -102,6 +102,10 @@ pub struct SendArgs {
     /// Send this file.
     #[arg(long, conflicts_with = "size")]
     pub file: Option<PathBuf>,
+    /// Message mode: send the --size bytes (or the --file) this many times, one flow per
+    /// message, back to back on one endpoint, one record per message.
+    #[arg(long, default_value_t = 1)]
+    pub messages: u64,
     /// Local UDP address.
     #[arg(long, default_value = "0.0.0.0:0")]
     pub bind: SocketAddr,
@@ -224,12 +228,17 @@ impl Read for Pattern {
 
 pub fn send(args: SendArgs) -> Result<(), String> {
     let transport = parse_transport(&args.transport)?;
+    if args.messages == 0 || (args.messages > 1 && args.size.is_none() && args.file.is_none()) {
+        return Err("--messages needs a count ≥ 1, and --size or --file when above 1 (stdin can be read once)".into());
+    }
     let input = source(&args)?;
     let stop = stop_flag()?;
     let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.timeout_s);
-    let mut hasher = Sha256::new();
     let Some(t) = transport else {
+        if args.messages > 1 {
+            return Err("--messages is for flexpass, expresspass and dctcp flows".into());
+        }
+        let mut hasher = Sha256::new();
         // Kernel TCP baseline.
         let mut s = TcpStream::connect(args.to)
             .map_err(|e| format!("cannot connect to {}: {e}", args.to))?;
@@ -261,6 +270,40 @@ pub fn send(args: SendArgs) -> Result<(), String> {
         return Ok(());
     };
     let mut ep = args.net.endpoint(args.bind, false)?;
+    let mut input = Some(input);
+    for message in 0..args.messages {
+        let input = match input.take() {
+            Some(i) => i,
+            None => source(&args)?,
+        };
+        let started = if message == 0 {
+            started
+        } else {
+            Instant::now()
+        };
+        let deadline = started + Duration::from_secs_f64(args.timeout_s);
+        send_flow(&mut ep, &args, t, input, &stop, started, deadline)?;
+    }
+    // Let the final CREDIT_STOP leave.
+    ep.poll(Duration::ZERO).map_err(|e| e.to_string())?;
+    eprintln!(
+        "flexpass send: {}",
+        serde_json::to_string(&ep.stats).expect("stats serialise")
+    );
+    Ok(())
+}
+
+/// One flow (one message) on an open endpoint: bytes from `input` until it closes.
+fn send_flow(
+    ep: &mut Endpoint,
+    args: &SendArgs,
+    t: TransportKind,
+    input: mpsc::Receiver<Bytes>,
+    stop: &AtomicBool,
+    started: Instant,
+    deadline: Instant,
+) -> Result<(), String> {
+    let mut hasher = Sha256::new();
     let key = ep
         .open(args.to, t, args.size.unwrap_or(0))
         .map_err(|e| e.to_string())?;
@@ -340,12 +383,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
                 ),
                 false,
             );
-            // Let the final CREDIT_STOP leave.
-            ep.poll(Duration::ZERO).map_err(|e| e.to_string())?;
-            eprintln!(
-                "flexpass send: {}",
-                serde_json::to_string(&ep.stats).expect("stats serialise")
-            );
+            ep.close_sender(key);
             return Ok(());
         }
         // Packets in flight wake the loop; input from the reader thread does not, so poll
