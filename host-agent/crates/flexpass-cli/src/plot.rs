@@ -10,7 +10,7 @@ use std::path::Path;
 
 const SIZE: (u32, u32) = (1200, 700);
 /// Length of the line sample in a legend entry, pixels.
-const LEGEND_LINE: i32 = 34;
+pub const LEGEND_LINE: i32 = 34;
 
 /// Distinct, print-friendly colours (one per flow / transport).
 const COLORS: [RGBColor; 8] = [
@@ -49,8 +49,25 @@ pub fn throughput_png(r: &Report, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-type DrawResult =
+pub type DrawResult =
     Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
+
+/// The legend box every figure uses.
+pub fn draw_legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+    font_size: u32,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font(("sans-serif", font_size))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .margin(10)
+        .legend_area_size(LEGEND_LINE + 12)
+        .draw()
+}
 
 /// Axis tick text without float noise or needless decimals: 10, 2.5, 0.25.
 pub fn tick(v: f64) -> String {
@@ -179,15 +196,7 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
             )
         });
 
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 17))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .margin(10)
-        .legend_area_size(LEGEND_LINE + 12)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 17)?;
     Ok(())
 }
 
@@ -304,14 +313,6 @@ fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Dra
             }
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 17))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .margin(10)
-        .legend_area_size(LEGEND_LINE + 12)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 17)?;
     Ok(())
 }

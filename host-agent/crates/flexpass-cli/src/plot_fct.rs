@@ -3,7 +3,7 @@
 //! the CDF of the small flows' FCT (left) and the average and p99 FCT per flow-size bucket
 //! (right).
 
-use crate::plot::{color, tick};
+use crate::plot::{color, draw_legend, tick, DrawResult, LEGEND_LINE};
 use flexpass_agent::workload::{summarize, FctStats, FctSummary, SMALL_FLOW};
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::Shift;
@@ -11,7 +11,6 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 const SIZE: (u32, u32) = (1500, 650);
-const LEGEND_LINE: i32 = 34;
 
 #[derive(clap::Args)]
 pub struct PlotFctArgs {
@@ -185,8 +184,6 @@ fn default_label(path: &Path, transports: &[String]) -> String {
 }
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
-type DrawResult =
-    Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
 
 /// Writes the two-panel figure for `series` to `path`.
 pub fn fct_png(series: &[Series], path: &Path) -> Result<(), String> {
@@ -295,15 +292,7 @@ where
                 PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font(("sans-serif", 16))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .margin(10)
-        .legend_area_size(LEGEND_LINE + 12)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 16)?;
     Ok(())
 }
 
@@ -456,15 +445,7 @@ where
                 + PathElement::new(vec![(17, 0), (17, 8)], BLACK.stroke_width(1))
                 + PathElement::new(vec![(8, 0), (26, 0)], BLACK.stroke_width(3))
         });
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 16))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .margin(10)
-        .legend_area_size(LEGEND_LINE + 12)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 16)?;
     Ok(())
 }
 
