@@ -309,22 +309,30 @@ fn send_flow(
         .map_err(|e| e.to_string())?;
     let mut total = 0u64;
     let mut eof = false;
+    // The flow's one record, whichever way it ends.
+    let report = |event, s: &flexpass_core::Sender, error, hasher, total| {
+        let rec = record(
+            event,
+            &args.transport,
+            args.to,
+            key.1,
+            total,
+            hasher,
+            started,
+            Some(s),
+            error,
+        );
+        emit(&rec, false);
+    };
     loop {
         if stop.load(Ordering::Relaxed) {
             let s = ep.sender(key).expect("open");
-            emit(
-                &record(
-                    "flow_interrupted",
-                    &args.transport,
-                    args.to,
-                    key.1,
-                    total,
-                    hasher,
-                    started,
-                    Some(s),
-                    Some("interrupted".into()),
-                ),
-                false,
+            report(
+                "flow_interrupted",
+                s,
+                Some("interrupted".into()),
+                hasher,
+                total,
             );
             return Err(format!(
                 "interrupted with {} bytes unacknowledged",
@@ -350,39 +358,11 @@ fn send_flow(
             }
         }
         if let Some(e) = sender.error() {
-            let msg = format!("flow to {} failed: {e}", args.to);
-            emit(
-                &record(
-                    "flow_failed",
-                    &args.transport,
-                    args.to,
-                    key.1,
-                    total,
-                    hasher,
-                    started,
-                    Some(sender),
-                    Some(e.to_string()),
-                ),
-                false,
-            );
-            return Err(msg);
+            report("flow_failed", sender, Some(e.to_string()), hasher, total);
+            return Err(format!("flow to {} failed: {e}", args.to));
         }
         if sender.is_complete() {
-            let s = ep.sender(key).expect("open");
-            emit(
-                &record(
-                    "flow_sent",
-                    &args.transport,
-                    args.to,
-                    key.1,
-                    total,
-                    hasher,
-                    started,
-                    Some(s),
-                    None,
-                ),
-                false,
-            );
+            report("flow_sent", sender, None, hasher, total);
             ep.close_sender(key);
             return Ok(());
         }

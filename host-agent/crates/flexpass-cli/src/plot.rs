@@ -52,6 +52,29 @@ pub fn throughput_png(r: &Report, path: &Path) -> Result<(), String> {
 pub type DrawResult =
     Result<(), DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>>;
 
+/// Axes, grid and tick labels of the throughput and incast figures (linear f64 axes).
+fn draw_mesh(
+    chart: &mut ChartContext<
+        '_,
+        BitMapBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    x_desc: &str,
+    y_desc: &str,
+) -> DrawResult {
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .axis_desc_style(("sans-serif", 20))
+        .label_style(("sans-serif", 16))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .draw()
+}
+
 /// The legend box every figure uses.
 pub fn draw_legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
@@ -118,17 +141,7 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
         .x_label_area_size(50)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..t_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (ms)")
-        .y_desc("throughput (Gbit/s)")
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .axis_desc_style(("sans-serif", 20))
-        .label_style(("sans-serif", 16))
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
-        .draw()?;
+    draw_mesh(&mut chart, "time (ms)", "throughput (Gbit/s)")?;
 
     for (i, f) in r.flows.iter().enumerate() {
         let c = color(i);
@@ -257,17 +270,7 @@ fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Dra
         .x_label_area_size(50)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max * 1.08, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("number of concurrent flows")
-        .y_desc("max FCT (ms)")
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .axis_desc_style(("sans-serif", 20))
-        .label_style(("sans-serif", 16))
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
-        .draw()?;
+    draw_mesh(&mut chart, "number of concurrent flows", "max FCT (ms)")?;
 
     if transports.is_empty() {
         root.draw(&Text::new(
