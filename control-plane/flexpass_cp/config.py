@@ -55,7 +55,7 @@ KIND = {  # KIND_* in define.p4
     TrafficClass.REACTIVE_DATA: 3,
     TrafficClass.CONTROL: 4,
 }
-COLOR_GREEN, COLOR_RED = 0, 1
+COLOR_GREEN, COLOR_RED = 0, 2  # p4src/shared/define.p4 (v1model meter encoding)
 
 #: Bytes on the wire that BMv2 does not see in a frame: preamble+SFD (8),
 #: inter-frame gap (12) and FCS (4).  BMv2 byte meters count the frame as

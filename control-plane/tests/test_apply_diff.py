@@ -153,7 +153,7 @@ def _p4info():
     a = info.actions.add()
     a.preamble.id, a.preamble.name = 10, "set_class"
     a.params.add(id=1, name="qid", bitwidth=3)
-    a.params.add(id=2, name="color", bitwidth=1)
+    a.params.add(id=2, name="color", bitwidth=2)
     a.params.add(id=3, name="kind", bitwidth=3)
     m = info.meters.add()
     m.preamble.id, m.preamble.name = 20, "credit_meter"

@@ -291,7 +291,7 @@ def test_entries_counts_and_values():
     assert by_dscp == {
         46: {"qid": 7, "color": 0, "kind": 1},
         26: {"qid": 5, "color": 0, "kind": 2},
-        30: {"qid": 5, "color": 1, "kind": 3},
+        30: {"qid": 5, "color": 2, "kind": 3},
         24: {"qid": 5, "color": 0, "kind": 4},
         0: {"qid": 6, "color": 0, "kind": 0},
     }

@@ -48,9 +48,12 @@ const kind_t KIND_REACTIVE  = 3;
 const kind_t KIND_CONTROL   = 4;
 
 /* ---- Colour used for selective (colour-aware) dropping ----------------- */
-typedef bit<1> color_t;
-const color_t COLOR_GREEN = 0;
-const color_t COLOR_RED   = 1;
+/* Packet colour, in the v1model meter encoding (0 green, 1 yellow, 2 red) so a
+ * traffic manager with colour-aware admission reads it as-is (switch-target). */
+typedef bit<2> color_t;
+const color_t COLOR_GREEN  = 0;
+const color_t COLOR_YELLOW = 1;
+const color_t COLOR_RED    = 2;
 
 /* ---- Sizes ------------------------------------------------------------- */
 /* Queue id = the BMv2 priority queue index (standard_metadata.priority).
