@@ -221,7 +221,7 @@ class EcnMarking(FlexPassTest):
 
     def runTest(self):
         port, qid = 2, Q["flexpass"]
-        k = CFG.derived("s1", port).ecn_threshold_pkts
+        k = CFG.derived("s1", port).ecn_threshold_qdepth
         # Below K: packets spaced so the queue (81 pkt/s) is empty each time.
         before = self.counters(port, qid)
         for i in range(5):
@@ -265,7 +265,7 @@ class SelectiveDrop(FlexPassTest):
 
     def runTest(self):
         port, qid = 2, Q["flexpass"]
-        red_thr = CFG.derived("s1", port).red_threshold_pkts
+        red_thr = CFG.derived("s1", port).red_threshold_qdepth
         n = 60
         before = self.counters(port, qid)
         self.send_burst(1, [fp_packet(port, DSCP.reactive_data,

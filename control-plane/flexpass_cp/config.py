@@ -17,10 +17,14 @@ Units
   ``"10Gbps"``, ``"100Mbps"``, ``"1.5Gbps"``, ``"800kbps"``, ``"42bps"``.
 * Sizes: an int is **bytes**; strings take a unit: ``"65KB"`` (1 KB = 1000 B),
   ``"64KiB"`` (1024 B), ``"1MB"``, ``"1538B"``.
-* Thresholds on BMv2 are compared with ``standard_metadata.enq_qdepth``,
-  which counts **packets**, so byte thresholds are converted to
-  ``ceil(bytes / max_frame_bytes)`` packets (max_frame_bytes defaults to 1538,
-  a full-size Ethernet frame on the wire).
+* Thresholds are compared with ``standard_metadata.enq_qdepth``.  Stock BMv2
+  (``target: simple_switch``) counts **packets**, so byte thresholds are
+  converted to ``ceil(bytes / max_frame_bytes)`` packets (max_frame_bytes
+  defaults to 1538, a full-size Ethernet frame on the wire).  The project's
+  target (``target: flexpass_switch``, switch-target/) reports **bytes** as
+  BMv2 counts them (no preamble, IFG or FCS), so thresholds are written as
+  configured, and its traffic manager (:func:`tm_settings`) does the DWRR,
+  the credit shaping and the red admission that stock BMv2 cannot do.
 """
 
 from __future__ import annotations
@@ -73,6 +77,15 @@ LOGICAL_QUEUES = ("credit", "flexpass", "legacy")
 #: gets at least its share, FlexPass gets at least w_q·C and everything the
 #: legacy queue leaves unused.
 DEFAULT_BMV2_PRIORITY = {"credit": 7, "legacy": 6, "flexpass": 5}
+
+#: Switch programs a config can drive.  simple_switch covers simple_switch_grpc.
+TARGETS = ("simple_switch", "flexpass_switch")
+
+#: Largest CREDIT frame on the wire (ExpressPass §3.1: 84-92 B).
+MAX_CREDIT_WIRE_BYTES = 92
+
+#: enq_qdepth is bit<19> in v1model: "no threshold".
+NO_THRESHOLD = 0x7FFFF
 
 #: Traffic class -> (logical queue, colour) for each profile.  The profiles
 #: differ only in classifier entries (the P4 program is the same).
@@ -249,6 +262,8 @@ class SwitchConfig:
     next_hops: Dict[str, NextHop]
     ecmp_groups: Dict[str, Tuple[str, ...]]
     routes: Tuple[Route, ...]
+    target: str = "simple_switch"
+    tm_port: int = 9191  # flexpass_switch traffic-manager API (docs/tm-api.md)
 
 
 @dataclass(frozen=True)
@@ -319,18 +334,27 @@ class Derived:
         """Bytes -> BMv2 queue-depth packets, rounded up."""
         return int(math.ceil(nbytes / self.config.max_frame_bytes))
 
-    @property
-    def ecn_threshold_pkts(self) -> int:
-        return self.packets(self.port.queues.ecn_threshold_bytes)
+    def qdepth(self, nbytes: int) -> int:
+        """A byte threshold in the target's enq_qdepth units (module docstring)."""
+        if self.switch.target == "flexpass_switch":
+            return min(nbytes, NO_THRESHOLD)
+        return self.packets(nbytes)
 
     @property
-    def red_threshold_pkts(self) -> int:
+    def ecn_threshold_qdepth(self) -> int:
+        return self.qdepth(self.port.queues.ecn_threshold_bytes)
+
+    @property
+    def red_threshold_qdepth(self) -> int:
+        """P4 egress red threshold; the flexpass_switch TM drops red at admission."""
+        if self.switch.target == "flexpass_switch":
+            return NO_THRESHOLD
         return self.packets(self.port.queues.red_threshold_bytes)
 
     @property
-    def legacy_ecn_threshold_pkts(self) -> Optional[int]:
+    def legacy_ecn_threshold_qdepth(self) -> Optional[int]:
         b = self.port.queues.legacy_ecn_threshold_bytes
-        return None if b is None else self.packets(b)
+        return None if b is None else self.qdepth(b)
 
     @property
     def data_queue_depth_pkts(self) -> int:
@@ -352,18 +376,74 @@ class Derived:
     def qid(self, logical_queue: str) -> int:
         return self.config.bmv2_priority[logical_queue]
 
+    @property
+    def credit_buffer_bytes(self) -> int:
+        """TM credit queue buffer: credit_queue_packets of the largest credit, in BMv2 bytes."""
+        return self.port.queues.credit_queue_packets * (MAX_CREDIT_WIRE_BYTES - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2)
+
+    def tm_port(self) -> "TmPort":
+        """flexpass_switch traffic-manager settings of this port (FlexPass §4.1):
+        credits strict priority, shaped to credit_rate_bps with a 2-credit burst and
+        an 8-credit buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at the red
+        threshold on Q1; ECN K reported per queue.  The naive profile shares one data
+        queue and shapes credits for the whole link."""
+        q = self.port.queues
+        credit = TmQueue(self.qid("credit"), priority=1, weight=1.0,
+                         buffer_bytes=self.credit_buffer_bytes,
+                         shaper_rate_bps=self.credit_rate_bps,
+                         shaper_burst_bytes=2 * self.config.credit_wire_bytes)
+        naive = self.switch.profile == "expresspass_naive"
+        flexpass = TmQueue(self.qid("flexpass"), priority=0, weight=1.0 if naive else q.w_q,
+                           buffer_bytes=q.buffer_bytes,
+                           red_threshold=None if naive else q.red_threshold_bytes,
+                           ecn_threshold=None if naive else q.ecn_threshold_bytes)
+        legacy = TmQueue(self.qid("legacy"), priority=0, weight=1.0 if naive else 1 - q.w_q,
+                         buffer_bytes=q.buffer_bytes, ecn_threshold=q.legacy_ecn_threshold_bytes)
+        return TmPort(self.port.port, self.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2,
+                      (credit, flexpass, legacy))
+
     def summary(self) -> Dict[str, Any]:
         return {
             "credit_rate_bps": self.credit_rate_bps,
             "credits_per_second": self.credits_per_second,
             "meter_cir_bytes_per_s": self.meter_cir_bytes_per_s,
             "meter_burst_bytes": self.meter_burst_bytes,
-            "ecn_threshold_pkts": self.ecn_threshold_pkts,
-            "red_threshold_pkts": self.red_threshold_pkts,
-            "legacy_ecn_threshold_pkts": self.legacy_ecn_threshold_pkts,
+            "ecn_threshold_qdepth": self.ecn_threshold_qdepth,
+            "red_threshold_qdepth": self.red_threshold_qdepth,
+            "legacy_ecn_threshold_qdepth": self.legacy_ecn_threshold_qdepth,
             "data_queue_depth_pkts": self.data_queue_depth_pkts,
             "legacy_rate_pps": self.legacy_rate_pps,
         }
+
+
+@dataclass(frozen=True)
+class TmQueue:
+    """One queue of the flexpass_switch traffic manager (docs/tm-api.md, set_queue)."""
+
+    queue: int
+    priority: int
+    weight: float
+    buffer_bytes: int
+    red_threshold: Optional[int] = None
+    ecn_threshold: Optional[int] = None
+    shaper_rate_bps: Optional[float] = None
+    shaper_burst_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class TmPort:
+    """A port of the flexpass_switch traffic manager (docs/tm-api.md, set_port)."""
+
+    port: int
+    link_rate_bps: float
+    wire_overhead_bytes: int
+    queues: Tuple[TmQueue, ...]
+
+
+def tm_settings(cfg: "Config", switch: str) -> List[TmPort]:
+    """Traffic-manager settings of every port of a flexpass_switch (pure)."""
+    sw = cfg.switch(switch)
+    return [Derived(cfg, sw, sw.ports[p]).tm_port() for p in sorted(sw.ports)]
 
 
 # --------------------------------------------------------------------------
@@ -482,7 +562,8 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     path = f"switches.{name}"
     raw = _mapping(raw, path)
     _check_keys(raw, path, ("device_id", "grpc_addr", "thrift_port", "profile", "ports",
-                            "next_hops", "ecmp_groups", "routes"), required=("ports",))
+                            "next_hops", "ecmp_groups", "routes", "target", "tm_port"),
+                required=("ports",))
     device_id = _int(raw.get("device_id", 0), _join(path, "device_id"), 0, 2**64 - 1)
     grpc_addr = raw.get("grpc_addr", "127.0.0.1:9559")
     if not isinstance(grpc_addr, str) or ":" not in grpc_addr:
@@ -491,6 +572,10 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     profile = raw.get("profile", "flexpass")
     if profile not in PROFILES:
         raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
+    target = raw.get("target", "simple_switch")
+    if target not in TARGETS:
+        raise ConfigError(_join(path, "target"), f"unknown target {target!r} (targets: {', '.join(TARGETS)})")
+    tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
     if not ports_raw:
@@ -585,7 +670,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         routes.append(Route(prefix, rraw.get("next_hop"), rraw.get("ecmp_group")))
 
     return SwitchConfig(name, device_id, grpc_addr, thrift_port, profile, ports, next_hops,
-                        groups, tuple(routes))
+                        groups, tuple(routes), target, tm_port)
 
 
 def load_config(path: Union[str, Path]) -> Config:
@@ -667,12 +752,15 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
         if sw.profile == "flexpass":
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("flexpass"))),
                                   "set_thresholds",
-                                  {"ecn_threshold": d.ecn_threshold_pkts, "red_threshold": d.red_threshold_pkts}))
+                                  {"ecn_threshold": d.ecn_threshold_qdepth, "red_threshold": d.red_threshold_qdepth}))
         # Legacy (or shared, naive) queue: DCTCP-style ECN marking only.
-        k = d.legacy_ecn_threshold_pkts
+        k = d.legacy_ecn_threshold_qdepth
         if k is not None:
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
                                   "set_thresholds", {"ecn_threshold": k, "red_threshold": 0x7FFFF}))
-        out.append(MeterEntry(METER_CREDIT, port, d.meter_cir_bytes_per_s, d.meter_burst_bytes,
-                              d.meter_cir_bytes_per_s, d.meter_burst_bytes))
+        # Stock BMv2 limits credits with the P4 meter; flexpass_switch shapes its credit
+        # queue in the traffic manager (an unconfigured meter cell is GREEN).
+        if sw.target == "simple_switch":
+            out.append(MeterEntry(METER_CREDIT, port, d.meter_cir_bytes_per_s, d.meter_burst_bytes,
+                                  d.meter_cir_bytes_per_s, d.meter_burst_bytes))
     return out

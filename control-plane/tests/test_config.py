@@ -252,9 +252,9 @@ def test_derived_values():
     assert d.meter_cir_bytes_per_s == round(d.credits_per_second * 60)
     assert d.meter_burst_bytes == 120  # two credits
     # Thresholds: bytes -> packets, rounded up.
-    assert d.ecn_threshold_pkts == math.ceil(60000 / 1538) == 40
-    assert d.red_threshold_pkts == math.ceil(100000 / 1538) == 66
-    assert d.legacy_ecn_threshold_pkts == 43
+    assert d.ecn_threshold_qdepth == math.ceil(60000 / 1538) == 40
+    assert d.red_threshold_qdepth == math.ceil(100000 / 1538) == 66
+    assert d.legacy_ecn_threshold_qdepth == 43
     assert d.data_queue_depth_pkts == math.ceil(300000 / 1538)
     assert d.legacy_rate_pps == round(0.5 * 10e9 / (8 * 1538))
     # Per-port override of w_q and link rate.

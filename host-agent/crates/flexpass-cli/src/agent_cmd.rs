@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// Answer request flows "GET <bytes>\n" with a response flow of that size (incast).
     #[arg(long)]
     pub respond: bool,
+    /// Every this many ms, print one "sample" line with each open flow's bytes received
+    /// since the last sample, per sub-flow (proactive / reactive); 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub sample_ms: f64,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -415,6 +419,8 @@ struct Incoming {
     started: Instant,
     /// First bytes, to recognise a request.
     head: Vec<u8>,
+    /// Receiver (proactive, reactive) payload bytes at the last sample.
+    sampled: (u64, u64),
 }
 
 /// Largest response a request may ask for.
@@ -471,6 +477,9 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
     let mut responses: std::collections::HashMap<FlowKey, Outgoing> = Default::default();
     let mut done = 0u64;
     let mut out = std::io::stdout().lock();
+    let t0 = Instant::now();
+    let sample_every = (args.sample_ms > 0.0).then(|| Duration::from_secs_f64(args.sample_ms / 1e3));
+    let mut next_sample = sample_every.map(|d| t0 + d);
     while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|c| done < c) {
         ep.poll(Duration::from_millis(2))
             .map_err(|e| e.to_string())?;
@@ -482,6 +491,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                     bytes: 0,
                     started: Instant::now(),
                     head: vec![],
+                    sampled: (0, 0),
                 },
             );
         }
@@ -545,6 +555,12 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 );
             }
         }
+        if let (Some(every), Some(due)) = (sample_every, next_sample) {
+            if Instant::now() >= due {
+                sample_flows(&ep, &mut flows, t0, args.stdout);
+                next_sample = Some(due + every);
+            }
+        }
         pump_responses(&mut ep, &mut responses, args.stdout);
         while let Ok(rec) = tcp_rx.try_recv() {
             emit(&rec, args.stdout);
@@ -565,6 +581,39 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         serde_json::to_string(&ep.stats).expect("stats serialise")
     );
     Ok(())
+}
+
+/// One "sample" line: payload bytes each open flow received per sub-flow since the last one.
+fn sample_flows(
+    ep: &Endpoint,
+    flows: &mut std::collections::HashMap<FlowKey, Incoming>,
+    t0: Instant,
+    to_stderr: bool,
+) {
+    let mut keys: Vec<_> = flows.keys().copied().collect();
+    keys.sort();
+    let rows: Vec<_> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let r = ep.receiver(k)?;
+            let st = r.stats();
+            let inc = flows.get_mut(&k)?;
+            let row = serde_json::json!({
+                "peer": k.0.to_string(), "flow_id": k.1,
+                "transport": format!("{:?}", r.transport()).to_lowercase(),
+                "proactive_bytes": st.bytes_proactive - inc.sampled.0,
+                "reactive_bytes": st.bytes_reactive - inc.sampled.1,
+            });
+            inc.sampled = (st.bytes_proactive, st.bytes_reactive);
+            Some(row)
+        })
+        .collect();
+    let line = serde_json::json!({"event": "sample", "t_ms": t0.elapsed().as_secs_f64() * 1e3, "flows": rows});
+    if to_stderr {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
 }
 
 /// Feed response flows from the pattern and report the finished ones.

@@ -1,0 +1,71 @@
+"""PNG plots of the Mininet runs (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_throughput(series: Dict[str, List[dict]], link_bps: float, title: str, path: Path) -> None:
+    """Per flow and per sub-flow throughput over time, in Mbit/s."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for key, rows in sorted(series.items()):
+        if not rows:
+            continue
+        t = [r["t_s"] for r in rows]
+        total = [(r["proactive_bps"] + r["reactive_bps"]) / 1e6 for r in rows]
+        line, = ax.plot(t, total, label=f"{key} total", linewidth=1.6)
+        if key.startswith(("flexpass", "expresspass")):
+            ax.plot(t, [r["proactive_bps"] / 1e6 for r in rows], linestyle="--", color=line.get_color(),
+                    linewidth=1, label=f"{key} proactive")
+            ax.plot(t, [r["reactive_bps"] / 1e6 for r in rows], linestyle=":", color=line.get_color(),
+                    linewidth=1, label=f"{key} reactive")
+    ax.axhline(link_bps / 1e6, color="grey", linewidth=0.8, linestyle="-.", label="link rate")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("throughput (Mbit/s)")
+    ax.set_ylim(0, link_bps / 1e6 * 1.15)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper right", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_starvation(results: Dict[str, dict], path: Path) -> None:
+    """FlexPass Fig. 9c: fraction of time each transport gets < 20 % of the link."""
+    labels, values = [], []
+    for exp, r in results.items():
+        for key, f in r["flows"].items():
+            labels.append(f"{exp}\n{key.split()[0]}")
+            values.append(100 * f["starvation_fraction"])
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.bar(range(len(values)), values, color=["tab:blue", "tab:orange"] * (len(values) // 2 + 1))
+    ax.set_xticks(range(len(values)), labels, fontsize=8)
+    ax.set_ylabel("starvation time (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Fig. 9c: time with < 20 % of the link", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_incast(rows: List[dict], title: str, path: Path) -> None:
+    """FlexPass Fig. 8: max FCT against the number of synchronized flows."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for t in sorted({r["transport"] for r in rows}):
+        pts = [(r["flows"], r["avg_max_fct_us"] / 1e3) for r in rows
+               if r["transport"] == t and r["avg_max_fct_us"] is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=t)
+    ax.set_xlabel("number of flows")
+    ax.set_ylabel("max FCT (ms)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

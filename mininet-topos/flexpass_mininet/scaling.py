@@ -1,0 +1,81 @@
+"""Scaling the paper's 10 Gbit/s testbed to what BMv2 sustains.
+
+FlexPass §6.1 testbed: C = 10 Gbit/s, ECN threshold K = 60 kB, selective
+dropping (red) threshold 100 kB, w_q = 0.5, incast responses of 64 kB,
+long flows of 50 MB.  A software switch forwards far fewer packets per second,
+and its base RTT is much longer, so the experiments run at a link rate C'
+(default 20 Mbit/s) and every byte threshold is scaled so it holds the same
+multiple of the bandwidth-delay product (BDP) as on the testbed:
+
+    threshold' = threshold · BDP' / BDP,   BDP = C · RTT
+
+with RTT = 50 µs for the testbed (10 GbE hosts, one Tomahawk switch; the
+paper's K = 60 kB ≈ 1 BDP is the usual DCTCP setting) and RTT' the measured
+base RTT of the emulated path.  Thresholds never go below a floor in
+full-size frames (K' ≥ 4 frames, red' ≥ K' + 3 frames, buffer' ≥ red' + 8
+frames) so a queue can still hold a burst of an agent's sends.  Sizes that
+set an experiment's *duration* (50 MB long flows) scale with C'/C instead;
+sizes that set a *pattern* (64 kB incast responses, which matter in packets
+per RTT) are kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PAPER_LINK_BPS = 10e9
+PAPER_RTT_S = 50e-6
+PAPER_K_BYTES = 60_000
+PAPER_RED_BYTES = 100_000
+PAPER_BUFFER_BYTES = 300_000  # per data queue (switch-target FlexPassParams default)
+FRAME = 1514  # a full-size frame as BMv2 counts it (no FCS)
+K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 8
+
+
+@dataclass(frozen=True)
+class Scaled:
+    link_rate_bps: float
+    base_rtt_s: float
+    w_q: float = 0.5
+
+    @property
+    def bdp_ratio(self) -> float:
+        return (self.link_rate_bps * self.base_rtt_s) / (PAPER_LINK_BPS * PAPER_RTT_S)
+
+    @property
+    def ecn_threshold(self) -> int:
+        return max(int(PAPER_K_BYTES * self.bdp_ratio), K_FLOOR_FRAMES * FRAME)
+
+    @property
+    def red_threshold(self) -> int:
+        return max(int(PAPER_RED_BYTES * self.bdp_ratio), self.ecn_threshold + RED_ABOVE_K_FRAMES * FRAME)
+
+    @property
+    def buffer(self) -> int:
+        return max(int(PAPER_BUFFER_BYTES * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
+
+    def duration_bytes(self, paper_bytes: int) -> int:
+        """A size that sets how long a flow lasts: scaled with the link rate."""
+        return max(FRAME, int(paper_bytes * self.link_rate_bps / PAPER_LINK_BPS))
+
+    def port_defaults(self) -> dict:
+        """control-plane `port_defaults` (bytes)."""
+        return {
+            "w_q": self.w_q,
+            "ecn_threshold": self.ecn_threshold,
+            "red_threshold": self.red_threshold,
+            "legacy_ecn_threshold": self.ecn_threshold,
+            "buffer": self.buffer,
+            "credit_queue_packets": 8,
+        }
+
+    def agent_args(self) -> list:
+        """Host-agent flags for this scale: link rate (credit limit) and base RTT."""
+        return ["--link-gbps", f"{self.link_rate_bps / 1e9:.6g}", "--w-q", f"{self.w_q:g}",
+                "--rtt-us", f"{max(1, math.ceil(self.base_rtt_s * 1e6))}"]
+
+    def describe(self) -> str:
+        return (f"C' = {self.link_rate_bps / 1e6:g} Mbit/s, base RTT {self.base_rtt_s * 1e6:.0f} µs, "
+                f"BDP ratio {self.bdp_ratio:.3g}: K {self.ecn_threshold} B, red {self.red_threshold} B, "
+                f"buffer {self.buffer} B")
