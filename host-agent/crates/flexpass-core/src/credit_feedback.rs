@@ -13,6 +13,17 @@
 //! ```
 //! Credit loss is measured from the credit sequence numbers that proactive data echoes: a gap
 //! in the echoed sequence is a dropped (or wasted) credit.
+//!
+//! Line 12 and feedback delay. In the paper's model (§4) the loss measured in a period is that
+//! of credits sent at the current `cur_rate`, so `cur_rate·(1 − credit_loss)` is "the credit
+//! rate that passed through the bottleneck during the last RTT" (§3.2). With the update period
+//! equal to the RTT, the echoes that arrive during one period are those of credits sent during
+//! the *previous* one, and the previous update may already have cut the rate for the same
+//! overload: applying line 12 to `cur_rate` again compounds the cut (two 50% losses in a row
+//! take the rate to 30% instead of 55%), and the link runs under-utilised. So line 12 is applied
+//! to the rate the measured credits were actually sent at (their count over the span of their
+//! send times) when that is higher than `cur_rate`, and a decrease never raises the rate. When
+//! the measured credits were sent at `cur_rate` this is line 12 as published.
 
 use crate::config::CreditConfig;
 
@@ -34,6 +45,10 @@ pub struct CreditFeedback {
     previous_increasing: bool,
     /// Highest credit sequence echoed so far.
     last_echo: Option<u32>,
+    /// Send time of the newest echoed credit, and of the newest one at the previous update:
+    /// the credits measured in a period were sent between the two.
+    last_echo_sent: Option<crate::Nanos>,
+    mark_sent: Option<crate::Nanos>,
     dropped: u64,
     received: u64,
     /// Loss measured at the last update (for telemetry).
@@ -53,6 +68,8 @@ impl CreditFeedback {
             cur_rate: (cfg.alpha * cfg.max_rate).max(min_rate),
             previous_increasing: false,
             last_echo: None,
+            last_echo_sent: None,
+            mark_sent: None,
             dropped: 0,
             received: 0,
             last_loss: 0.0,
@@ -73,14 +90,16 @@ impl CreditFeedback {
         self.last_loss
     }
 
-    /// A proactive data packet echoed `credit_seq`. Credits whose sequence numbers were
-    /// skipped count as dropped. Echoes older than the newest (reordered or duplicated
-    /// data) carry no new information and are ignored.
-    pub fn on_credit_echo(&mut self, credit_seq: u32) {
+    /// A proactive data packet echoed `credit_seq`, a credit this receiver sent at `sent_at`
+    /// (None: no longer known). Credits whose sequence numbers were skipped count as dropped.
+    /// Echoes older than the newest (reordered or duplicated data) carry no new information
+    /// and are ignored.
+    pub fn on_credit_echo(&mut self, credit_seq: u32, sent_at: Option<crate::Nanos>) {
         match self.last_echo {
             None => {
                 self.received += 1;
                 self.last_echo = Some(credit_seq);
+                self.last_echo_sent = sent_at;
             }
             Some(last) => {
                 let ahead = credit_seq.wrapping_sub(last);
@@ -88,6 +107,7 @@ impl CreditFeedback {
                     self.dropped += u64::from(ahead - 1);
                     self.received += 1;
                     self.last_echo = Some(credit_seq);
+                    self.last_echo_sent = sent_at;
                 }
             }
         }
@@ -97,6 +117,15 @@ impl CreditFeedback {
     /// credit stream after a CREDIT_STOP): do not count them as dropped.
     pub fn resync(&mut self, next_credit_seq: u32) {
         self.last_echo = Some(next_credit_seq.wrapping_sub(1));
+        self.last_echo_sent = None;
+        self.mark_sent = None;
+    }
+
+    /// Rate (credits/s) at which the `total` credits measured in this period were sent:
+    /// they follow the newest echo of the previous period. None when unknown.
+    fn measured_send_rate(&self, total: u64) -> Option<f64> {
+        let (a, b) = (self.mark_sent?, self.last_echo_sent?);
+        (b > a).then(|| total as f64 * 1e9 / (b - a) as f64)
     }
 
     /// One update period (`period`, the RTT) has elapsed: run one step of Algorithm 1.
@@ -116,10 +145,15 @@ impl CreditFeedback {
             self.cur_rate = (1.0 - self.w) * self.cur_rate + self.w * ceiling;
             self.previous_increasing = true;
         } else {
-            // Line 12 as published. (Cutting to the echo rate measured over the period
-            // instead, as "the credit rate that passed through the bottleneck" also reads,
-            // crashes a flow whose echoes are merely delayed by a queue of reactive data in Q1.)
-            self.cur_rate = self.cur_rate * (1.0 - credit_loss) * (1.0 + self.target_loss);
+            // Line 12, applied to the rate the measured credits were sent at when the previous
+            // update already lowered cur_rate below it (see the module docs). The send rate
+            // comes from the receiver's own send times, not from echo arrival times, so data
+            // queueing (e.g. reactive data ahead of proactive data in Q1) does not bias it.
+            let sent_rate = self
+                .measured_send_rate(total)
+                .map_or(self.cur_rate, |r| r.max(self.cur_rate));
+            let cut = sent_rate * (1.0 - credit_loss) * (1.0 + self.target_loss);
+            self.cur_rate = cut.min(self.cur_rate);
             self.w = (self.w / 2.0).max(self.w_min);
             self.previous_increasing = false;
         }
@@ -130,6 +164,7 @@ impl CreditFeedback {
         self.cur_rate = self.cur_rate.clamp(floor, ceiling);
         self.dropped = 0;
         self.received = 0;
+        self.mark_sent = self.last_echo_sent;
     }
 }
 
@@ -158,7 +193,7 @@ mod tests {
         let mut prev = f.cur_rate();
         for _ in 0..40 {
             for _ in 0..10 {
-                f.on_credit_echo(seq);
+                f.on_credit_echo(seq, None);
                 seq += 1;
             }
             f.update(c.update_period);
@@ -184,7 +219,7 @@ mod tests {
         let start = f.cur_rate();
         // 6 received, 5 dropped: loss 5/11 > target_loss.
         for s in [0u32, 2, 4, 6, 8, 10] {
-            f.on_credit_echo(s);
+            f.on_credit_echo(s, None);
         }
         f.update(c.update_period);
         let expected = start * (1.0 - 5.0 / 11.0) * 1.1;
@@ -197,12 +232,46 @@ mod tests {
     }
 
     #[test]
+    fn stale_loss_does_not_compound_the_cut() {
+        // Credits sent 1 µs apart (1e6/s) lose half: the first decrease halves-ish; the next
+        // period still measures credits sent at 1e6/s before that cut (stale) with the same
+        // loss: the rate stays at what passed (·1.1), it is not cut again.
+        let c = CreditConfig {
+            max_rate: 1e6,
+            alpha: 1.0,
+            update_period: 1_000 * MICROS,
+            ..cfg()
+        };
+        let mut f = CreditFeedback::new(&c);
+        let mut seq = 0u32;
+        let mut period = |f: &mut CreditFeedback| {
+            for _ in 0..10 {
+                f.on_credit_echo(seq, Some(u64::from(seq) * 1_000));
+                seq += 2;
+            }
+            f.update(c.update_period);
+        };
+        period(&mut f);
+        let first = f.cur_rate();
+        assert!(first < 0.7e6, "{first}");
+        period(&mut f);
+        let expected: f64 = 1e6 * 0.5 * 1.1;
+        assert!(
+            (f.cur_rate() - expected.min(first)).abs() < 1.0,
+            "{}",
+            f.cur_rate()
+        );
+        // Line 12 on cur_rate would have given first · 0.5 · 1.1.
+        assert!(f.cur_rate() > first * 0.5 * 1.1 * 1.5);
+    }
+
+    #[test]
     fn w_never_below_w_min_and_rate_has_floor() {
         let c = cfg();
         let mut f = CreditFeedback::new(&c);
         let mut seq = 0u32;
         for _ in 0..50 {
-            f.on_credit_echo(seq);
+            f.on_credit_echo(seq, None);
             seq = seq.wrapping_add(100);
             f.update(c.update_period);
             assert!(f.w() >= c.w_min);
@@ -214,9 +283,9 @@ mod tests {
     fn stale_and_wrapped_echoes() {
         let c = cfg();
         let mut f = CreditFeedback::new(&c);
-        f.on_credit_echo(u32::MAX - 1);
-        f.on_credit_echo(u32::MAX - 3); // stale: ignored
-        f.on_credit_echo(1); // wrapped: MAX, 0 dropped
+        f.on_credit_echo(u32::MAX - 1, None);
+        f.on_credit_echo(u32::MAX - 3, None); // stale: ignored
+        f.on_credit_echo(1, None); // wrapped: MAX, 0 dropped
         assert_eq!(f.dropped, 2);
         assert_eq!(f.received, 2);
     }

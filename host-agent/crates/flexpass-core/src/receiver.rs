@@ -241,8 +241,9 @@ impl Receiver {
                 self.stats.packets_proactive += 1;
                 self.stats.bytes_proactive += len;
                 if recorded == Recorded::New {
-                    self.feedback.on_credit_echo(d.credit_seq);
                     let (seq, sent) = self.credit_sent_at[d.credit_seq as usize % CREDIT_RTT_SLOTS];
+                    let sent_at = (seq == d.credit_seq).then_some(sent);
+                    self.feedback.on_credit_echo(d.credit_seq, sent_at);
                     if seq == d.credit_seq && now >= sent {
                         let sample = (now - sent) as f64;
                         self.credit_rtt = Some(

@@ -167,25 +167,44 @@ fn incast_credit_transports_never_time_out() {
 
 #[test]
 fn joining_expresspass_flow_gets_its_share() {
-    // ExpressPass Fig. 8a trade-off, both settings. The per-window convergence times are
-    // reported by `flexpass sim expresspass-convergence` (see the issue note); what must hold
-    // here is that a joining flow is not locked out and the link stays full.
-    let p = params();
+    // ExpressPass Fig. 8a trade-off, both settings, over 16 seeds (docs/protocol.md §11,
+    // "Credit feedback"). Measured: α = 1 reaches Jain ≥ 0.98 (4-RTT windows) within 1 RTT of
+    // the join on 15 seeds and after 6 RTTs on one; α = w_init = 1/16 within 16 RTTs on only
+    // 7 of 16 seeds (median ≈ 17, worst 62): the "16 RTTs" half of the acceptance item is
+    // NOT met and is not asserted; what is asserted for it is that the joining flow is never
+    // locked out and ends up sharing fairly.
+    let seeds = 1..=16u64;
     for alpha in [1.0, 1.0 / 16.0] {
-        let (c, r) = convergence_time(&p, alpha);
-        eprintln!("α = {alpha}: {c:?}");
-        assert!(
-            c.first_fair_rtts.is_some(),
-            "α = {alpha}: the two flows were never fair: {c:?}"
-        );
-        assert!(c.long_term_jain > 0.7, "α = {alpha}: {c:?}");
-        let b = r.bottleneck.as_ref().unwrap();
-        assert!(
-            b.data_utilization > 0.8,
-            "α = {alpha}: utilization {}",
-            b.data_utilization
-        );
-        assert_eq!(r.data_drops_full + r.data_drops_red, 0);
+        let mut first = vec![];
+        for seed in seeds.clone() {
+            let p = ScenarioParams { seed, ..params() };
+            let (c, r) = convergence_time(&p, alpha);
+            eprintln!("α = {alpha} seed {seed}: {c:?}");
+            first.push(c.first_fair_rtts);
+            assert!(
+                c.first_fair_rtts.is_some(),
+                "α = {alpha} seed {seed}: the two flows were never fair: {c:?}"
+            );
+            assert!(c.long_term_jain > 0.9, "α = {alpha} seed {seed}: {c:?}");
+            assert!(
+                c.mean_jain_after_16_rtts > 0.85,
+                "α = {alpha} seed {seed}: {c:?}"
+            );
+            let b = r.bottleneck.as_ref().unwrap();
+            assert!(
+                b.data_utilization > 0.88,
+                "α = {alpha} seed {seed}: utilization {}",
+                b.data_utilization
+            );
+            assert_eq!(r.data_drops_full + r.data_drops_red, 0);
+        }
+        if alpha == 1.0 {
+            let fast = first.iter().filter(|f| f.is_some_and(|x| x <= 4.0)).count();
+            assert!(
+                fast >= 15,
+                "α = 1: Jain ≥ 0.98 within 4 RTTs on {fast}/16 seeds: {first:?}"
+            );
+        }
     }
 }
 
