@@ -18,7 +18,23 @@ namespace bmv2 {
 
 namespace {
 constexpr uint64_t kQdepthMax = (1u << 19) - 1;  // v1model enq_qdepth/deq_qdepth: bit<19>
-constexpr const char *kSm = "standard_metadata.";
+// Field names, built once (the PHV looks fields up by std::string).
+const std::string k_ipv4_ecn = "ipv4.ecn";
+const std::string k_queueing_metadata_qid = "queueing_metadata.qid";
+const std::string k_standard_metadata_checksum_error = "standard_metadata.checksum_error";
+const std::string k_standard_metadata_deq_qdepth = "standard_metadata.deq_qdepth";
+const std::string k_standard_metadata_deq_timedelta = "standard_metadata.deq_timedelta";
+const std::string k_standard_metadata_egress_global_timestamp = "standard_metadata.egress_global_timestamp";
+const std::string k_standard_metadata_egress_port = "standard_metadata.egress_port";
+const std::string k_standard_metadata_egress_spec = "standard_metadata.egress_spec";
+const std::string k_standard_metadata_enq_qdepth = "standard_metadata.enq_qdepth";
+const std::string k_standard_metadata_enq_timestamp = "standard_metadata.enq_timestamp";
+const std::string k_standard_metadata_ingress_global_timestamp = "standard_metadata.ingress_global_timestamp";
+const std::string k_standard_metadata_ingress_port = "standard_metadata.ingress_port";
+const std::string k_standard_metadata_instance_type = "standard_metadata.instance_type";
+const std::string k_standard_metadata_mcast_grp = "standard_metadata.mcast_grp";
+const std::string k_standard_metadata_packet_length = "standard_metadata.packet_length";
+const std::string k_standard_metadata_parser_error = "standard_metadata.parser_error";
 
 void set_if(bm::PHV *phv, const std::string &name, uint64_t v) {
   if (phv->has_field(name)) phv->get_field(name).set(v);
@@ -110,7 +126,7 @@ std::string FlexPassSwitch::resolve_program() {
   bm::Logger::get()->info("flexpass_switch: queue from {}, colour from {}, ECT from {}",
                           info.priority_field.empty() ? "(none: queue 0)" : info.priority_field,
                           info.color_field.empty() ? "(none: all green)" : info.color_field,
-                          info.has_ipv4_ecn ? "ipv4.ecn" : "(none)");
+                          info.has_ipv4_ecn ? k_ipv4_ecn : "(none)");
   return error;
 }
 
@@ -128,21 +144,16 @@ int FlexPassSwitch::receive_(port_t port, const char *buffer, int len) {
   phv->reset_metadata();
   for (size_t r = 0; r < bm::Packet::nb_registers; ++r) packet->set_register(r, 0);
   packet->set_register(kRegLength, len);
-  phv->get_field("standard_metadata.ingress_port").set(port);
-  phv->get_field("standard_metadata.packet_length").set(len);
-  phv->get_field("standard_metadata.instance_type").set(0);  // NORMAL
-  set_if(phv, "standard_metadata.ingress_global_timestamp", monotonic_ns() / 1000);
+  phv->get_field(k_standard_metadata_ingress_port).set(port);
+  phv->get_field(k_standard_metadata_packet_length).set(len);
+  phv->get_field(k_standard_metadata_instance_type).set(0);  // NORMAL
+  set_if(phv, k_standard_metadata_ingress_global_timestamp, monotonic_ns() / 1000);
   input_.push(std::move(packet));
   return 0;
 }
 
 void FlexPassSwitch::start_and_return_() {
-  tm_.start([this](std::vector<Departure> &&batch) {
-    std::vector<std::unique_ptr<Departure>> v;
-    v.reserve(batch.size());
-    for (auto &d : batch) v.push_back(std::make_unique<Departure>(std::move(d)));
-    output_.push_all(v.begin(), v.end());
-  });
+  tm_.start([this](Departure &&d) { output_.push_unbounded(std::make_unique<Departure>(std::move(d))); });
   threads_.emplace_back(&FlexPassSwitch::ingress_loop, this);
   threads_.emplace_back(&FlexPassSwitch::egress_loop, this);
 }
@@ -161,8 +172,8 @@ void FlexPassSwitch::ingress_loop() {
     bm::PHV *phv = packet->get_phv();
 
     parser->parse(packet.get());  // also verifies checksums
-    set_if(phv, "standard_metadata.parser_error", packet->get_error_code().get());
-    set_if(phv, "standard_metadata.checksum_error", packet->get_checksum_error() ? 1 : 0);
+    set_if(phv, k_standard_metadata_parser_error, packet->get_error_code().get());
+    set_if(phv, k_standard_metadata_checksum_error, packet->get_checksum_error() ? 1 : 0);
     ingress->apply(packet.get());
     packet->reset_exit();
 
@@ -172,15 +183,15 @@ void FlexPassSwitch::ingress_loop() {
           packet->get_packet_id(), unsupported_names(bad));
       continue;
     }
-    if (phv->has_field("standard_metadata.mcast_grp") &&
-        phv->get_field("standard_metadata.mcast_grp").get_uint() != 0) {
+    if (phv->has_field(k_standard_metadata_mcast_grp) &&
+        phv->get_field(k_standard_metadata_mcast_grp).get_uint() != 0) {
       bm::Logger::get()->error(
           "flexpass_switch: packet {} requests multicast group {}, which this target does not "
           "support: dropped",
-          packet->get_packet_id(), phv->get_field("standard_metadata.mcast_grp").get_uint());
+          packet->get_packet_id(), phv->get_field(k_standard_metadata_mcast_grp).get_uint());
       continue;
     }
-    const port_t egress_spec = phv->get_field("standard_metadata.egress_spec").get_uint();
+    const port_t egress_spec = phv->get_field(k_standard_metadata_egress_spec).get_uint();
     if (egress_spec == opts_.drop_port) {
       BMLOG_DEBUG_PKT(*packet, "Dropping packet at the end of ingress");
       continue;
@@ -207,13 +218,13 @@ void FlexPassSwitch::admit(std::unique_ptr<bm::Packet> packet, port_t egress_por
   if (!prog_.color_field.empty())
     meta.color = to_color(phv->get_field(prog_.color_field).get_uint64());
   if (prog_.has_ipv4_ecn && phv->get_header("ipv4").is_valid())
-    meta.ect = (phv->get_field("ipv4.ecn").get_uint() & 3) != 0;
+    meta.ect = (phv->get_field(k_ipv4_ecn).get_uint() & 3) != 0;
   packet->set_egress_port(egress_port);
 
   const tm::EnqueueResult r =
       tm_.enqueue(egress_port, packet, meta, [&](const tm::EnqueueResult &res, uint64_t now) {
-        set_if(phv, "standard_metadata.enq_timestamp", (now / 1000) & 0xffffffffu);
-        set_if(phv, "standard_metadata.enq_qdepth",
+        set_if(phv, k_standard_metadata_enq_timestamp, (now / 1000) & 0xffffffffu);
+        set_if(phv, k_standard_metadata_enq_qdepth,
                qdepth(res.depth_bytes_before, res.depth_pkts_before));
       });
   if (!r.admitted) {
@@ -236,15 +247,15 @@ void FlexPassSwitch::egress(Departure &&d) {
   bm::Pipeline *egress = get_pipeline("egress");
   bm::Deparser *deparser = get_deparser("deparser");
 
-  set_if(phv, "standard_metadata.egress_global_timestamp", monotonic_ns() / 1000);
+  set_if(phv, k_standard_metadata_egress_global_timestamp, monotonic_ns() / 1000);
   // TM clock: the time the packet waited for the link (sojourn).
-  set_if(phv, "standard_metadata.deq_timedelta",
+  set_if(phv, k_standard_metadata_deq_timedelta,
          ((d.tm.tx_start_ns - d.tm.enqueue_ns) / 1000) & 0xffffffffu);
-  set_if(phv, "standard_metadata.deq_qdepth",
+  set_if(phv, k_standard_metadata_deq_qdepth,
          qdepth(d.tm.depth_bytes_after, d.tm.depth_pkts_after));
-  set_if(phv, "queueing_metadata.qid", d.tm.queue);
-  phv->get_field("standard_metadata.egress_port").set(d.port);
-  phv->get_field("standard_metadata.packet_length").set(packet->get_register(kRegLength));
+  set_if(phv, k_queueing_metadata_qid, d.tm.queue);
+  phv->get_field(k_standard_metadata_egress_port).set(d.port);
+  phv->get_field(k_standard_metadata_packet_length).set(packet->get_register(kRegLength));
 
   egress->apply(packet);
   packet->reset_exit();
@@ -255,7 +266,7 @@ void FlexPassSwitch::egress(Departure &&d) {
         packet->get_packet_id(), unsupported_names(bad));
     return;
   }
-  if (phv->get_field("standard_metadata.egress_spec").get_uint() == opts_.drop_port) {
+  if (phv->get_field(k_standard_metadata_egress_spec).get_uint() == opts_.drop_port) {
     BMLOG_DEBUG_PKT(*packet, "Dropping packet at the end of egress");
     return;
   }

@@ -50,11 +50,10 @@ class Channel {
     lock.unlock();
     can_pop_.notify_one();
   }
-  template <typename It>
-  void push_all(It first, It last) {  // ignores the capacity (scheduler output)
+  void push_unbounded(T item) {  // never blocks (TM departures)
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (; first != last; ++first) q_.push_back(std::move(*first));
+      q_.push_back(std::move(item));
     }
     can_pop_.notify_one();
   }

@@ -80,19 +80,26 @@ tm::EnqueueResult TrafficManager::enqueue(
   ensure_port(port);
   Port &p = *slots_[port].load(std::memory_order_acquire);
   tm::EnqueueResult r;
+  uint64_t wake = kNever;
   {
     std::lock_guard<std::mutex> lock(p.mu);
-    const uint64_t now = p.clock(monotonic_ns(), defaults_.catchup_ns);
+    const uint64_t wall = monotonic_ns();
+    const uint64_t now = p.clock(wall, defaults_.catchup_ns);
     tm::PacketMeta m = meta;
     m.id = p.next_id++;
     r = p.tm.enqueue(m, now);
     if (!r.admitted) return r;
     on_admit(r, now);
     p.fifo[m.queue].push_back(Entry{m.id, std::move(packet)});
+    // A packet behind others changes nothing for the scheduler.  One joining
+    // an empty queue may be eligible at once: serve the port here (saves a
+    // thread hand-off when the link is idle) and wake the scheduler only if
+    // the port still needs a timed visit.
+    if (r.depth_pkts_before != 0) return r;
+    std::size_t sent = 0;
+    wake = serve(p, port, wall, &sent);
   }
-  // A packet joining an empty queue may be eligible before the time the
-  // scheduler is sleeping until; a packet behind others changes nothing.
-  if (r.depth_pkts_before == 0) kick();
+  if (wake != kNever) kick();
   return r;
 }
 
@@ -119,8 +126,7 @@ void TrafficManager::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::vector<Departure> &out) {
-  std::lock_guard<std::mutex> lock(p.mu);
+uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::size_t *sent) {
   for (;;) {
     const uint64_t t = p.clock(now, defaults_.catchup_ns);
     tm::DequeueResult d = p.tm.dequeue(t);
@@ -130,8 +136,10 @@ uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::vector
         // The TM and the FIFOs hold the same packets in the same order.
         if (q.empty() || q.front().id != d.packet.id)
           throw std::logic_error("flexpass_switch: TM and packet FIFO out of step");
-        out.push_back(Departure{std::move(q.front().packet), port, d});
+        Departure dep{std::move(q.front().packet), port, d};
         q.pop_front();
+        sink_(std::move(dep));
+        ++*sent;
         p.due_ns = d.tx_end_ns;
         continue;  // the next call reports when the link is free again
       }
@@ -150,7 +158,6 @@ uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::vector
 
 void TrafficManager::scheduler_loop() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // precise sleeps for this thread
-  std::vector<Departure> out;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(sched_mu_);
@@ -159,17 +166,15 @@ void TrafficManager::scheduler_loop() {
     }
     const uint64_t now = monotonic_ns();
     uint64_t wake = kNever;
+    std::size_t sent = 0;
     const uint32_t n = nports_.load(std::memory_order_acquire);
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t id = order_[i];
       Port *p = slots_[id].load(std::memory_order_acquire);
-      wake = std::min(wake, serve(*p, id, now, out));
+      std::lock_guard<std::mutex> lock(p->mu);
+      wake = std::min(wake, serve(*p, id, now, &sent));
     }
-    if (!out.empty()) {
-      sink_(std::move(out));
-      out.clear();
-      continue;  // sending took time: look again before sleeping
-    }
+    if (sent) continue;  // serving took time: look again before sleeping
     std::unique_lock<std::mutex> lock(sched_mu_);
     if (kicked_ || stop_) continue;
     if (wake == kNever) {

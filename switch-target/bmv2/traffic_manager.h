@@ -36,7 +36,8 @@ struct TmDefaults {
   uint64_t catchup_ns = 1'000'000;
 };
 
-// A packet handed from the scheduler to the egress thread.
+// A packet leaving the TM (served by the scheduler, or inline by enqueue when
+// its port was idle), handed to the egress thread.
 struct Departure {
   std::unique_ptr<bm::Packet> packet;
   uint32_t port = 0;
@@ -48,14 +49,17 @@ class TrafficManager {
   static constexpr uint32_t kMaxPorts = 512;  // v1model: 9-bit port numbers
   static constexpr std::size_t kQueues = tm::kMaxQueues;
 
-  using Sink = std::function<void(std::vector<Departure> &&)>;
+  // Receives each departing packet, called under the port's lock so packets
+  // of one port reach the sink in departure order.  Must not block.
+  using Sink = std::function<void(Departure &&)>;
 
   explicit TrafficManager(TmDefaults defaults);
   ~TrafficManager();
   TrafficManager(const TrafficManager &) = delete;
   TrafficManager &operator=(const TrafficManager &) = delete;
 
-  // Starts the scheduler thread; departures are passed to sink in batches.
+  // Starts the scheduler thread; departures are passed to sink (from the
+  // scheduler, or from enqueue() when the packet can leave at once).
   void start(Sink sink);
   void stop();
 
@@ -104,9 +108,9 @@ class TrafficManager {
   };
 
   void scheduler_loop();
-  // Serves one port at wall-clock time now; returns when it next needs service
-  // (UINT64_MAX if empty).
-  uint64_t serve(Port &p, uint32_t port, uint64_t now, std::vector<Departure> &out);
+  // Serves one port (lock held) at wall-clock time now; returns when it next
+  // needs service (UINT64_MAX if empty) and counts departures in *sent.
+  uint64_t serve(Port &p, uint32_t port, uint64_t now, std::size_t *sent);
 
   const TmDefaults defaults_;
   std::array<std::atomic<Port *>, kMaxPorts> slots_{};
