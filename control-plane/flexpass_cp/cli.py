@@ -26,6 +26,7 @@ from .config import (
     Derived,
     load_config,
     switch_entries,
+    tm_settings,
 )
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p, True)
     p.add_argument("--thrift-port", type=int, help="BMv2 thrift port for queue settings (default: from the config)")
     p.add_argument("--thrift-ip", default="127.0.0.1")
-    p.add_argument("--no-queues", action="store_true", help="skip the BMv2 queue depth/rate settings")
+    p.add_argument("--tm-port", type=int, help="flexpass_switch TM API port (default: from the config)")
+    p.add_argument("--no-queues", action="store_true",
+                   help="skip the queue settings (BMv2 queue depth/rate, or the flexpass_switch TM)")
     p.add_argument("--force-pipeline", action="store_true", help="push the pipeline even if already loaded")
     p = sub.add_parser("counters", help="per port/queue counters and ingress events")
     _add_common(p, True)
@@ -84,20 +87,48 @@ def cmd_show(cfg: Config, switch: str) -> int:
           f"{'burst':>6} {'K pkts':>6} {'red pkts':>8} {'legacy K':>8}")
     for port in sorted(sw.ports):
         d = Derived(cfg, sw, sw.ports[port])
-        lk = d.legacy_ecn_threshold_pkts
+        lk = d.legacy_ecn_threshold_qdepth
         print(f"{port:>4} {sw.ports[port].name:10} {_fmt_rate(sw.ports[port].link_rate_bps):>11} "
               f"{d.effective_w_q:>5.2f} {_fmt_rate(d.credit_rate_bps):>13} "
               f"{d.meter_cir_bytes_per_s:>8} B/s {d.meter_burst_bytes:>4} B "
-              f"{d.ecn_threshold_pkts:>6} {d.red_threshold_pkts:>8} {'-' if lk is None else lk:>8}")
+              f"{d.ecn_threshold_qdepth:>6} {d.red_threshold_qdepth:>8} {'-' if lk is None else lk:>8}")
     print()
     print("P4Runtime entities:")
     for e in switch_entries(cfg, switch):
         print(f"  {e.describe()}")
     print()
+    if sw.target == "flexpass_switch":
+        print(f"traffic manager (flexpass_switch, TM API port {sw.tm_port}):")
+        for tp in tm_settings(cfg, switch):
+            print(f"  port {tp.port}: link {_fmt_rate(tp.link_rate_bps)}, wire overhead {tp.wire_overhead_bytes} B")
+            for q in tp.queues:
+                shaper = (f", shaper {_fmt_rate(q.shaper_rate_bps)} burst {q.shaper_burst_bytes} B"
+                          if q.shaper_rate_bps else "")
+                print(f"    queue {q.queue}: level {q.priority} weight {q.weight:.3g} buffer {q.buffer_bytes} B"
+                      f" red {q.red_threshold or '-'} K {q.ecn_threshold or '-'}{shaper}")
+        return 0
     print("BMv2 queue settings (simple_switch_CLI):")
     for c in queue_commands(cfg, switch):
         print(f"  {c.line():40} # {c.why}")
     return 0
+
+
+def apply_tm_settings(cfg: Config, switch: str, host: str, port: int) -> list:
+    """Push :func:`tm_settings` to a flexpass_switch over its TM API (docs/tm-api.md)."""
+    from .tm_client import TmClient
+
+    ports = tm_settings(cfg, switch)
+    with TmClient(host, port) as tm:
+        for tp in ports:
+            tm.set_port(tp.port, link_rate_bps=int(tp.link_rate_bps),
+                        wire_overhead_bytes=tp.wire_overhead_bytes)
+            for q in tp.queues:
+                tm.set_queue(tp.port, q.queue, priority=q.priority, weight=q.weight,
+                             buffer_bytes=q.buffer_bytes, red_threshold=q.red_threshold,
+                             ecn_threshold=q.ecn_threshold,
+                             shaper_rate_bps=None if q.shaper_rate_bps is None else int(round(q.shaper_rate_bps)),
+                             shaper_burst_bytes=q.shaper_burst_bytes)
+    return ports
 
 
 def _connect(args, cfg: Config):
@@ -152,7 +183,13 @@ def cmd_apply(args, cfg: Config) -> int:
         print(f"  {u.describe()}")
     print(f"entities: {len(desired)} desired; " +
           (", ".join(f"{n} {op.lower()}" for op, n in sorted(counts.items())) or "no change"))
-    if not args.no_queues:
+    if args.no_queues:
+        return 0
+    sw = cfg.switch(args.switch)
+    if sw.target == "flexpass_switch":
+        ports = apply_tm_settings(cfg, args.switch, args.thrift_ip, args.tm_port or sw.tm_port)
+        print(f"traffic manager: {len(ports)} ports configured")
+    else:
         cmds = apply_queue_settings(cfg, args.switch, args.thrift_port, args.thrift_ip)
         print(f"queues: {len(cmds)} settings applied over thrift")
     return 0
@@ -193,10 +230,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             return cmd_show(cfg, args.switch)
         from .bmv2_queues import QueueConfigError
         from .p4runtime_client import P4RuntimeError
+        from .tm_client import TmError
 
         try:
             return {"diff": cmd_diff, "apply": cmd_apply, "counters": cmd_counters}[args.cmd](args, cfg)
-        except (P4RuntimeError, QueueConfigError) as e:
+        except (P4RuntimeError, QueueConfigError, TmError) as e:
             print(f"flexpass-ctl: {e}", file=sys.stderr)
             return 2
     except FileNotFoundError as e:

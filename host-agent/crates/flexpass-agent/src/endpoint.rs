@@ -8,7 +8,9 @@ use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit,
 };
-use flexpass_wire::{DscpPlan, Ecn, Packet, TransportKind, MIN_ETHERNET_WIRE};
+use flexpass_wire::{
+    DscpPlan, Ecn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE,
+};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -95,6 +97,8 @@ pub struct EndpointStats {
     pub rejected_by_flow: u64,
     pub credits_rate_limited: u64,
     pub send_errors: u64,
+    /// RESET(unknown_flow) answers sent (rate-limited).
+    pub resets_sent: u64,
     /// Credit pacing error (actual send time − pacer's due time), ns: p50 / p99 / max over
     /// the credits sent so far (see `Endpoint::pacing_error`).
     pub credit_pacing_error_ns: [u64; 3],
@@ -106,17 +110,27 @@ const PACING_SAMPLES: usize = 200_000;
 /// A flow is named by its peer and the flow id the opening side chose.
 pub type FlowKey = (SocketAddr, u32);
 
-/// Host credit shaper: token bucket at the link's credit rate, two credits deep (as Q0).
-struct CreditShaper {
-    bytes_per_ns: f64,
+/// Token bucket (starts full): the host credit shaper (bytes at the link's credit rate, two
+/// credits deep, as Q0) and the RESET rate limit (one token per RESET).
+struct TokenBucket {
+    per_ns: f64,
     depth: f64,
     tokens: f64,
     at: Nanos,
 }
 
-impl CreditShaper {
+impl TokenBucket {
+    fn new(per_second: f64, depth: f64) -> Self {
+        TokenBucket {
+            per_ns: per_second / 1e9,
+            depth,
+            tokens: depth,
+            at: 0,
+        }
+    }
+
     fn admit(&mut self, now: Nanos, len: usize) -> bool {
-        self.tokens = (self.tokens + (now - self.at) as f64 * self.bytes_per_ns).min(self.depth);
+        self.tokens = (self.tokens + now.saturating_sub(self.at) as f64 * self.per_ns).min(self.depth);
         self.at = now;
         if self.tokens >= len as f64 {
             self.tokens -= len as f64;
@@ -134,7 +148,9 @@ pub struct Endpoint {
     senders: HashMap<FlowKey, Sender>,
     receivers: HashMap<FlowKey, Receiver>,
     accepted: VecDeque<FlowKey>,
-    shaper: CreditShaper,
+    shaper: TokenBucket,
+    /// RESET(unknown_flow) answers (docs/protocol.md §7: "with rate limiting").
+    reset_limiter: TokenBucket,
     next_flow_id: u32,
     buf: Vec<u8>,
     out: Vec<u8>,
@@ -143,6 +159,12 @@ pub struct Endpoint {
     retired: VecDeque<(Nanos, FlowKey)>,
     pub stats: EndpointStats,
 }
+
+/// RESET(unknown_flow) rate limit per endpoint: a peer still sending for a flow this host
+/// has forgotten learns it (its sender fails, its receiver stops crediting) without the
+/// host becoming a reflector.
+const RESETS_PER_SECOND: f64 = 200.0;
+const RESET_BURST: f64 = 20.0;
 
 /// How long a finished receiver keeps answering retransmitted data before it is dropped.
 pub const RECEIVER_LINGER: Nanos = 2_000_000_000;
@@ -158,12 +180,7 @@ impl Endpoint {
         // additionally stay within w_q through their max_rate (FlexPass §4.1).
         let credit_bps =
             cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
-        let shaper = CreditShaper {
-            bytes_per_ns: credit_bps / 8.0 / 1e9,
-            depth: 2.0 * 92.0,
-            tokens: 2.0 * 92.0,
-            at: 0,
-        };
+        let shaper = TokenBucket::new(credit_bps / 8.0, 2.0 * 92.0);
         let seed = cfg.seed;
         Ok(Endpoint {
             sock,
@@ -172,6 +189,7 @@ impl Endpoint {
             receivers: HashMap::new(),
             accepted: VecDeque::new(),
             shaper,
+            reset_limiter: TokenBucket::new(RESETS_PER_SECOND, RESET_BURST),
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             buf: vec![0u8; 65_536],
             out: Vec::with_capacity(2048),
@@ -335,8 +353,12 @@ impl Endpoint {
                             return;
                         }
                     },
-                    _ => {
+                    (Packet::Hello(_), false) => {
                         self.stats.unknown_flow += 1;
+                        return;
+                    }
+                    _ => {
+                        self.unknown_flow(src, &packet, now);
                         return;
                     }
                 }
@@ -352,9 +374,24 @@ impl Endpoint {
                         self.stats.rejected_by_flow += 1;
                     }
                 }
-                None => self.stats.unknown_flow += 1,
+                None => self.unknown_flow(src, &packet, now),
             }
         }
+    }
+
+    /// A valid packet for a flow this endpoint does not have: count it, and answer
+    /// RESET(unknown_flow), rate-limited; never answer a RESET or a HELLO (protocol.md §7).
+    fn unknown_flow(&mut self, src: SocketAddr, packet: &Packet, now: Nanos) {
+        self.stats.unknown_flow += 1;
+        if matches!(packet, Packet::Reset(_) | Packet::Hello(_)) || !self.reset_limiter.admit(now, 1) {
+            return;
+        }
+        let reset = Packet::Reset(Reset {
+            flow_id: packet.flow_id(),
+            reason: ResetReason::UnknownFlow,
+        });
+        self.stats.resets_sent += 1;
+        self.transmit(src, Transmit::new(reset, TransportKind::FlexPass), now);
     }
 
     fn run_timers_and_flush(&mut self) {

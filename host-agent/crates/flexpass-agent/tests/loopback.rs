@@ -123,3 +123,51 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
         client.stats
     );
 }
+
+#[test]
+fn packets_for_unknown_flows_get_a_rate_limited_reset() {
+    use flexpass_wire::{CreditRequest, ResetReason};
+    let mut server = endpoint(true);
+    let addr = server.local_addr().unwrap();
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let request = |flow_id| {
+        Packet::CreditRequest(CreditRequest {
+            flow_id,
+            pending_bytes: 0,
+        })
+        .encode_to_vec()
+    };
+    // One stray CREDIT_REQUEST: answered RESET(unknown_flow) for that flow.
+    peer.send_to(&request(41), addr).unwrap();
+    server.poll(Duration::from_millis(50)).unwrap();
+    let mut buf = [0u8; 2048];
+    let (n, _) = peer.recv_from(&mut buf).expect("a RESET comes back");
+    match Packet::decode(&buf[..n]).unwrap() {
+        Packet::Reset(r) => assert_eq!((r.flow_id, r.reason), (41, ResetReason::UnknownFlow)),
+        p => panic!("expected RESET, got {p:?}"),
+    }
+    // A flood is answered at most at the rate limit, and RESETs are never answered.
+    let start = Instant::now();
+    for i in 0..2000u32 {
+        peer.send_to(&request(1000 + i), addr).unwrap();
+        if i % 20 == 0 {
+            server.poll(Duration::ZERO).unwrap();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < deadline {
+        server.poll(Duration::from_millis(5)).unwrap();
+    }
+    let allowed = 20.0 + 200.0 * start.elapsed().as_secs_f64();
+    assert!(server.stats.unknown_flow >= 1000, "{:?}", server.stats);
+    assert!((server.stats.resets_sent as f64) <= allowed + 1.0, "{:?}", server.stats);
+    let reset = flexpass_wire::Packet::Reset(flexpass_wire::Reset {
+        flow_id: 5,
+        reason: ResetReason::UnknownFlow,
+    });
+    let before = server.stats.resets_sent;
+    peer.send_to(&reset.encode_to_vec(), addr).unwrap();
+    server.poll(Duration::from_millis(20)).unwrap();
+    assert_eq!(server.stats.resets_sent, before);
+}

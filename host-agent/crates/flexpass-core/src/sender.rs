@@ -21,9 +21,14 @@ pub enum SenderError {
     UnsupportedTransport,
     #[error("peer reset the flow")]
     Reset,
+    #[error("no credit and no ACK from the peer for {0} recovery timeouts in a row")]
+    NoProgress(u32),
     #[error("sub-flow sequence space exhausted")]
     SequenceExhausted,
 }
+
+/// Cap of the recovery timer's exponential backoff: 2^6 = 64 × `recovery_timeout`.
+const MAX_RECOVERY_BACKOFF: u32 = 6;
 
 /// Why an incoming packet was not accepted (it is counted and otherwise ignored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +109,10 @@ pub struct Sender {
     /// request). Wasted credits do not count: a lost tail packet of the proactive sub-flow
     /// leaves nothing to spend credits on, and only this timer finds it.
     recovery_anchor: Nanos,
+    /// Recovery-timer expiries since anything (a credit or an ACK) last came from the peer:
+    /// each one doubles the next timeout (up to 2^MAX_RECOVERY_BACKOFF), so a peer that has
+    /// gone away is not sent CREDIT_REQUESTs forever; `recovery_retries` of them fail the flow.
+    recovery_expiries: u32,
     /// Arrival of the last credit.
     last_credit_at: Nanos,
     /// When the sender last had nothing at all to do (streams: CREDIT_STOP after a timeout).
@@ -149,6 +158,7 @@ impl Sender {
             control,
             credits: VecDeque::new(),
             recovery_anchor: now,
+            recovery_expiries: 0,
             last_credit_at: now,
             idle_since: None,
             flow_size,
@@ -220,6 +230,8 @@ impl Sender {
         let r = self.handle_inner(now, packet);
         if r.is_err() {
             self.stats.rejected_packets += 1;
+        } else {
+            self.recovery_expiries = 0; // the peer is alive
         }
         self.update_credit_state(now);
         r
@@ -526,7 +538,8 @@ impl Sender {
             return None;
         }
         let waiting = self.owes_proactive() || self.proactive.outstanding() > 0;
-        waiting.then(|| self.recovery_anchor + self.cfg.recovery_timeout)
+        let backoff = 1u64 << self.recovery_expiries.min(MAX_RECOVERY_BACKOFF);
+        waiting.then(|| self.recovery_anchor + self.cfg.recovery_timeout * backoff)
     }
 
     /// Earliest time `handle_timeout` must run.
@@ -608,6 +621,11 @@ impl Sender {
             }
             self.events = events;
             self.stats.recovery_timeouts += 1;
+            self.recovery_expiries += 1;
+            if self.recovery_expiries > self.cfg.recovery_retries {
+                self.fail(SenderError::NoProgress(self.recovery_expiries - 1));
+                return;
+            }
             self.send_credit_request(now);
         }
         if let (CreditState::Requested, Some(t)) = (self.credit_state, self.idle_since) {

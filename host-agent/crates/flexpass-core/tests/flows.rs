@@ -211,3 +211,41 @@ fn thousands_of_permanent_reactive_holes_do_not_stall_the_receiver() {
     }
     assert_eq!(total, 2_000_000);
 }
+
+#[test]
+fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
+    use flexpass_core::SenderError;
+    use flexpass_wire::{HelloAck, HelloStatus};
+    let cfg = SenderConfig::new(TransportKind::ExpressPass);
+    let (timeout, retries) = (cfg.recovery_timeout, cfg.recovery_retries);
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    s.write(Bytes::from(vec![3u8; 4 * 1444]));
+    s.finish();
+    drain(&mut s, 0);
+    let ack = Packet::HelloAck(HelloAck {
+        flow_id: 7,
+        transport: TransportKind::ExpressPass,
+        status: HelloStatus::Accepted,
+    });
+    s.handle_packet(1, &ack).unwrap();
+    // The peer then goes silent: no credit, no ACK, ever.
+    let mut requests = vec![];
+    let mut now = 1;
+    while s.error().is_none() && now < 60_000 * MILLIS {
+        now = s.poll_timeout().expect("a timer is armed while data is owed").max(now);
+        s.handle_timeout(now);
+        requests.extend(
+            drain(&mut s, now)
+                .into_iter()
+                .filter(|p| matches!(p, Packet::CreditRequest(_)))
+                .map(|_| now),
+        );
+    }
+    assert_eq!(s.error(), Some(SenderError::NoProgress(retries)));
+    assert_eq!(requests.len() as u32, retries, "one CREDIT_REQUEST per expiry");
+    // Gaps double up to 64 × the recovery timeout: not a request every timeout forever.
+    let gaps: Vec<u64> = requests.windows(2).map(|w| w[1] - w[0]).collect();
+    for (i, g) in gaps.iter().enumerate() {
+        assert_eq!(*g, timeout << (i + 1).min(6), "gap {i}: {gaps:?}");
+    }
+}
