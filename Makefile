@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build test demo bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4
+.PHONY: deps build test demo demo-mininet bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -24,6 +24,10 @@ deps:
 	@PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
 	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'; }
 	@$(PYTHON) -c 'import ptf' 2>/dev/null || $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'
+	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the Mininet runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
+	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
+	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi
 
 ## p4: the v1model switch program for BMv2 (JSON + P4Info under build/p4); a P4 error fails
 p4:
@@ -42,10 +46,10 @@ build: deps
 ## test: every test tier; ends with a summary of tiers run and skipped
 test: deps
 	@mkdir -p build && : > $(SUMMARY)
-	@$(MAKE) --no-print-directory -k test-rust test-p4 test-python test-cpp test-netns test-fuzz; status=$$?; \
+	@$(MAKE) --no-print-directory -k test-rust test-p4 test-python test-cpp test-netns test-mininet test-fuzz; status=$$?; \
 	 echo "== FlexPass test summary =="; cat $(SUMMARY); \
 	 ran=$$(grep -c '^ran:' $(SUMMARY)); skipped=$$(grep -ci '^skipped' $(SUMMARY)); \
-	 echo "tiers: $$ran passed, $$((6 - ran - skipped)) failed, $$skipped skipped"; \
+	 echo "tiers: $$ran passed, $$((7 - ran - skipped)) failed, $$skipped skipped"; \
 	 exit $$status
 
 test-rust:
@@ -53,8 +57,8 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q control-plane/tests nic/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config and P4Runtime entries, NIC edge)" >> $(SUMMARY)
+	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
 
 # The P4 program (p4c) and the PTF suite against simple_switch_grpc (root, netns).
 test-p4:
@@ -89,19 +93,42 @@ test-netns:
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
 	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic)" >> $(SUMMARY); fi
 
+# Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine.
+test-mininet:
+	@if [ ! -x build/switch-target/flexpass_switch ] && command -v simple_switch_grpc >/dev/null && command -v cmake >/dev/null; then \
+	  cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build/switch-target -j2 >/dev/null; fi
+	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
+	if [ -n "$$reason" ]; then echo "SKIPPED mininet tier: $$reason" | tee -a $(SUMMARY); \
+	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py && \
+	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry)" >> $(SUMMARY); fi
+
 test-fuzz:
 	@if rustup toolchain list 2>/dev/null | grep -q nightly; then \
 	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20 && echo "ran: fuzz (decoder, 20 s)" >> $(SUMMARY); \
 	else echo "SKIPPED fuzz tier: no nightly Rust toolchain (cargo fuzz needs it): rustup toolchain install nightly" | tee -a $(SUMMARY); fi
 
 ## demo: FlexPass vs DCTCP and ExpressPass vs DCTCP on the model; JSON + PNG under results/
+## demo TARGET=mininet [SWITCH=flexpass_switch|simple_switch]: the same (FlexPass Fig. 9) on
+## BMv2 in Mininet (root); results under results/mininet/
+TARGET ?= model
+SWITCH ?= flexpass_switch
 demo: build
+ifeq ($(TARGET),mininet)
+	@$(MAKE) --no-print-directory demo-mininet
+else
 	@mkdir -p $(RESULTS)
 	@for s in flexpass-vs-dctcp expresspass-vs-dctcp; do \
 	  $(BIN) sim $$s --json --plot $(RESULTS)/$$s.png > $(RESULTS)/$$s.json || exit 1; \
 	  $(BIN) sim $$s; \
 	done
 	@echo "results: $(RESULTS)/flexpass-vs-dctcp.{json,png} $(RESULTS)/expresspass-vs-dctcp.{json,png}"
+endif
+
+demo-mininet:
+	@[ "$$(id -u)" = 0 ] || { echo "demo TARGET=mininet: needs root (Mininet creates namespaces and veths): sudo make demo TARGET=mininet"; exit 2; }
+	@$(MAKE) --no-print-directory p4
+	@if [ "$(SWITCH)" = flexpass_switch ]; then cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build/switch-target -j2 >/dev/null; fi
+	cd mininet-topos && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m flexpass_mininet fig9 --switch $(SWITCH) --out $(CURDIR)/$(RESULTS)/mininet
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## agent on a veth pair (goodput vs kernel TCP, CPU per packet, credit pacing error; root)

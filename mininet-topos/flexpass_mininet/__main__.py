@@ -7,9 +7,9 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+from typing import List
 
 from . import env
 
@@ -43,9 +43,42 @@ def main(argv=None) -> int:
             results[n] = ex.fig8(opts, flow_counts=tuple(int(x) for x in a.flows.split(",")))
         else:
             results[n] = ex.RUNNERS[n](opts)
-        print(f"== {n} ({a.switch}) ==")
-        print(json.dumps(results[n], indent=1)[:4000])
+        print(summary(n, results[n]))
+    print(f"results: {opts.out}/<experiment>-{a.switch}/ (result.json, CSV, PNG, switch logs)")
     return 0
+
+
+def _long_flow_lines(r: dict) -> List[str]:
+    out = [f"  {r['title']} [{r['profile']} profile] {r['scale']}"]
+    for k, f in r["flows"].items():
+        out.append(f"    {k:28} {100 * f['share_of_link']:5.1f} % of the link (proactive "
+                   f"{100 * f['proactive_share']:4.1f} %, reactive {100 * f['reactive_share']:4.1f} %), "
+                   f"starved {100 * f['starvation_fraction']:5.1f} % of the time")
+    if r.get("q1_max_depth_bytes") is not None:
+        out.append(f"    max depth: Q1 {r['q1_max_depth_bytes']} B (red threshold {r['thresholds']['red_threshold']} B), "
+                   f"Q2 {r['q2_max_depth_bytes']} B, Q0 {r['q0_max_depth_bytes']} B")
+    return out
+
+
+def summary(name: str, r: dict) -> str:
+    """A few human lines per experiment (everything else is in result.json)."""
+    lines = [f"== {name} =="]
+    if name in ("fig7", "fig9"):
+        for sub in r.values():
+            lines += _long_flow_lines(sub)
+    elif name == "fig8":
+        lines.append(f"  {r['scale']}; max FCT (ms) by flows, and failed runs / kernel TCP timeouts:")
+        for row in r["summary"]:
+            fct = "-" if row["avg_max_fct_us"] is None else f"{row['avg_max_fct_us'] / 1e3:8.1f}"
+            lines.append(f"    {row['transport']:12} {row['flows']:3} flows: {fct}  failed {row['failed_runs']}"
+                         + (f"  tcp timeouts {row['tcp_timeouts']}" if row["tcp_timeouts"] is not None else ""))
+        for t, res in r["results"].items():
+            if res["agent_timeouts_total"] is not None:
+                lines.append(f"    {t}: {res['agent_timeouts_total']} timeouts in all runs")
+    elif name == "leafspine":
+        lines.append(f"  {r['symmetric_flows']}/{len(r['flows'])} flows had credits and data on the same spine; "
+                     f"spines used: {', '.join(r['spines_used'])}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def _series(samples: List[dict], warmup_s: float) -> Dict[str, List[dict]]:
         dt = (t - prev_t) if prev_t is not None else SAMPLE_MS / 1e3
         prev_t = t
         for f in s["flows"]:
-            key = f"{f['transport']} {f['peer']}#{f['flow_id']}"
+            key = f"{f['transport']} from {f['peer'].rsplit(':', 1)[0]}"  # one flow per sender host
             out.setdefault(key, []).append({
                 "t_s": t, "proactive_bps": f["proactive_bytes"] * 8 / dt,
                 "reactive_bps": f["reactive_bytes"] * 8 / dt})
