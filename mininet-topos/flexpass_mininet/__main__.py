@@ -7,6 +7,7 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import List
@@ -28,6 +29,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
     a = ap.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so every network and process started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     problems = env.problems(a.switch)
     if problems:
         print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
@@ -54,9 +57,12 @@ def _long_flow_lines(r: dict) -> List[str]:
         out.append(f"    {k:28} {100 * f['share_of_link']:5.1f} % of the link (proactive "
                    f"{100 * f['proactive_share']:4.1f} %, reactive {100 * f['reactive_share']:4.1f} %), "
                    f"starved {100 * f['starvation_fraction']:5.1f} % of the time")
-    if r.get("q1_max_depth_bytes") is not None:
-        out.append(f"    max depth: Q1 {r['q1_max_depth_bytes']} B (red threshold {r['thresholds']['red_threshold']} B), "
-                   f"Q2 {r['q2_max_depth_bytes']} B, Q0 {r['q0_max_depth_bytes']} B")
+    if r.get("queues"):
+        q = r["queues"]
+        out.append(f"    after warm-up: max depth Q1 {q['flexpass']['max_depth_bytes']} B (red threshold "
+                   f"{r['thresholds']['red_threshold']} B, buffer {r['thresholds']['buffer']} B), "
+                   f"Q2 {q['legacy']['max_depth_bytes']} B, Q0 {q['credit']['max_depth_bytes']} B; "
+                   f"Q1 drops {q['flexpass']['drops_after_warmup']}")
     return out
 
 

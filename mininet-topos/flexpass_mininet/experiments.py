@@ -107,13 +107,21 @@ def _sample_loop(seconds: float, samplers: List[TmSampler], every_s: float = SAM
             s.sample()
 
 
-def _queue_max(rows: List[dict], queue: int) -> int:
-    best = 0
-    for r in rows:
-        for q in r["stats"].get("queues", []):
-            if q.get("queue") == queue:
-                best = max(best, int(q.get("max_depth_bytes", 0)))
-    return best
+def _queue(row: dict, queue: int) -> dict:
+    return next((q for q in row["stats"].get("queues", []) if q.get("queue") == queue), {})
+
+
+def _queue_report(rows: List[dict], queue: int, warmup_s: float) -> dict:
+    """Max depth during and after warm-up, and drops per reason after warm-up."""
+    warm = [r for r in rows if r["t_s"] < warmup_s]
+    steady = [r for r in rows if r["t_s"] >= warmup_s]
+    peak = lambda rs: max((int(_queue(r, queue).get("max_depth_bytes", 0)) for r in rs), default=0)  # noqa: E731
+    drops = {}
+    if steady:
+        first = _queue(warm[-1] if warm else steady[0], queue).get("dropped_pkts", {})
+        last = _queue(steady[-1], queue).get("dropped_pkts", {})
+        drops = {k: last.get(k, 0) - first.get(k, 0) for k in last}
+    return {"max_depth_bytes": peak(steady), "max_depth_bytes_warmup": peak(warm), "drops_after_warmup": drops}
 
 
 # -- throughput from serve samples --------------------------------------------------
@@ -197,9 +205,9 @@ def long_flows(opts: Options, name: str, transports: List[str], profile: str, ti
         "transports": transports, "scale": sc.describe(), "link_rate_bps": sc.link_rate_bps,
         "thresholds": sc.port_defaults(), "flows": shares, "crashed_senders": crashed,
         "total_share": sum(v["share_of_link"] for v in shares.values()),
-        "q1_max_depth_bytes": _queue_max(tm.rows, QID["flexpass"]) if tm.enabled else None,
-        "q2_max_depth_bytes": _queue_max(tm.rows, QID["legacy"]) if tm.enabled else None,
-        "q0_max_depth_bytes": _queue_max(tm.rows, QID["credit"]) if tm.enabled else None,
+        # Bottleneck port (to the receiver), from the flexpass_switch TM; None on simple_switch.
+        "queues": {name: _queue_report(tm.rows, QID[name], opts.warmup_s) for name in ("credit", "flexpass", "legacy")}
+        if tm.enabled else None,
     }
     _write_series_csv(run_dir / "throughput.csv", series)
     (run_dir / "tm-samples.json").write_text(json.dumps(tm.rows))

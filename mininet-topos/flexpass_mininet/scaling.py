@@ -12,8 +12,10 @@ multiple of the bandwidth-delay product (BDP) as on the testbed:
 with RTT = 50 µs for the testbed (10 GbE hosts, one Tomahawk switch; the
 paper's K = 60 kB ≈ 1 BDP is the usual DCTCP setting) and RTT' the measured
 base RTT of the emulated path.  Thresholds never go below a floor in
-full-size frames (K' ≥ 4 frames, red' ≥ K' + 3 frames, buffer' ≥ red' + 8
-frames) so a queue can still hold a burst of an agent's sends.  Sizes that
+full-size frames (K' ≥ 4 frames, red' ≥ K' + 3 frames, buffer' ≥ red' + 16
+frames) so a queue can still hold a burst of an agent's sends, and the green
+data above the red threshold (bounded by the credits in flight, ExpressPass's
+8-credit queue) is measured rather than cut off by the buffer.  Sizes that
 set an experiment's *duration* (50 MB long flows) scale with C'/C instead;
 sizes that set a *pattern* (64 kB incast responses, which matter in packets
 per RTT) are kept.
@@ -30,7 +32,7 @@ PAPER_K_BYTES = 60_000
 PAPER_RED_BYTES = 100_000
 PAPER_BUFFER_BYTES = 300_000  # per data queue (switch-target FlexPassParams default)
 FRAME = 1514  # a full-size frame as BMv2 counts it (no FCS)
-K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 8
+K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 16
 
 
 @dataclass(frozen=True)

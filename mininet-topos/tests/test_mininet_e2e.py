@@ -47,10 +47,14 @@ def test_flexpass_and_dctcp_share_the_link_without_starvation(opts):
     # Fig. 7c: the reactive sub-flow hardly gets anything next to a legacy flow.
     assert f["flexpass"]["reactive_share"] < 0.2, r
     assert r["total_share"] > 0.8, r
-    # Red (reactive) packets stop at the red threshold; green ones above it are bounded
-    # by the credits in flight (the credit queue holds 8).
-    red = r["thresholds"]["red_threshold"]
-    assert 0 < r["q1_max_depth_bytes"] <= red + 8 * FRAME, r
+    # Red (reactive) packets stop at the red threshold; green (proactive) ones above it are
+    # bounded by the credits in flight (the credit queue holds 8): after warm-up Q1 stays
+    # below red + 8 frames although its buffer allows red + 16, and no green packet is
+    # dropped for a full queue.
+    q1, red = r["queues"]["flexpass"], r["thresholds"]["red_threshold"]
+    assert r["thresholds"]["buffer"] >= red + 16 * FRAME
+    assert red < q1["max_depth_bytes"] <= red + 8 * FRAME, r
+    assert q1["drops_after_warmup"]["queue_full"] == 0 and q1["drops_after_warmup"]["red"] > 0, r
 
 
 def test_naive_expresspass_starves_dctcp(opts):

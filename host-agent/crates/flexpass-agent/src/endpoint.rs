@@ -8,9 +8,7 @@ use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit,
 };
-use flexpass_wire::{
-    DscpPlan, Ecn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE,
-};
+use flexpass_wire::{DscpPlan, Ecn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -130,7 +128,8 @@ impl TokenBucket {
     }
 
     fn admit(&mut self, now: Nanos, len: usize) -> bool {
-        self.tokens = (self.tokens + now.saturating_sub(self.at) as f64 * self.per_ns).min(self.depth);
+        self.tokens =
+            (self.tokens + now.saturating_sub(self.at) as f64 * self.per_ns).min(self.depth);
         self.at = now;
         if self.tokens >= len as f64 {
             self.tokens -= len as f64;
@@ -157,6 +156,11 @@ pub struct Endpoint {
     pacing_errors: Vec<u32>,
     /// Finished receivers kept to re-acknowledge late retransmissions (like TIME_WAIT).
     retired: VecDeque<(Nanos, FlowKey)>,
+    /// Flows this endpoint had and dropped (closed senders, receivers after their linger),
+    /// remembered for FORGOTTEN_MEMORY: only their packets are answered with RESET. A packet
+    /// of a flow never seen (first-RTT data ahead of its HELLO, a forgery) is just dropped.
+    forgotten: HashMap<FlowKey, Nanos>,
+    forgotten_order: VecDeque<(Nanos, FlowKey)>,
     pub stats: EndpointStats,
 }
 
@@ -165,6 +169,9 @@ pub struct Endpoint {
 /// host becoming a reflector.
 const RESETS_PER_SECOND: f64 = 200.0;
 const RESET_BURST: f64 = 20.0;
+/// How long (and how many) dropped flows are remembered for RESET answers.
+const FORGOTTEN_MEMORY: Nanos = 60_000_000_000;
+const FORGOTTEN_MAX: usize = 65_536;
 
 /// How long a finished receiver keeps answering retransmitted data before it is dropped.
 pub const RECEIVER_LINGER: Nanos = 2_000_000_000;
@@ -195,6 +202,8 @@ impl Endpoint {
             out: Vec::with_capacity(2048),
             pacing_errors: Vec::new(),
             retired: VecDeque::new(),
+            forgotten: HashMap::new(),
+            forgotten_order: VecDeque::new(),
             stats: EndpointStats::default(),
             cfg,
         })
@@ -240,10 +249,25 @@ impl Endpoint {
 
     /// Forget a flow (after the application is done with it).
     pub fn close_sender(&mut self, key: FlowKey) -> Option<Sender> {
-        self.senders.remove(&key)
+        let s = self.senders.remove(&key)?;
+        self.forget(key);
+        Some(s)
     }
     pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
-        self.receivers.remove(&key)
+        let r = self.receivers.remove(&key)?;
+        self.forget(key);
+        Some(r)
+    }
+
+    fn forget(&mut self, key: FlowKey) {
+        let now = self.now();
+        if self.forgotten_order.len() >= FORGOTTEN_MAX {
+            if let Some((_, old)) = self.forgotten_order.pop_front() {
+                self.forgotten.remove(&old);
+            }
+        }
+        self.forgotten.insert(key, now);
+        self.forgotten_order.push_back((now, key));
     }
 
     /// The application is done with a finished flow: keep acknowledging retransmissions
@@ -379,11 +403,15 @@ impl Endpoint {
         }
     }
 
-    /// A valid packet for a flow this endpoint does not have: count it, and answer
-    /// RESET(unknown_flow), rate-limited; never answer a RESET or a HELLO (protocol.md §7).
+    /// A valid packet for a flow this endpoint does not have: count it; if the flow is one
+    /// this endpoint dropped, answer RESET(unknown_flow), rate-limited; never answer a RESET
+    /// or a HELLO (protocol.md §7).
     fn unknown_flow(&mut self, src: SocketAddr, packet: &Packet, now: Nanos) {
         self.stats.unknown_flow += 1;
-        if matches!(packet, Packet::Reset(_) | Packet::Hello(_)) || !self.reset_limiter.admit(now, 1) {
+        if matches!(packet, Packet::Reset(_) | Packet::Hello(_))
+            || !self.forgotten.contains_key(&(src, packet.flow_id()))
+            || !self.reset_limiter.admit(now, 1)
+        {
             return;
         }
         let reset = Packet::Reset(Reset {
@@ -398,7 +426,16 @@ impl Endpoint {
         let now = self.now();
         while self.retired.front().is_some_and(|&(at, _)| at <= now) {
             let (_, key) = self.retired.pop_front().expect("checked");
-            self.receivers.remove(&key);
+            self.close_receiver(key);
+        }
+        while let Some(&(at, key)) = self.forgotten_order.front() {
+            if at + FORGOTTEN_MEMORY > now {
+                break;
+            }
+            self.forgotten_order.pop_front();
+            if self.forgotten.get(&key) == Some(&at) {
+                self.forgotten.remove(&key);
+            }
         }
         let mut out: Vec<(SocketAddr, Transmit)> = Vec::new();
         for (&(peer, _), s) in self.senders.iter_mut() {

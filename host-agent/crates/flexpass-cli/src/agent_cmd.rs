@@ -478,7 +478,8 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
     let mut done = 0u64;
     let mut out = std::io::stdout().lock();
     let t0 = Instant::now();
-    let sample_every = (args.sample_ms > 0.0).then(|| Duration::from_secs_f64(args.sample_ms / 1e3));
+    let sample_every =
+        (args.sample_ms > 0.0).then(|| Duration::from_secs_f64(args.sample_ms / 1e3));
     let mut next_sample = sample_every.map(|d| t0 + d);
     while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|c| done < c) {
         ep.poll(Duration::from_millis(2))

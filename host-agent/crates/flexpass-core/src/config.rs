@@ -186,7 +186,8 @@ pub struct SenderConfig {
     /// Recovery-timer expiries in a row, with nothing at all from the peer, before the flow
     /// fails (the timer backs off exponentially, so 16 is about 1.4 s at 2 ms).
     pub recovery_retries: u32,
-    /// HELLO retransmission timeout and retries before the peer is declared not to speak FlexPass.
+    /// HELLO retransmission timeout (doubled at each retry) and retries before the peer is
+    /// declared not to speak FlexPass: 10 ms and 7 give up after about 2.5 s.
     pub hello_timeout: Nanos,
     pub hello_retries: u32,
     /// Seed for the sender's randomness (none today; kept for symmetry with the receiver).
@@ -204,7 +205,7 @@ impl SenderConfig {
             recovery_timeout: 2 * MILLIS,
             recovery_retries: 16,
             hello_timeout: 10 * MILLIS,
-            hello_retries: 5,
+            hello_retries: 7,
             seed: 0,
         }
     }

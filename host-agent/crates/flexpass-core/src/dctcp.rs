@@ -47,6 +47,11 @@ impl RttEstimator {
         self.min_rtt
     }
 
+    /// srtt + 4·rttvar without clamping (0 before any sample).
+    pub fn rto_estimate(&self) -> Nanos {
+        self.srtt.map_or(0, |s| (s + 4.0 * self.rttvar) as Nanos)
+    }
+
     /// RTO before backoff: max(rto_min, srtt + 4·rttvar), or rto_init before any sample.
     pub fn rto(&self, cfg: &DctcpConfig) -> Nanos {
         match self.srtt {

@@ -115,6 +115,9 @@ pub struct Sender {
     recovery_expiries: u32,
     /// Arrival of the last credit.
     last_credit_at: Nanos,
+    /// EWMA (gain 1/8) of the gap between credit arrivals: with many flows sharing the
+    /// credit rate it can be far above the RTT, and the recovery timer must wait longer.
+    credit_gap: Option<f64>,
     /// When the sender last had nothing at all to do (streams: CREDIT_STOP after a timeout).
     idle_since: Option<Nanos>,
     flow_size: u64,
@@ -160,6 +163,7 @@ impl Sender {
             recovery_anchor: now,
             recovery_expiries: 0,
             last_credit_at: now,
+            credit_gap: None,
             idle_since: None,
             flow_size,
             events: AckEvents::default(),
@@ -251,7 +255,7 @@ impl Sender {
                     return Err(unexpected);
                 }
                 match h.status {
-                    HelloStatus::Accepted => self.established(),
+                    HelloStatus::Accepted => self.established(now),
                     HelloStatus::UnsupportedTransport => {
                         self.fail(SenderError::UnsupportedTransport)
                     }
@@ -263,9 +267,14 @@ impl Sender {
                 if !self.cfg.uses_credits() {
                     return Err(unexpected);
                 }
+                if self.stats.credits_received > 0 {
+                    let gap = now.saturating_sub(self.last_credit_at) as f64;
+                    self.credit_gap =
+                        Some(self.credit_gap.map_or(gap, |g| 0.875 * g + 0.125 * gap));
+                }
                 self.stats.credits_received += 1;
                 self.last_credit_at = now;
-                self.established();
+                self.established(now);
                 if self.error().is_some() || self.buf.is_complete() {
                     self.stats.credits_wasted += 1;
                 } else {
@@ -282,9 +291,16 @@ impl Sender {
         }
     }
 
-    fn established(&mut self) {
-        if matches!(self.handshake, Handshake::Pending { .. }) {
+    /// The peer answered. A HELLO answered on its first transmission gives the first RTT
+    /// sample (Karn: none after a retransmission), as a SYN does, so the recovery timer
+    /// starts from the path's RTT rather than its floor; the timer starts now.
+    fn established(&mut self, now: Nanos) {
+        if let Handshake::Pending { at, tries } = self.handshake {
+            if tries == 0 && self.window.rtt.srtt().is_none() {
+                self.window.rtt.on_sample(now.saturating_sub(at).max(1));
+            }
             self.handshake = Handshake::Established;
+            self.recovery_anchor = now;
         }
     }
 
@@ -325,7 +341,7 @@ impl Sender {
             self.events = events;
             return Err(e.into());
         }
-        self.established();
+        self.established(now);
         let next_seq = self.scoreboard(ack.subflow).next_seq();
         let mut progress = false;
         for &(seq, seg, was_outstanding) in &events.acked {
@@ -529,17 +545,40 @@ impl Sender {
         Some(Transmit::new(Packet::Data(data), self.cfg.transport))
     }
 
+    /// HELLO retransmission timeout after `tries` retransmissions: doubles each time (as a TCP
+    /// SYN's), so HELLOs lost in a congested queue (incast) are retried beyond the burst.
+    fn hello_timeout(&self, tries: u32) -> Nanos {
+        self.cfg.hello_timeout << tries.min(16)
+    }
+
     fn rto_deadline(&self) -> Option<Nanos> {
         (self.reactive.outstanding() > 0).then(|| self.reactive.timer_anchor() + self.window.rto())
     }
 
     fn recovery_deadline(&mut self) -> Option<Nanos> {
-        if !self.cfg.uses_credits() || self.buf.is_complete() {
+        // Before HELLO_ACK no credit can come: the HELLO retransmission is the timer then.
+        if !self.cfg.uses_credits()
+            || self.buf.is_complete()
+            || matches!(self.handshake, Handshake::Pending { .. })
+        {
             return None;
         }
         let waiting = self.owes_proactive() || self.proactive.outstanding() > 0;
         let backoff = 1u64 << self.recovery_expiries.min(MAX_RECOVERY_BACKOFF);
-        waiting.then(|| self.recovery_anchor + self.cfg.recovery_timeout * backoff)
+        waiting.then(|| self.recovery_anchor + self.recovery_timeout() * backoff)
+    }
+
+    /// The recovery timeout before backoff: the configured floor, but never less than the
+    /// path's RTO estimate (srtt + 4·rttvar) nor two credit gaps, so neither queueing delay
+    /// nor a small share of the credits (an incast) makes packets in flight look lost.
+    fn recovery_timeout(&self) -> Nanos {
+        let rto = self
+            .window
+            .rtt
+            .srtt()
+            .map_or(0, |_| self.window.rtt.rto_estimate());
+        let gaps = self.credit_gap.map_or(0, |g| (2.0 * g) as Nanos);
+        self.cfg.recovery_timeout.max(rto).max(gaps)
     }
 
     /// Earliest time `handle_timeout` must run.
@@ -548,7 +587,7 @@ impl Sender {
             return None;
         }
         let hello = match self.handshake {
-            Handshake::Pending { at, .. } => Some(at + self.cfg.hello_timeout),
+            Handshake::Pending { at, tries } => Some(at + self.hello_timeout(tries)),
             _ => None,
         };
         let stop = match (self.credit_state, self.idle_since) {
@@ -566,7 +605,7 @@ impl Sender {
             return;
         }
         if let Handshake::Pending { at, tries } = self.handshake {
-            if now >= at + self.cfg.hello_timeout {
+            if now >= at + self.hello_timeout(tries) {
                 if tries >= self.cfg.hello_retries {
                     self.fail(SenderError::PeerNotResponding);
                     return;
@@ -587,7 +626,11 @@ impl Sender {
         if self.rto_deadline().is_some_and(|d| now >= d) {
             // FlexPass: while credits keep arriving (or have other data to carry) the flow is not
             // waiting on this timer; the RTO only hands the unACKed reactive packets to them.
-            let credits_flowing = now.saturating_sub(self.last_credit_at) < self.window.rto();
+            // "Flowing" at the rate credits come to this flow: with many flows sharing the
+            // credit rate (incast) the gap between two credits can exceed the RTO.
+            let credit_gaps = self.credit_gap.map_or(0, |g| (2.0 * g) as Nanos);
+            let credits_flowing = self.stats.credits_received > 0
+                && now.saturating_sub(self.last_credit_at) < self.window.rto().max(credit_gaps);
             let credit_work = self.cfg.transport == TransportKind::FlexPass
                 && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing);
             let mut events = std::mem::take(&mut self.events);

@@ -232,7 +232,10 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
     let mut requests = vec![];
     let mut now = 1;
     while s.error().is_none() && now < 60_000 * MILLIS {
-        now = s.poll_timeout().expect("a timer is armed while data is owed").max(now);
+        now = s
+            .poll_timeout()
+            .expect("a timer is armed while data is owed")
+            .max(now);
         s.handle_timeout(now);
         requests.extend(
             drain(&mut s, now)
@@ -242,10 +245,103 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
         );
     }
     assert_eq!(s.error(), Some(SenderError::NoProgress(retries)));
-    assert_eq!(requests.len() as u32, retries, "one CREDIT_REQUEST per expiry");
+    assert_eq!(
+        requests.len() as u32,
+        retries,
+        "one CREDIT_REQUEST per expiry"
+    );
     // Gaps double up to 64 × the recovery timeout: not a request every timeout forever.
     let gaps: Vec<u64> = requests.windows(2).map(|w| w[1] - w[0]).collect();
     for (i, g) in gaps.iter().enumerate() {
         assert_eq!(*g, timeout << (i + 1).min(6), "gap {i}: {gaps:?}");
     }
+}
+
+#[test]
+fn hello_is_retried_with_doubling_timeouts_then_the_flow_fails_with_a_fallback_hint() {
+    use flexpass_core::SenderError;
+    let cfg = SenderConfig::new(TransportKind::FlexPass);
+    let (timeout, retries) = (cfg.hello_timeout, cfg.hello_retries);
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    s.write(Bytes::from_static(b"x"));
+    s.finish();
+    let mut hellos = vec![];
+    let mut now = 0;
+    loop {
+        hellos.extend(
+            drain(&mut s, now)
+                .into_iter()
+                .filter(|p| matches!(p, Packet::Hello(_)))
+                .map(|_| now),
+        );
+        if s.error().is_some() {
+            break;
+        }
+        now = s.poll_timeout().expect("HELLO timer armed");
+        s.handle_timeout(now);
+    }
+    assert_eq!(s.error(), Some(SenderError::PeerNotResponding));
+    assert!(s
+        .error()
+        .unwrap()
+        .to_string()
+        .contains("fall back to kernel TCP"));
+    assert_eq!(hellos.len() as u32, 1 + retries);
+    let gaps: Vec<u64> = hellos.windows(2).map(|w| w[1] - w[0]).collect();
+    for (i, g) in gaps.iter().enumerate() {
+        assert_eq!(*g, timeout << i, "{gaps:?}");
+    }
+    assert_eq!(
+        now,
+        timeout * ((1 << (retries + 1)) - 1),
+        "gives up after the last timeout"
+    );
+}
+
+#[test]
+fn sparse_credits_and_a_long_rtt_cause_no_spurious_recovery() {
+    // An incast share of the credits: one credit every 20 ms, a 10 ms RTT (queueing), far
+    // above the 2 ms recovery-timer floor. Packets in flight must not be declared lost.
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    let mut r = receiver(TransportKind::ExpressPass);
+    s.write(Bytes::from(vec![9u8; 30 * 1444]));
+    s.finish();
+    let one_way = 5 * MILLIS;
+    let mut to_receiver: Vec<(Nanos, Packet)> = vec![];
+    let mut to_sender: Vec<(Nanos, Packet)> = vec![];
+    let mut credit_seq = 0;
+    let mut now = 0;
+    while !s.is_complete() && now < 10_000 * MILLIS {
+        if now > 0 && now % (20 * MILLIS) == 0 {
+            to_sender.push((now, credit(credit_seq)));
+            credit_seq += 1;
+        }
+        for (_, p) in to_sender.extract_if(.., |(t, _)| *t <= now) {
+            let _ = s.handle_packet(now, &p);
+        }
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        to_receiver.extend(drain(&mut s, now).into_iter().map(|p| (now + one_way, p)));
+        for (_, p) in to_receiver.extract_if(.., |(t, _)| *t <= now) {
+            r.handle_packet(now, &p, false).unwrap();
+        }
+        if r.poll_timeout().is_some_and(|t| t <= now) {
+            r.handle_timeout(now);
+        }
+        while let Some(t) = r.poll_transmit(now) {
+            // The test supplies the (sparse) credits itself.
+            if !matches!(t.packet, Packet::Credit(_)) {
+                to_sender.push((now + one_way, t.packet));
+            }
+        }
+        now += 100 * MICROS;
+    }
+    assert!(
+        s.is_complete(),
+        "not complete after {now} ns: {:?}",
+        s.stats()
+    );
+    assert_eq!(s.stats().recovery_timeouts, 0, "{:?}", s.stats());
+    assert_eq!(s.stats().retransmissions, 0, "{:?}", s.stats());
 }
