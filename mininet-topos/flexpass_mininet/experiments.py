@@ -307,7 +307,7 @@ def fig8(opts: Options, flow_counts=(8, 16, 32, 48, 64), size: int = 64_000, sen
     from .plots import plot_incast
 
     plot_incast(summary_rows, f"Fig. 8: {senders}-to-1 incast, {size // 1000} kB responses ({opts.switch})",
-                d / "max_fct.png")
+                d / "max_fct.png", size, sc.link_rate_bps)
     return out
 
 
@@ -378,6 +378,15 @@ def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
     res = {"experiment": "leafspine", "switch": opts.switch, "flows": rows,
            "symmetric_flows": sum(r["symmetric"] for r in rows), "spines_used": sorted({s for r in rows for s in r["data_spines"]})}
     (run_dir / "result.json").write_text(json.dumps(res, indent=2))
+    with open(run_dir / "per_spine.csv", "w") as f:
+        f.write("flow,src,dst,spine,data_pkts,credit_pkts\n")
+        for r in rows:
+            for s in spines:
+                f.write(f"{r['flow']},{r['src']},{r['dst']},{s},{r[s]['data_pkts']},{r[s]['credit_pkts']}\n")
+    from .plots import plot_path_symmetry
+
+    plot_path_symmetry(rows, spines, f"Leaf-spine: each flow's data and credits per spine ({opts.switch})",
+                       run_dir / "per_spine.png")
     return res
 
 

@@ -54,9 +54,13 @@ def plot_starvation(results: Dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_incast(rows: List[dict], title: str, path: Path) -> None:
-    """FlexPass Fig. 8: max FCT against the number of synchronized flows."""
+def plot_incast(rows: List[dict], title: str, path: Path, size: int, link_bps: float) -> None:
+    """FlexPass Fig. 8: max FCT against the number of synchronized flows, with the
+    line-rate bound (every response back to back at the link rate)."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
+    counts = sorted({r["flows"] for r in rows})
+    ax.plot(counts, [n * size * 8 / link_bps * 1e3 for n in counts], color="grey", linestyle=":",
+            label="line rate bound")
     for t in sorted({r["transport"] for r in rows}):
         pts = [(r["flows"], r["avg_max_fct_us"] / 1e3) for r in rows
                if r["transport"] == t and r["avg_max_fct_us"] is not None]
@@ -66,6 +70,24 @@ def plot_incast(rows: List[dict], title: str, path: Path) -> None:
     ax.set_ylabel("max FCT (ms)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Path) -> None:
+    """Per flow: data packets (FlexPass queue, towards the receiver's leaf) and credits
+    (credit queue, towards the sender's leaf) counted on each spine."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=False)
+    width = 0.8 / max(1, len(spines))
+    for ax, kind, label in ((axes[0], "data_pkts", "data packets"), (axes[1], "credit_pkts", "credits")):
+        for j, s in enumerate(spines):
+            ax.bar([i + j * width for i in range(len(rows))], [r[s][kind] for r in rows], width, label=s)
+        ax.set_xticks([i + width * (len(spines) - 1) / 2 for i in range(len(rows))],
+                      [f"{r['src']}→{r['dst']}" for r in rows], fontsize=7, rotation=30)
+        ax.set_ylabel(f"{label} per spine")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
