@@ -20,7 +20,7 @@ def plot_throughput(series: Dict[str, List[dict]], link_bps: float, title: str, 
         t = [r["t_s"] for r in rows]
         total = [(r["proactive_bps"] + r["reactive_bps"]) / 1e6 for r in rows]
         line, = ax.plot(t, total, label=f"{key} total", linewidth=1.6)
-        if key.startswith(("flexpass", "expresspass")):
+        if key.startswith("flexpass"):  # the only transport with two sub-flows
             ax.plot(t, [r["proactive_bps"] / 1e6 for r in rows], linestyle="--", color=line.get_color(),
                     linewidth=1, label=f"{key} proactive")
             ax.plot(t, [r["reactive_bps"] / 1e6 for r in rows], linestyle=":", color=line.get_color(),

@@ -90,9 +90,12 @@ struct SimArgs {
     /// Shared data buffer per switch port, kB.
     #[arg(long, default_value_t = 600.0)]
     buffer_kb: f64,
-    /// Initial credit rate factor α (= w_init).
+    /// Initial credit rate factor α.
     #[arg(long, default_value_t = 1.0 / 16.0)]
     alpha: f64,
+    /// Initial aggressiveness factor w_init (default: = α, ExpressPass §6.3).
+    #[arg(long)]
+    w_init: Option<f64>,
     /// DCTCP RTO_min, milliseconds.
     #[arg(long, default_value_t = 4.0)]
     rto_min_ms: f64,
@@ -211,6 +214,14 @@ fn params(a: &SimArgs) -> Result<ScenarioParams, String> {
         buffer: (positive(a.buffer_kb, "--buffer-kb")? * 1000.0) as u64,
         duration: (positive(a.duration_ms, "--duration-ms")? * 1e6) as u64,
         alpha: a.alpha,
+        w_init: match a.w_init {
+            Some(w) if !(0.01..=0.5).contains(&w) => {
+                return Err(format!(
+                    "--w-init must be in [w_min, w_max] = [0.01, 0.5], got {w}"
+                ))
+            }
+            w => w,
+        },
         nic_credit_share: match a.nic_credit_share {
             Some(v) if !(v > 0.0 && v <= 1.0) => {
                 return Err(format!("--nic-credit-share must be in (0, 1], got {v}"))
@@ -331,8 +342,9 @@ pub fn summary(r: &Report) -> String {
         for x in c {
             let _ = writeln!(
                 s,
-                "  α = w_init = {}: Jain ≥ 0.98 first after {} RTTs, for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
+                "  α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs, for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
                 x["alpha"],
+                x["w_init"],
                 x["first_fair_rtts"],
                 x["convergence_rtts"],
                 x["mean_jain_after_16_rtts"].as_f64().unwrap_or(0.0),

@@ -79,8 +79,11 @@ pub struct ScenarioParams {
     pub nic_credit_share: Option<f64>,
     /// Simulated time for long-running scenarios.
     pub duration: Nanos,
-    /// Initial credit rate factor α and w_init (ExpressPass §6.3 default 1/16).
+    /// Initial credit rate factor α (ExpressPass §6.3 default 1/16).
     pub alpha: f64,
+    /// Initial aggressiveness factor w_init; None: = α (the §6.3 default α = w_init).
+    /// ExpressPass Fig. 8a varies α with w_init fixed at 0.5.
+    pub w_init: Option<f64>,
     pub rto_min: Nanos,
     /// Incast: flow counts to run (each spread evenly over 8 senders) and response size.
     pub incast_flows: Vec<usize>,
@@ -107,6 +110,7 @@ impl Default for ScenarioParams {
             nic_credit_share: None,
             duration: 30 * MILLIS,
             alpha: 1.0 / 16.0,
+            w_init: None,
             rto_min: 4 * MILLIS,
             incast_flows: vec![8, 16, 32, 48, 64],
             incast_senders: 8,
@@ -174,7 +178,10 @@ impl ScenarioParams {
         };
         let mut credit = CreditConfig::for_link(self.link_bps, share, self.base_rtt());
         credit.alpha = self.alpha;
-        credit.w_init = self.alpha.clamp(credit.w_min, credit.w_max);
+        credit.w_init = self
+            .w_init
+            .unwrap_or(self.alpha)
+            .clamp(credit.w_min, credit.w_max);
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
         c
