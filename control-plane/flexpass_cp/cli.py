@@ -4,6 +4,7 @@
     flexpass-ctl diff     --config C --switch S [...]    # what apply would change
     flexpass-ctl apply    --config C --switch S [...]    # pipeline + entries + meters + queues
     flexpass-ctl counters --config C --switch S [...]    # per port/queue counters
+    flexpass-ctl tm-stats --config C --switch S [...]    # flexpass_switch TM: depths, drops
 
 Exit codes: 0 ok, 1 config error, 2 switch/transport error, 3 usage.
 """
@@ -64,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("counters", help="per port/queue counters and ingress events")
     _add_common(p, True)
     p.add_argument("--all", action="store_true", help="also print all-zero rows")
+    p = sub.add_parser("tm-stats", help="flexpass_switch traffic manager: depth, watermarks, drops per queue")
+    _add_common(p, False)
+    p.add_argument("--tm-addr", default="127.0.0.1", help="TM API host (default 127.0.0.1)")
+    p.add_argument("--tm-port", type=int, help="TM API port (default: from the config)")
+    p.add_argument("--clear", action="store_true", help="reset the watermarks after reading")
     return ap
 
 
@@ -217,6 +223,33 @@ def cmd_counters(args, cfg: Config) -> int:
     return 0
 
 
+def cmd_tm_stats(args, cfg: Config) -> int:
+    from .tm_client import TmClient
+
+    sw = cfg.switch(args.switch)
+    if sw.target != "flexpass_switch":
+        print(f"flexpass-ctl: {sw.name} is a {sw.target} (no traffic manager API); see `counters`",
+              file=sys.stderr)
+        return 3
+    qname = {v: k for k, v in cfg.bmv2_priority.items()}
+    with TmClient(args.tm_addr, args.tm_port or sw.tm_port) as tm:
+        print(f"{'port':>4} {'queue':>12} {'depth B':>9} {'max B':>9} {'dequeued':>10} "
+              f"{'ECN':>7} drops (red / yellow / full / port)")
+        for port in sorted(sw.ports):
+            st = tm.get_stats(port)
+            for q in st["queues"]:
+                if not q["enqueued_pkts"] and not q["depth_bytes"]:
+                    continue
+                d = q["dropped_pkts"]
+                label = f"{q['queue']} ({qname.get(q['queue'], '-')})"
+                print(f"{port:>4} {label:>12} {q['depth_bytes']:>9} {q['max_depth_bytes']:>9} "
+                      f"{q['dequeued_pkts']:>10} {q['ecn_marked_pkts']:>7} "
+                      f"{d['red']} / {d['yellow']} / {d['queue_full']} / {d['port_full']}")
+        if args.clear:
+            tm.clear_watermarks()
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -233,7 +266,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .tm_client import TmError
 
         try:
-            return {"diff": cmd_diff, "apply": cmd_apply, "counters": cmd_counters}[args.cmd](args, cfg)
+            return {"diff": cmd_diff, "apply": cmd_apply, "counters": cmd_counters,
+                    "tm-stats": cmd_tm_stats}[args.cmd](args, cfg)
         except (P4RuntimeError, QueueConfigError, TmError) as e:
             print(f"flexpass-ctl: {e}", file=sys.stderr)
             return 2

@@ -84,3 +84,55 @@ def test_connection_refused_is_a_tm_error():
     s.close()
     with pytest.raises(TmError, match="cannot connect to the TM API"):
         TmClient("127.0.0.1", port, timeout=1).list_ports()
+
+
+def _tm_config(tmp_path, tm_port):
+    p = tmp_path / "tm.yaml"
+    p.write_text(f"""
+port_defaults: {{w_q: 0.5, ecn_threshold: 6KB, red_threshold: 10KB, buffer: 30KB}}
+switches:
+  s1:
+    target: flexpass_switch
+    tm_port: {tm_port}
+    ports:
+      1: {{link_rate: 20Mbps, mac: "02:00:00:00:01:01"}}
+""")
+    return str(p)
+
+
+def test_show_and_tm_settings_for_flexpass_switch(tmp_path, capsys):
+    from flexpass_cp import cli
+
+    assert cli.main(["show", "--config", _tm_config(tmp_path, 9191), "--switch", "s1"]) == 0
+    out = capsys.readouterr().out
+    # Thresholds are bytes on flexpass_switch; the TM does the red admission (P4 red off).
+    assert "set_thresholds(ecn_threshold=6000, red_threshold=524287)" in out
+    assert "queue 5: level 0 weight 0.5 buffer 30000 B red 10000 K 6000" in out
+    assert "queue 7: level 1 weight 1 buffer 544 B" in out and "burst 168 B" in out
+    assert "credit_meter" not in out  # credits are shaped by the TM, not metered
+
+
+def test_apply_tm_settings_sends_every_queue(tmp_path):
+    from flexpass_cp import cli
+    from flexpass_cp.config import load_config
+
+    fake = FakeTm({"set_port": {"ok": True, "config": {}}, "set_queue": {"ok": True, "config": {}}})
+    cfg = load_config(_tm_config(tmp_path, fake.port))
+    cli.apply_tm_settings(cfg, "s1", "127.0.0.1", fake.port)
+    port, *queues = fake.requests
+    assert port == {"op": "set_port", "port": 1, "link_rate_bps": 20_000_000, "wire_overhead_bytes": 24}
+    by_q = {q["queue"]: q for q in queues}
+    assert set(by_q) == {5, 6, 7}
+    assert by_q[7]["priority"] == 1 and by_q[7]["shaper_rate_bps"] == round(0.5 * 20e6 * 84 / 1622)
+    assert by_q[5]["weight"] == by_q[6]["weight"] == 0.5 and by_q[5]["red_threshold"] == 10_000
+    assert by_q[6]["red_threshold"] is None
+
+
+def test_tm_stats_on_a_stock_switch_is_a_usage_error(capsys):
+    from pathlib import Path
+
+    from flexpass_cp import cli
+
+    dumbbell = str(Path(__file__).resolve().parents[2] / "control-plane" / "configs" / "dumbbell.yaml")
+    assert cli.main(["tm-stats", "--config", dumbbell, "--switch", "s1"]) == 3
+    assert "no traffic manager API" in capsys.readouterr().err
