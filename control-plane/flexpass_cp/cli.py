@@ -86,7 +86,7 @@ def cmd_show(cfg: Config, switch: str) -> int:
     sw = cfg.switch(switch)
     print(f"switch {sw.name}: profile {sw.profile}, P4Runtime {sw.grpc_addr} device {sw.device_id}, "
           f"thrift {sw.thrift_port}")
-    print(f"queues (BMv2 priority, highest served first): " +
+    print("queues (BMv2 priority, highest served first): " +
           ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
     print()
     print(f"{'port':>4} {'name':10} {'link':>11} {'w_q':>5} {'credit limit':>13} {'meter cir':>12} "

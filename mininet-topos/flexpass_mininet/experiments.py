@@ -21,7 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from . import env
 from .fabric import Fabric, dumbbell, incast, leaf_spine

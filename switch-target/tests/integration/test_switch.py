@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
