@@ -342,10 +342,12 @@ pub fn summary(r: &Report) -> String {
         for x in c {
             let _ = writeln!(
                 s,
-                "  α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs, for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
+                "  α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs ({} measured RTTs of {:.1} µs), for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
                 x["alpha"],
                 x["w_init"],
                 x["first_fair_rtts"],
+                x["first_fair_measured_rtts"],
+                x["measured_rtt_us"].as_f64().unwrap_or(0.0),
                 x["convergence_rtts"],
                 x["mean_jain_after_16_rtts"].as_f64().unwrap_or(0.0),
                 x["long_term_jain"].as_f64().unwrap_or(0.0)

@@ -355,6 +355,13 @@ pub struct ConvergenceResult {
     /// RTTs from the second flow's first data until Jain's index over a 4-RTT window first
     /// reaches 0.98 (None: never).
     pub first_fair_rtts: Option<f64>,
+    /// Mean credit RTT of the two receivers after the join (their update period: base RTT
+    /// plus credit queueing), µs.
+    pub measured_rtt_us: f64,
+    /// `first_fair_rtts` counted in measured RTTs (`measured_rtt_us`) and with 4-measured-RTT
+    /// windows, as the paper counts RTTs (ExpressPass §6.1: 100 µs = "four RTTs" at a 25 µs
+    /// average RTT; 10 µs minimum).
+    pub first_fair_measured_rtts: Option<f64>,
     /// RTTs until the index reaches 0.98 and stays there for the rest of the run (95% of the
     /// windows); None: never.
     pub convergence_rtts: Option<f64>,
@@ -368,16 +375,10 @@ pub struct ConvergenceResult {
 /// 10 Gbps, too few for the index to mean anything.
 const JAIN_WINDOW_RTTS: usize = 4;
 
-/// ExpressPass Fig. 8a: flow 1 runs alone, flow 2 joins; Jain's index of the two flows'
-/// data rates over sliding windows of `JAIN_WINDOW_RTTS` RTTs.
-pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResult, Report) {
-    let mut p = params.clone();
-    p.alpha = alpha;
-    let rtt = p.base_rtt();
-    p.sample_interval = rtt;
-    let join = 2 * flexpass_core::MILLIS;
-    p.duration = join + 3 * flexpass_core::MILLIS;
-    let (mut net, sw) = star(&p, Profile::Naive, 3);
+/// Flow 1 alone from 0, flow 2 from `join`, both long ExpressPass flows into host 0. With
+/// `measure`, also the mean credit RTT of the two receivers after the join (ns).
+fn convergence_run(p: &ScenarioParams, join: Nanos, measure: bool) -> (Network, usize, f64) {
+    let (mut net, sw) = star(p, Profile::Naive, 3);
     net.monitor(sw, 0);
     let long = |id, src, start| FlowSpec {
         id,
@@ -389,7 +390,34 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
     };
     net.add_flow(long(1, 1, 0));
     net.add_flow(long(2, 2, join));
-    net.run_until(p.duration, |_| {});
+    if !measure {
+        net.run_until(p.duration, |_| {});
+        return (net, sw, 0.0);
+    }
+    let step = p.base_rtt();
+    let (mut sum, mut n) = (0.0, 0u32);
+    let mut t = join;
+    while t < p.duration {
+        t = (t + step).min(p.duration);
+        net.run_until(t, |_| {});
+        for f in &net.flows {
+            if let Some(r) = f.receiver.as_ref().filter(|r| r.is_sending_credits()) {
+                sum += r.update_period() as f64;
+                n += 1;
+            }
+        }
+    }
+    let mean = if n == 0 {
+        step as f64
+    } else {
+        sum / f64::from(n)
+    };
+    (net, sw, mean)
+}
+
+/// Jain's index of the two flows' data rates over sliding windows of `JAIN_WINDOW_RTTS`
+/// samples, from the sample in which the second flow's first data arrived.
+fn jain_windows(net: &Network) -> Vec<f64> {
     let rates: Vec<[f64; 2]> = net
         .samples
         .iter()
@@ -397,13 +425,47 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
         .collect();
     let first = rates.iter().position(|r| r[1] > 0.0).unwrap_or(rates.len());
     let w = JAIN_WINDOW_RTTS;
-    let jains: Vec<f64> = (first..rates.len().saturating_sub(w))
+    (first..rates.len().saturating_sub(w))
         .map(|i| {
             let a: f64 = rates[i..i + w].iter().map(|r| r[0]).sum();
             let b: f64 = rates[i..i + w].iter().map(|r| r[1]).sum();
             jain(&[a, b])
         })
+        .collect()
+}
+
+/// ExpressPass Fig. 8a: flow 1 runs alone, flow 2 joins; Jain's index of the two flows'
+/// data rates over sliding windows of `JAIN_WINDOW_RTTS` RTTs.
+pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResult, Report) {
+    let mut p = params.clone();
+    p.alpha = alpha;
+    let rtt = p.base_rtt();
+    p.sample_interval = rtt;
+    let join = 2 * flexpass_core::MILLIS;
+    p.duration = join + 3 * flexpass_core::MILLIS;
+    // First run: per-base-RTT samples; the two receivers' credit RTT (their update period:
+    // base RTT plus credit queueing) is read once per base RTT after the join.
+    let (net, sw, mean_rtt) = convergence_run(&p, join, true);
+    let jains = jain_windows(&net);
+    // Second run, identical but sampled once per mean measured RTT: the paper counts
+    // convergence in RTTs as measured ("in just 100 µs (four RTTs)" with a 25 µs average
+    // RTT, ExpressPass §6.1), and Algorithm 1 runs once per measured RTT.
+    let measured_rtt = mean_rtt.round().max(1.0) as Nanos;
+    let measured = {
+        let q = ScenarioParams {
+            sample_interval: measured_rtt,
+            ..p.clone()
+        };
+        let (net2, _, _) = convergence_run(&q, join, false);
+        jain_windows(&net2)
+    };
+    let first_fair_measured = measured.iter().position(|&j| j >= 0.98).map(|k| k as f64);
+    let rates: Vec<[f64; 2]> = net
+        .samples
+        .iter()
+        .map(|s| [s.proactive[0] as f64, s.proactive[1] as f64])
         .collect();
+    let first = rates.iter().position(|r| r[1] > 0.0).unwrap_or(rates.len());
     let first_fair = jains.iter().position(|&j| j >= 0.98).map(|k| k as f64);
     let convergence = (0..jains.len())
         .find(|&k| {
@@ -435,6 +497,8 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
         alpha,
         w_init,
         first_fair_rtts: first_fair,
+        measured_rtt_us: measured_rtt as f64 / 1e3,
+        first_fair_measured_rtts: first_fair_measured,
         convergence_rtts: convergence,
         mean_jain_after_16_rtts: mean_after,
         long_term_jain: jain(&totals),

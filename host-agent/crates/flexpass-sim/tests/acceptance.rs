@@ -167,20 +167,32 @@ fn incast_credit_transports_never_time_out() {
 
 #[test]
 fn joining_expresspass_flow_gets_its_share() {
-    // ExpressPass Fig. 8a trade-off, both settings, over 16 seeds (docs/protocol.md §11,
-    // "Credit feedback"). Measured: α = 1 reaches Jain ≥ 0.98 (4-RTT windows) within 1 RTT of
-    // the join on 15 seeds and after 6 RTTs on one; α = w_init = 1/16 within 16 RTTs on only
-    // 7 of 16 seeds (median ≈ 17, worst 62): the "16 RTTs" half of the acceptance item is
-    // NOT met and is not asserted; what is asserted for it is that the joining flow is never
-    // locked out and ends up sharing fairly.
+    // ExpressPass Fig. 8a trade-off over 16 seeds (docs/protocol.md §11, "Credit feedback"):
+    // α = 1 (w_init clamps to 0.5), Fig. 8a's α = 1/16 with w_init = 0.5, and the §6.3
+    // defaults α = w_init = 1/16. RTTs are counted two ways: base RTTs (22.6 µs) and the
+    // receivers' measured credit RTT (≈31 µs: base RTT plus credit queueing), which is the
+    // RTT Algorithm 1 runs on and how the paper counts ("100 µs (four RTTs)" at a 25 µs
+    // average RTT, §6.1). Measured: α = 1 within 4 RTTs on 15/16 seeds either way; Fig. 8a's
+    // setting within 16 RTTs on 11/16 (base) and 14/16 (measured) seeds; the defaults on 8/16
+    // and 12/16. The paper's own discrete model of Algorithm 1 (§4: synchronised updates,
+    // equal loss) needs 13-15 update periods for α = 1/16, w_init = 0.5, so "within 16 RTTs
+    // on every seed" is at the edge of what Algorithm 1 itself gives: that half of the
+    // acceptance item is NOT met and is not asserted. What is asserted: the joining flow is
+    // never locked out and ends up sharing fairly, and the measured numbers do not regress.
     let seeds = 1..=16u64;
-    for alpha in [1.0, 1.0 / 16.0] {
+    for (alpha, w_init) in [(1.0, None), (1.0 / 16.0, Some(0.5)), (1.0 / 16.0, None)] {
         let mut first = vec![];
+        let mut first_measured = vec![];
         for seed in seeds.clone() {
-            let p = ScenarioParams { seed, ..params() };
+            let p = ScenarioParams {
+                seed,
+                w_init,
+                ..params()
+            };
             let (c, r) = convergence_time(&p, alpha);
-            eprintln!("α = {alpha} seed {seed}: {c:?}");
+            eprintln!("α = {alpha} w_init = {w_init:?} seed {seed}: {c:?}");
             first.push(c.first_fair_rtts);
+            first_measured.push(c.first_fair_measured_rtts);
             assert!(
                 c.first_fair_rtts.is_some(),
                 "α = {alpha} seed {seed}: the two flows were never fair: {c:?}"
@@ -198,11 +210,20 @@ fn joining_expresspass_flow_gets_its_share() {
             );
             assert_eq!(r.data_drops_full + r.data_drops_red, 0);
         }
+        let within =
+            |v: &[Option<f64>], n: f64| v.iter().filter(|f| f.is_some_and(|x| x <= n)).count();
         if alpha == 1.0 {
-            let fast = first.iter().filter(|f| f.is_some_and(|x| x <= 4.0)).count();
+            let fast = within(&first, 4.0);
             assert!(
                 fast >= 15,
                 "α = 1: Jain ≥ 0.98 within 4 RTTs on {fast}/16 seeds: {first:?}"
+            );
+        } else if w_init == Some(0.5) {
+            // Regression floor for Fig. 8a's setting (measured: 14/16 within 16 measured RTTs).
+            let n = within(&first_measured, 16.0);
+            assert!(
+                n >= 13,
+                "α = 1/16, w_init = 0.5: within 16 measured RTTs on {n}/16 seeds: {first_measured:?}"
             );
         }
     }
