@@ -28,9 +28,18 @@ pub struct NetArgs {
     /// Base RTT of the path, µs (floor of the credit feedback update period).
     #[arg(long, default_value_t = 100.0)]
     pub rtt_us: f64,
-    /// Busy-poll the last µs before each deadline (0: sleep only; use with a dedicated core).
-    #[arg(long, default_value_t = 0.0)]
+    /// Busy-wait the last µs before each credit deadline (0: sleep only; costs up to this
+    /// much CPU per credit; worth it with a core to spare).
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_SPIN as f64 / 1e3)]
     pub spin_us: f64,
+    /// Poll mode: while packets arrive closely spaced, check the socket without sleeping
+    /// for up to this many µs after the last one (0: always sleep).
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_BUSY_POLL as f64 / 1e3)]
+    pub busy_poll_us: f64,
+    /// Do not use UDP GSO (by default runs of equal-sized datagrams to one peer leave as
+    /// one UDP_SEGMENT send where the kernel and device support it).
+    #[arg(long)]
+    pub no_gso: bool,
 }
 
 impl NetArgs {
@@ -50,6 +59,9 @@ impl NetArgs {
         if self.spin_us.is_nan() {
             return Err("--spin-us must be a number".into());
         }
+        if self.busy_poll_us.is_nan() {
+            return Err("--busy-poll-us must be a number".into());
+        }
         Ok(())
     }
 
@@ -61,6 +73,8 @@ impl NetArgs {
         c.w_q = self.w_q;
         c.base_rtt = (self.rtt_us * 1e3) as u64;
         c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
+        c.gso = !self.no_gso;
+        c.busy_poll = (self.busy_poll_us.max(0.0) * 1e3) as u64;
         Endpoint::bind(c).map_err(|e| format!("cannot open UDP {bind}: {e}"))
     }
 }
