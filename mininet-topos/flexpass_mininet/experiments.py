@@ -370,8 +370,10 @@ def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
                 to_src = _port_towards(fab, s, src_leaf)
                 d = lambda port, q: after[s].get(port * 8 + q, 0) - before[s].get(port * 8 + q, 0)  # noqa: E731
                 row[s] = {"data_pkts": d(to_dst, QID["flexpass"]), "credit_pkts": d(to_src, QID["credit"])}
-            data_spines = [s for s in spines if row[s]["data_pkts"] > 10]
-            credit_spines = [s for s in spines if row[s]["credit_pkts"] > 10]
+            # Flows run one at a time on an otherwise idle fabric, so every packet counted
+            # in these (port, queue) cells during the flow is the flow's own.
+            data_spines = [s for s in spines if row[s]["data_pkts"] > 0]
+            credit_spines = [s for s in spines if row[s]["credit_pkts"] > 0]
             row["data_spines"], row["credit_spines"] = data_spines, credit_spines
             row["symmetric"] = len(data_spines) == 1 and data_spines == credit_spines
             rows.append(row)
