@@ -46,7 +46,9 @@ done
 
 run() {  # name binary [target options...]
     local name=$1 bin=$2; shift 2
-    nsx "$bin" --no-p4 --device-id 0 --thrift-port 9090 -i 1@fp-s1 -i 2@fp-s2 -i 3@fp-s3 \
+    # `ip netns exec` execs the switch, so $! is the switch's own PID (a shell
+    # function in the background would leave the switch orphaned when killed).
+    ip netns exec "$NS" "$bin" --no-p4 --device-id 0 --thrift-port 9090 -i 1@fp-s1 -i 2@fp-s2 -i 3@fp-s3 \
         -- --grpc-server-addr 127.0.0.1:9559 "$@" >"$LOGDIR/$name.stdout" 2>&1 &
     SW_PID=$!
     for _ in $(seq 100); do
@@ -61,11 +63,20 @@ run() {  # name binary [target options...]
     # needs and the blaster the rest, so the switch is the bottleneck.
     nsx nice -n 19 "$PYTHON" "$REPO/switch-target/bench/blast.py" "$SECS"
     stop_switch
+    # The next switch binds the same ports and veths: wait until this one is gone.
+    for _ in $(seq 50); do
+        nsx "$PYTHON" -c "import socket; socket.create_connection(('127.0.0.1', 9559), 0.2)" 2>/dev/null || break
+        sleep 0.1
+    done
 }
 
-read -r ss_pps ss_off < <(run simple_switch_grpc simple_switch_grpc --priority-queues 8)
-read -r fp_pps fp_off < <(run flexpass_switch "$SWITCH" --tm-default-rate-bps 100000000000 \
-                                  --tm-default-buffer-bytes 1000000)
+# One switch at a time, in this shell: run() returns only after its switch is
+# stopped, so the two never share the namespace's veths or ports.
+run simple_switch_grpc simple_switch_grpc --priority-queues 8 >"$LOGDIR/simple_switch_grpc.rate"
+run flexpass_switch "$SWITCH" --tm-default-rate-bps 100000000000 \
+    --tm-default-buffer-bytes 1000000 >"$LOGDIR/flexpass_switch.rate"
+read -r ss_pps ss_off <"$LOGDIR/simple_switch_grpc.rate"
+read -r fp_pps fp_off <"$LOGDIR/flexpass_switch.rate"
 echo "simple_switch_grpc: $ss_pps pkt/s forwarded (offered $ss_off pkt/s)"
 echo "flexpass_switch:    $fp_pps pkt/s forwarded (offered $fp_off pkt/s)"
 "$PYTHON" -c "
