@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build test demo demo-mininet bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps build switch-target test demo demo-mininet bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -38,6 +38,11 @@ p4:
 ## ptf: BMv2 on veth pairs in a namespace, control plane applies a config, PTF suite (root)
 ptf: deps
 	bash ptf-tests/run_ptf.sh
+
+## switch-target: the TM library, its tests and (when BMv2/PI are installed) flexpass_switch
+switch-target:
+	cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null
+	nice cmake --build build/switch-target -j2
 
 ## build: the Rust workspace (release: the model and benchmarks need it)
 build: deps
@@ -75,8 +80,7 @@ test-p4:
 # pairs (root; tests/integration/run.sh). Missing pieces are reported as skipped.
 test-cpp:
 	@if command -v cmake >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then \
-	  cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && \
-	  nice cmake --build build/switch-target -j2 && \
+	  $(MAKE) --no-print-directory switch-target && \
 	  ctest --test-dir build/switch-target --output-on-failure 2>&1 | tee build/ctest.out; \
 	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
 	  if [ ! -x build/switch-target/flexpass_switch ]; then \
@@ -96,7 +100,7 @@ test-netns:
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine.
 test-mininet:
 	@if [ ! -x build/switch-target/flexpass_switch ] && command -v simple_switch_grpc >/dev/null && command -v cmake >/dev/null; then \
-	  cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build/switch-target -j2 >/dev/null; fi
+	  $(MAKE) --no-print-directory switch-target >/dev/null; fi
 	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED mininet tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py && \
@@ -127,7 +131,7 @@ endif
 demo-mininet:
 	@[ "$$(id -u)" = 0 ] || { echo "demo TARGET=mininet: needs root (Mininet creates namespaces and veths): sudo make demo TARGET=mininet"; exit 2; }
 	@$(MAKE) --no-print-directory p4
-	@if [ "$(SWITCH)" = flexpass_switch ]; then cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build/switch-target -j2 >/dev/null; fi
+	@if [ "$(SWITCH)" = flexpass_switch ]; then $(MAKE) --no-print-directory switch-target >/dev/null; fi
 	cd mininet-topos && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m flexpass_mininet fig9 --switch $(SWITCH) --out $(CURDIR)/$(RESULTS)/mininet
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
@@ -136,7 +140,7 @@ demo-mininet:
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py
-	cmake -S switch-target -B build/switch-target -DCMAKE_BUILD_TYPE=Release >/dev/null && nice cmake --build build/switch-target -j2
+	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
 
 ## fuzz: the wire decoder under cargo-fuzz for FUZZ_SECONDS

@@ -38,6 +38,11 @@ from mininet.net import Mininet  # noqa: E402
 from mininet.node import Host, Switch  # noqa: E402
 
 
+def _offloads_off(node, intf: str) -> None:
+    """BMv2 forwards frames as they are: offloaded checksums would arrive unfilled."""
+    node.cmd(f"ethtool -K {intf} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+
+
 def _wait_port(port: int, proc: subprocess.Popen, what: str, log: Path, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -84,7 +89,7 @@ class P4RuntimeSwitch(Switch):
     def start(self, controllers) -> None:  # noqa: ARG002 (no OpenFlow controller)
         for intf in self.intfList():
             if intf.name != "lo":
-                self.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+                _offloads_off(self, intf.name)
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -198,7 +203,7 @@ def start_network(fabric: Fabric, scaled: Scaled, switch_kind: str, run_dir: Pat
         for h in fabric.hosts.values():
             node = net.get(h.name)
             intf = node.defaultIntf()
-            node.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+            _offloads_off(node, intf.name)
             for d in fabric.hosts.values():
                 if d.name != h.name:
                     node.cmd(f"ip neigh replace {d.ip} lladdr {fabric.first_hop_mac(h.name)} dev {intf.name}")

@@ -568,6 +568,12 @@ impl Sender {
         waiting.then(|| self.recovery_anchor + self.recovery_timeout() * backoff)
     }
 
+    /// Twice the average gap between credit arrivals (0 before two credits): how long this
+    /// flow may see no credit while its credits are still flowing.
+    fn two_credit_gaps(&self) -> Nanos {
+        self.credit_gap.map_or(0, |g| (2.0 * g) as Nanos)
+    }
+
     /// The recovery timeout before backoff: the configured floor, but never less than the
     /// path's RTO estimate (srtt + 4·rttvar) nor two credit gaps, so neither queueing delay
     /// nor a small share of the credits (an incast) makes packets in flight look lost.
@@ -577,7 +583,7 @@ impl Sender {
             .rtt
             .srtt()
             .map_or(0, |_| self.window.rtt.rto_estimate());
-        let gaps = self.credit_gap.map_or(0, |g| (2.0 * g) as Nanos);
+        let gaps = self.two_credit_gaps();
         self.cfg.recovery_timeout.max(rto).max(gaps)
     }
 
@@ -628,7 +634,7 @@ impl Sender {
             // waiting on this timer; the RTO only hands the unACKed reactive packets to them.
             // "Flowing" at the rate credits come to this flow: with many flows sharing the
             // credit rate (incast) the gap between two credits can exceed the RTO.
-            let credit_gaps = self.credit_gap.map_or(0, |g| (2.0 * g) as Nanos);
+            let credit_gaps = self.two_credit_gaps();
             let credits_flowing = self.stats.credits_received > 0
                 && now.saturating_sub(self.last_credit_at) < self.window.rto().max(credit_gaps);
             let credit_work = self.cfg.transport == TransportKind::FlexPass

@@ -415,15 +415,22 @@ fn convergence_run(p: &ScenarioParams, join: Nanos, measure: bool) -> (Network, 
     (net, sw, mean)
 }
 
-/// Jain's index of the two flows' data rates over sliding windows of `JAIN_WINDOW_RTTS`
-/// samples, from the sample in which the second flow's first data arrived.
-fn jain_windows(net: &Network) -> Vec<f64> {
+/// The two flows' data per sample, and the sample in which the second flow's first data
+/// arrived (the join).
+fn flow_rates(net: &Network) -> (Vec<[f64; 2]>, usize) {
     let rates: Vec<[f64; 2]> = net
         .samples
         .iter()
         .map(|s| [s.proactive[0] as f64, s.proactive[1] as f64])
         .collect();
     let first = rates.iter().position(|r| r[1] > 0.0).unwrap_or(rates.len());
+    (rates, first)
+}
+
+/// Jain's index of the two flows' data rates over sliding windows of `JAIN_WINDOW_RTTS`
+/// samples, from the join.
+fn jain_windows(net: &Network) -> Vec<f64> {
+    let (rates, first) = flow_rates(net);
     let w = JAIN_WINDOW_RTTS;
     (first..rates.len().saturating_sub(w))
         .map(|i| {
@@ -460,12 +467,7 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
         jain_windows(&net2)
     };
     let first_fair_measured = measured.iter().position(|&j| j >= 0.98).map(|k| k as f64);
-    let rates: Vec<[f64; 2]> = net
-        .samples
-        .iter()
-        .map(|s| [s.proactive[0] as f64, s.proactive[1] as f64])
-        .collect();
-    let first = rates.iter().position(|r| r[1] > 0.0).unwrap_or(rates.len());
+    let (rates, first) = flow_rates(&net);
     let first_fair = jains.iter().position(|&j| j >= 0.98).map(|k| k as f64);
     let convergence = (0..jains.len())
         .find(|&k| {
