@@ -48,12 +48,14 @@ def test_flexpass_and_dctcp_share_the_link_without_starvation(opts):
     assert f["flexpass"]["reactive_share"] < 0.2, r
     assert r["total_share"] > 0.8, r
     # Red (reactive) packets stop at the red threshold; green (proactive) ones above it are
-    # bounded by the credits in flight (the credit queue holds 8): after warm-up Q1 stays
-    # below red + 8 frames although its buffer allows red + 16, and no green packet is
-    # dropped for a full queue.
+    # bounded by how many credits can arrive bunched: the switch credit queue (8), its burst
+    # (2) and the receiving host's credit shaper (2), so Q1 stays below red + 12 frames
+    # after warm-up although its buffer allows red + 16, and no green packet is dropped for
+    # a full queue. (Measured: usually red + 2..4 frames; up to red + 9 when a sender
+    # agent is descheduled on this 2-core machine and releases its held credits at once.)
     q1, red = r["queues"]["flexpass"], r["thresholds"]["red_threshold"]
     assert r["thresholds"]["buffer"] >= red + 16 * FRAME
-    assert red < q1["max_depth_bytes"] <= red + 8 * FRAME, r
+    assert red < q1["max_depth_bytes"] <= red + 12 * FRAME, r
     assert q1["drops_after_warmup"]["queue_full"] == 0 and q1["drops_after_warmup"]["red"] > 0, r
 
 
