@@ -630,13 +630,15 @@ impl Sender {
             }
         }
         if self.rto_deadline().is_some_and(|d| now >= d) {
-            // FlexPass: while credits keep arriving (or have other data to carry) the flow is not
-            // waiting on this timer; the RTO only hands the unACKed reactive packets to them.
-            // "Flowing" at the rate credits come to this flow: with many flows sharing the
-            // credit rate (incast) the gap between two credits can exceed the RTO.
-            let credit_gaps = self.two_credit_gaps();
-            let credits_flowing = self.stats.credits_received > 0
-                && now.saturating_sub(self.last_credit_at) < self.window.rto().max(credit_gaps);
+            // FlexPass: while credits are expected (or there is other data for them) the flow
+            // is not waiting on this timer; the RTO only hands the unACKed reactive packets to
+            // the proactive sub-flow. Credits are expected while they are requested from a
+            // live receiver, i.e. the recovery timer has not expired since the peer last
+            // spoke: the receiver may legitimately pace this flow down to one credit per
+            // update period (many flows sharing its credits), far apart from the RTO.
+            let credits_flowing = self.handshake == Handshake::Established
+                && self.credit_state == CreditState::Requested
+                && self.recovery_expiries == 0;
             let credit_work = self.cfg.transport == TransportKind::FlexPass
                 && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing);
             let mut events = std::mem::take(&mut self.events);
