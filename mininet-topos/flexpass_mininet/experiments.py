@@ -112,16 +112,24 @@ def _queue(row: dict, queue: int) -> dict:
 
 
 def _queue_report(rows: List[dict], queue: int, warmup_s: float) -> dict:
-    """Max depth during and after warm-up, and drops per reason after warm-up."""
+    """After warm-up: max depth, the median and 90th percentile of the per-interval maxima,
+    the most red bytes seen queued at a sample instant, and drops per reason; max depth in
+    warm-up."""
     warm = [r for r in rows if r["t_s"] < warmup_s]
     steady = [r for r in rows if r["t_s"] >= warmup_s]
     peak = lambda rs: max((int(_queue(r, queue).get("max_depth_bytes", 0)) for r in rs), default=0)  # noqa: E731
+    maxima = sorted(int(_queue(r, queue).get("max_depth_bytes", 0)) for r in steady)
+    red_now = [int(_queue(r, queue).get("depth_bytes_by_color", {}).get("red", 0)) for r in steady]
     drops = {}
     if steady:
         first = _queue(warm[-1] if warm else steady[0], queue).get("dropped_pkts", {})
         last = _queue(steady[-1], queue).get("dropped_pkts", {})
         drops = {k: last.get(k, 0) - first.get(k, 0) for k in last}
-    return {"max_depth_bytes": peak(steady), "max_depth_bytes_warmup": peak(warm), "drops_after_warmup": drops}
+    return {"max_depth_bytes": peak(steady),
+            "p50_interval_max_depth_bytes": maxima[(len(maxima) - 1) // 2] if maxima else 0,
+            "p90_interval_max_depth_bytes": maxima[int(0.9 * (len(maxima) - 1))] if maxima else 0,
+            "max_red_bytes_sampled": max(red_now, default=0),
+            "max_depth_bytes_warmup": peak(warm), "drops_after_warmup": drops}
 
 
 # -- throughput from serve samples --------------------------------------------------
