@@ -56,7 +56,7 @@ cleanup() {
 # ---- 1. prerequisites ------------------------------------------------------
 [ "$(id -u)" = 0 ] || skip "needs root (network namespace and veth pairs); run: sudo $0"
 command -v ip >/dev/null || skip "iproute2 'ip' not found"
-command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc not found in PATH (build BMv2 with --with-pi --with-thrift)"
+command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc not found in PATH (install BMv2 with P4Runtime: README, P4 toolchain)"
 command -v simple_switch_CLI >/dev/null || skip "simple_switch_CLI not found in PATH (BMv2 thrift CLI)"
 command -v ptf >/dev/null || skip "ptf not found: pip install ptf (or pip install './control-plane[ptf]')"
 "$PYTHON" -c 'import ptf, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null \
