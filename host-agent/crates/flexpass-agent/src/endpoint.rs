@@ -6,7 +6,7 @@ use crate::socket::{TosSocket, BATCH};
 use bytes::Bytes;
 use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
-    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit,
+    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
 };
 use flexpass_wire::{DscpPlan, Ecn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE};
 use serde::Serialize;
@@ -32,6 +32,8 @@ pub struct EndpointConfig {
     pub w_q: f64,
     /// Floor of the credit feedback update period (the path's base RTT).
     pub base_rtt: Nanos,
+    /// Algorithm 1's target-loss rule for the flows this endpoint receives.
+    pub target_loss_rule: TargetLossRule,
     pub dscp: DscpPlan,
     /// Accept incoming flows.
     pub accept: bool,
@@ -61,6 +63,7 @@ impl EndpointConfig {
             link_bps: 10e9,
             w_q: 0.5,
             base_rtt: 100_000,
+            target_loss_rule: TargetLossRule::Fixed,
             dscp: DscpPlan::default(),
             accept: true,
             sender: SenderConfig::new,
@@ -93,8 +96,9 @@ impl EndpointConfig {
         } else {
             1.0
         };
-        let mut c =
-            ReceiverConfig::new(CreditConfig::for_link(self.link_bps, share, self.base_rtt));
+        let mut credit = CreditConfig::for_link(self.link_bps, share, self.base_rtt);
+        credit.target_loss_rule = self.target_loss_rule;
+        let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
         c
     }

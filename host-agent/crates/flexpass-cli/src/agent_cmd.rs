@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use flexpass_agent::{Endpoint, EndpointConfig, FlowKey};
+use flexpass_core::TargetLossRule;
 use flexpass_wire::TransportKind;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -36,6 +37,11 @@ pub struct NetArgs {
     /// for up to this many µs after the last one (0: always sleep).
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_BUSY_POLL as f64 / 1e3)]
     pub busy_poll_us: f64,
+    /// Credit feedback: tolerate target_loss_scaling·(1 − rate/max_rate) credit loss, the
+    /// rule of the ExpressPass authors' simulator (they use 0.125), instead of the paper's
+    /// fixed target_loss = 0.1 (docs/protocol.md §11, "Credit feedback").
+    #[arg(long)]
+    pub target_loss_scaling: Option<f64>,
     /// Do not use UDP GSO (by default runs of equal-sized datagrams to one peer leave as
     /// one UDP_SEGMENT send where the kernel and device support it).
     #[arg(long)]
@@ -56,6 +62,10 @@ impl NetArgs {
                 self.rtt_us
             ));
         }
+        if let Some(s) = self.target_loss_scaling {
+            TargetLossRule::from_scaling(Some(s))
+                .map_err(|_| format!("--target-loss-scaling must be in [0, 1), got {s}"))?;
+        }
         if self.spin_us.is_nan() {
             return Err("--spin-us must be a number".into());
         }
@@ -72,6 +82,7 @@ impl NetArgs {
         c.link_bps = self.link_gbps * 1e9;
         c.w_q = self.w_q;
         c.base_rtt = (self.rtt_us * 1e3) as u64;
+        c.target_loss_rule = TargetLossRule::from_scaling(self.target_loss_scaling)?;
         c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
         c.gso = !self.no_gso;
         c.busy_poll = (self.busy_poll_us.max(0.0) * 1e3) as u64;

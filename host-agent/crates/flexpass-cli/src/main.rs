@@ -9,6 +9,7 @@ mod plot_fct;
 mod workload_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use flexpass_core::TargetLossRule;
 use flexpass_sim::{run_scenario, Report, Scenario, ScenarioParams, SCENARIOS};
 use std::ffi::OsString;
 use std::io::Write;
@@ -96,6 +97,10 @@ struct SimArgs {
     /// Initial aggressiveness factor w_init (default: = α, ExpressPass §6.3).
     #[arg(long)]
     w_init: Option<f64>,
+    /// Credit feedback: tolerate target_loss_scaling·(1 − rate/max_rate) credit loss (the
+    /// ExpressPass authors' simulator, 0.125) instead of the paper's fixed target_loss 0.1.
+    #[arg(long)]
+    target_loss_scaling: Option<f64>,
     /// DCTCP RTO_min, milliseconds.
     #[arg(long, default_value_t = 4.0)]
     rto_min_ms: f64,
@@ -229,6 +234,12 @@ fn params(a: &SimArgs) -> Result<ScenarioParams, String> {
             v => v,
         },
         rto_min: (positive(a.rto_min_ms, "--rto-min-ms")? * 1e6) as u64,
+        target_loss_rule: TargetLossRule::from_scaling(a.target_loss_scaling).map_err(|_| {
+            format!(
+                "--target-loss-scaling must be in [0, 1), got {}",
+                a.target_loss_scaling.unwrap_or_default()
+            )
+        })?,
         ..Default::default()
     };
     if let Some(f) = &a.incast_flows {
@@ -342,12 +353,14 @@ pub fn summary(r: &Report) -> String {
         for x in c {
             let _ = writeln!(
                 s,
-                "  α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs ({} measured RTTs of {:.1} µs), for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
+                "  {} target loss, α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs ({} measured RTTs of {:.1} µs; discrete model {} periods), for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
+                x["target_loss_rule"].as_str().unwrap_or("?"),
                 x["alpha"],
                 x["w_init"],
                 x["first_fair_rtts"],
                 x["first_fair_measured_rtts"],
                 x["measured_rtt_us"].as_f64().unwrap_or(0.0),
+                x["discrete_model_periods"],
                 x["convergence_rtts"],
                 x["mean_jain_after_16_rtts"].as_f64().unwrap_or(0.0),
                 x["long_term_jain"].as_f64().unwrap_or(0.0)

@@ -20,6 +20,46 @@ pub fn credit_queue_bps(link_bps: f64, share: f64) -> f64 {
     share * link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64
 }
 
+/// Which credit loss Algorithm 1 tolerates before it decreases (see `credit_feedback`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TargetLossRule {
+    /// ExpressPass Algorithm 1 as published: `target_loss` at every rate.
+    #[default]
+    Fixed,
+    /// The authors' ns-2 simulator (kaist-ina/ns2-xpass): the target shrinks as the flow's
+    /// rate grows, `target_loss_scaling · (1 − cur_rate/max_rate)` (their scripts use 0.125),
+    /// so a flow below its share tolerates more loss and keeps increasing while a flow near
+    /// `max_rate` backs off at the first loss.
+    RateScaled { target_loss_scaling: f64 },
+}
+
+impl TargetLossRule {
+    /// The scaling the authors' simulator scripts use.
+    pub const NS2_SCALING: f64 = 0.125;
+
+    /// From a command line's `--target-loss-scaling`: None keeps the paper's fixed target.
+    pub fn from_scaling(scaling: Option<f64>) -> Result<Self, String> {
+        match scaling {
+            None => Ok(TargetLossRule::Fixed),
+            Some(s) if (0.0..1.0).contains(&s) => Ok(TargetLossRule::RateScaled {
+                target_loss_scaling: s,
+            }),
+            Some(s) => Err(format!("target_loss_scaling must be in [0, 1), got {s}")),
+        }
+    }
+
+    /// Short name for reports: "fixed" or "rate-scaled(0.125)".
+    pub fn name(&self) -> String {
+        match self {
+            TargetLossRule::Fixed => "fixed".into(),
+            TargetLossRule::RateScaled {
+                target_loss_scaling,
+            } => format!("rate-scaled({target_loss_scaling})"),
+        }
+    }
+}
+
 /// ExpressPass receiver: Algorithm 1 (credit feedback control) and the credit pacer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreditConfig {
@@ -35,6 +75,11 @@ pub struct CreditConfig {
     pub w_max: f64,
     /// `target_loss` (0.1).
     pub target_loss: f64,
+    /// How Algorithm 1 uses `target_loss`. `Fixed`: the paper's Algorithm 1, one target for
+    /// every rate. `RateScaled`: the rule of the authors' ns-2 simulator (see
+    /// `credit_feedback`), target = target_loss_scaling · (1 − cur_rate/max_rate).
+    #[serde(default)]
+    pub target_loss_rule: TargetLossRule,
     /// Update period of Algorithm 1 (RTT by default).
     pub update_period: Nanos,
     /// Random jitter `j` of the inter-credit gap, relative to the gap: each gap is drawn
@@ -61,6 +106,7 @@ impl CreditConfig {
             w_min: 0.01,
             w_max: 0.5,
             target_loss: 0.1,
+            target_loss_rule: TargetLossRule::Fixed,
             update_period: rtt,
             jitter: 0.9,
             randomize_size: true,
@@ -95,6 +141,12 @@ impl CreditConfig {
                 "target_loss must be in [0, 1), got {}",
                 self.target_loss
             ));
+        }
+        if let TargetLossRule::RateScaled {
+            target_loss_scaling,
+        } = self.target_loss_rule
+        {
+            TargetLossRule::from_scaling(Some(target_loss_scaling))?;
         }
         if self.update_period == 0 {
             return Err("update_period must be > 0".into());

@@ -24,8 +24,18 @@
 //! to the rate the measured credits were actually sent at (their count over the span of their
 //! send times) when that is higher than `cur_rate`, and a decrease never raises the rate. When
 //! the measured credits were sent at `cur_rate` this is line 12 as published.
+//!
+//! Target loss rule. The paper uses one `target_loss` (0.1) at every rate
+//! (`TargetLossRule::Fixed`, the default). The authors' ns-2 simulator
+//! (kaist-ina/ns2-xpass, `credit_feedback_control`) instead tolerates
+//! `target_loss_scaling · (1 − cur_rate/max_rate)` (scaling 0.125) and aims the increase at
+//! `max_rate` (`TargetLossRule::RateScaled`). A flow below its share then keeps increasing
+//! through losses that make a flow near `max_rate` back off, which is what makes a joining
+//! flow catch up: in the paper's own §4 model (synchronised updates, equal loss) the fixed
+//! target needs 27 update periods for a flow joining at α = w_init = 1/16 to reach Jain's
+//! index 0.98, the rate-scaled one 10 (`flexpass_sim::report::discrete_model_periods`).
 
-use crate::config::CreditConfig;
+use crate::config::{CreditConfig, TargetLossRule};
 
 /// `cur_rate` never falls below `max_rate / MIN_RATE_DIVISOR`.
 pub const MIN_RATE_DIVISOR: f64 = 1024.0;
@@ -36,6 +46,7 @@ pub struct CreditFeedback {
     w_min: f64,
     w_max: f64,
     target_loss: f64,
+    target_loss_rule: TargetLossRule,
     /// Lower bound of `cur_rate` (max_rate / 1024); `update` also keeps at least one credit
     /// per update period (the S_min of 1 credit/RTT in the FlexPass simulations), so a flow
     /// that lost every credit of a period keeps getting feedback instead of stalling.
@@ -63,6 +74,7 @@ impl CreditFeedback {
             w_min: cfg.w_min,
             w_max: cfg.w_max,
             target_loss: cfg.target_loss,
+            target_loss_rule: cfg.target_loss_rule,
             min_rate,
             w: cfg.w_init,
             cur_rate: (cfg.alpha * cfg.max_rate).max(min_rate),
@@ -128,6 +140,21 @@ impl CreditFeedback {
         (b > a).then(|| total as f64 * 1e9 / (b - a) as f64)
     }
 
+    /// The credit loss tolerated at the current rate, and the rate the increasing phase
+    /// aims at: `max_rate · (1 + target_loss)`. With the rate-scaled rule the target is 0 at
+    /// `max_rate`, so the aim is `max_rate` itself.
+    fn target_loss(&self) -> (f64, f64) {
+        match self.target_loss_rule {
+            TargetLossRule::Fixed => (self.target_loss, self.max_rate * (1.0 + self.target_loss)),
+            TargetLossRule::RateScaled {
+                target_loss_scaling,
+            } => (
+                target_loss_scaling * (1.0 - self.cur_rate / self.max_rate).max(0.0),
+                self.max_rate,
+            ),
+        }
+    }
+
     /// One update period (`period`, the RTT) has elapsed: run one step of Algorithm 1.
     /// Periods in which no feedback arrived at all leave the rate unchanged.
     pub fn update(&mut self, period: crate::Nanos) {
@@ -137,8 +164,8 @@ impl CreditFeedback {
         }
         let credit_loss = self.dropped as f64 / total as f64;
         self.last_loss = credit_loss;
-        let ceiling = self.max_rate * (1.0 + self.target_loss);
-        if credit_loss <= self.target_loss {
+        let (target_loss, ceiling) = self.target_loss();
+        if credit_loss <= target_loss {
             if self.previous_increasing {
                 self.w = (self.w + self.w_max) / 2.0;
             }
@@ -152,7 +179,7 @@ impl CreditFeedback {
             let sent_rate = self
                 .measured_send_rate(total)
                 .map_or(self.cur_rate, |r| r.max(self.cur_rate));
-            let cut = sent_rate * (1.0 - credit_loss) * (1.0 + self.target_loss);
+            let cut = sent_rate * (1.0 - credit_loss) * (1.0 + target_loss);
             self.cur_rate = cut.min(self.cur_rate);
             self.w = (self.w / 2.0).max(self.w_min);
             self.previous_increasing = false;
@@ -277,6 +304,49 @@ mod tests {
             assert!(f.w() >= c.w_min);
             assert!(f.cur_rate() >= 1e9 / c.update_period as f64 - 1e-9);
         }
+    }
+
+    #[test]
+    fn rate_scaled_target_lets_a_small_flow_grow_through_loss() {
+        // 11% loss: above the fixed target (0.1). At α = 1/16 the rate-scaled target is
+        // 0.125·(1 − 1/16) ≈ 0.117, so the small flow keeps increasing; a flow at max_rate
+        // has target 0 and backs off at the same loss.
+        let period = 1_000 * MICROS;
+        let lossy_period = |f: &mut CreditFeedback, seq: &mut u32| {
+            for i in 0..89 {
+                *seq += if i == 0 { 12 } else { 1 };
+                f.on_credit_echo(*seq, None);
+            }
+            f.update(period);
+        };
+        let scaled = TargetLossRule::RateScaled {
+            target_loss_scaling: TargetLossRule::NS2_SCALING,
+        };
+        for (rule, alpha, grows) in [
+            (TargetLossRule::Fixed, 1.0 / 16.0, false),
+            (scaled, 1.0 / 16.0, true),
+            (scaled, 1.0, false),
+        ] {
+            let c = CreditConfig {
+                alpha,
+                update_period: period,
+                target_loss_rule: rule,
+                ..cfg()
+            };
+            let mut f = CreditFeedback::new(&c);
+            let mut seq = 0;
+            f.on_credit_echo(seq, None);
+            let before = f.cur_rate();
+            lossy_period(&mut f, &mut seq);
+            assert_eq!(f.cur_rate() > before, grows, "{rule:?} α = {alpha}");
+            assert!(f.cur_rate() <= c.max_rate * 1.1);
+            if rule != TargetLossRule::Fixed {
+                assert!(f.cur_rate() <= c.max_rate, "rate-scaled aims at max_rate");
+            }
+        }
+        assert!(TargetLossRule::from_scaling(Some(1.0)).is_err());
+        assert!(TargetLossRule::from_scaling(Some(f64::NAN)).is_err());
+        assert_eq!(TargetLossRule::from_scaling(None), Ok(TargetLossRule::Fixed));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod send_buffer;
 pub mod sender;
 mod transmit;
 
-pub use config::{CreditConfig, DctcpConfig, ReceiverConfig, SenderConfig};
+pub use config::{CreditConfig, DctcpConfig, ReceiverConfig, SenderConfig, TargetLossRule};
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};
 pub use transmit::Transmit;

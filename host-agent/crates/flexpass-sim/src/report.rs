@@ -5,7 +5,8 @@
 use crate::net::{FlowSpec, Network, PortReport, Sample};
 use crate::queue::{Profile, QueueStats};
 use crate::scenarios::{profile_of, star, Scenario, ScenarioParams};
-use flexpass_core::{Nanos, ReceiverStats, SenderStats, MICROS};
+use flexpass_core::credit_feedback::CreditFeedback;
+use flexpass_core::{CreditConfig, Nanos, ReceiverStats, SenderStats, TargetLossRule, MICROS};
 use flexpass_wire::TransportKind;
 use serde::Serialize;
 
@@ -352,6 +353,12 @@ pub fn incast(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report 
 pub struct ConvergenceResult {
     pub alpha: f64,
     pub w_init: f64,
+    /// Algorithm 1's target-loss rule ("fixed": the paper's; "rate-scaled(s)": the authors'
+    /// simulator's).
+    pub target_loss_rule: String,
+    /// Update periods the same setting needs in the paper's §4 discrete model
+    /// (`discrete_model_periods`): what the control law alone gives.
+    pub discrete_model_periods: Option<usize>,
     /// RTTs from the second flow's first data until Jain's index over a 4-RTT window first
     /// reaches 0.98 (None: never).
     pub first_fair_rtts: Option<f64>,
@@ -498,6 +505,8 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
     let result = ConvergenceResult {
         alpha,
         w_init,
+        target_loss_rule: p.target_loss_rule.name(),
+        discrete_model_periods: discrete_model_periods(p.target_loss_rule, alpha, w_init),
         first_fair_rtts: first_fair,
         measured_rtt_us: measured_rtt as f64 / 1e3,
         first_fair_measured_rtts: first_fair_measured,
@@ -508,24 +517,101 @@ pub fn convergence_time(params: &ScenarioParams, alpha: f64) -> (ConvergenceResu
     (result, report)
 }
 
+/// ExpressPass §4's discrete model of Algorithm 1, run on the real `CreditFeedback`: two
+/// flows share a credit bottleneck of `max_rate`, update in lockstep once per period and lose
+/// the same fraction of credits (the excess over `max_rate`). Flow 1 runs alone until it is
+/// in steady state; flow 2 joins at `α·max_rate` with `w_init`. Returns the number of update
+/// periods after the join until Jain's index of the two flows' delivered credits first
+/// reaches 0.98 (None: not within 200 periods). No packets, no jitter, no feedback delay:
+/// the pure control law, as in the paper's analysis.
+pub fn discrete_model_periods(rule: TargetLossRule, alpha: f64, w_init: f64) -> Option<usize> {
+    // 10^4 credits per period at max_rate: loss granularity 10^-4.
+    const PERIOD: Nanos = flexpass_core::MILLIS;
+    let cfg = CreditConfig {
+        max_rate: 1e7,
+        alpha,
+        w_init,
+        target_loss_rule: rule,
+        ..CreditConfig::for_link(10e9, 1.0, PERIOD)
+    };
+    let capacity = cfg.max_rate * PERIOD as f64 / 1e9;
+    struct Flow {
+        fb: CreditFeedback,
+        seq: u32,
+    }
+    let new_flow = || Flow {
+        fb: CreditFeedback::new(&cfg),
+        seq: 0,
+    };
+    // One period: every flow sends cur_rate·PERIOD credits, the excess over the capacity is
+    // dropped in proportion; returns the credits each flow got through.
+    let period = |flows: &mut [Flow]| -> Vec<f64> {
+        let sent: Vec<f64> = flows
+            .iter()
+            .map(|f| (f.fb.cur_rate() * PERIOD as f64 / 1e9).round().max(1.0))
+            .collect();
+        let loss = (1.0 - capacity / sent.iter().sum::<f64>()).max(0.0);
+        let mut delivered = vec![];
+        for (f, &n) in flows.iter_mut().zip(&sent) {
+            let through = (n * (1.0 - loss)).round().max(1.0) as u32;
+            let dropped = n as u32 - through.min(n as u32);
+            // Echo `through` credits; the dropped ones leave a gap before the last echo.
+            for i in 0..through {
+                f.seq = f
+                    .seq
+                    .wrapping_add(if i + 1 == through { 1 + dropped } else { 1 });
+                f.fb.on_credit_echo(f.seq, None);
+            }
+            f.fb.update(PERIOD);
+            delivered.push(f64::from(through));
+        }
+        delivered
+    };
+    let mut flows = vec![new_flow()];
+    for _ in 0..300 {
+        period(&mut flows);
+    }
+    flows.push(new_flow());
+    (1..=200).find(|_| jain(&period(&mut flows)) >= 0.98)
+}
+
 pub fn convergence(params: &ScenarioParams, progress: &mut dyn FnMut(f64)) -> Report {
     // ExpressPass Fig. 8a: α = 1 and α = 1/16 with w_init = 0.5; then the §6.3 defaults
     // α = w_init = 1/16 (a slower start: both the rate and its aggressiveness start low).
-    let fig8a = ScenarioParams {
-        w_init: Some(0.5),
-        ..params.clone()
+    // Each with the paper's fixed target loss and with the authors' simulator's rate-scaled
+    // one (the scaling given in `params`, else theirs).
+    let rate_scaled = match params.target_loss_rule {
+        r @ TargetLossRule::RateScaled { .. } => r,
+        TargetLossRule::Fixed => TargetLossRule::RateScaled {
+            target_loss_scaling: TargetLossRule::NS2_SCALING,
+        },
     };
-    let (fast, _) = convergence_time(&fig8a, 1.0);
-    progress(1.0 / 3.0);
-    let (slow_fig8a, _) = convergence_time(&fig8a, 1.0 / 16.0);
-    progress(2.0 / 3.0);
-    let defaults = ScenarioParams {
-        w_init: None,
-        ..params.clone()
-    };
-    let (slow, mut report) = convergence_time(&defaults, 1.0 / 16.0);
-    progress(1.0);
-    report.extra = serde_json::json!({ "convergence": [fast, slow_fig8a, slow] });
+    let settings = [
+        (1.0, Some(0.5)),
+        (1.0 / 16.0, Some(0.5)),
+        (1.0 / 16.0, None),
+    ];
+    let runs = 2 * settings.len();
+    let mut rows = vec![];
+    let mut report = None;
+    for rule in [TargetLossRule::Fixed, rate_scaled] {
+        for &(alpha, w_init) in &settings {
+            let p = ScenarioParams {
+                w_init,
+                target_loss_rule: rule,
+                ..params.clone()
+            };
+            let (row, r) = convergence_time(&p, alpha);
+            rows.push(row);
+            // The report body (rates, queues) is that of `params`' own rule at the defaults.
+            if rule == params.target_loss_rule || report.is_none() {
+                report = Some(r);
+            }
+            progress(rows.len() as f64 / runs as f64);
+        }
+    }
+    let mut report = report.expect("at least one run");
+    report.extra = serde_json::json!({ "convergence": rows });
     report
 }
 

@@ -5,7 +5,9 @@ use crate::net::{FlowSpec, Impairment, LinkSpec, Network};
 use crate::queue::{PortConfig, Profile};
 use crate::report::{self, Report};
 use flexpass_core::config::credit_queue_bps;
-use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, MICROS, MILLIS};
+use flexpass_core::{
+    CreditConfig, Nanos, ReceiverConfig, SenderConfig, TargetLossRule, MICROS, MILLIS,
+};
 use flexpass_wire::{TransportKind, MIN_ETHERNET_WIRE};
 use serde::Serialize;
 
@@ -84,6 +86,9 @@ pub struct ScenarioParams {
     /// Initial aggressiveness factor w_init; None: = α (the §6.3 default α = w_init).
     /// ExpressPass Fig. 8a varies α with w_init fixed at 0.5.
     pub w_init: Option<f64>,
+    /// Algorithm 1's target-loss rule (the paper's fixed target, or the authors' simulator's
+    /// rate-scaled one).
+    pub target_loss_rule: TargetLossRule,
     pub rto_min: Nanos,
     /// Incast: flow counts to run (each spread evenly over 8 senders) and response size.
     pub incast_flows: Vec<usize>,
@@ -111,6 +116,7 @@ impl Default for ScenarioParams {
             duration: 30 * MILLIS,
             alpha: 1.0 / 16.0,
             w_init: None,
+            target_loss_rule: TargetLossRule::Fixed,
             rto_min: 4 * MILLIS,
             incast_flows: vec![8, 16, 32, 48, 64],
             incast_senders: 8,
@@ -182,6 +188,7 @@ impl ScenarioParams {
             .w_init
             .unwrap_or(self.alpha)
             .clamp(credit.w_min, credit.w_max);
+        credit.target_loss_rule = self.target_loss_rule;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
         c
