@@ -346,7 +346,10 @@ mod tests {
         }
         assert!(TargetLossRule::from_scaling(Some(1.0)).is_err());
         assert!(TargetLossRule::from_scaling(Some(f64::NAN)).is_err());
-        assert_eq!(TargetLossRule::from_scaling(None), Ok(TargetLossRule::Fixed));
+        assert_eq!(
+            TargetLossRule::from_scaling(None),
+            Ok(TargetLossRule::Fixed)
+        );
     }
 
     #[test]
