@@ -47,6 +47,17 @@ tm::Color to_color(uint64_t v) {
     default: return tm::Color::kRed;  // 2 (v1model RED); 3 is not a colour, treat as red
   }
 }
+
+// True, after logging why, when the pipeline used a v1model feature this
+// target does not implement: the caller drops the packet.
+bool uses_unsupported(bm::Packet *packet) {
+  const uint64_t bad = packet->get_register(kRegUnsupported);
+  if (bad == 0) return false;
+  bm::Logger::get()->error(
+      "flexpass_switch: packet {} uses {}, which this target does not support: dropped",
+      packet->get_packet_id(), unsupported_names(bad));
+  return true;
+}
 }  // namespace
 
 FlexPassSwitch::FlexPassSwitch(const SwitchOptions &opts)
@@ -177,12 +188,7 @@ void FlexPassSwitch::ingress_loop() {
     ingress->apply(packet.get());
     packet->reset_exit();
 
-    if (uint64_t bad = packet->get_register(kRegUnsupported)) {
-      bm::Logger::get()->error(
-          "flexpass_switch: packet {} uses {}, which this target does not support: dropped",
-          packet->get_packet_id(), unsupported_names(bad));
-      continue;
-    }
+    if (uses_unsupported(packet.get())) continue;
     if (phv->has_field(k_standard_metadata_mcast_grp) &&
         phv->get_field(k_standard_metadata_mcast_grp).get_uint() != 0) {
       bm::Logger::get()->error(
@@ -260,12 +266,7 @@ void FlexPassSwitch::egress(Departure &&d) {
   egress->apply(packet);
   packet->reset_exit();
 
-  if (uint64_t bad = packet->get_register(kRegUnsupported)) {
-    bm::Logger::get()->error(
-        "flexpass_switch: packet {} uses {}, which this target does not support: dropped",
-        packet->get_packet_id(), unsupported_names(bad));
-    return;
-  }
+  if (uses_unsupported(packet)) return;
   if (phv->get_field(k_standard_metadata_egress_spec).get_uint() == opts_.drop_port) {
     BMLOG_DEBUG_PKT(*packet, "Dropping packet at the end of egress");
     return;
