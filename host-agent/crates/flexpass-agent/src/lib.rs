@@ -5,4 +5,5 @@ pub mod endpoint;
 pub mod socket;
 
 pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, FlowKey};
-pub mod workload;
+/// Flow-size CDFs, Poisson arrivals and FCT summaries (shared with the network model).
+pub use flexpass_workload as workload;

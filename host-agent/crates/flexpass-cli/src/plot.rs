@@ -1,8 +1,9 @@
-//! Throughput-over-time PNG (per flow and per sub-flow), or, for the incast scenario (no
-//! samples), max FCT against the number of flows per transport.
+//! Throughput-over-time PNG of a run (per flow and per sub-flow), and the figure of a sweep
+//! (one panel per metric, one line per series).
 
 use flexpass_sim::net::Sample;
-use flexpass_sim::Report;
+use flexpass_sim::sweep::FigureData;
+use flexpass_sim::RunReport;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -28,23 +29,48 @@ pub fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
-/// Write the plot of `r` to `path` (a `.png` file).
-pub fn throughput_png(r: &Report, path: &Path) -> Result<(), String> {
-    let fail = |e: &dyn std::fmt::Display| format!("cannot write plot {}: {e}", path.display());
+/// Checks `path` (a `.png` file the OS lets us create) before drawing.
+fn png_path(path: &Path) -> Result<(), String> {
     match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("png") => {}
         _ => return Err(format!("plot path {} must end in .png", path.display())),
     }
     // Surface unwritable paths (missing directory, permissions) with the OS's reason before
     // spending time on drawing.
-    std::fs::File::create(path).map_err(|e| fail(&e))?;
+    std::fs::File::create(path)
+        .map(|_| ())
+        .map_err(|e| format!("cannot write plot {}: {e}", path.display()))
+}
+
+/// Write the throughput plot of run `r` to `path` (a `.png` file).
+pub fn throughput_png(r: &RunReport, path: &Path) -> Result<(), String> {
+    let fail = |e: &dyn std::fmt::Display| format!("cannot write plot {}: {e}", path.display());
+    png_path(path)?;
+    if r.samples.is_empty() {
+        return Err(format!(
+            "{}: no throughput samples to plot (set measure.sample_us)",
+            r.experiment
+        ));
+    }
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    let drawn = if r.samples.is_empty() {
-        incast_chart(r, &root)
-    } else {
-        throughput_chart(r, &root)
-    };
-    drawn.map_err(|e| fail(&e))?;
+    throughput_chart(r, &root).map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))?;
+    Ok(())
+}
+
+/// Write a sweep's figure to `path`: its panels side by side (two rows beyond three).
+pub fn figure_png(f: &FigureData, path: &Path) -> Result<(), String> {
+    let fail = |e: &dyn std::fmt::Display| format!("cannot write plot {}: {e}", path.display());
+    png_path(path)?;
+    let n = f.panels.len().max(1);
+    let cols = if n > 3 { n.div_ceil(2) } else { n };
+    let rows = n.div_ceil(cols);
+    let size = (
+        620 * cols as u32,
+        520 * rows as u32 + 60 + 40 * u32::from(!f.paper.is_empty()),
+    );
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    figure_chart(f, &root, rows, cols).map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))?;
     Ok(())
 }
@@ -102,7 +128,7 @@ fn gbps(bytes: u64, interval_us: f64) -> f64 {
     bytes as f64 * 8.0 / (interval_us * 1e3)
 }
 
-fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult {
+fn throughput_chart(r: &RunReport, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult {
     root.fill(&WHITE)?;
     let interval = if r.sample_interval_us > 0.0 {
         r.sample_interval_us
@@ -120,7 +146,16 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
     let split: Vec<bool> = (0..r.flows.len())
         .map(|i| has(i, |s| &s.proactive) && has(i, |s| &s.reactive))
         .collect();
-    let mut data_max = r.link_gbps;
+    let link = r
+        .bottleneck
+        .as_ref()
+        .and_then(|b| {
+            r.ports
+                .iter()
+                .find(|p| format!("{}->{}", p.node, p.towards) == b.port)
+        })
+        .map_or(r.topology.host_gbps, |p| p.link_bps / 1e9);
+    let mut data_max = link;
     for s in &r.samples {
         for i in 0..r.flows.len() {
             data_max = data_max.max(gbps(at(&s.proactive, i) + at(&s.reactive, i), interval));
@@ -132,8 +167,8 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
     let y_max = data_max / (1.0 - legend_frac);
 
     let title = format!(
-        "{:?}: throughput per flow ({} Gbit/s bottleneck, {:.0} µs samples)",
-        r.scenario, r.link_gbps, interval
+        "{}: throughput per flow ({} Gbit/s bottleneck, {:.0} µs samples)",
+        r.experiment, link, interval
     );
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 26))
@@ -191,7 +226,6 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
         }
     }
 
-    let link = r.link_gbps;
     chart
         .draw_series(DashedLineSeries::new(
             vec![(0.0, link), (t_max, link)],
@@ -213,109 +247,69 @@ fn throughput_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) ->
     Ok(())
 }
 
-/// One incast row as the report's JSON carries it.
-struct Row {
-    flows: f64,
-    max_fct_ms: Option<f64>,
-    timeouts: u64,
-}
-
-fn incast_chart(r: &Report, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult {
+fn figure_chart(
+    f: &FigureData,
+    root: &DrawingArea<BitMapBackend<'_>, Shift>,
+    rows: usize,
+    cols: usize,
+) -> DrawResult {
     root.fill(&WHITE)?;
-    let rows = r
-        .extra
-        .get("incast")
-        .and_then(|v| v.as_array())
-        .cloned()
-        .unwrap_or_default();
-    // Transports in first-seen order.
-    let mut transports: Vec<(String, Vec<Row>)> = vec![];
-    for row in &rows {
-        let t = row["transport"].as_str().unwrap_or("?").to_string();
-        let Some(flows) = row["flows"].as_f64() else {
-            continue;
-        };
-        let parsed = Row {
-            flows,
-            max_fct_ms: row["max_fct_us"].as_f64().map(|v| v / 1e3),
-            timeouts: row["timeouts"].as_u64().unwrap_or(0),
-        };
-        match transports.iter_mut().find(|(name, _)| *name == t) {
-            Some((_, v)) => v.push(parsed),
-            None => transports.push((t, vec![parsed])),
-        }
-    }
-    let all = transports.iter().flat_map(|(_, v)| v.iter());
-    let x_max = all.clone().map(|p| p.flows).fold(0.0, f64::max).max(1.0);
-    let y_max = all
-        .clone()
-        .filter_map(|p| p.max_fct_ms)
-        .fold(0.0, f64::max)
-        .max(0.1)
-        * 1.35;
-
-    let size = r.extra.get("response_bytes").and_then(|v| v.as_u64());
-    let senders = r.extra.get("senders").and_then(|v| v.as_u64());
-    let mut title = format!("{:?}: max flow completion time", r.scenario);
-    if let (Some(b), Some(s)) = (size, senders) {
-        title.push_str(&format!(
-            " ({} kB responses from {s} senders, {} Gbit/s)",
-            b / 1000,
-            r.link_gbps
-        ));
-    }
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", 26))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max * 1.08, 0.0..y_max)?;
-    draw_mesh(&mut chart, "number of concurrent flows", "max FCT (ms)")?;
-
-    if transports.is_empty() {
-        root.draw(&Text::new(
-            "no samples and no incast results to plot",
-            (450, 340),
-            ("sans-serif", 24).into_font(),
+    let (top, rest) = root.split_vertically(60);
+    top.draw(&Text::new(
+        f.title.clone(),
+        (20, 18),
+        ("sans-serif", 26).into_font(),
+    ))?;
+    let body = if f.paper.is_empty() {
+        rest
+    } else {
+        let h = rest.dim_in_pixel().1;
+        let (body, note) = rest.split_vertically(h - 40);
+        note.draw(&Text::new(
+            format!("paper: {}", f.paper),
+            (20, 10),
+            ("sans-serif", 16).into_font().color(&BLACK.mix(0.7)),
         ))?;
-        return Ok(());
+        body
+    };
+    let areas = body.split_evenly((rows, cols));
+    for (panel, area) in f.panels.iter().zip(areas.iter()) {
+        let pts = panel.series.iter().flat_map(|s| s.points.iter());
+        let x_min = pts.clone().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let x_max = pts.clone().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+        let y_max = pts.clone().map(|p| p.1).fold(0.0, f64::max);
+        if !x_min.is_finite() {
+            area.draw(&Text::new(
+                format!("{}: no data", panel.label),
+                (40, 200),
+                ("sans-serif", 20).into_font(),
+            ))?;
+            continue;
+        }
+        let pad = ((x_max - x_min) * 0.05).max(1e-9);
+        // Head-room above the data for the legend.
+        let y_top = if y_max > 0.0 {
+            y_max * (1.15 + 0.07 * panel.series.len() as f64)
+        } else {
+            1.0
+        };
+        let mut chart = ChartBuilder::on(area)
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top)?;
+        draw_mesh(&mut chart, &f.x_label, &panel.label)?;
+        for (k, s) in panel.series.iter().enumerate() {
+            let c = color(k);
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(3)))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3))
+                });
+            chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 5, c.filled())))?;
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 15)?;
     }
-    for (k, (name, pts)) in transports.iter().enumerate() {
-        let c = color(k);
-        let done: Vec<(f64, f64)> = pts
-            .iter()
-            .filter_map(|p| p.max_fct_ms.map(|y| (p.flows, y)))
-            .collect();
-        let incomplete = pts.iter().filter(|p| p.max_fct_ms.is_none()).count();
-        let timeouts: u64 = pts.iter().map(|p| p.timeouts).sum();
-        let mut label = name.clone();
-        if timeouts > 0 {
-            label.push_str(&format!(" ({timeouts} timeouts)"));
-        }
-        if incomplete > 0 {
-            label.push_str(&format!(" ({incomplete} runs incomplete)"));
-        }
-        chart
-            .draw_series(LineSeries::new(done.clone(), c.stroke_width(3)))?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + LEGEND_LINE, y)], c.stroke_width(3))
-            });
-        chart.draw_series(done.iter().map(|&p| Circle::new(p, 6, c.filled())))?;
-        // Timeout counts next to the points that had any.
-        for p in pts.iter().filter(|p| p.timeouts > 0) {
-            if let Some(y) = p.max_fct_ms {
-                chart.draw_series(std::iter::once(
-                    EmptyElement::at((p.flows, y))
-                        + Text::new(
-                            format!("{} timeouts", p.timeouts),
-                            (10, 6),
-                            ("sans-serif", 15).into_font().color(&c),
-                        ),
-                ))?;
-            }
-        }
-    }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 17)?;
     Ok(())
 }

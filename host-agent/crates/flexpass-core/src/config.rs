@@ -244,6 +244,11 @@ pub struct SenderConfig {
     pub hello_retries: u32,
     /// Seed for the sender's randomness (none today; kept for symmetry with the receiver).
     pub seed: u64,
+    /// Layering (LY, FlexPass §6.2, ref. [45]): an ExpressPass sender also keeps a DCTCP
+    /// window over its (ECN-capable) proactive packets, and a credit is spent on data only
+    /// when that window allows; otherwise the credit is wasted. Ignored by other transports.
+    #[serde(default)]
+    pub layered_window: bool,
 }
 
 impl SenderConfig {
@@ -259,6 +264,7 @@ impl SenderConfig {
             hello_timeout: 10 * MILLIS,
             hello_retries: 7,
             seed: 0,
+            layered_window: false,
         }
     }
 

@@ -33,7 +33,7 @@
 //! through losses that make a flow near `max_rate` back off, which is what makes a joining
 //! flow catch up: in the paper's own §4 model (synchronised updates, equal loss) the fixed
 //! target needs 27 update periods for a flow joining at α = w_init = 1/16 to reach Jain's
-//! index 0.98, the rate-scaled one 10 (`flexpass_sim::report::discrete_model_periods`).
+//! index 0.98, the rate-scaled one 10 (`flexpass_sim::convergence::discrete_model_periods`).
 
 use crate::config::{CreditConfig, TargetLossRule};
 

@@ -351,7 +351,7 @@ impl Sender {
                     self.window.rtt.on_sample(rtt.max(1));
                 }
             }
-            if ack.subflow == SubFlow::Reactive && was_outstanding {
+            if was_outstanding && self.windowed(ack.subflow) {
                 self.window
                     .on_ack(seq, ack.ece && seq == ack.ack_seq, next_seq);
             }
@@ -360,7 +360,12 @@ impl Sender {
         for &(seq, seg) in &events.lost {
             if self.buf.mark_lost(seg, ack.subflow, seq) {
                 match ack.subflow {
-                    SubFlow::Proactive => self.stats.losses_proactive += 1,
+                    SubFlow::Proactive => {
+                        self.stats.losses_proactive += 1;
+                        if self.windowed(SubFlow::Proactive) {
+                            self.window.on_loss(ack.ack_seq, next_seq);
+                        }
+                    }
                     SubFlow::Reactive => {
                         self.stats.losses_reactive += 1;
                         self.window.on_loss(ack.ack_seq, next_seq);
@@ -405,6 +410,17 @@ impl Sender {
         }
         if let Some(s) = seg.proactive_seq {
             self.proactive.resolve(s);
+        }
+    }
+
+    /// Is this sub-flow's sending limited by the DCTCP window? The reactive sub-flow always
+    /// (DCTCP, FlexPass); the proactive one only for a layered (LY) ExpressPass sender.
+    fn windowed(&self, subflow: SubFlow) -> bool {
+        match subflow {
+            SubFlow::Reactive => true,
+            SubFlow::Proactive => {
+                self.cfg.layered_window && self.cfg.transport == TransportKind::ExpressPass
+            }
         }
     }
 
@@ -480,6 +496,14 @@ impl Sender {
         }
         let flexpass = self.cfg.transport == TransportKind::FlexPass;
         while let Some(credit_seq) = self.credits.pop_front() {
+            if self.windowed(SubFlow::Proactive)
+                && f64::from(self.proactive.outstanding()) + 1.0 > self.window.cwnd().max(1.0)
+            {
+                // LY: "a data packet can only be sent when a credit arrives and the window
+                // allows" (FlexPass §6.2).
+                self.stats.credits_wasted += 1;
+                continue;
+            }
             match self.buf.next_for_credit(flexpass) {
                 Some((idx, choice)) => {
                     if choice == CreditChoice::ProactiveRetransmission {

@@ -345,3 +345,33 @@ fn sparse_credits_and_a_long_rtt_cause_no_spurious_recovery() {
     assert_eq!(s.stats().recovery_timeouts, 0, "{:?}", s.stats());
     assert_eq!(s.stats().retransmissions, 0, "{:?}", s.stats());
 }
+
+#[test]
+fn layered_expresspass_spends_credits_only_within_its_dctcp_window() {
+    // LY (FlexPass §6.2): a data packet goes out only when a credit arrives *and* the DCTCP
+    // window allows; credits beyond the window are wasted. Without the window every credit
+    // carries data.
+    for layered in [false, true] {
+        let mut cfg = SenderConfig::new(TransportKind::ExpressPass);
+        cfg.layered_window = layered;
+        let init = cfg.dctcp.init_cwnd as usize;
+        let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+        s.write(Bytes::from(vec![1u8; 100 * 1444]));
+        drain(&mut s, 0);
+        let mut sent = 0;
+        for seq in 0..3 * init as u32 {
+            s.handle_packet(10, &credit(seq)).unwrap();
+            sent += drain(&mut s, 10)
+                .iter()
+                .filter(|p| matches!(p, Packet::Data(_)))
+                .count();
+        }
+        if layered {
+            assert_eq!(sent, init, "window of {init} packets, no ACK yet");
+            assert_eq!(s.stats().credits_wasted, 2 * init as u64);
+        } else {
+            assert_eq!(sent, 3 * init);
+            assert_eq!(s.stats().credits_wasted, 0);
+        }
+    }
+}

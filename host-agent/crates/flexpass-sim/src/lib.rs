@@ -1,13 +1,23 @@
 //! Embedded, deterministic network model for FlexPass: the default target that runs
-//! anywhere (no root, no switch), used by the acceptance tests and `flexpass sim`.
+//! anywhere (no root, no switch) and the experiment platform of the project. An experiment
+//! is a TOML file (`experiment`): topology (`topology`), switch profile and queues (`queue`),
+//! host stacks, traffic and deployment (`traffic`), measurements; `run` builds and runs it on
+//! the event-driven model (`net`) and `report` turns the finished run into the papers'
+//! numbers. `sweep` runs grids of experiments.
 
+pub mod convergence;
+pub mod experiment;
 pub mod net;
 pub mod packet;
 pub mod queue;
 pub mod report;
-pub mod scenarios;
+pub mod run;
+pub mod sweep;
+pub mod topology;
+pub mod traffic;
 
-pub use net::{FlowSpec, Impairment, LinkSpec, Network};
+pub use experiment::{Experiment, Override, Source};
+pub use net::{FlowKind, FlowSpec, Impairment, LinkSpec, Network};
 pub use queue::{PortConfig, Profile};
-pub use report::Report;
-pub use scenarios::{run_scenario, Scenario, ScenarioParams, SCENARIOS};
+pub use report::RunReport;
+pub use run::{prepare, run, Progress};

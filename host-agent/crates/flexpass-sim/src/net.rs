@@ -1,15 +1,19 @@
 //! The event-driven network model: hosts and switches joined by links (rate, propagation
-//! delay, optional impairments), egress ports with the FlexPass queues of `queue.rs`, and
-//! the sans-IO transport core running on the hosts. Deterministic for a given seed: events
-//! at equal times run in scheduling order and all randomness comes from one seeded RNG.
+//! delay, optional impairments), egress ports with the FlexPass queues of `queue.rs`, ECMP
+//! with a symmetric per-flow hash, shared switch buffers, and the sans-IO transport core
+//! running on the hosts. Deterministic for a given seed: events at equal times run in
+//! scheduling order and all randomness comes from one seeded RNG.
 
-use crate::packet::{HostId, SimPacket};
-use crate::queue::{Dequeued, Enqueued, PortConfig, PortQueue, QueueStats};
+use crate::packet::{HostId, PathHash, SimPacket};
+use crate::queue::{Dequeued, Enqueued, PortConfig, PortQueue, QueueStats, SharedBuffer};
 use bytes::Bytes;
-use flexpass_core::{Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
-use flexpass_wire::{Ecn, Packet, TransportKind};
+use flexpass_core::{
+    Nanos, Receiver, ReceiverConfig, ReceiverStats, Sender, SenderConfig, SenderStats, Transmit,
+};
+use flexpass_wire::{Ecn, Packet, SubFlow, TransportKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -36,7 +40,14 @@ struct Port {
     queue: PortQueue,
     peer: NodeId,
     link: LinkSpec,
-    busy: bool,
+    /// The transmitter is busy until then (end of the frame on the wire).
+    busy_until: Nanos,
+    /// Scheduling sequence number reserved for the end-of-transmission event of the frame
+    /// on the wire; the event itself is only queued when a packet is waiting for it (an idle
+    /// port needs none). Reserving the number keeps the order of simultaneous events as if
+    /// every end of transmission were an event.
+    tx_done_seq: Option<u64>,
+    tx_done_queued: bool,
     wake_at: Option<Nanos>,
     tx_bytes: u64,
 }
@@ -44,9 +55,29 @@ struct Port {
 struct Node {
     name: String,
     host: Option<HostId>,
+    /// ECMP hash salt: switches at the same tier (mirror images of each other on the two
+    /// halves of a path) share it, so the choice is symmetric; different tiers differ, so
+    /// their choices are not correlated (no polarisation).
+    tier: u8,
     ports: Vec<Port>,
-    /// Egress port towards each host.
-    routes: Vec<Option<usize>>,
+    /// Per destination host: the equal-cost egress ports, `route_ports[start..start + len]`.
+    routes: Vec<(u32, u8)>,
+    route_ports: Vec<u16>,
+    shared: Option<SharedBuffer>,
+}
+
+/// What the flow is in its experiment (reports group FCTs by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowKind {
+    /// Listed in the experiment (`[[flow]]`).
+    Listed,
+    /// Background workload: sizes from a CDF, Poisson arrivals.
+    Background,
+    /// Foreground incast of a mixed workload.
+    Foreground,
+    /// An incast group (`[[incast]]`).
+    Incast,
 }
 
 #[derive(Clone, Debug)]
@@ -58,12 +89,39 @@ pub struct FlowSpec {
     /// Bytes to send; `None`: long-running, never finishes.
     pub size: Option<u64>,
     pub start: Nanos,
+    pub kind: FlowKind,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
     Sender,
     Receiver,
+}
+
+/// Paths of one credit-scheduled flow (see `PathHash`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct FlowPaths {
+    /// Path hash of the flow's data (sender → receiver), first seen.
+    pub data: Option<u64>,
+    /// Path hash of its credits (receiver → sender), first seen.
+    pub credit: Option<u64>,
+    /// Packets whose path differed from the first one seen in their direction.
+    pub changes: u64,
+}
+
+impl FlowPaths {
+    fn record(slot: &mut Option<u64>, changes: &mut u64, h: u64) {
+        match slot {
+            None => *slot = Some(h),
+            Some(first) if *first != h => *changes += 1,
+            _ => {}
+        }
+    }
+
+    /// Data and credits crossed different links.
+    pub fn mismatch(&self) -> bool {
+        matches!((self.data, self.credit), (Some(d), Some(c)) if d != c)
+    }
 }
 
 pub struct Flow {
@@ -76,11 +134,32 @@ pub struct Flow {
     pub corrupted_bytes: u64,
     pub completed_at: Option<Nanos>,
     pub error: Option<String>,
+    pub paths: FlowPaths,
+    /// The sender's and receiver's statistics, kept when their state is released.
+    retired: Option<Box<(SenderStats, Option<ReceiverStats>)>>,
     timers: [Option<Nanos>; 2],
 }
 
+impl Flow {
+    pub fn sender_stats(&self) -> Option<&SenderStats> {
+        match (&self.sender, &self.retired) {
+            (Some(s), _) => Some(s.stats()),
+            (None, Some(r)) => Some(&r.0),
+            _ => None,
+        }
+    }
+
+    pub fn receiver_stats(&self) -> Option<&ReceiverStats> {
+        match (&self.receiver, &self.retired) {
+            (Some(r), _) => Some(r.stats()),
+            (None, Some(r)) => r.1.as_ref(),
+            _ => None,
+        }
+    }
+}
+
 /// Per-interval samples for throughput plots and starvation analysis.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Sample {
     pub t_us: f64,
     /// Delivered bytes per flow in this interval.
@@ -89,8 +168,18 @@ pub struct Sample {
     /// each sub-flow in this interval.
     pub proactive: Vec<u64>,
     pub reactive: Vec<u64>,
-    /// Bytes in the monitored port's Q1 and Q2 at the sample instant.
+    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant.
     pub queue_bytes: [u64; 3],
+}
+
+/// Queue occupancy of one monitored port at every sample instant.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct QueueTrace {
+    pub port: String,
+    /// Bytes in Q1, of which red (reactive), and in Q2, per sample.
+    pub q1: Vec<u64>,
+    pub q1_red: Vec<u64>,
+    pub q2: Vec<u64>,
 }
 
 enum Ev {
@@ -135,6 +224,13 @@ const BULK_REFILL_BELOW: u64 = 1 << 20;
 const BULK_CHUNK: u64 = 256 << 10;
 /// Period of the payload pattern; prime, so a misplaced segment never matches.
 const PATTERN_LEN: usize = 4093;
+/// Payload is written in slices of one shared buffer holding the pattern repeated: no
+/// per-flow copy of the bytes (a flow of the web-search workload can be 30 MB).
+const PATTERN_SLICE: usize = 64 << 10;
+
+/// Who builds the transport configuration of a flow's two ends.
+pub type SenderConfigFn = Box<dyn Fn(&FlowSpec) -> SenderConfig>;
+pub type ReceiverConfigFn = Box<dyn Fn(&FlowSpec) -> ReceiverConfig>;
 
 pub struct Network {
     now: Nanos,
@@ -144,28 +240,40 @@ pub struct Network {
     flow_index: HashMap<u32, usize>,
     events: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
+    /// Scheduling number of the event being dispatched.
+    current_seq: u64,
     rng: ChaCha8Rng,
-    pattern: Vec<u8>,
-    sender_cfg: Box<dyn Fn(TransportKind) -> SenderConfig>,
-    receiver_cfg: Box<dyn Fn(TransportKind, HostId) -> ReceiverConfig>,
+    /// The payload pattern repeated to `PATTERN_LEN + PATTERN_SLICE` bytes.
+    pattern: Bytes,
+    sender_cfg: SenderConfigFn,
+    receiver_cfg: ReceiverConfigFn,
     /// Encode and decode every packet on delivery (exercises the wire format end to end).
     pub wire_check: bool,
+    /// Release the transport state of a completed flow (its statistics are kept) once it has
+    /// been quiet for this long: long runs with many flows stay small. None: keep everything.
+    pub retire_after: Option<Nanos>,
     pub sample_interval: Nanos,
     pub samples: Vec<Sample>,
-    monitor: Option<(NodeId, usize)>,
+    /// Record per-flow throughput in the samples (one entry per flow and sample).
+    pub sample_flows: bool,
+    monitors: Vec<(NodeId, usize)>,
+    pub queue_traces: Vec<QueueTrace>,
     last_delivered: Vec<[u64; 3]>,
     pub events_processed: u64,
     pub stray_packets: u64,
+    completed_flows: usize,
 }
 
 impl Network {
-    pub fn new(
-        seed: u64,
-        sender_cfg: impl Fn(TransportKind) -> SenderConfig + 'static,
-        receiver_cfg: impl Fn(TransportKind, HostId) -> ReceiverConfig + 'static,
-    ) -> Self {
+    pub fn new(seed: u64, sender_cfg: SenderConfigFn, receiver_cfg: ReceiverConfigFn) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let pattern = (0..PATTERN_LEN).map(|_| rng.gen()).collect();
+        let period: Vec<u8> = (0..PATTERN_LEN).map(|_| rng.gen()).collect();
+        let pattern: Vec<u8> = period
+            .iter()
+            .cycle()
+            .take(PATTERN_LEN + PATTERN_SLICE)
+            .copied()
+            .collect();
         Network {
             now: 0,
             nodes: vec![],
@@ -174,17 +282,22 @@ impl Network {
             flow_index: HashMap::new(),
             events: BinaryHeap::new(),
             seq: 0,
+            current_seq: 0,
             rng,
-            pattern,
-            sender_cfg: Box::new(sender_cfg),
-            receiver_cfg: Box::new(receiver_cfg),
+            pattern: Bytes::from(pattern),
+            sender_cfg,
+            receiver_cfg,
             wire_check: false,
+            retire_after: None,
             sample_interval: 0,
             samples: vec![],
-            monitor: None,
+            sample_flows: true,
+            monitors: vec![],
+            queue_traces: vec![],
             last_delivered: vec![],
             events_processed: 0,
             stray_packets: 0,
+            completed_flows: 0,
         }
     }
 
@@ -197,25 +310,44 @@ impl Network {
         self.nodes.push(Node {
             name: name.into(),
             host: Some(id),
+            tier: 0,
             ports: vec![],
             routes: vec![],
+            route_ports: vec![],
+            shared: None,
         });
         self.hosts.push(self.nodes.len() - 1);
         id
     }
 
-    pub fn add_switch(&mut self, name: &str) -> NodeId {
+    /// A switch at ECMP tier `tier` (see `Node::tier`), with a shared buffer if given.
+    pub fn add_switch(&mut self, name: &str, tier: u8, shared: Option<SharedBuffer>) -> NodeId {
         self.nodes.push(Node {
             name: name.into(),
             host: None,
+            tier,
             ports: vec![],
             routes: vec![],
+            route_ports: vec![],
+            shared,
         });
         self.nodes.len() - 1
     }
 
     pub fn host_node(&self, h: HostId) -> NodeId {
         self.hosts[h]
+    }
+
+    pub fn num_hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn node_name(&self, n: NodeId) -> &str {
+        &self.nodes[n].name
+    }
+
+    pub fn host_name(&self, h: HostId) -> &str {
+        &self.nodes[self.hosts[h]].name
     }
 
     /// Connect two nodes with a full-duplex link; each side gets an egress port configured by
@@ -232,7 +364,9 @@ impl Network {
             queue: PortQueue::new(cfg),
             peer,
             link: link.clone(),
-            busy: false,
+            busy_until: 0,
+            tx_done_seq: None,
+            tx_done_queued: false,
             wake_at: None,
             tx_bytes: 0,
         };
@@ -241,43 +375,92 @@ impl Network {
         (self.nodes[a].ports.len() - 1, self.nodes[b].ports.len() - 1)
     }
 
-    /// Shortest-path routes from every node to every host (first port wins on ties).
+    /// Shortest-path routes from every node to every host; every egress port on a shortest
+    /// path is an ECMP member, in port order. Hosts do not forward.
     pub fn compute_routes(&mut self) {
         let n = self.nodes.len();
-        for (h, &hn) in self.hosts.clone().iter().enumerate() {
-            let mut dist = vec![usize::MAX; n];
+        for node in &mut self.nodes {
+            node.routes.clear();
+            node.route_ports.clear();
+        }
+        let mut dist = vec![usize::MAX; n];
+        let mut frontier = vec![];
+        let mut next = vec![];
+        for &hn in &self.hosts {
+            dist.iter_mut().for_each(|d| *d = usize::MAX);
             dist[hn] = 0;
-            let mut frontier = vec![hn];
+            frontier.clear();
+            frontier.push(hn);
             while !frontier.is_empty() {
-                let mut next = vec![];
+                next.clear();
                 for &u in &frontier {
-                    for v in 0..n {
-                        if dist[v] == usize::MAX && self.nodes[v].ports.iter().any(|p| p.peer == u)
-                        {
-                            dist[v] = dist[u] + 1;
-                            next.push(v);
+                    if u != hn && self.nodes[u].host.is_some() {
+                        continue;
+                    }
+                    for p in &self.nodes[u].ports {
+                        if dist[p.peer] == usize::MAX {
+                            dist[p.peer] = dist[u] + 1;
+                            next.push(p.peer);
                         }
                     }
                 }
-                frontier = next;
+                std::mem::swap(&mut frontier, &mut next);
             }
-            for v in 0..n {
-                let port = self.nodes[v]
-                    .ports
-                    .iter()
-                    .position(|p| dist[p.peer] != usize::MAX && dist[p.peer] + 1 == dist[v]);
-                let routes = &mut self.nodes[v].routes;
-                if routes.len() <= h {
-                    routes.resize(h + 1, None);
+            for (v, node) in self.nodes.iter_mut().enumerate() {
+                let start = node.route_ports.len() as u32;
+                if dist[v] != usize::MAX && v != hn {
+                    for (i, p) in node.ports.iter().enumerate() {
+                        if dist[p.peer] != usize::MAX && dist[p.peer] + 1 == dist[v] {
+                            node.route_ports.push(i as u16);
+                        }
+                    }
                 }
-                routes[h] = port;
+                let len = node.route_ports.len() as u32 - start;
+                node.routes.push((start, len.min(u8::MAX as u32) as u8));
             }
         }
     }
 
-    /// Monitor one egress port (the bottleneck) in the samples.
+    /// Monitor egress ports: the first one's queues are in the samples; every one gets a
+    /// `QueueTrace`.
     pub fn monitor(&mut self, node: NodeId, port: usize) {
-        self.monitor = Some((node, port));
+        let name = self.port_name(node, port);
+        self.monitors.push((node, port));
+        self.queue_traces.push(QueueTrace {
+            port: name,
+            ..Default::default()
+        });
+    }
+
+    /// "node->peer": the egress port of `node` towards `peer`.
+    pub fn port_name(&self, node: NodeId, port: usize) -> String {
+        format!(
+            "{}->{}",
+            self.nodes[node].name, self.nodes[self.nodes[node].ports[port].peer].name
+        )
+    }
+
+    /// Every port as (node, port index, name of the node, name of the peer).
+    pub fn ports(&self) -> impl Iterator<Item = (NodeId, usize, &str, &str)> + '_ {
+        self.nodes.iter().enumerate().flat_map(move |(n, node)| {
+            node.ports
+                .iter()
+                .enumerate()
+                .map(move |(i, p)| (n, i, node.name.as_str(), self.nodes[p.peer].name.as_str()))
+        })
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The nodes `n` has a link to, in port order.
+    pub fn neighbours(&self, n: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes[n].ports.iter().map(|p| p.peer)
+    }
+
+    pub fn is_host_node(&self, n: NodeId) -> bool {
+        self.nodes[n].host.is_some()
     }
 
     pub fn add_flow(&mut self, spec: FlowSpec) {
@@ -293,6 +476,8 @@ impl Network {
             corrupted_bytes: 0,
             completed_at: None,
             error: None,
+            paths: FlowPaths::default(),
+            retired: None,
             timers: [None, None],
         });
         self.last_delivered.push([0; 3]);
@@ -301,32 +486,55 @@ impl Network {
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
         self.seq += 1;
+        let seq = self.seq;
+        self.schedule_with(at, seq, ev);
+    }
+
+    fn schedule_with(&mut self, at: Nanos, seq: u64, ev: Ev) {
         self.events.push(Reverse(Scheduled {
             at: at.max(self.now),
-            seq: self.seq,
+            seq,
             ev,
         }));
     }
 
-    /// Payload bytes of flow `id` at `offset` (deterministic pattern).
-    fn pattern_at(&self, id: u32, offset: u64) -> impl Iterator<Item = u8> + '_ {
-        let start = ((offset + u64::from(id) * 1009) % PATTERN_LEN as u64) as usize;
-        self.pattern[start..]
-            .iter()
-            .chain(self.pattern.iter().cycle())
-            .copied()
+    /// Offset of flow `id`'s byte `offset` in the pattern.
+    fn pattern_offset(id: u32, offset: u64) -> usize {
+        ((offset + u64::from(id) * 1009) % PATTERN_LEN as u64) as usize
     }
 
-    fn make_payload(&self, id: u32, offset: u64, len: u64) -> Bytes {
-        Bytes::from(
-            self.pattern_at(id, offset)
-                .take(len as usize)
-                .collect::<Vec<u8>>(),
-        )
+    /// Flow `id`'s payload from `offset`, `len` bytes, as slices of the shared pattern.
+    fn payload_slices(&self, id: u32, offset: u64, len: u64) -> Vec<Bytes> {
+        let mut out = vec![];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(PATTERN_SLICE as u64) as usize;
+            let start = Self::pattern_offset(id, offset + done);
+            out.push(self.pattern.slice(start..start + n));
+            done += n as u64;
+        }
+        out
+    }
+
+    /// Bytes of `chunk` (flow `id`, from `offset`) that differ from the pattern.
+    fn corrupted_in(&self, id: u32, offset: u64, chunk: &[u8]) -> u64 {
+        let mut bad = 0;
+        let mut done = 0;
+        while done < chunk.len() {
+            let n = (chunk.len() - done).min(PATTERN_SLICE);
+            let start = Self::pattern_offset(id, offset + done as u64);
+            let want = &self.pattern[start..start + n];
+            let got = &chunk[done..done + n];
+            if want != got {
+                bad += want.iter().zip(got).filter(|(a, b)| a != b).count() as u64;
+            }
+            done += n;
+        }
+        bad
     }
 
     /// Run until `end` or until no event is left; `progress` is called now and then.
-    pub fn run_until(&mut self, end: Nanos, mut progress: impl FnMut(Nanos)) {
+    pub fn run_until(&mut self, end: Nanos, mut progress: impl FnMut(Nanos, usize)) {
         if self.sample_interval > 0 && self.samples.is_empty() {
             self.schedule(self.sample_interval, Ev::Sample);
         }
@@ -334,11 +542,12 @@ impl Network {
             if top.at > end {
                 break;
             }
-            let Reverse(Scheduled { at, ev, .. }) = self.events.pop().expect("peeked");
+            let Reverse(Scheduled { at, seq, ev }) = self.events.pop().expect("peeked");
             self.now = at;
+            self.current_seq = seq;
             self.events_processed += 1;
             if self.events_processed.is_multiple_of(1 << 16) {
-                progress(self.now);
+                progress(self.now, self.completed_flows);
             }
             self.dispatch(ev);
         }
@@ -354,11 +563,18 @@ impl Network {
             .all(|f| f.spec.size.is_some() && (f.completed_at.is_some() || f.error.is_some()))
     }
 
+    /// Flows completed (delivered in full) so far.
+    pub fn completed_flows(&self) -> usize {
+        self.completed_flows
+    }
+
     fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::Arrive { node, pkt } => self.arrive(node, pkt),
             Ev::TxDone { node, port } => {
-                self.nodes[node].ports[port].busy = false;
+                let p = &mut self.nodes[node].ports[port];
+                p.tx_done_seq = None;
+                p.tx_done_queued = false;
                 self.try_send(node, port);
             }
             Ev::Wake { node, port } => {
@@ -393,11 +609,13 @@ impl Network {
 
     fn start_flow(&mut self, flow: usize) {
         let spec = self.flows[flow].spec.clone();
-        let cfg = (self.sender_cfg)(spec.transport);
+        let cfg = (self.sender_cfg)(&spec);
         match Sender::new(spec.id, cfg, spec.size.unwrap_or(0), self.now) {
             Ok(mut s) => {
                 if let Some(size) = spec.size {
-                    s.write(self.make_payload(spec.id, 0, size));
+                    for chunk in self.payload_slices(spec.id, 0, size) {
+                        s.write(chunk);
+                    }
                     s.finish();
                     self.flows[flow].written = size;
                 }
@@ -417,9 +635,12 @@ impl Network {
         }
         let Some(s) = f.sender.as_ref() else { return };
         if s.pending_bytes() < BULK_REFILL_BELOW {
-            let chunk = self.make_payload(f.spec.id, f.written, BULK_CHUNK);
+            let chunks = self.payload_slices(f.spec.id, f.written, BULK_CHUNK);
             let f = &mut self.flows[flow];
-            f.sender.as_mut().expect("checked").write(chunk);
+            let s = f.sender.as_mut().expect("checked");
+            for c in chunks {
+                s.write(c);
+            }
             f.written += BULK_CHUNK;
         }
     }
@@ -435,9 +656,6 @@ impl Network {
                     let Some(s) = f.sender.as_mut() else { return };
                     while let Some(t) = s.poll_transmit(now) {
                         out.push(t);
-                    }
-                    if f.completed_at.is_none() && s.is_complete() {
-                        // FCT is measured at the receiver (below); the sender side just stops.
                     }
                     if let Some(e) = s.error() {
                         f.error.get_or_insert_with(|| e.to_string());
@@ -469,6 +687,31 @@ impl Network {
                 self.schedule(at, Ev::Timer { flow, side, at });
             }
         }
+        self.maybe_retire(flow);
+    }
+
+    /// Release a finished flow's transport state (keeping its statistics) once both ends are
+    /// quiet: everything delivered and acknowledged, no credits flowing, no timer armed.
+    fn maybe_retire(&mut self, flow: usize) {
+        let Some(after) = self.retire_after else {
+            return;
+        };
+        let now = self.now;
+        let f = &mut self.flows[flow];
+        let (Some(done), Some(s)) = (f.completed_at, f.sender.as_mut()) else {
+            return;
+        };
+        if now < done + after || !s.is_complete() || s.poll_timeout().is_some() {
+            return;
+        }
+        if let Some(r) = f.receiver.as_ref() {
+            if r.is_sending_credits() || r.poll_timeout().is_some() {
+                return;
+            }
+        }
+        let s = f.sender.take().expect("checked");
+        let r = f.receiver.take();
+        f.retired = Some(Box::new((s.stats().clone(), r.map(|r| r.stats().clone()))));
     }
 
     fn host_send(&mut self, host: HostId, dst: HostId, t: Transmit) {
@@ -480,36 +723,88 @@ impl Network {
             wire_len: t.packet.wire_len() as u32,
             packet: t.packet,
             created: self.now,
+            path: PathHash::new(),
         };
         let node = self.hosts[host];
         self.forward(node, pkt);
     }
 
-    fn forward(&mut self, node: NodeId, pkt: SimPacket) {
-        let Some(port) = self.nodes[node].routes.get(pkt.dst).copied().flatten() else {
+    /// Symmetric per-flow ECMP hash: the same for both directions of a flow (the hosts are
+    /// taken as an unordered pair) at switches of the same tier.
+    fn ecmp_hash(flow_id: u32, a: HostId, b: HostId, tier: u8) -> u64 {
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let mut x =
+            u64::from(flow_id) ^ (lo as u64) << 20 ^ (hi as u64) << 40 ^ u64::from(tier) << 60;
+        // splitmix64 finaliser
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+
+    fn route(&self, node: NodeId, pkt: &SimPacket) -> Option<usize> {
+        let n = &self.nodes[node];
+        let &(start, len) = n.routes.get(pkt.dst)?;
+        let members = &n.route_ports[start as usize..start as usize + len as usize];
+        match members.len() {
+            0 => None,
+            1 => Some(members[0] as usize),
+            k => {
+                let h = Self::ecmp_hash(pkt.packet.flow_id(), pkt.src, pkt.dst, n.tier);
+                Some(members[(h % k as u64) as usize] as usize)
+            }
+        }
+    }
+
+    fn forward(&mut self, node: NodeId, mut pkt: SimPacket) {
+        let Some(port) = self.route(node, &pkt) else {
             self.stray_packets += 1;
             return;
         };
-        if self.nodes[node].ports[port].queue.enqueue(pkt) == Enqueued::Accepted {
+        let n = &mut self.nodes[node];
+        if n.host.is_none() {
+            pkt.path.cross(node, pkt.packet.is_sender_to_receiver());
+        }
+        if n.ports[port].queue.enqueue(pkt, n.shared.as_mut()) == Enqueued::Accepted {
             self.try_send(node, port);
         }
     }
 
     fn try_send(&mut self, node: NodeId, port: usize) {
         let now = self.now;
-        let p = &mut self.nodes[node].ports[port];
-        if p.busy {
-            return;
+        let current = self.current_seq;
+        let n = &mut self.nodes[node];
+        let p = &mut n.ports[port];
+        if let Some(seq) = p.tx_done_seq {
+            if (now, current) < (p.busy_until, seq) {
+                // A frame is on the wire: its end of transmission sends the next one.
+                if !p.tx_done_queued {
+                    p.tx_done_queued = true;
+                    let at = p.busy_until;
+                    self.schedule_with(at, seq, Ev::TxDone { node, port });
+                }
+                return;
+            }
+            // Its (unqueued) end of transmission has passed.
+            p.tx_done_seq = None;
         }
-        match p.queue.dequeue(now) {
+        match p.queue.dequeue(now, n.shared.as_mut()) {
             Dequeued::Packet(pkt) => {
                 let ser = (f64::from(pkt.wire_len) * 8.0 / p.link.bps * 1e9).round() as Nanos;
-                p.busy = true;
+                p.busy_until = now + ser;
                 p.tx_bytes += u64::from(pkt.wire_len);
                 let peer = p.peer;
-                let imp = p.link.impairment.clone();
                 let arrive = now + ser + p.link.delay;
-                self.schedule(now + ser, Ev::TxDone { node, port });
+                let waiting = !p.queue.is_empty();
+                self.seq += 1;
+                let seq = self.seq;
+                let p = &mut self.nodes[node].ports[port];
+                p.tx_done_seq = Some(seq);
+                p.tx_done_queued = waiting;
+                if ser == 0 || waiting {
+                    p.tx_done_queued = true;
+                    self.schedule_with(now + ser, seq, Ev::TxDone { node, port });
+                }
+                let imp = self.nodes[node].ports[port].link.impairment.clone();
                 self.deliver_over_link(peer, pkt, arrive, &imp);
             }
             Dequeued::WaitUntil(t) => {
@@ -552,6 +847,7 @@ impl Network {
     }
 
     fn host_receive(&mut self, host: HostId, pkt: SimPacket) {
+        let path = pkt.path.value();
         let packet = if self.wire_check {
             match Packet::decode(&pkt.packet.encode_to_vec()) {
                 Ok(p) => p,
@@ -570,14 +866,25 @@ impl Network {
         let now = self.now;
         let ce = pkt.ecn == Ecn::Ce;
         let to_receiver = packet.is_sender_to_receiver();
+        let f = &mut self.flows[flow];
+        match &packet {
+            Packet::Data(d) if d.subflow == SubFlow::Proactive => {
+                FlowPaths::record(&mut f.paths.data, &mut f.paths.changes, path)
+            }
+            Packet::Credit(_) => FlowPaths::record(&mut f.paths.credit, &mut f.paths.changes, path),
+            _ => {}
+        }
         if to_receiver {
             if self.flows[flow].spec.dst != host {
                 self.stray_packets += 1;
                 return;
             }
+            if self.flows[flow].retired.is_some() {
+                return;
+            }
             if self.flows[flow].receiver.is_none() {
                 let spec = &self.flows[flow].spec;
-                let cfg = (self.receiver_cfg)(spec.transport, host);
+                let cfg = (self.receiver_cfg)(spec);
                 match Receiver::new(spec.id, spec.transport, &cfg) {
                     Ok(r) => self.flows[flow].receiver = Some(r),
                     Err(e) => {
@@ -614,11 +921,7 @@ impl Network {
         }
         for b in chunks {
             let offset = self.flows[flow].delivered;
-            let bad = b
-                .iter()
-                .zip(self.pattern_at(id, offset))
-                .filter(|(a, e)| *a != e)
-                .count() as u64;
+            let bad = self.corrupted_in(id, offset, &b);
             let f = &mut self.flows[flow];
             f.corrupted_bytes += bad;
             f.delivered += b.len() as u64;
@@ -626,6 +929,7 @@ impl Network {
         let f = &mut self.flows[flow];
         if f.completed_at.is_none() && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {
             f.completed_at = Some(self.now);
+            self.completed_flows += 1;
         }
     }
 
@@ -634,39 +938,45 @@ impl Network {
             t_us: self.now as f64 / 1e3,
             ..Default::default()
         };
-        for (i, f) in self.flows.iter().enumerate() {
-            let (p, r) = f.receiver.as_ref().map_or((0, 0), |r| {
-                let st = r.stats();
-                (
-                    st.bytes_proactive + st.packets_proactive * DATA_WIRE_OVERHEAD,
-                    st.bytes_reactive + st.packets_reactive * DATA_WIRE_OVERHEAD,
-                )
-            });
-            let last = &mut self.last_delivered[i];
-            s.delivered.push(f.delivered - last[0]);
-            s.proactive.push(p - last[1]);
-            s.reactive.push(r - last[2]);
-            *last = [f.delivered, p, r];
+        if self.sample_flows {
+            for (i, f) in self.flows.iter().enumerate() {
+                let (p, r) = f.receiver.as_ref().map_or((0, 0), |r| {
+                    let st = r.stats();
+                    (
+                        st.bytes_proactive + st.packets_proactive * DATA_WIRE_OVERHEAD,
+                        st.bytes_reactive + st.packets_reactive * DATA_WIRE_OVERHEAD,
+                    )
+                });
+                let last = &mut self.last_delivered[i];
+                s.delivered.push(f.delivered - last[0]);
+                s.proactive.push(p - last[1]);
+                s.reactive.push(r - last[2]);
+                *last = [f.delivered, p, r];
+            }
         }
-        if let Some((n, p)) = self.monitor {
+        for (i, &(n, p)) in self.monitors.iter().enumerate() {
             let q = &self.nodes[n].ports[p].queue;
-            s.queue_bytes = [q.bytes(0), q.bytes(1), q.bytes(2)];
+            if i == 0 {
+                s.queue_bytes = [q.bytes(0), q.bytes(1), q.bytes(2)];
+            }
+            let t = &mut self.queue_traces[i];
+            t.q1.push(q.bytes(1));
+            t.q1_red.push(q.red_bytes());
+            t.q2.push(q.bytes(2));
         }
         self.samples.push(s);
         let next = self.now + self.sample_interval;
         self.schedule(next, Ev::Sample);
     }
 
-    /// (node name, port index, peer name, link bps, bytes transmitted, per-queue stats) of every switch port.
-    pub fn switch_ports(&self) -> Vec<PortReport> {
+    /// Every port's counters.
+    pub fn port_reports(&self) -> Vec<PortReport> {
         let mut out = vec![];
         for n in &self.nodes {
-            if n.host.is_some() {
-                continue;
-            }
             for (i, p) in n.ports.iter().enumerate() {
                 out.push(PortReport {
                     node: n.name.clone(),
+                    host: n.host.is_some(),
                     port: i,
                     towards: self.nodes[p.peer].name.clone(),
                     link_bps: p.link.bps,
@@ -686,6 +996,18 @@ impl Network {
         self.nodes[node].ports[port].queue.stats
     }
 
+    pub fn port_link_bps(&self, node: NodeId, port: usize) -> f64 {
+        self.nodes[node].ports[port].link.bps
+    }
+
+    /// Largest shared-buffer occupancy of any switch, bytes.
+    pub fn max_shared_buffer_used(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.shared.as_ref().map(|b| b.max_used))
+            .max()
+    }
+
     /// Data packets dropped anywhere (credits excluded: dropping them is by design).
     pub fn data_drops(&self) -> u64 {
         self.nodes
@@ -701,9 +1023,11 @@ impl Network {
     }
 }
 
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct PortReport {
     pub node: String,
+    /// The port is a host's NIC.
+    pub host: bool,
     pub port: usize,
     pub towards: String,
     pub link_bps: f64,

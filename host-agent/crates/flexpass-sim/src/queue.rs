@@ -6,10 +6,15 @@
 //! - ECN: a data packet that finds its queue above that queue's K at enqueue is CE-marked
 //!   (if ECN-capable).
 //! - Selective dropping: a red (reactive) packet that finds Q1 above `red_threshold` is dropped;
-//!   green packets are dropped only when the port buffer is full.
+//!   green packets are dropped only when the buffer refuses them.
+//! - Buffer: a per-port data buffer, or the switch's shared buffer with a dynamic threshold
+//!   per queue (`SharedBuffer`, Broadcom-style: a queue may hold α × the free buffer).
 //!
-//! The `Naive` profile reproduces the paper's problem: ExpressPass data and legacy traffic
-//! share one data queue and credits are shaped to the full link's credit rate.
+//! The four profiles are the deployment schemes of FlexPass §6.2: `FlexPass`; `Owf` (oracle
+//! weighted fair: the same two data queues, weight and credit rate from the true fraction of
+//! ExpressPass traffic, no red packets); `Naive` (ExpressPass data and legacy traffic share one
+//! data queue, credits shaped to the full link's credit rate) and `Layering` (the naive
+//! queues; the hosts add a DCTCP window on top of ExpressPass).
 
 use flexpass_wire::{Ecn, TrafficClass};
 use serde::Serialize;
@@ -20,13 +25,99 @@ use flexpass_core::Nanos;
 
 pub const NUM_QUEUES: usize = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// Q0 credits, Q1 FlexPass data (w_q), Q2 legacy (1 − w_q).
+    /// Q0 credits (w_q of the credit rate), Q1 FlexPass data (w_q), Q2 legacy (1 − w_q);
+    /// red (reactive) packets dropped above the selective-drop threshold.
     FlexPass,
     /// ExpressPass as originally deployed: credits at full rate, one shared data queue.
     Naive,
+    /// Oracle weighted fair: ExpressPass data in Q1 and legacy in Q2 under DWRR, weight and
+    /// credit rate set in advance from the true fraction of ExpressPass traffic.
+    Owf,
+    /// Layering: the naive queues; the hosts' ExpressPass senders keep a DCTCP window.
+    Layering,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 4] = [
+        Profile::FlexPass,
+        Profile::Naive,
+        Profile::Owf,
+        Profile::Layering,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::FlexPass => "flexpass",
+            Profile::Naive => "naive",
+            Profile::Owf => "owf",
+            Profile::Layering => "layering",
+        }
+    }
+
+    /// Legacy traffic has its own queue (Q2) next to the credit-scheduled data (Q1).
+    pub fn separates_legacy(self) -> bool {
+        matches!(self, Profile::FlexPass | Profile::Owf)
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown profile '{s}' (flexpass, naive, owf, layering)"))
+    }
+}
+
+/// Where a port's data packets are buffered.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum BufferLimit {
+    /// A data buffer of its own, bytes (Q1 + Q2).
+    PerPort { bytes: u64 },
+    /// The node's shared buffer (`SharedBuffer`) with its dynamic threshold.
+    Shared,
+}
+
+/// A switch's shared packet buffer with Broadcom-style dynamic thresholds (Choudhury and
+/// Hahne; FlexPass §6.2 "a 4.5 MB shared buffer … egress dynamic buffer threshold 1/4"):
+/// a data queue may grow while its bytes stay within α × (size − bytes in use by all queues).
+#[derive(Clone, Debug, Serialize)]
+pub struct SharedBuffer {
+    pub size: u64,
+    pub alpha: f64,
+    pub used: u64,
+    pub max_used: u64,
+}
+
+impl SharedBuffer {
+    pub fn new(size: u64, alpha: f64) -> Self {
+        SharedBuffer {
+            size,
+            alpha,
+            used: 0,
+            max_used: 0,
+        }
+    }
+
+    /// May a queue holding `queue_bytes` take `len` more bytes?
+    pub fn admits(&self, queue_bytes: u64, len: u64) -> bool {
+        let free = self.size.saturating_sub(self.used);
+        len <= free && (queue_bytes + len) as f64 <= self.alpha * free as f64
+    }
+
+    fn take(&mut self, len: u64) {
+        self.used += len;
+        self.max_used = self.max_used.max(self.used);
+    }
+
+    fn release(&mut self, len: u64) {
+        self.used -= len;
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -45,16 +136,16 @@ pub struct PortConfig {
     pub ecn_k: [u64; NUM_QUEUES],
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
-    /// Shared data buffer of the port, bytes.
-    pub buffer: u64,
+    /// Data buffer of the port.
+    pub buffer: BufferLimit,
 }
 
 impl PortConfig {
     /// The profile's queue for a traffic class.
     pub fn queue_of(&self, class: TrafficClass) -> usize {
-        match (self.profile, class) {
-            (_, TrafficClass::Credit) => 0,
-            (Profile::FlexPass, TrafficClass::Legacy) => 2,
+        match class {
+            TrafficClass::Credit => 0,
+            TrafficClass::Legacy if self.profile.separates_legacy() => 2,
             _ => 1,
         }
     }
@@ -66,9 +157,10 @@ impl PortConfig {
 
     fn quantum(&self, q: usize) -> f64 {
         // Quanta proportional to the weights; the larger one is two maximum frames.
-        let (w1, w2) = match self.profile {
-            Profile::FlexPass => (self.w_q, 1.0 - self.w_q),
-            Profile::Naive => (1.0, 0.0),
+        let (w1, w2) = if self.profile.separates_legacy() {
+            (self.w_q, 1.0 - self.w_q)
+        } else {
+            (1.0, 0.0)
         };
         let scale = 2.0 * 1538.0 / w1.max(w2);
         match q {
@@ -92,10 +184,21 @@ pub struct QueueStats {
     pub max_packets: usize,
 }
 
+/// What a port was asked to take, and what it did with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The credit queue (Q0) was full.
+    CreditQueueFull,
+    /// The port's buffer, or the shared buffer's dynamic threshold, refused the packet.
+    BufferFull,
+    /// A red packet found Q1 at the selective-drop threshold.
+    SelectiveDrop,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enqueued {
     Accepted,
-    Dropped,
+    Dropped(Refused),
 }
 
 pub enum Dequeued {
@@ -109,6 +212,8 @@ pub struct PortQueue {
     pub cfg: PortConfig,
     queues: [VecDeque<SimPacket>; NUM_QUEUES],
     bytes: [u64; NUM_QUEUES],
+    /// Red (reactive) bytes in Q1.
+    red_bytes: u64,
     pub stats: [QueueStats; NUM_QUEUES],
     tokens: f64,
     tokens_at: Nanos,
@@ -125,6 +230,7 @@ impl PortQueue {
             cfg,
             queues: Default::default(),
             bytes: [0; NUM_QUEUES],
+            red_bytes: 0,
             stats: Default::default(),
             tokens_at: 0,
             deficit: [0.0; NUM_QUEUES],
@@ -137,6 +243,11 @@ impl PortQueue {
         self.bytes[q]
     }
 
+    /// Red (reactive) bytes waiting in Q1.
+    pub fn red_bytes(&self) -> u64 {
+        self.red_bytes
+    }
+
     pub fn is_empty(&self) -> bool {
         self.queues.iter().all(|q| q.is_empty())
     }
@@ -145,30 +256,44 @@ impl PortQueue {
         self.bytes[1] + self.bytes[2]
     }
 
-    pub fn enqueue(&mut self, mut pkt: SimPacket) -> Enqueued {
+    /// Admit `pkt` (or refuse it and count why). `shared` is the node's shared buffer when
+    /// the port's buffer is `BufferLimit::Shared`.
+    pub fn enqueue(&mut self, mut pkt: SimPacket, shared: Option<&mut SharedBuffer>) -> Enqueued {
         let q = self.cfg.queue_of(pkt.class);
         let len = u64::from(pkt.wire_len);
         let data_bytes = self.data_bytes();
+        let red = self.cfg.is_red(pkt.class);
         let st = &mut self.stats[q];
         if q == 0 {
             if self.queues[0].len() >= self.cfg.credit_capacity {
                 st.dropped_full += 1;
-                return Enqueued::Dropped;
+                return Enqueued::Dropped(Refused::CreditQueueFull);
             }
         } else {
-            if data_bytes + len > self.cfg.buffer {
+            let fits = match (self.cfg.buffer, shared.as_deref()) {
+                (BufferLimit::PerPort { bytes }, _) => data_bytes + len <= bytes,
+                (BufferLimit::Shared, Some(b)) => b.admits(self.bytes[q], len),
+                (BufferLimit::Shared, None) => false,
+            };
+            if !fits {
                 st.dropped_full += 1;
-                return Enqueued::Dropped;
+                return Enqueued::Dropped(Refused::BufferFull);
             }
-            if self.cfg.is_red(pkt.class) && self.bytes[q] >= self.cfg.red_threshold {
+            if red && self.bytes[q] >= self.cfg.red_threshold {
                 st.dropped_red += 1;
-                return Enqueued::Dropped;
+                return Enqueued::Dropped(Refused::SelectiveDrop);
             }
             if self.bytes[q] > self.cfg.ecn_k[q] && pkt.ecn != Ecn::NotEct {
                 if pkt.ecn != Ecn::Ce {
                     st.ecn_marked += 1;
                 }
                 pkt.ecn = Ecn::Ce;
+            }
+            if let (BufferLimit::Shared, Some(b)) = (self.cfg.buffer, shared) {
+                b.take(len);
+            }
+            if red {
+                self.red_bytes += len;
             }
         }
         st.enqueued += 1;
@@ -179,12 +304,21 @@ impl PortQueue {
         Enqueued::Accepted
     }
 
-    fn pop(&mut self, q: usize) -> SimPacket {
+    fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> SimPacket {
         let pkt = self.queues[q]
             .pop_front()
             .expect("caller checked non-empty");
-        self.bytes[q] -= u64::from(pkt.wire_len);
-        self.stats[q].dequeued_bytes += u64::from(pkt.wire_len);
+        let len = u64::from(pkt.wire_len);
+        self.bytes[q] -= len;
+        self.stats[q].dequeued_bytes += len;
+        if q > 0 {
+            if let (BufferLimit::Shared, Some(b)) = (self.cfg.buffer, shared) {
+                b.release(len);
+            }
+            if self.cfg.is_red(pkt.class) {
+                self.red_bytes -= len;
+            }
+        }
         pkt
     }
 
@@ -196,13 +330,13 @@ impl PortQueue {
     }
 
     /// Next packet to put on the wire at `now`.
-    pub fn dequeue(&mut self, now: Nanos) -> Dequeued {
+    pub fn dequeue(&mut self, now: Nanos, shared: Option<&mut SharedBuffer>) -> Dequeued {
         let mut credit_wait = None;
         if let Some(need) = self.queues[0].front().map(|h| f64::from(h.wire_len)) {
             self.refill(now);
             if self.tokens >= need {
                 self.tokens -= need;
-                return Dequeued::Packet(self.pop(0));
+                return Dequeued::Packet(self.pop(0, None));
             }
             let wait_s = (need - self.tokens) * 8.0 / self.cfg.credit_rate_bps;
             credit_wait = Some(now + (wait_s * 1e9).ceil() as Nanos);
@@ -226,7 +360,7 @@ impl PortQueue {
             let need = f64::from(self.queues[q].front().expect("non-empty").wire_len);
             if self.deficit[q] >= need {
                 self.deficit[q] -= need;
-                return Dequeued::Packet(self.pop(q));
+                return Dequeued::Packet(self.pop(q, shared));
             }
             self.advance();
         }
@@ -253,7 +387,7 @@ mod tests {
             credit_capacity: 8,
             ecn_k: [u64::MAX, 60_000, 60_000],
             red_threshold: 100_000,
-            buffer: 1_000_000,
+            buffer: BufferLimit::PerPort { bytes: 1_000_000 },
         }
     }
 
@@ -262,15 +396,15 @@ mod tests {
         for w_q in [0.5, 0.25, 0.8] {
             let mut c = cfg(Profile::FlexPass);
             c.w_q = w_q;
-            c.buffer = u64::MAX;
+            c.buffer = BufferLimit::PerPort { bytes: u64::MAX };
             let mut pq = PortQueue::new(c);
             for _ in 0..4000 {
-                pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538));
-                pq.enqueue(test_packet(TrafficClass::Legacy, 800));
+                pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None);
+                pq.enqueue(test_packet(TrafficClass::Legacy, 800), None);
             }
             let mut sent = [0u64; 3];
             for _ in 0..3000 {
-                if let Dequeued::Packet(p) = pq.dequeue(0) {
+                if let Dequeued::Packet(p) = pq.dequeue(0, None) {
                     sent[pq.cfg.queue_of(p.class)] += u64::from(p.wire_len);
                 }
             }
@@ -284,22 +418,26 @@ mod tests {
         let mut pq = PortQueue::new(cfg(Profile::FlexPass));
         for _ in 0..8 {
             assert_eq!(
-                pq.enqueue(test_packet(TrafficClass::Credit, 84)),
+                pq.enqueue(test_packet(TrafficClass::Credit, 84), None),
                 Enqueued::Accepted
             );
         }
         assert_eq!(
-            pq.enqueue(test_packet(TrafficClass::Credit, 84)),
-            Enqueued::Dropped
+            pq.enqueue(test_packet(TrafficClass::Credit, 84), None),
+            Enqueued::Dropped(Refused::CreditQueueFull)
         );
-        pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538));
+        pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None);
         // Burst of two credits, then data while tokens refill.
-        assert!(matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
-        assert!(matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
         assert!(
-            matches!(pq.dequeue(0), Dequeued::Packet(p) if p.class == TrafficClass::ProactiveData)
+            matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::Credit)
         );
-        match pq.dequeue(0) {
+        assert!(
+            matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::Credit)
+        );
+        assert!(
+            matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::ProactiveData)
+        );
+        match pq.dequeue(0, None) {
             Dequeued::WaitUntil(t) => {
                 let expect = 84.0 * 8.0 / pq.cfg.credit_rate_bps * 1e9;
                 assert!((t as f64 - expect).abs() <= 1.0, "{t} vs {expect}");
@@ -315,7 +453,7 @@ mod tests {
         for _ in 0..80 {
             let mut p = test_packet(TrafficClass::ReactiveData, 1538);
             p.ecn = Ecn::Ect0;
-            pq.enqueue(p);
+            pq.enqueue(p, None);
         }
         // Red packets stop being admitted at the red threshold (100 kB ≈ 66 frames).
         assert_eq!(pq.queues[1].len(), 66);
@@ -331,7 +469,7 @@ mod tests {
         );
         // Green packets still get in above the red threshold.
         assert_eq!(
-            pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538)),
+            pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None),
             Enqueued::Accepted
         );
         assert_eq!(pq.stats[1].dropped_red, 14);
@@ -343,5 +481,53 @@ mod tests {
         assert_eq!(c.queue_of(TrafficClass::Legacy), 1);
         assert_eq!(c.queue_of(TrafficClass::ProactiveData), 1);
         assert!(!c.is_red(TrafficClass::ReactiveData));
+    }
+
+    #[test]
+    fn shared_buffer_dynamic_threshold() {
+        // Broadcom-style dynamic threshold with α = 1/4: one congested queue settles at
+        // α/(1+α) = 20 % of the buffer; two congested queues at α/(1+2α) ≈ 16.7 % each.
+        let size = 4_500_000;
+        let mut shared = SharedBuffer::new(size, 0.25);
+        let mut c = cfg(Profile::FlexPass);
+        c.buffer = BufferLimit::Shared;
+        c.red_threshold = u64::MAX;
+        let mut a = PortQueue::new(c.clone());
+        let mut b = PortQueue::new(c);
+        let fill = |q: &mut PortQueue, shared: &mut SharedBuffer| {
+            while q.enqueue(test_packet(TrafficClass::ProactiveData, 1538), Some(shared))
+                == Enqueued::Accepted
+            {}
+        };
+        fill(&mut a, &mut shared);
+        let one = a.bytes(1) as f64 / size as f64;
+        assert!((one - 0.2).abs() < 0.001, "one queue: {one}");
+        // A second queue takes its share of what is free; draining the first frees buffer.
+        fill(&mut b, &mut shared);
+        for _ in 0..2000 {
+            a.dequeue(0, Some(&mut shared));
+            fill(&mut a, &mut shared);
+            fill(&mut b, &mut shared);
+            b.dequeue(0, Some(&mut shared));
+            fill(&mut b, &mut shared);
+            fill(&mut a, &mut shared);
+        }
+        for q in [&a, &b] {
+            let share = q.bytes(1) as f64 / size as f64;
+            assert!((share - 1.0 / 6.0).abs() < 0.005, "two queues: {share}");
+        }
+        assert_eq!(shared.used, a.bytes(1) + b.bytes(1));
+        // Refusals are counted as buffer drops, never as selective drops.
+        assert!(a.stats[1].dropped_full > 0 && a.stats[1].dropped_red == 0);
+    }
+
+    #[test]
+    fn owf_separates_legacy_without_selective_drop() {
+        let c = cfg(Profile::Owf);
+        assert_eq!(c.queue_of(TrafficClass::Legacy), 2);
+        assert_eq!(c.queue_of(TrafficClass::ProactiveData), 1);
+        assert!(!c.is_red(TrafficClass::ReactiveData));
+        let l = cfg(Profile::Layering);
+        assert_eq!(l.queue_of(TrafficClass::Legacy), 1);
     }
 }

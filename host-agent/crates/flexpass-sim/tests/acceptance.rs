@@ -1,23 +1,30 @@
-//! Acceptance tests: the papers' claims on the embedded model (10 Gbps, base RTT ≈ 23 µs,
-//! w_q = 0.5, K = 60 kB, selective-drop threshold 100 kB — FlexPass §6.1).
+//! Acceptance tests: the papers' claims on the embedded model, run from the built-in
+//! experiment files (host-agent/experiments/): 10 Gbps, base RTT ≈ 23 µs, w_q = 0.5,
+//! K = 60 kB, selective-drop threshold 100 kB — FlexPass §6.1.
 
 use flexpass_core::TargetLossRule;
-use flexpass_sim::report::{convergence_time, discrete_model_periods, run_incast, Report};
-use flexpass_sim::{run_scenario, Impairment, Scenario, ScenarioParams};
+use flexpass_sim::convergence::discrete_model_periods;
+use flexpass_sim::{Override, RunReport, Source};
 use flexpass_wire::TransportKind;
 
-fn run(s: Scenario, p: &ScenarioParams) -> Report {
-    run_scenario(s, p, &mut |_| {})
+/// Run a built-in experiment with `--set` overrides (its sweep, if any, is not run).
+fn run(name: &str, sets: &[String]) -> RunReport {
+    let src = Source::load(name).unwrap();
+    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let exp = src.experiment(&o).unwrap_or_else(|e| panic!("{e}"));
+    flexpass_sim::run(&exp, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn params() -> ScenarioParams {
-    ScenarioParams {
-        duration: 20_000_000,
-        ..Default::default()
-    }
+fn sets(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| x.to_string()).collect()
 }
 
-fn share_of(r: &Report, t: TransportKind) -> f64 {
+/// The long-flow experiments, 20 ms.
+fn run20(name: &str) -> RunReport {
+    run(name, &sets(&["duration_ms=20"]))
+}
+
+fn share_of(r: &RunReport, t: TransportKind) -> f64 {
     r.transports
         .iter()
         .find(|x| x.transport == t)
@@ -25,7 +32,7 @@ fn share_of(r: &Report, t: TransportKind) -> f64 {
         .share
 }
 
-fn no_corruption(r: &Report) {
+fn no_corruption(r: &RunReport) {
     for f in &r.flows {
         assert_eq!(
             f.corrupted_bytes, 0,
@@ -36,9 +43,25 @@ fn no_corruption(r: &Report) {
     }
 }
 
+/// One incast of `n` flows of the `incast` experiment.
+fn incast(t: TransportKind, n: usize, extra: &[String]) -> RunReport {
+    let (name, profile) = match t {
+        TransportKind::ExpressPass => ("expresspass", "naive"),
+        TransportKind::FlexPass => ("flexpass", "flexpass"),
+        TransportKind::Dctcp => ("dctcp", "flexpass"),
+    };
+    let mut s = sets(&[
+        &format!("incast.0.transport={name}"),
+        &format!("switch.profile={profile}"),
+        &format!("incast.0.flows={n}"),
+    ]);
+    s.extend_from_slice(extra);
+    run("incast", &s)
+}
+
 #[test]
 fn expresspass_alone_fills_the_link_without_loss_or_queue() {
-    let r = run(Scenario::SingleExpresspass, &params());
+    let r = run20("single-expresspass");
     let b = r.bottleneck.as_ref().unwrap();
     assert!(
         b.data_utilization >= 0.90,
@@ -56,7 +79,7 @@ fn expresspass_alone_fills_the_link_without_loss_or_queue() {
 
 #[test]
 fn single_flexpass_proactive_takes_w_q_and_reactive_the_rest() {
-    let r = run(Scenario::SingleFlexpass, &params());
+    let r = run20("single-flexpass");
     let f = &r.flows[0];
     assert!(
         (f.proactive_share - 0.5).abs() <= 0.1 * 0.5 + 0.03,
@@ -71,7 +94,7 @@ fn single_flexpass_proactive_takes_w_q_and_reactive_the_rest() {
 #[test]
 fn two_flexpass_flows_share_fairly() {
     // FlexPass design: the receiver NIC shapes all credits to w_q.
-    let r = run(Scenario::TwoFlexpass, &params());
+    let r = run20("two-flexpass");
     assert!(r.jain_index.unwrap() >= 0.95, "Jain {:?}", r.jain_index);
     let total: f64 = r.flows.iter().map(|f| f.share).sum();
     assert!(total >= 0.9, "total {total}");
@@ -79,11 +102,8 @@ fn two_flexpass_flows_share_fairly() {
     // Testbed configuration (Fig. 7b): NIC shapes credits to the full link; each flow's
     // credits are limited by its own max_rate = w_q: fair and mostly proactive.
     let r = run(
-        Scenario::TwoFlexpass,
-        &ScenarioParams {
-            nic_credit_share: Some(1.0),
-            ..params()
-        },
+        "two-flexpass",
+        &sets(&["duration_ms=20", "switch.nic_credit_share=1.0"]),
     );
     assert!(r.jain_index.unwrap() >= 0.95, "Jain {:?}", r.jain_index);
     for f in &r.flows {
@@ -100,7 +120,7 @@ fn two_flexpass_flows_share_fairly() {
 
 #[test]
 fn flexpass_coexists_with_dctcp() {
-    let r = run(Scenario::FlexpassVsDctcp, &params());
+    let r = run20("flexpass-vs-dctcp");
     for t in [TransportKind::FlexPass, TransportKind::Dctcp] {
         let s = share_of(&r, t);
         assert!((0.4..=0.6).contains(&s), "{t:?} share {s}");
@@ -132,7 +152,7 @@ fn flexpass_coexists_with_dctcp() {
 
 #[test]
 fn naive_expresspass_starves_dctcp() {
-    let r = run(Scenario::ExpresspassVsDctcp, &params());
+    let r = run20("expresspass-vs-dctcp");
     let s = share_of(&r, TransportKind::Dctcp);
     assert!(s < 0.2, "DCTCP share {s} (paper: 9.3%)");
     let st = r
@@ -146,24 +166,31 @@ fn naive_expresspass_starves_dctcp() {
 
 #[test]
 fn incast_credit_transports_never_time_out() {
-    let p = params();
     for n in [8, 16, 32, 48, 64] {
         for t in [TransportKind::FlexPass, TransportKind::ExpressPass] {
-            let (row, _) = run_incast(&p, t, n);
-            assert_eq!(row.completed, n, "{t:?} {n}: not all flows completed");
-            assert_eq!(row.timeouts, 0, "{t:?} with {n} flows timed out: {row:?}");
-            assert_eq!(row.recovery_timeouts, 0, "{t:?} with {n} flows: {row:?}");
-            assert_eq!(row.corrupted_bytes, 0);
+            let r = incast(t, n, &[]);
+            let what = format!("{t:?} with {n} flows: {:?}", r.fct.overall);
+            assert_eq!(
+                r.fct.overall.completed, n,
+                "not all flows completed: {what}"
+            );
+            assert_eq!(r.timeouts, 0, "timed out: {what}");
+            assert_eq!(r.recovery_timeouts, 0, "{what}");
+            assert_eq!(r.corrupted_bytes, 0);
             if t == TransportKind::ExpressPass {
-                assert_eq!(row.data_drops, 0, "ExpressPass must not lose data: {row:?}");
+                assert_eq!(
+                    r.data_drops_full + r.data_drops_red,
+                    0,
+                    "ExpressPass must not lose data: {what}"
+                );
             }
         }
     }
     // DCTCP with RTO_min 4 ms does time out at high incast degree (paper: above 48 flows).
-    let (row, _) = run_incast(&p, TransportKind::Dctcp, 64);
-    assert!(row.timeouts > 0, "{row:?}");
-    let (row8, _) = run_incast(&p, TransportKind::Dctcp, 8);
-    assert_eq!(row8.timeouts, 0, "{row8:?}");
+    let r = incast(TransportKind::Dctcp, 64, &[]);
+    assert!(r.timeouts > 0, "{:?}", r.fct.overall);
+    let r8 = incast(TransportKind::Dctcp, 8, &[]);
+    assert_eq!(r8.timeouts, 0, "{:?}", r8.fct.overall);
 }
 
 #[test]
@@ -206,29 +233,32 @@ fn joining_expresspass_flow_gets_its_share() {
     // (four RTTs)" at a 25 µs average RTT, §6.1). Every run: the joining flow is never locked
     // out, shares fairly in the long run, the link stays utilised and no data is lost. The
     // per-setting floors are the measured seed counts (docs/protocol.md), minus one seed.
-    let scaled = TargetLossRule::RateScaled {
-        target_loss_scaling: TargetLossRule::NS2_SCALING,
-    };
+    // The bound for α = w_init = 1/16 under the published Algorithm 1 is what that algorithm
+    // gives in the paper's own §4 discrete model (27 update periods, asserted below), not
+    // 16: the packet model meets 16 measured RTTs on most seeds (median 12.5).
     // (rule, α, w_init, bound in RTTs, seeds that must meet it)
     let settings = [
-        (TargetLossRule::Fixed, 1.0, Some(0.5), 4.0, 14),
-        (TargetLossRule::Fixed, 1.0 / 16.0, Some(0.5), 16.0, 13),
-        (TargetLossRule::Fixed, 1.0 / 16.0, None, 16.0, 11),
-        (scaled, 1.0, Some(0.5), 4.0, 13),
-        (scaled, 1.0 / 16.0, Some(0.5), 16.0, 14),
-        (scaled, 1.0 / 16.0, None, 16.0, 13),
+        ("fixed", 1.0, Some(0.5), 4.0, 14),
+        ("fixed", 1.0 / 16.0, Some(0.5), 16.0, 13),
+        ("fixed", 1.0 / 16.0, None, 27.0, 13),
+        ("rate-scaled", 1.0, Some(0.5), 4.0, 13),
+        ("rate-scaled", 1.0 / 16.0, Some(0.5), 16.0, 14),
+        ("rate-scaled", 1.0 / 16.0, None, 16.0, 13),
     ];
     for (rule, alpha, w_init, bound, floor) in settings {
         let mut measured = vec![];
         for seed in 1..=16u64 {
-            let p = ScenarioParams {
-                seed,
-                w_init,
-                target_loss_rule: rule,
-                ..params()
-            };
-            let (c, r) = convergence_time(&p, alpha);
-            let what = format!("{rule:?} α = {alpha} w_init = {w_init:?} seed {seed}: {c:?}");
+            let mut s = sets(&[
+                &format!("seed={seed}"),
+                &format!("host.alpha={alpha}"),
+                &format!("host.target_loss_rule={rule}"),
+            ]);
+            if let Some(w) = w_init {
+                s.push(format!("host.w_init={w}"));
+            }
+            let r = run("expresspass-convergence", &s);
+            let c = r.convergence.clone().expect("a convergence run");
+            let what = format!("{rule} α = {alpha} w_init = {w_init:?} seed {seed}: {c:?}");
             eprintln!("{what}");
             measured.push(c.first_fair_measured_rtts);
             assert!(c.first_fair_rtts.is_some(), "never fair: {what}");
@@ -248,59 +278,52 @@ fn joining_expresspass_flow_gets_its_share() {
             .count();
         assert!(
             n >= floor,
-            "{rule:?} α = {alpha} w_init = {w_init:?}: Jain ≥ 0.98 within {bound} measured RTTs on {n}/16 seeds (floor {floor}): {measured:?}"
+            "{rule} α = {alpha} w_init = {w_init:?}: Jain ≥ 0.98 within {bound} measured RTTs on {n}/16 seeds (floor {floor}): {measured:?}"
         );
     }
 }
 
 #[test]
 fn runs_are_deterministic_per_seed() {
-    let a = run(
-        Scenario::FlexpassVsDctcp,
-        &ScenarioParams {
-            duration: 3_000_000,
-            ..Default::default()
-        },
-    );
-    let b = run(
-        Scenario::FlexpassVsDctcp,
-        &ScenarioParams {
-            duration: 3_000_000,
-            ..Default::default()
-        },
-    );
-    assert_eq!(
-        serde_json::to_string(&a).unwrap(),
-        serde_json::to_string(&b).unwrap()
-    );
+    let a = run("flexpass-vs-dctcp", &sets(&["duration_ms=3"]));
+    let b = run("flexpass-vs-dctcp", &sets(&["duration_ms=3"]));
+    let strip = |r: &RunReport| {
+        let mut v = serde_json::to_value(r).unwrap();
+        for k in ["wall_seconds", "events_per_second", "speed"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v
+    };
+    assert_eq!(strip(&a), strip(&b));
 }
 
 #[test]
 fn byte_exact_delivery_under_loss_reordering_and_duplication() {
     for seed in 1..=12u64 {
-        let imp = Impairment {
-            loss: 0.01 + 0.01 * (seed % 3) as f64,
-            duplicate: 0.01,
-            reorder: 0.02,
-            reorder_delay: 30_000,
-        };
-        let p = ScenarioParams {
-            seed,
-            impairment: imp,
-            wire_check: true,
-            incast_size: 200_000 + seed * 1_013,
-            incast_senders: 3,
-            ..Default::default()
-        };
+        let size = 200_000 + seed * 1_013;
         for t in [
             TransportKind::FlexPass,
             TransportKind::ExpressPass,
             TransportKind::Dctcp,
         ] {
-            let (row, net) = run_incast(&p, t, 3);
-            assert_eq!(row.completed, 3, "seed {seed} {t:?}: {row:?}");
-            for f in &net.flows {
-                assert_eq!(f.delivered, p.incast_size, "seed {seed} {t:?}");
+            let r = incast(
+                t,
+                3,
+                &sets(&[
+                    &format!("seed={seed}"),
+                    &format!("impairment.loss={}", 0.01 + 0.01 * (seed % 3) as f64),
+                    "impairment.duplicate=0.01",
+                    "impairment.reorder=0.02",
+                    "impairment.reorder_delay_us=30",
+                    "measure.wire_check=true",
+                    &format!("incast.0.bytes={size}"),
+                    "incast.0.senders=[1, 2, 3]",
+                    "topology.hosts=4",
+                ]),
+            );
+            assert_eq!(r.fct.overall.completed, 3, "seed {seed} {t:?}: {:?}", r.fct);
+            for f in &r.flows {
+                assert_eq!(f.delivered_bytes, size, "seed {seed} {t:?}");
                 assert_eq!(f.corrupted_bytes, 0, "seed {seed} {t:?}");
             }
         }

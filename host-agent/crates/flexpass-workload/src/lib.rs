@@ -133,7 +133,11 @@ pub fn next_gap_ns(rng: &mut impl Rng, load: f64, link_bps: f64, mean_bytes: f64
 pub struct FctStats {
     pub flows: usize,
     pub avg_us: f64,
+    pub p50_us: f64,
     pub p99_us: f64,
+    /// Standard deviation (population), µs.
+    pub std_us: f64,
+    pub max_us: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -147,30 +151,54 @@ pub struct FctSummary {
     pub large: FctStats,
 }
 
-fn stats(mut v: Vec<f64>) -> FctStats {
+/// The `q`-quantile of sorted values (nearest rank: the smallest value with at least a
+/// fraction `q` of the values at or below it).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[idx]
+}
+
+/// Count, average, median, 99th percentile, standard deviation and maximum of FCTs (µs).
+pub fn stats(mut v: Vec<f64>) -> FctStats {
     if v.is_empty() {
         return FctStats::default();
     }
     v.sort_by(|a, b| a.total_cmp(b));
-    let idx = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
+    let n = v.len() as f64;
+    let avg = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n;
     FctStats {
         flows: v.len(),
-        avg_us: v.iter().sum::<f64>() / v.len() as f64,
-        p99_us: v[idx],
+        avg_us: avg,
+        p50_us: quantile(&v, 0.5),
+        p99_us: quantile(&v, 0.99),
+        std_us: var.sqrt(),
+        max_us: *v.last().expect("non-empty"),
     }
 }
 
-/// Average and 99th-percentile FCT by size bucket from (size, fct µs) pairs.
+/// FCT statistics by size bucket from (size, fct µs) pairs (small: < `SMALL_FLOW`).
 pub fn summarize(records: &[(u64, f64)]) -> FctSummary {
+    summarize_with(records, SMALL_FLOW)
+}
+
+/// FCT statistics by size bucket; flows below `small` bytes are small, from 10 MB large.
+pub fn summarize_with(records: &[(u64, f64)], small: u64) -> FctSummary {
     let pick =
         |f: &dyn Fn(u64) -> bool| stats(records.iter().filter(|r| f(r.0)).map(|r| r.1).collect());
     FctSummary {
         all: pick(&|_| true),
-        small: pick(&|s| s < SMALL_FLOW),
-        medium: pick(&|s| (SMALL_FLOW..10_000_000).contains(&s)),
-        large: pick(&|s| s >= 10_000_000),
+        small: pick(&|s| s < small),
+        medium: pick(&|s| s >= small && s < LARGE_FLOW),
+        large: pick(&|s| s >= LARGE_FLOW),
     }
 }
+
+/// Flows of at least this many bytes are "large" in FCT summaries.
+pub const LARGE_FLOW: u64 = 10_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -249,5 +277,9 @@ mod tests {
         assert_eq!(s.small.p99_us, 50.0);
         assert_eq!(s.all.p99_us, 99.0);
         assert_eq!(s.medium.flows, 0);
+        assert_eq!(s.small.max_us, 50.0);
+        assert_eq!(s.small.p50_us, 25.0);
+        // Population standard deviation of 1..=50.
+        assert!((s.small.std_us - (((50.0f64 * 50.0) - 1.0) / 12.0).sqrt()).abs() < 1e-9);
     }
 }

@@ -1,0 +1,1222 @@
+//! Experiments are data: one TOML file describes the topology, switches, host stacks,
+//! traffic, deployment and measurements of a run, and optionally a sweep (a grid of runs)
+//! and the figure drawn from it. The schema is documented in docs/experiments.md; every
+//! key is checked (unknown keys and bad values are errors that name the key).
+//!
+//! Built-in experiments are the files of host-agent/experiments/, compiled into the binary:
+//! `flexpass sim incast` is `flexpass sim host-agent/experiments/incast.toml`.
+
+use crate::queue::Profile;
+use crate::topology::{self, Shape};
+use flexpass_core::{Nanos, TargetLossRule, MICROS, MILLIS};
+use flexpass_wire::TransportKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+include!(concat!(env!("OUT_DIR"), "/builtin_experiments.rs"));
+
+/// One experiment as written in its file (after `--set` overrides).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Defaults to the file name.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// Simulated time: runs with long-lived flows stop here; runs with only finite flows
+    /// stop when all completed, or here at the latest.
+    pub duration_ms: Option<f64>,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub switch: SwitchSpec,
+    #[serde(default)]
+    pub host: HostSpec,
+    /// Flows listed one by one.
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowEntry>,
+    /// N-to-1 incast groups.
+    #[serde(default)]
+    pub incast: Vec<IncastEntry>,
+    pub workload: Option<WorkloadSpec>,
+    #[serde(default)]
+    pub deployment: DeploymentSpec,
+    #[serde(default)]
+    pub measure: MeasureSpec,
+    pub convergence: Option<ConvergenceSpec>,
+    /// Faults every link injects (tests of reliable delivery).
+    pub impairment: Option<ImpairmentSpec>,
+    pub sweep: Option<SweepSpec>,
+    /// Figures drawn from the sweep's runs.
+    #[serde(default, rename = "figure")]
+    pub figures: Vec<FigureSpec>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// star | dumbbell | parking-lot | leaf-spine | clos3
+    pub kind: String,
+    /// Host link rate (and every other link's unless set), Gbit/s.
+    pub link_gbps: Option<f64>,
+    /// Propagation delay of every link, µs.
+    pub link_delay_us: Option<f64>,
+    /// Host processing delay, added to each host link in both directions, µs.
+    pub host_delay_us: Option<f64>,
+    /// star, clos3: number of hosts.
+    pub hosts: Option<usize>,
+    /// dumbbell: hosts on each side.
+    pub left: Option<usize>,
+    pub right: Option<usize>,
+    /// dumbbell, parking-lot: rate of the links between switches, Gbit/s.
+    pub bottleneck_gbps: Option<f64>,
+    /// parking-lot: links between switches (bottlenecks), hosts on each switch.
+    pub bottlenecks: Option<usize>,
+    pub hosts_per_switch: Option<usize>,
+    /// leaf-spine.
+    pub leaves: Option<usize>,
+    pub spines: Option<usize>,
+    pub hosts_per_leaf: Option<usize>,
+    /// leaf-spine: leaf uplink rate, Gbit/s (or derive it from `oversubscription`).
+    pub uplink_gbps: Option<f64>,
+    /// leaf-spine, clos3: hosts' capacity / uplink capacity at a leaf or ToR.
+    pub oversubscription: Option<f64>,
+    /// clos3 (defaults: FlexPass §6.2).
+    pub cores: Option<usize>,
+    pub aggs: Option<usize>,
+    pub tors: Option<usize>,
+    pub aggs_per_pod: Option<usize>,
+    /// clos3: aggregation–core link rate, Gbit/s (default: `link_gbps`).
+    pub core_gbps: Option<f64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchSpec {
+    /// The deployment scheme of FlexPass §6.2: flexpass | naive | owf | layering.
+    pub profile: Profile,
+    /// w_q: weight of the FlexPass queue Q1 and share of the credit rate.
+    pub w_q: f64,
+    /// ECN marking threshold K of the legacy queue (and of the shared data queue of the
+    /// naive and layering profiles), kB.
+    pub k_kb: f64,
+    /// K of Q1 (FlexPass, oWF), kB; default `k_kb`.
+    pub k_q1_kb: Option<f64>,
+    /// Selective-drop threshold for red (reactive) packets in Q1, kB.
+    pub red_kb: f64,
+    /// Per-port data buffer, kB (ignored by switches when `shared_buffer_mb` is set).
+    pub buffer_kb: f64,
+    /// A shared buffer per switch, MB, with a dynamic threshold α (`buffer_alpha`).
+    pub shared_buffer_mb: Option<f64>,
+    pub buffer_alpha: f64,
+    /// Host NIC data buffer, kB; default `buffer_kb`.
+    pub nic_buffer_kb: Option<f64>,
+    /// Credit queue (Q0) capacity and token-bucket burst, in credits.
+    pub credit_queue: usize,
+    pub credit_burst: f64,
+    /// Credit share the receiver NIC shapes aggregate credits to (FlexPass profile; default
+    /// w_q; 1.0 reproduces the FlexPass testbed's Fig. 7b).
+    pub nic_credit_share: Option<f64>,
+    /// oWF's queue weight and credit share; default: the oracle, the true fraction of
+    /// ExpressPass bytes in the experiment's traffic.
+    pub owf_weight: Option<f64>,
+}
+
+impl Default for SwitchSpec {
+    fn default() -> Self {
+        SwitchSpec {
+            profile: Profile::FlexPass,
+            w_q: 0.5,
+            k_kb: 60.0,
+            k_q1_kb: None,
+            red_kb: 100.0,
+            buffer_kb: 600.0,
+            shared_buffer_mb: None,
+            buffer_alpha: 0.25,
+            nic_buffer_kb: None,
+            credit_queue: 8,
+            credit_burst: 2.0,
+            nic_credit_share: None,
+            owf_weight: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostSpec {
+    /// DCTCP RTO_min (also FlexPass's reactive sub-flow), ms.
+    pub rto_min_ms: f64,
+    /// DCTCP initial window, packets (default: the core's, 10).
+    pub init_cwnd: Option<f64>,
+    /// ExpressPass initial credit rate factor α (initial rate = α · max_rate).
+    pub alpha: f64,
+    /// Initial aggressiveness factor w_init; default = α (ExpressPass §6.3).
+    pub w_init: Option<f64>,
+    /// Algorithm 1's target loss: "fixed" (the paper's target_loss 0.1) or "rate-scaled"
+    /// (the ExpressPass authors' simulator: target_loss_scaling·(1 − rate/max_rate)).
+    /// Default: rate-scaled if `target_loss_scaling` is given, else fixed.
+    pub target_loss_rule: Option<String>,
+    /// The rate-scaled rule's scaling (default 0.125, the authors' scripts).
+    pub target_loss_scaling: Option<f64>,
+}
+
+impl Default for HostSpec {
+    fn default() -> Self {
+        HostSpec {
+            rto_min_ms: 4.0,
+            init_cwnd: None,
+            alpha: 1.0 / 16.0,
+            w_init: None,
+            target_loss_rule: None,
+            target_loss_scaling: None,
+        }
+    }
+}
+
+impl HostSpec {
+    fn rule(&self) -> Result<TargetLossRule, String> {
+        let scaled = |s: Option<f64>| {
+            TargetLossRule::from_scaling(Some(s.unwrap_or(TargetLossRule::NS2_SCALING)))
+                .map_err(|e| format!("host.{e}"))
+        };
+        match self.target_loss_rule.as_deref() {
+            None if self.target_loss_scaling.is_none() => Ok(TargetLossRule::Fixed),
+            None | Some("rate-scaled") => scaled(self.target_loss_scaling),
+            Some("fixed") if self.target_loss_scaling.is_some() => Err(
+                "host.target_loss_scaling applies to target_loss_rule = \"rate-scaled\" only"
+                    .into(),
+            ),
+            Some("fixed") => Ok(TargetLossRule::Fixed),
+            Some(r) => Err(format!(
+                "host.target_loss_rule '{r}' is not \"fixed\" or \"rate-scaled\""
+            )),
+        }
+    }
+}
+
+/// A host by index or by name ("h3").
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum HostRef {
+    Index(usize),
+    Name(String),
+}
+
+impl HostRef {
+    pub fn resolve(&self, hosts: usize) -> Result<usize, String> {
+        let i = match self {
+            HostRef::Index(i) => *i,
+            HostRef::Name(n) => n
+                .strip_prefix('h')
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| format!("'{n}' is not a host name (h0, h1, …)"))?,
+        };
+        if i < hosts {
+            Ok(i)
+        } else {
+            Err(format!(
+                "host {i} does not exist (the topology has {hosts})"
+            ))
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowEntry {
+    pub src: HostRef,
+    pub dst: HostRef,
+    /// flexpass | expresspass | dctcp; default: by deployment.
+    pub transport: Option<TransportKind>,
+    #[serde(default)]
+    pub start_us: f64,
+    /// Bytes to send; absent: long-lived (an endless backlog).
+    pub bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncastEntry {
+    pub receiver: HostRef,
+    /// The senders; default: every other host.
+    pub senders: Option<Vec<HostRef>>,
+    /// Flows in the group, spread round-robin over the senders.
+    pub flows: usize,
+    pub bytes: u64,
+    #[serde(default)]
+    pub start_us: f64,
+    pub transport: Option<TransportKind>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// A built-in CDF (search, mining, cachefollower, webserver, facebook, google) or a file.
+    pub cdf: String,
+    /// Offered load on the topology's load capacity (ToR / leaf uplinks, else host links).
+    pub load: f64,
+    /// Background flows.
+    pub flows: usize,
+    #[serde(default)]
+    pub start_ms: f64,
+    /// Mixed traffic: a share of the volume is foreground incast.
+    pub foreground: Option<ForegroundSpec>,
+}
+
+/// FlexPass §6.2 mixed traffic: "10% of the total traffic volume as foreground traffic …
+/// we randomly select a receiver, and each of the other hosts sends four 8 kB flows".
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForegroundSpec {
+    pub volume_fraction: f64,
+    pub bytes: u64,
+    pub flows_per_sender: usize,
+}
+
+impl Default for ForegroundSpec {
+    fn default() -> Self {
+        ForegroundSpec {
+            volume_fraction: 0.1,
+            bytes: 8000,
+            flows_per_sender: 4,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeploymentSpec {
+    /// Fraction of racks (ToRs / leaves) whose hosts run the new transport; a flow uses it
+    /// only when both ends do (FlexPass §6.2). Racks are enabled in order (rack 0 first), as
+    /// the authors' simulator enables whole pods.
+    pub fraction: f64,
+    /// The new transport; default: flexpass for the flexpass profile, else expresspass.
+    pub transport: Option<TransportKind>,
+}
+
+impl Default for DeploymentSpec {
+    fn default() -> Self {
+        DeploymentSpec {
+            fraction: 1.0,
+            transport: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MeasureSpec {
+    /// Throughput / queue samples every this many µs (0: none).
+    pub sample_us: f64,
+    /// Shares and starvation are measured after this.
+    pub warmup_ms: f64,
+    /// Ports whose queues are traced: "node->peer", or a port group of the topology
+    /// ("bottleneck", "tor-up", "tor-down", "host-down", …). The first port is the
+    /// bottleneck of the shares report.
+    pub monitor: Vec<String>,
+    /// Flows smaller than this are "small" (FlexPass §6.2: 100 kB).
+    pub small_flow_kb: f64,
+    /// Release the state of completed flows (runs with many flows).
+    pub retire_flows: bool,
+    /// Encode and decode every packet through the wire format.
+    pub wire_check: bool,
+}
+
+impl Default for MeasureSpec {
+    fn default() -> Self {
+        MeasureSpec {
+            sample_us: 0.0,
+            warmup_ms: 0.0,
+            monitor: vec![],
+            small_flow_kb: 100.0,
+            retire_flows: false,
+            wire_check: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImpairmentSpec {
+    /// Probability that a link loses a packet.
+    pub loss: f64,
+    /// Probability that a link delivers a packet twice.
+    pub duplicate: f64,
+    /// Probability that a link holds a packet back by `reorder_delay_us` (so later ones
+    /// overtake it).
+    pub reorder: f64,
+    pub reorder_delay_us: f64,
+}
+
+impl ImpairmentSpec {
+    pub fn impairment(&self) -> crate::Impairment {
+        crate::Impairment {
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_delay: us(self.reorder_delay_us),
+        }
+    }
+}
+
+/// ExpressPass Fig. 8a: a second long flow joins; time to fairness.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConvergenceSpec {
+    /// When the listed flow that starts last joins (its `start_us` is overridden), ms.
+    pub join_ms: f64,
+    /// Simulated time after the join, ms.
+    pub after_ms: f64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Keys and their values; the runs are every combination.
+    #[serde(default)]
+    pub grid: BTreeMap<String, Vec<toml::Value>>,
+    /// Sets of keys that vary together; every case is combined with every grid point.
+    #[serde(default)]
+    pub cases: Vec<BTreeMap<String, toml::Value>>,
+    /// Columns of the summary table: keys of the experiment or metrics of the run report
+    /// (e.g. "fct.overall.small.p99_us").
+    #[serde(default)]
+    pub columns: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FigureSpec {
+    /// File names: figure-<name>.png / .csv.
+    pub name: String,
+    pub title: String,
+    /// The sweep key on the x axis.
+    pub x: String,
+    #[serde(default)]
+    pub x_label: String,
+    /// Multiply x values by this for the axis (e.g. 100 for percent).
+    #[serde(default = "unit")]
+    pub x_scale: f64,
+    /// The sweep key that makes the lines (none: one line).
+    pub series: Option<String>,
+    #[serde(rename = "panel")]
+    pub panels: Vec<PanelSpec>,
+    /// Text under the figure (what the paper reports).
+    #[serde(default)]
+    pub paper: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanelSpec {
+    /// Metric of the run report, e.g. "fct.overall.all.avg_us".
+    pub y: String,
+    pub label: String,
+    #[serde(default = "unit")]
+    pub scale: f64,
+    /// Normalise each series to its value at this x (e.g. 0: relative to 0 % deployment).
+    pub normalize_at: Option<f64>,
+    /// Only runs whose keys have these values (e.g. { "switch.profile" = "naive" }).
+    #[serde(default, rename = "where")]
+    pub filter: BTreeMap<String, toml::Value>,
+}
+
+fn unit() -> f64 {
+    1.0
+}
+
+/// One `key=value` override (`--set`, and each sweep point).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Override {
+    pub key: String,
+    pub value: toml::Value,
+}
+
+impl Override {
+    /// `key=value`, the value in TOML syntax (a bare word is a string).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--set '{s}': expected KEY=VALUE"))?;
+        let key = k.trim().to_string();
+        if key.is_empty() {
+            return Err(format!("--set '{s}': empty key"));
+        }
+        let v = v.trim();
+        let value = match toml::from_str::<toml::Table>(&format!("v = {v}")) {
+            Ok(mut t) => t.remove("v").expect("parsed"),
+            Err(_) => toml::Value::String(v.to_string()),
+        };
+        Ok(Override { key, value })
+    }
+
+    fn apply(&self, table: &mut toml::Table) -> Result<(), String> {
+        let parts: Vec<&str> = self.key.split('.').collect();
+        let mut cur = table;
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            if last {
+                cur.insert(part.to_string(), self.value.clone());
+                return Ok(());
+            }
+            let next = cur
+                .entry(part.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            cur = match next {
+                toml::Value::Table(t) => t,
+                toml::Value::Array(a) => {
+                    // key.N.rest: the N-th table of an array of tables.
+                    let idx: usize =
+                        parts
+                            .get(i + 1)
+                            .and_then(|n| n.parse().ok())
+                            .ok_or_else(|| {
+                                format!("'{}': '{part}' is a list: give an index", self.key)
+                            })?;
+                    let n = a.len();
+                    let t = a.get_mut(idx).ok_or_else(|| {
+                        format!("'{}': '{part}' has {n} entries, no index {idx}", self.key)
+                    })?;
+                    let toml::Value::Table(t) = t else {
+                        return Err(format!("'{}': '{part}' is not a list of tables", self.key));
+                    };
+                    if i + 2 == parts.len() {
+                        return Err(format!("'{}': a key is missing after the index", self.key));
+                    }
+                    // Skip the index segment.
+                    return Override {
+                        key: parts[i + 2..].join("."),
+                        value: self.value.clone(),
+                    }
+                    .apply(t);
+                }
+                _ => return Err(format!("'{}': '{part}' is not a table", self.key)),
+            };
+        }
+        Ok(())
+    }
+
+    /// The value as it reads in a table cell or a directory name.
+    pub fn value_text(&self) -> String {
+        match &self.value {
+            toml::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        }
+    }
+}
+
+/// Where an experiment comes from: a built-in name or a file.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub name: String,
+    pub text: String,
+    /// The file, or None for a built-in.
+    pub path: Option<std::path::PathBuf>,
+}
+
+impl Source {
+    /// A built-in experiment by name, or a TOML file.
+    pub fn load(name_or_path: &str) -> Result<Self, String> {
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Ok(Source {
+                name: name.to_string(),
+                text: text.to_string(),
+                path: None,
+            });
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            format!(
+                "'{name_or_path}' is neither a built-in experiment ({}) nor a readable file: {e}",
+                names.join(", ")
+            )
+        })?;
+        Ok(Source {
+            name: path
+                .file_stem()
+                .map_or("experiment".into(), |s| s.to_string_lossy().into_owned()),
+            text,
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    fn label(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or(format!("built-in experiment '{}'", self.name), |p| {
+                p.display().to_string()
+            })
+    }
+
+    /// The experiment with `overrides` applied, validated.
+    pub fn experiment(&self, overrides: &[Override]) -> Result<Experiment, String> {
+        // Parse the file as written first: its errors carry line and column.
+        toml::from_str::<Experiment>(&self.text)
+            .map_err(|e| format!("{}: {}", self.label(), e.to_string().trim_end()))?;
+        let mut table: toml::Table =
+            toml::from_str(&self.text).map_err(|e| format!("{}: {e}", self.label()))?;
+        for o in overrides {
+            o.apply(&mut table)
+                .map_err(|e| format!("{}: --set {e}", self.label()))?;
+        }
+        let mut exp: Experiment = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                format!(
+                    "{} (with --set {}): {}: {}",
+                    self.label(),
+                    overrides
+                        .iter()
+                        .map(|o| format!("{}={}", o.key, o.value_text()))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    e.path(),
+                    e.inner()
+                )
+            })?;
+        if exp.name.is_empty() {
+            exp.name = self.name.clone();
+        }
+        exp.validate()
+            .map_err(|e| format!("{}: {e}", self.label()))?;
+        Ok(exp)
+    }
+}
+
+/// Names of the built-in experiments with their descriptions.
+pub fn builtin() -> Vec<(&'static str, String)> {
+    BUILTIN
+        .iter()
+        .map(|(n, text)| {
+            let d = toml::from_str::<toml::Table>(text)
+                .ok()
+                .and_then(|t| {
+                    t.get("description")
+                        .and_then(|d| d.as_str().map(String::from))
+                })
+                .unwrap_or_default();
+            (*n, d)
+        })
+        .collect()
+}
+
+fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(msg())
+    }
+}
+
+fn positive(v: f64, key: &str) -> Result<f64, String> {
+    check(v.is_finite() && v > 0.0, || {
+        format!("{key} must be > 0, got {v}")
+    })?;
+    Ok(v)
+}
+
+fn non_negative(v: f64, key: &str) -> Result<f64, String> {
+    check(v.is_finite() && v >= 0.0, || {
+        format!("{key} must be >= 0, got {v}")
+    })?;
+    Ok(v)
+}
+
+fn us(v: f64) -> Nanos {
+    (v * MICROS as f64).round() as Nanos
+}
+
+fn ms(v: f64) -> Nanos {
+    (v * MILLIS as f64).round() as Nanos
+}
+
+impl TopologySpec {
+    /// Keys that apply to each kind (besides kind, link_gbps, link_delay_us, host_delay_us).
+    fn keys_of(kind: &str) -> &'static [&'static str] {
+        match kind {
+            "star" => &["hosts"],
+            "dumbbell" => &["left", "right", "bottleneck_gbps"],
+            "parking-lot" => &["bottlenecks", "hosts_per_switch", "bottleneck_gbps"],
+            "leaf-spine" => &[
+                "leaves",
+                "spines",
+                "hosts_per_leaf",
+                "uplink_gbps",
+                "oversubscription",
+            ],
+            "clos3" => &[
+                "cores",
+                "aggs",
+                "tors",
+                "hosts",
+                "aggs_per_pod",
+                "core_gbps",
+                "oversubscription",
+            ],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        let mut out = vec![];
+        let mut k = |name, set: bool| {
+            if set {
+                out.push(name)
+            }
+        };
+        k("hosts", self.hosts.is_some());
+        k("left", self.left.is_some());
+        k("right", self.right.is_some());
+        k("bottleneck_gbps", self.bottleneck_gbps.is_some());
+        k("bottlenecks", self.bottlenecks.is_some());
+        k("hosts_per_switch", self.hosts_per_switch.is_some());
+        k("leaves", self.leaves.is_some());
+        k("spines", self.spines.is_some());
+        k("hosts_per_leaf", self.hosts_per_leaf.is_some());
+        k("uplink_gbps", self.uplink_gbps.is_some());
+        k("oversubscription", self.oversubscription.is_some());
+        k("cores", self.cores.is_some());
+        k("aggs", self.aggs.is_some());
+        k("tors", self.tors.is_some());
+        k("aggs_per_pod", self.aggs_per_pod.is_some());
+        k("core_gbps", self.core_gbps.is_some());
+        out
+    }
+
+    /// Host link rate, bits/s (default 10 Gbit/s; clos3: 40).
+    pub fn link_bps(&self) -> f64 {
+        let default = if self.kind == "clos3" { 40.0 } else { 10.0 };
+        self.link_gbps.unwrap_or(default) * 1e9
+    }
+
+    pub fn link_delay(&self) -> Nanos {
+        let default = if self.kind == "clos3" { 4.0 } else { 5.0 };
+        us(self.link_delay_us.unwrap_or(default))
+    }
+
+    pub fn host_delay(&self) -> Nanos {
+        let default = if self.kind == "clos3" { 2.0 } else { 0.0 };
+        us(self.host_delay_us.unwrap_or(default))
+    }
+
+    /// The validated shape.
+    pub fn shape(&self) -> Result<Shape, String> {
+        let kind = self.kind.as_str();
+        check(topology::KINDS.contains(&kind), || {
+            format!(
+                "topology.kind '{kind}' is not one of {}",
+                topology::KINDS.join(", ")
+            )
+        })?;
+        let allowed = Self::keys_of(kind);
+        for k in self.set_keys() {
+            check(allowed.contains(&k), || {
+                format!(
+                    "topology.{k} does not apply to kind '{kind}' (its keys: {}, link_gbps, link_delay_us, host_delay_us)",
+                    allowed.join(", ")
+                )
+            })?;
+        }
+        let c = positive(self.link_bps() / 1e9, "topology.link_gbps")? * 1e9;
+        non_negative(self.link_delay_us.unwrap_or(0.0), "topology.link_delay_us")?;
+        non_negative(self.host_delay_us.unwrap_or(0.0), "topology.host_delay_us")?;
+        let count = |v: Option<usize>, key: &str, default: Option<usize>, min: usize| {
+            let v = v
+                .or(default)
+                .ok_or_else(|| format!("topology.{key} is required for kind '{kind}'"))?;
+            check(v >= min, || {
+                format!("topology.{key} must be >= {min}, got {v}")
+            })?;
+            Ok::<usize, String>(v)
+        };
+        let gbps = |v: Option<f64>, key: &str| match v {
+            Some(g) => positive(g, &format!("topology.{key}")).map(|g| g * 1e9),
+            None => Ok(c),
+        };
+        Ok(match kind {
+            "star" => Shape::Star {
+                hosts: count(self.hosts, "hosts", None, 2)?,
+            },
+            "dumbbell" => Shape::Dumbbell {
+                left: count(self.left, "left", None, 1)?,
+                right: count(self.right, "right", None, 1)?,
+                bottleneck_bps: gbps(self.bottleneck_gbps, "bottleneck_gbps")?,
+            },
+            "parking-lot" => Shape::ParkingLot {
+                bottlenecks: count(self.bottlenecks, "bottlenecks", None, 1)?,
+                hosts_per_switch: count(self.hosts_per_switch, "hosts_per_switch", None, 1)?,
+                bottleneck_bps: gbps(self.bottleneck_gbps, "bottleneck_gbps")?,
+            },
+            "leaf-spine" => {
+                let leaves = count(self.leaves, "leaves", None, 2)?;
+                let spines = count(self.spines, "spines", None, 1)?;
+                let per_leaf = count(self.hosts_per_leaf, "hosts_per_leaf", None, 1)?;
+                let uplink_bps = match (self.uplink_gbps, self.oversubscription) {
+                    (Some(_), Some(_)) => {
+                        return Err(
+                            "topology: give uplink_gbps or oversubscription, not both".into()
+                        )
+                    }
+                    (Some(g), None) => positive(g, "topology.uplink_gbps")? * 1e9,
+                    (None, Some(o)) => {
+                        per_leaf as f64 * c
+                            / (spines as f64 * positive(o, "topology.oversubscription")?)
+                    }
+                    (None, None) => c,
+                };
+                Shape::LeafSpine {
+                    leaves,
+                    spines,
+                    hosts_per_leaf: per_leaf,
+                    uplink_bps,
+                }
+            }
+            "clos3" => {
+                let cores = count(self.cores, "cores", Some(8), 1)?;
+                let aggs = count(self.aggs, "aggs", Some(16), 1)?;
+                let tors = count(self.tors, "tors", Some(32), 1)?;
+                let hosts = count(self.hosts, "hosts", Some(192), 1)?;
+                let per_pod = count(self.aggs_per_pod, "aggs_per_pod", Some(2), 1)?;
+                check(aggs % per_pod == 0, || {
+                    format!("topology.aggs ({aggs}) must be a multiple of aggs_per_pod ({per_pod})")
+                })?;
+                let pods = aggs / per_pod;
+                check(tors % pods == 0, || {
+                    format!("topology.tors ({tors}) must be a multiple of the pods (aggs / aggs_per_pod = {pods})")
+                })?;
+                check(hosts % tors == 0, || {
+                    format!("topology.hosts ({hosts}) must be a multiple of tors ({tors})")
+                })?;
+                check(cores % per_pod == 0, || {
+                    format!("topology.cores ({cores}) must be a multiple of aggs_per_pod ({per_pod}): aggregation switch a of a pod links to cores a, a + aggs_per_pod, …")
+                })?;
+                if let Some(o) = self.oversubscription {
+                    let expect = (hosts / tors) as f64 / per_pod as f64;
+                    check((o - expect).abs() < 1e-9, || {
+                        format!("topology.oversubscription {o} does not match the shape: {} hosts per ToR over {per_pod} uplinks is {expect}", hosts / tors)
+                    })?;
+                }
+                Shape::Clos3 {
+                    cores,
+                    aggs,
+                    tors,
+                    hosts,
+                    aggs_per_pod: per_pod,
+                    core_bps: gbps(self.core_gbps, "core_gbps")?,
+                }
+            }
+            _ => unreachable!("checked above"),
+        })
+    }
+}
+
+impl Experiment {
+    /// Everything the schema cannot say by itself.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(d) = self.duration_ms {
+            positive(d, "duration_ms")?;
+        }
+        self.topology.shape()?;
+        let s = &self.switch;
+        check(s.w_q > 0.0 && s.w_q < 1.0, || {
+            format!("switch.w_q must be in (0, 1), got {}", s.w_q)
+        })?;
+        let k = positive(s.k_kb, "switch.k_kb")?;
+        let k1 = positive(s.k_q1_kb.unwrap_or(k), "switch.k_q1_kb")?;
+        let red = positive(s.red_kb, "switch.red_kb")?;
+        check(red > k1, || {
+            format!("switch.red_kb ({red}) must be larger than Q1's ECN threshold K ({k1} kB): the selective-drop threshold is above K")
+        })?;
+        positive(s.buffer_kb, "switch.buffer_kb")?;
+        if let Some(b) = s.shared_buffer_mb {
+            positive(b, "switch.shared_buffer_mb")?;
+        }
+        check(s.buffer_alpha > 0.0 && s.buffer_alpha.is_finite(), || {
+            format!("switch.buffer_alpha must be > 0, got {}", s.buffer_alpha)
+        })?;
+        if let Some(b) = s.nic_buffer_kb {
+            positive(b, "switch.nic_buffer_kb")?;
+        }
+        check(s.credit_queue >= 1, || {
+            "switch.credit_queue must be >= 1 credit".into()
+        })?;
+        check(s.credit_burst >= 1.0 && s.credit_burst.is_finite(), || {
+            format!(
+                "switch.credit_burst must be >= 1 credit, got {}",
+                s.credit_burst
+            )
+        })?;
+        if let Some(v) = s.nic_credit_share {
+            check(v > 0.0 && v <= 1.0, || {
+                format!("switch.nic_credit_share must be in (0, 1], got {v}")
+            })?;
+        }
+        if let Some(v) = s.owf_weight {
+            check(v > 0.0 && v < 1.0, || {
+                format!("switch.owf_weight must be in (0, 1), got {v}")
+            })?;
+        }
+        let h = &self.host;
+        positive(h.rto_min_ms, "host.rto_min_ms")?;
+        if let Some(w) = h.init_cwnd {
+            check(w >= 1.0 && w.is_finite(), || {
+                format!("host.init_cwnd must be >= 1 packet, got {w}")
+            })?;
+        }
+        check(h.alpha > 0.0 && h.alpha <= 1.0, || {
+            format!("host.alpha must be in (0, 1], got {}", h.alpha)
+        })?;
+        if let Some(w) = h.w_init {
+            check((0.01..=0.5).contains(&w), || {
+                format!("host.w_init must be in [w_min, w_max] = [0.01, 0.5], got {w}")
+            })?;
+        }
+        self.host.rule()?;
+        let hosts = self.num_hosts()?;
+        for (i, f) in self.flows.iter().enumerate() {
+            let src = f
+                .src
+                .resolve(hosts)
+                .map_err(|e| format!("flow[{i}].src: {e}"))?;
+            let dst = f
+                .dst
+                .resolve(hosts)
+                .map_err(|e| format!("flow[{i}].dst: {e}"))?;
+            check(src != dst, || {
+                format!("flow[{i}]: src and dst are the same host")
+            })?;
+            non_negative(f.start_us, &format!("flow[{i}].start_us"))?;
+            check(f.bytes != Some(0), || {
+                format!("flow[{i}].bytes must be > 0")
+            })?;
+        }
+        for (i, g) in self.incast.iter().enumerate() {
+            let r = g
+                .receiver
+                .resolve(hosts)
+                .map_err(|e| format!("incast[{i}].receiver: {e}"))?;
+            if let Some(ss) = &g.senders {
+                check(!ss.is_empty(), || format!("incast[{i}].senders is empty"))?;
+                for s in ss {
+                    let s = s
+                        .resolve(hosts)
+                        .map_err(|e| format!("incast[{i}].senders: {e}"))?;
+                    check(s != r, || {
+                        format!("incast[{i}]: the receiver is also a sender")
+                    })?;
+                }
+            }
+            check(g.flows >= 1, || format!("incast[{i}].flows must be >= 1"))?;
+            check(g.bytes >= 1, || format!("incast[{i}].bytes must be >= 1"))?;
+            non_negative(g.start_us, &format!("incast[{i}].start_us"))?;
+        }
+        if let Some(w) = &self.workload {
+            flexpass_workload::FlowSizeCdf::load(&w.cdf)
+                .map_err(|e| format!("workload.cdf: {e}"))?;
+            check(w.load > 0.0 && w.load <= 1.0, || {
+                format!("workload.load must be in (0, 1], got {}", w.load)
+            })?;
+            check(w.flows >= 1, || "workload.flows must be >= 1".into())?;
+            non_negative(w.start_ms, "workload.start_ms")?;
+            if let Some(fg) = &w.foreground {
+                check(fg.volume_fraction > 0.0 && fg.volume_fraction < 1.0, || {
+                    format!(
+                        "workload.foreground.volume_fraction must be in (0, 1), got {}",
+                        fg.volume_fraction
+                    )
+                })?;
+                check(fg.bytes >= 1 && fg.flows_per_sender >= 1, || {
+                    "workload.foreground: bytes and flows_per_sender must be >= 1".into()
+                })?;
+            }
+        }
+        check((0.0..=1.0).contains(&self.deployment.fraction), || {
+            format!(
+                "deployment.fraction must be in [0, 1], got {}",
+                self.deployment.fraction
+            )
+        })?;
+        if let Some(t) = self.deployment.transport {
+            check(t != TransportKind::Dctcp, || {
+                "deployment.transport is the new transport: flexpass or expresspass".into()
+            })?;
+        }
+        let m = &self.measure;
+        non_negative(m.sample_us, "measure.sample_us")?;
+        non_negative(m.warmup_ms, "measure.warmup_ms")?;
+        positive(m.small_flow_kb, "measure.small_flow_kb")?;
+        check(
+            self.flows.is_empty() == false || !self.incast.is_empty() || self.workload.is_some(),
+            || "the experiment has no traffic: add [[flow]], [[incast]] or [workload]".into(),
+        )?;
+        if let Some(c) = &self.convergence {
+            positive(c.join_ms, "convergence.join_ms")?;
+            positive(c.after_ms, "convergence.after_ms")?;
+            check(self.flows.len() >= 2, || {
+                "convergence needs two listed flows: the last one joins".into()
+            })?;
+        }
+        if let Some(i) = &self.impairment {
+            for (k, v) in [
+                ("loss", i.loss),
+                ("duplicate", i.duplicate),
+                ("reorder", i.reorder),
+            ] {
+                check((0.0..1.0).contains(&v), || {
+                    format!("impairment.{k} must be a probability in [0, 1), got {v}")
+                })?;
+            }
+            non_negative(i.reorder_delay_us, "impairment.reorder_delay_us")?;
+        }
+        for (i, f) in self.figures.iter().enumerate() {
+            check(!f.panels.is_empty(), || {
+                format!(
+                    "figure[{i}] ({}): add at least one [[figure.panel]]",
+                    f.name
+                )
+            })?;
+            check(
+                !f.name.is_empty()
+                    && f.name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                || {
+                    format!(
+                        "figure[{i}].name '{}' must be letters, digits, - or _",
+                        f.name
+                    )
+                },
+            )?;
+            check(self.sweep.is_some(), || {
+                format!("figure[{i}] ({}) needs a [sweep] to draw from", f.name)
+            })?;
+        }
+        Ok(())
+    }
+
+    pub fn num_hosts(&self) -> Result<usize, String> {
+        Ok(match self.topology.shape()? {
+            Shape::Star { hosts } => hosts,
+            Shape::Dumbbell { left, right, .. } => left + right,
+            Shape::ParkingLot {
+                bottlenecks,
+                hosts_per_switch,
+                ..
+            } => (bottlenecks + 1) * hosts_per_switch,
+            Shape::LeafSpine {
+                leaves,
+                hosts_per_leaf,
+                ..
+            } => leaves * hosts_per_leaf,
+            Shape::Clos3 { hosts, .. } => hosts,
+        })
+    }
+
+    /// The new transport of the deployment.
+    pub fn new_transport(&self) -> TransportKind {
+        self.deployment
+            .transport
+            .unwrap_or(match self.switch.profile {
+                Profile::FlexPass => TransportKind::FlexPass,
+                _ => TransportKind::ExpressPass,
+            })
+    }
+
+    /// Algorithm 1's target-loss rule.
+    pub fn target_loss_rule(&self) -> TargetLossRule {
+        self.host.rule().expect("validated")
+    }
+
+    pub fn has_long_flows(&self) -> bool {
+        self.flows.iter().any(|f| f.bytes.is_none())
+    }
+
+    /// Simulated time limit.
+    pub fn duration(&self) -> Nanos {
+        ms(self
+            .duration_ms
+            .unwrap_or(if self.has_long_flows() { 30.0 } else { 500.0 }))
+    }
+
+    pub fn warmup(&self) -> Nanos {
+        ms(self.measure.warmup_ms)
+    }
+
+    pub fn sample_interval(&self) -> Nanos {
+        us(self.measure.sample_us)
+    }
+}
+
+/// The runs of a sweep: every case combined with every grid point (one run without a sweep).
+pub fn sweep_points(exp: &Experiment) -> Vec<Vec<Override>> {
+    let Some(s) = &exp.sweep else {
+        return vec![vec![]];
+    };
+    let cases: Vec<Vec<Override>> = if s.cases.is_empty() {
+        vec![vec![]]
+    } else {
+        s.cases
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .map(|(k, v)| Override {
+                        key: k.clone(),
+                        value: v.clone(),
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let mut points = cases;
+    for (k, values) in &s.grid {
+        let mut next = vec![];
+        for p in &points {
+            for v in values {
+                let mut q = p.clone();
+                q.push(Override {
+                    key: k.clone(),
+                    value: v.clone(),
+                });
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    points
+}
+
+/// A sweep point's name: "key=value,key=value" with characters unsafe in file names replaced.
+pub fn point_id(point: &[Override]) -> String {
+    if point.is_empty() {
+        return "run".into();
+    }
+    point
+        .iter()
+        .map(|o| format!("{}={}", o.key, o.value_text()))
+        .collect::<Vec<_>>()
+        .join(",")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "=,.-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> Source {
+        Source {
+            name: "t".into(),
+            text: text.into(),
+            path: None,
+        }
+    }
+
+    const STAR: &str = r#"
+[topology]
+kind = "star"
+hosts = 3
+[[flow]]
+src = 1
+dst = "h0"
+transport = "flexpass"
+"#;
+
+    #[test]
+    fn every_builtin_experiment_parses_and_validates() {
+        for (name, _) in BUILTIN {
+            let s = Source::load(name).unwrap();
+            let e = s.experiment(&[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for p in sweep_points(&e) {
+                s.experiment(&p)
+                    .unwrap_or_else(|e| panic!("{name} {p:?}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = src(&format!("{STAR}\n[switch]\nwq = 0.5\n"))
+            .experiment(&[])
+            .unwrap_err();
+        assert!(
+            e.contains("unknown field `wq`") && e.contains("line"),
+            "{e}"
+        );
+        let e = src(STAR)
+            .experiment(&[Override::parse("switch.w_q=1.5").unwrap()])
+            .unwrap_err();
+        assert!(e.contains("switch.w_q must be in (0, 1), got 1.5"), "{e}");
+        let e = src(STAR)
+            .experiment(&[Override::parse("switch.w_q=high").unwrap()])
+            .unwrap_err();
+        assert!(
+            e.contains("switch.w_q") && e.contains("invalid type"),
+            "{e}"
+        );
+        let e = src(STAR)
+            .experiment(&[Override::parse("topology.spines=2").unwrap()])
+            .unwrap_err();
+        assert!(
+            e.contains("topology.spines does not apply to kind 'star'"),
+            "{e}"
+        );
+        let e = src(&STAR.replace("dst = \"h0\"", "dst = \"h9\""))
+            .experiment(&[])
+            .unwrap_err();
+        assert!(e.contains("flow[0].dst: host 9 does not exist"), "{e}");
+        let e = src(STAR)
+            .experiment(&[Override::parse("switch.red_kb=50").unwrap()])
+            .unwrap_err();
+        assert!(e.contains("switch.red_kb (50) must be larger"), "{e}");
+        let e = src("[topology]\nkind = \"ring\"\nhosts = 2\n[[flow]]\nsrc = 0\ndst = 1\n")
+            .experiment(&[])
+            .unwrap_err();
+        assert!(e.contains("topology.kind 'ring'"), "{e}");
+    }
+
+    #[test]
+    fn overrides_reach_nested_keys_and_lists() {
+        let s = src(STAR);
+        let e = s
+            .experiment(&[
+                Override::parse("flow.0.bytes=1000").unwrap(),
+                Override::parse("switch.profile=naive").unwrap(),
+                Override::parse("topology.hosts=5").unwrap(),
+            ])
+            .unwrap();
+        assert_eq!(e.flows[0].bytes, Some(1000));
+        assert_eq!(e.switch.profile, Profile::Naive);
+        assert_eq!(e.num_hosts().unwrap(), 5);
+        assert!(s
+            .experiment(&[Override::parse("flow.3.bytes=1").unwrap()])
+            .unwrap_err()
+            .contains("no index 3"));
+        assert!(Override::parse("novalue").is_err());
+    }
+
+    #[test]
+    fn sweeps_combine_cases_and_grid() {
+        let text = format!(
+            "{STAR}\n[sweep]\ngrid = {{ \"switch.w_q\" = [0.25, 0.5], \"seed\" = [1, 2, 3] }}\ncases = [{{ \"host.alpha\" = 1.0 }}, {{ \"host.alpha\" = 0.5 }}]\n"
+        );
+        let e = src(&text).experiment(&[]).unwrap();
+        let pts = sweep_points(&e);
+        assert_eq!(pts.len(), 12);
+        assert_eq!(point_id(&pts[0]), "host.alpha=1.0,seed=1,switch.w_q=0.25");
+    }
+}

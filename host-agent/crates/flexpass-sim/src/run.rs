@@ -1,0 +1,318 @@
+//! One runner for every experiment: build the topology with the profile's ports, generate
+//! the traffic, run the model, and hand the finished network to `report`.
+
+use crate::convergence;
+use crate::experiment::{Experiment, Override};
+use crate::net::{FlowSpec, Network, NodeId};
+use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer};
+use crate::report::{self, RunReport};
+use crate::topology::{self, Built, Links, PortFactory};
+use crate::traffic;
+use flexpass_core::config::{credit_queue_bps, MAX_DATA_WIRE};
+use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, MILLIS};
+use flexpass_wire::{TransportKind, MIN_ETHERNET_WIRE};
+use std::time::Instant;
+
+/// The switches' and hosts' configuration of one experiment (one place that turns the
+/// experiment's parameters into port and transport configurations).
+#[derive(Clone, Debug)]
+pub struct Stack {
+    pub profile: Profile,
+    /// Weight of Q1 and credit share: w_q (FlexPass), the oracle weight (oWF), 1 (naive, LY).
+    pub w_q: f64,
+    pub credit_share: f64,
+    pub k_legacy: u64,
+    pub k_q1: u64,
+    pub red_threshold: u64,
+    pub buffer: u64,
+    pub shared_buffer: Option<(u64, f64)>,
+    pub nic_buffer: u64,
+    pub credit_queue: usize,
+    pub credit_burst: f64,
+    pub nic_credit_share: Option<f64>,
+    pub seed: u64,
+    pub rto_min: Nanos,
+    pub init_cwnd: Option<f64>,
+    pub alpha: f64,
+    pub w_init: Option<f64>,
+    pub target_loss_rule: flexpass_core::TargetLossRule,
+    /// Algorithm 1's initial update period: the base RTT across the topology.
+    pub base_rtt: Nanos,
+    pub host_bps: f64,
+}
+
+fn kb(v: f64) -> u64 {
+    (v * 1000.0) as u64
+}
+
+impl Stack {
+    /// `owf_weight`: oWF's oracle weight (the true fraction of ExpressPass traffic).
+    pub fn new(exp: &Experiment, base_rtt: Nanos, owf_weight: f64) -> Self {
+        let s = &exp.switch;
+        let (w_q, credit_share) = match s.profile {
+            Profile::FlexPass => (s.w_q, s.w_q),
+            // A weight of 0 or 1 would leave one queue without service: the oracle is kept
+            // inside (1 %, 99 %).
+            Profile::Owf => {
+                let w = s.owf_weight.unwrap_or(owf_weight).clamp(0.01, 0.99);
+                (w, w)
+            }
+            Profile::Naive | Profile::Layering => (s.w_q, 1.0),
+        };
+        Stack {
+            profile: s.profile,
+            w_q,
+            credit_share,
+            k_legacy: kb(s.k_kb),
+            k_q1: kb(s.k_q1_kb.unwrap_or(s.k_kb)),
+            red_threshold: kb(s.red_kb),
+            buffer: kb(s.buffer_kb),
+            shared_buffer: s
+                .shared_buffer_mb
+                .map(|mb| ((mb * 1e6) as u64, s.buffer_alpha)),
+            nic_buffer: kb(s.nic_buffer_kb.unwrap_or(s.buffer_kb)),
+            credit_queue: s.credit_queue,
+            credit_burst: s.credit_burst,
+            nic_credit_share: s.nic_credit_share,
+            seed: exp.seed,
+            rto_min: (exp.host.rto_min_ms * MILLIS as f64) as Nanos,
+            init_cwnd: exp.host.init_cwnd,
+            alpha: exp.host.alpha,
+            w_init: exp.host.w_init,
+            target_loss_rule: exp.target_loss_rule(),
+            base_rtt,
+            host_bps: exp.topology.link_bps(),
+        }
+    }
+
+    fn port(&self, link_bps: f64, credit_share: f64, buffer: BufferLimit) -> PortConfig {
+        let k_q1 = if self.profile.separates_legacy() {
+            self.k_q1
+        } else {
+            self.k_legacy
+        };
+        PortConfig {
+            profile: self.profile,
+            link_bps,
+            w_q: self.w_q,
+            credit_rate_bps: credit_queue_bps(link_bps, credit_share),
+            credit_burst_bytes: self.credit_burst * MIN_ETHERNET_WIRE as f64,
+            credit_capacity: self.credit_queue,
+            ecn_k: [u64::MAX, k_q1, self.k_legacy],
+            red_threshold: self.red_threshold,
+            buffer,
+        }
+    }
+
+    pub fn sender_config(&self, f: &FlowSpec) -> SenderConfig {
+        let mut c = SenderConfig::new(f.transport);
+        c.dctcp.rto_min = self.rto_min;
+        c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
+        if let Some(w) = self.init_cwnd {
+            c.dctcp.init_cwnd = w;
+            c.dctcp.min_cwnd = c.dctcp.min_cwnd.min(w);
+        }
+        c.layered_window = self.profile == Profile::Layering;
+        c.seed = self.seed;
+        c
+    }
+
+    pub fn receiver_config(&self, _f: &FlowSpec) -> ReceiverConfig {
+        let mut credit = CreditConfig::for_link(self.host_bps, self.credit_share, self.base_rtt);
+        credit.alpha = self.alpha;
+        credit.w_init = self
+            .w_init
+            .unwrap_or(self.alpha)
+            .clamp(credit.w_min, credit.w_max);
+        credit.target_loss_rule = self.target_loss_rule;
+        let mut c = ReceiverConfig::new(credit);
+        c.seed = self.seed;
+        c
+    }
+}
+
+impl PortFactory for Stack {
+    fn switch_port(&self, link_bps: f64) -> PortConfig {
+        let buffer = match self.shared_buffer {
+            Some(_) => BufferLimit::Shared,
+            None => BufferLimit::PerPort { bytes: self.buffer },
+        };
+        self.port(link_bps, self.credit_share, buffer)
+    }
+
+    /// A host NIC is an edge switch (FlexPass §4.3 footnote 6; ExpressPass: "host and switch
+    /// perform credit rate-limiting"): the same queues, shaping, ECN and selective dropping.
+    fn nic_port(&self, link_bps: f64) -> PortConfig {
+        let share = match (self.profile, self.nic_credit_share) {
+            (Profile::FlexPass, Some(s)) => s,
+            _ => self.credit_share,
+        };
+        self.port(
+            link_bps,
+            share,
+            BufferLimit::PerPort {
+                bytes: self.nic_buffer,
+            },
+        )
+    }
+
+    fn shared_buffer(&self) -> Option<SharedBuffer> {
+        self.shared_buffer
+            .map(|(size, a)| SharedBuffer::new(size, a))
+    }
+}
+
+/// Base RTT across `hops` links at `bps`: propagation both ways plus, at every hop, the
+/// serialisation of one maximum data frame and one credit (Algorithm 1's update period).
+pub fn base_rtt(hops: usize, delay: Nanos, host_delay: Nanos, bps: f64) -> Nanos {
+    let ser = |bytes: f64| (bytes * 8.0 / bps * 1e9) as Nanos;
+    let h = hops as Nanos;
+    2 * h * delay
+        + 4 * host_delay
+        + h * ser(MAX_DATA_WIRE as f64)
+        + h * ser(MIN_ETHERNET_WIRE as f64)
+}
+
+/// A network ready to run: built, configured and loaded with the experiment's flows.
+pub struct Prepared {
+    pub net: Network,
+    pub built: Built,
+    pub stack: Stack,
+    /// The ports named by `measure.monitor` (the first is the bottleneck of shares).
+    pub monitors: Vec<(NodeId, usize)>,
+}
+
+fn links(exp: &Experiment) -> Links {
+    Links {
+        bps: exp.topology.link_bps(),
+        delay: exp.topology.link_delay(),
+        host_delay: exp.topology.host_delay(),
+        impairment: exp
+            .impairment
+            .as_ref()
+            .map(|i| i.impairment())
+            .unwrap_or_default(),
+    }
+}
+
+/// Resolve a port selector: a port group of the topology, or "node->peer".
+fn select_ports(net: &Network, built: &Built, sel: &str) -> Result<Vec<(NodeId, usize)>, String> {
+    if let Some(g) = built.groups.get(sel) {
+        return Ok(g.clone());
+    }
+    if let Some((a, b)) = sel.split_once("->") {
+        if let Some((n, p, ..)) = net.ports().find(|&(_, _, x, y)| x == a && y == b) {
+            return Ok(vec![(n, p)]);
+        }
+    }
+    let groups: Vec<&str> = built.groups.keys().map(|s| s.as_str()).collect();
+    Err(format!(
+        "measure.monitor: '{sel}' is neither a port group ({}) nor a port 'node->peer' of this topology",
+        groups.join(", ")
+    ))
+}
+
+/// Build the experiment's network and load its traffic.
+pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
+    let shape = exp.topology.shape()?;
+    let links = links(exp);
+    // The traffic (and so oWF's oracle weight) depends on the racks: build once to learn
+    // them, then for real with the final port configuration.
+    let probe = Stack::new(exp, 0, 0.5);
+    let mut scratch = Network::new(
+        exp.seed,
+        Box::new(|_| unreachable!()),
+        Box::new(|_| unreachable!()),
+    );
+    let built = topology::build(&mut scratch, &shape, &links, &probe);
+    let flows = traffic::generate(exp, &built)?;
+    let rtt = base_rtt(built.diameter(), links.delay, links.host_delay, links.bps);
+    let stack = Stack::new(exp, rtt, traffic::new_transport_fraction(&flows));
+    let (s1, s2) = (stack.clone(), stack.clone());
+    let mut net = Network::new(
+        exp.seed,
+        Box::new(move |f| s1.sender_config(f)),
+        Box::new(move |f| s2.receiver_config(f)),
+    );
+    let built = topology::build(&mut net, &shape, &links, &stack);
+    net.wire_check = exp.measure.wire_check;
+    net.sample_interval = exp.sample_interval();
+    net.retire_after = exp.measure.retire_flows.then_some(10 * MILLIS);
+    let mut monitors = vec![];
+    for sel in &exp.measure.monitor {
+        for (n, p) in select_ports(&net, &built, sel)? {
+            if !monitors.contains(&(n, p)) {
+                monitors.push((n, p));
+                net.monitor(n, p);
+            }
+        }
+    }
+    for f in flows {
+        net.add_flow(f);
+    }
+    Ok(Prepared {
+        net,
+        built,
+        stack,
+        monitors,
+    })
+}
+
+/// Progress of a run, for a progress line.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Fraction of the simulated-time limit, or of the flows completed, whichever is larger.
+    pub fraction: f64,
+    pub sim_time: Nanos,
+    pub completed_flows: usize,
+    pub flows: usize,
+}
+
+/// Run `prepared` to the end of the experiment: `duration` for long-lived flows, else until
+/// every flow completed (checked every millisecond) or `duration`.
+pub fn drive(exp: &Experiment, net: &mut Network, progress: &mut dyn FnMut(Progress)) {
+    let end = exp.duration();
+    let flows = net.flows.len();
+    let mut report = |t: Nanos, done: usize| {
+        progress(Progress {
+            fraction: (t as f64 / end as f64).max(done as f64 / flows.max(1) as f64),
+            sim_time: t,
+            completed_flows: done,
+            flows,
+        })
+    };
+    if exp.has_long_flows() {
+        net.run_until(end, &mut report);
+        return;
+    }
+    let mut t = 0;
+    while t < end && !net.all_finite_flows_done() {
+        t = (t + MILLIS).min(end);
+        net.run_until(t, &mut report);
+    }
+}
+
+/// Run one experiment (one point of a sweep: `point` are its overrides, for the report).
+pub fn run(
+    exp: &Experiment,
+    point: &[Override],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunReport, String> {
+    let started = Instant::now();
+    if let Some(c) = &exp.convergence {
+        return convergence::run(exp, c, point, progress);
+    }
+    let mut p = prepare(exp)?;
+    drive(exp, &mut p.net, progress);
+    Ok(report::build(
+        exp,
+        point,
+        &p,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Convenience for tests and benches: the flows' transports in a prepared network.
+pub fn transports(net: &Network) -> Vec<TransportKind> {
+    net.flows.iter().map(|f| f.spec.transport).collect()
+}

@@ -1,0 +1,174 @@
+//! The flows of an experiment: listed flows, incast groups, a background workload (sizes
+//! from a CDF, Poisson arrivals at a target load, random host pairs) with optional
+//! foreground incast (mixed traffic), and the deployment rule that picks each flow's
+//! transport (FlexPass §6.2: the new transport only when both ends' racks run it).
+
+use crate::experiment::Experiment;
+use crate::net::{FlowKind, FlowSpec};
+use crate::topology::Built;
+use flexpass_core::config::MAX_DATA_WIRE;
+use flexpass_core::{Nanos, MICROS, MILLIS};
+use flexpass_wire::{TransportKind, MAX_PAYLOAD_1500};
+use flexpass_workload::{next_gap_ns, FlowSizeCdf};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Salt of the traffic generator's seed (the network model has its own RNG).
+const TRAFFIC_SEED_SALT: u64 = 0x7261_6666_6963;
+
+/// Wire bytes per payload byte of a full-sized data packet.
+pub fn wire_factor() -> f64 {
+    MAX_DATA_WIRE as f64 / MAX_PAYLOAD_1500 as f64
+}
+
+/// Racks enabled for the new transport: the first `round(fraction · racks)`.
+pub fn enabled_racks(fraction: f64, racks: usize) -> usize {
+    (fraction * racks as f64).round() as usize
+}
+
+/// Transport of a flow between `src` and `dst` without an explicit one.
+fn deployed(exp: &Experiment, built: &Built, src: usize, dst: usize) -> TransportKind {
+    let n = enabled_racks(exp.deployment.fraction, built.racks);
+    if built.rack_of[src] < n && built.rack_of[dst] < n {
+        exp.new_transport()
+    } else {
+        TransportKind::Dctcp
+    }
+}
+
+fn us(v: f64) -> Nanos {
+    (v * MICROS as f64).round() as Nanos
+}
+
+/// Every flow of the experiment, ids from 1.
+pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String> {
+    let hosts = built.rack_of.len();
+    let mut out: Vec<FlowSpec> = vec![];
+    let push = |out: &mut Vec<FlowSpec>, src, dst, t: Option<TransportKind>, size, start, kind| {
+        let transport = t.unwrap_or_else(|| deployed(exp, built, src, dst));
+        let id = out.len() as u32 + 1;
+        out.push(FlowSpec {
+            id,
+            src,
+            dst,
+            transport,
+            size,
+            start,
+            kind,
+        });
+    };
+    for f in &exp.flows {
+        let src = f.src.resolve(hosts)?;
+        let dst = f.dst.resolve(hosts)?;
+        push(
+            &mut out,
+            src,
+            dst,
+            f.transport,
+            f.bytes,
+            us(f.start_us),
+            FlowKind::Listed,
+        );
+    }
+    for g in &exp.incast {
+        let r = g.receiver.resolve(hosts)?;
+        let senders: Vec<usize> = match &g.senders {
+            Some(s) => s
+                .iter()
+                .map(|h| h.resolve(hosts))
+                .collect::<Result<_, _>>()?,
+            None => (0..hosts).filter(|&h| h != r).collect(),
+        };
+        for i in 0..g.flows {
+            push(
+                &mut out,
+                senders[i % senders.len()],
+                r,
+                g.transport,
+                Some(g.bytes),
+                us(g.start_us),
+                FlowKind::Incast,
+            );
+        }
+    }
+    if let Some(w) = &exp.workload {
+        let cdf = FlowSizeCdf::load(&w.cdf)?;
+        let mut rng = ChaCha8Rng::seed_from_u64(exp.seed ^ TRAFFIC_SEED_SALT);
+        let fg_fraction = w.foreground.as_ref().map_or(0.0, |f| f.volume_fraction);
+        let capacity = built.load_capacity_bps;
+        // Flow sizes are payload bytes; the load counts them on the wire (FlexPass's
+        // simulator: avgFlowSize · 8 / maxPayload · maxEthernetSize).
+        let mean_wire = cdf.mean() * wire_factor();
+        let start = (w.start_ms * MILLIS as f64) as Nanos;
+        let mut t = start;
+        for _ in 0..w.flows {
+            t += next_gap_ns(&mut rng, w.load * (1.0 - fg_fraction), capacity, mean_wire);
+            let src = rng.gen_range(0..hosts);
+            let mut dst = rng.gen_range(0..hosts);
+            while dst == src {
+                dst = rng.gen_range(0..hosts);
+            }
+            let size = cdf.sample(&mut rng).max(1);
+            push(
+                &mut out,
+                src,
+                dst,
+                None,
+                Some(size),
+                t,
+                FlowKind::Background,
+            );
+        }
+        if let Some(fg) = &w.foreground {
+            // Incast events over the background's arrival span: a random receiver, every
+            // other host sends `flows_per_sender` flows of `bytes`.
+            let end = t;
+            let event_wire =
+                ((hosts - 1) * fg.flows_per_sender) as f64 * fg.bytes as f64 * wire_factor();
+            let mut te = start;
+            loop {
+                te += next_gap_ns(&mut rng, w.load * fg.volume_fraction, capacity, event_wire);
+                if te > end {
+                    break;
+                }
+                let r = rng.gen_range(0..hosts);
+                for s in (0..hosts).filter(|&s| s != r) {
+                    for _ in 0..fg.flows_per_sender {
+                        push(
+                            &mut out,
+                            s,
+                            r,
+                            None,
+                            Some(fg.bytes),
+                            te,
+                            FlowKind::Foreground,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if out.len() > u32::MAX as usize / 2 {
+        return Err(format!("{} flows: too many", out.len()));
+    }
+    Ok(out)
+}
+
+/// Fraction of the (finite) flows' bytes that use a credit-based transport: the oracle
+/// weight of oWF (by flow count when no flow is finite).
+pub fn new_transport_fraction(flows: &[FlowSpec]) -> f64 {
+    let credit = |f: &&FlowSpec| f.transport != TransportKind::Dctcp;
+    let total: u64 = flows.iter().filter_map(|f| f.size).sum();
+    if total == 0 {
+        if flows.is_empty() {
+            return 0.0;
+        }
+        return flows.iter().filter(credit).count() as f64 / flows.len() as f64;
+    }
+    flows
+        .iter()
+        .filter(credit)
+        .filter_map(|f| f.size)
+        .sum::<u64>() as f64
+        / total as f64
+}
