@@ -6,13 +6,28 @@ use std::path::Path;
 
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("host-agent/experiments/ exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
+    // The folder and its subfolders (figures/): names are file stems, so they must be unique.
+    let mut files = vec![];
+    let mut dirs = vec![dir.clone()];
+    while let Some(d) = dirs.pop() {
+        println!("cargo:rerun-if-changed={}", d.display());
+        for e in std::fs::read_dir(&d).expect("host-agent/experiments/ exists") {
+            let p = e.expect("readable").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "toml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort_by_key(|f| f.file_stem().map(|s| s.to_os_string()));
+    for w in files.windows(2) {
+        assert!(
+            w[0].file_stem() != w[1].file_stem(),
+            "two experiments named {:?}",
+            w[0].file_stem()
+        );
+    }
     let mut out = String::from(
         "/// Built-in experiments: (name, TOML text), from host-agent/experiments/.\npub const BUILTIN: &[(&str, &str)] = &[\n",
     );

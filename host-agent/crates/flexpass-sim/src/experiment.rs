@@ -125,7 +125,7 @@ pub struct SwitchSpec {
     /// w_q; 1.0 reproduces the FlexPass testbed's Fig. 7b).
     pub nic_credit_share: Option<f64>,
     /// oWF's queue weight and credit share; default: the oracle, the true fraction of
-    /// ExpressPass bytes in the experiment's traffic.
+    /// ExpressPass bytes in the traffic of the enabled racks (`traffic::owf_oracle_weight`).
     pub owf_weight: Option<f64>,
 }
 
@@ -557,13 +557,53 @@ impl Source {
             })
     }
 
-    /// The experiment with `overrides` applied, validated.
-    pub fn experiment(&self, overrides: &[Override]) -> Result<Experiment, String> {
-        // Parse the file as written first: its errors carry line and column.
-        toml::from_str::<Experiment>(&self.text)
-            .map_err(|e| format!("{}: {}", self.label(), e.to_string().trim_end()))?;
+    /// The file's table with the experiment it `extends` merged under it (recursively).
+    fn table(&self, depth: usize) -> Result<toml::Table, String> {
         let mut table: toml::Table =
             toml::from_str(&self.text).map_err(|e| format!("{}: {e}", self.label()))?;
+        let Some(base) = table.remove("extends") else {
+            return Ok(table);
+        };
+        let toml::Value::String(base) = base else {
+            return Err(format!("{}: extends must be a string", self.label()));
+        };
+        if depth >= 8 {
+            return Err(format!(
+                "{}: extends nests more than 8 levels (a cycle?)",
+                self.label()
+            ));
+        }
+        // A built-in name, or a path relative to this file.
+        let parent = BUILTIN
+            .iter()
+            .any(|(n, _)| *n == base)
+            .then(|| base.clone());
+        let parent = parent.unwrap_or_else(|| match &self.path {
+            Some(p) => p
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(&base)
+                .display()
+                .to_string(),
+            None => base.clone(),
+        });
+        let mut merged = Source::load(&parent)
+            .map_err(|e| format!("{}: extends: {e}", self.label()))?
+            .table(depth + 1)?;
+        merge(&mut merged, table);
+        Ok(merged)
+    }
+
+    /// The experiment with `overrides` applied, validated.
+    pub fn experiment(&self, overrides: &[Override]) -> Result<Experiment, String> {
+        let extends =
+            toml::from_str::<toml::Table>(&self.text).is_ok_and(|t| t.contains_key("extends"));
+        let mut table = self.table(0)?;
+        if !extends {
+            // Parse the file as written first: its errors carry line and column.
+            toml::from_str::<Experiment>(&self.text)
+                .map_err(|e| format!("{}: {}", self.label(), e.to_string().trim_end()))?;
+        }
         for o in overrides {
             o.apply(&mut table)
                 .map_err(|e| format!("{}: --set {e}", self.label()))?;
@@ -588,6 +628,18 @@ impl Source {
         exp.validate()
             .map_err(|e| format!("{}: {e}", self.label()))?;
         Ok(exp)
+    }
+}
+
+/// Deep merge: `top`'s values replace `base`'s, tables merge key by key.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (k, v) in top {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
     }
 }
 
@@ -1207,6 +1259,34 @@ transport = "flexpass"
             .unwrap_err()
             .contains("no index 3"));
         assert!(Override::parse("novalue").is_err());
+    }
+
+    #[test]
+    fn extends_merges_the_base_under_the_file() {
+        let dir = std::env::temp_dir().join(format!("fp-extends-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("base.toml"), STAR).unwrap();
+        let top = dir.join("top.toml");
+        std::fs::write(
+            &top,
+            "extends = \"base.toml\"\ndescription = \"top\"\n[switch]\nprofile = \"naive\"\n",
+        )
+        .unwrap();
+        let e = Source::load(top.to_str().unwrap())
+            .unwrap()
+            .experiment(&[])
+            .unwrap();
+        assert_eq!(e.switch.profile, Profile::Naive);
+        assert_eq!(e.switch.w_q, 0.5);
+        assert_eq!(e.flows.len(), 1);
+        assert_eq!(e.description, "top");
+        std::fs::write(&top, "extends = \"top.toml\"\n").unwrap();
+        assert!(Source::load(top.to_str().unwrap())
+            .unwrap()
+            .experiment(&[])
+            .unwrap_err()
+            .contains("8 levels"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -473,16 +473,23 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
 }
 
 /// A metric of a report by dotted path ("fct.overall.small.p99_us"), or a key of the
-/// experiment ("switch.profile"); numbers, strings and booleans.
+/// experiment ("switch.profile"); numbers, strings and booleans. A statistic of a set of
+/// flows that has none (the legacy flows at 100 % deployment) is absent, not 0.
 pub fn metric(report: &serde_json::Value, path: &str) -> Option<serde_json::Value> {
     let find = |root: &serde_json::Value| {
-        path.split('.')
-            .try_fold(root, |v, k| match v {
+        let mut parent = None;
+        let v = path.split('.').try_fold(root, |v, k| {
+            parent = Some(v);
+            match v {
                 serde_json::Value::Object(m) => m.get(k),
                 serde_json::Value::Array(a) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
                 _ => None,
-            })
-            .cloned()
+            }
+        })?;
+        let empty = parent
+            .and_then(|p| p.get("flows"))
+            .is_some_and(|n| n.as_u64() == Some(0));
+        (!(empty && path.ends_with("_us"))).then(|| v.clone())
     };
     find(report).or_else(|| report.get("params").and_then(find))
 }

@@ -46,7 +46,7 @@ fn kb(v: f64) -> u64 {
 }
 
 impl Stack {
-    /// `owf_weight`: oWF's oracle weight (the true fraction of ExpressPass traffic).
+    /// `owf_weight`: oWF's oracle weight (`traffic::owf_oracle_weight`).
     pub fn new(exp: &Experiment, base_rtt: Nanos, owf_weight: f64) -> Self {
         let s = &exp.switch;
         let (w_q, credit_share) = match s.profile {
@@ -227,7 +227,7 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     let built = topology::build(&mut scratch, &shape, &links, &probe);
     let flows = traffic::generate(exp, &built)?;
     let rtt = base_rtt(built.diameter(), links.delay, links.host_delay, links.bps);
-    let stack = Stack::new(exp, rtt, traffic::new_transport_fraction(&flows));
+    let stack = Stack::new(exp, rtt, traffic::owf_oracle_weight(exp, &built, &flows));
     let (s1, s2) = (stack.clone(), stack.clone());
     let mut net = Network::new(
         exp.seed,

@@ -154,18 +154,23 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
     Ok(out)
 }
 
-/// Fraction of the (finite) flows' bytes that use a credit-based transport: the oracle
-/// weight of oWF (by flow count when no flow is finite).
-pub fn new_transport_fraction(flows: &[FlowSpec]) -> f64 {
-    let credit = |f: &&FlowSpec| f.transport != TransportKind::Dctcp;
-    let total: u64 = flows.iter().filter_map(|f| f.size).sum();
+/// oWF's oracle weight: the fraction of ExpressPass bytes in what the enabled racks' hosts
+/// send, i.e. on the links where ExpressPass runs (by flow count when no flow is finite).
+/// With random host pairs and a fraction f of racks enabled that is f — the authors'
+/// simulator sets oWF's weight to the enabled fraction; the fraction over all traffic, f²,
+/// would cap ExpressPass flows where they run at a fraction of their share.
+pub fn owf_oracle_weight(exp: &Experiment, built: &Built, flows: &[FlowSpec]) -> f64 {
+    let n = enabled_racks(exp.deployment.fraction, built.racks);
+    let from_enabled: Vec<&FlowSpec> = flows.iter().filter(|f| built.rack_of[f.src] < n).collect();
+    let credit = |f: &&&FlowSpec| f.transport != TransportKind::Dctcp;
+    let total: u64 = from_enabled.iter().filter_map(|f| f.size).sum();
     if total == 0 {
-        if flows.is_empty() {
+        if from_enabled.is_empty() {
             return 0.0;
         }
-        return flows.iter().filter(credit).count() as f64 / flows.len() as f64;
+        return from_enabled.iter().filter(credit).count() as f64 / from_enabled.len() as f64;
     }
-    flows
+    from_enabled
         .iter()
         .filter(credit)
         .filter_map(|f| f.size)

@@ -1,0 +1,294 @@
+//! The experiment platform: topologies, symmetric ECMP, deployment by rack, workload load
+//! calibration, and FlexPass §6.2's deployment trends on a scaled-down Clos (24 hosts, 600
+//! web-search flows; the full 192-host runs are the figure runners, docs/results-large-scale.md).
+
+use flexpass_sim::experiment::Experiment;
+use flexpass_sim::traffic::{enabled_racks, wire_factor};
+use flexpass_sim::{prepare, FlowKind, Override, RunReport, Source};
+use flexpass_wire::TransportKind;
+use std::collections::BTreeMap;
+
+const SMALL_CLOS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/experiments/small-clos.toml"
+);
+
+fn exp(name: &str, sets: &[&str]) -> (Experiment, Vec<Override>) {
+    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let e = Source::load(name)
+        .unwrap()
+        .experiment(&o)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (e, o)
+}
+
+fn run(name: &str, sets: &[&str]) -> RunReport {
+    let (e, o) = exp(name, sets);
+    flexpass_sim::run(&e, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn clos3_is_the_papers_fabric() {
+    // FlexPass §6.2: 8 core, 16 aggregation, 32 ToR switches, 192 hosts; every switch has
+    // eight 40 Gbit/s ports; 3:1 at the ToR; 28 µs one way across the core.
+    let (e, _) = exp("clos-websearch", &[]);
+    let p = prepare(&e).unwrap();
+    let r = &p.built;
+    assert_eq!(r.rack_of.len(), 192);
+    assert_eq!(r.racks, 32);
+    assert_eq!(r.switches.len(), 56);
+    let mut ports: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (_, _, node, _) in p.net.ports() {
+        ports.entry(node).or_default().push(0.0);
+    }
+    for s in &r.switches {
+        assert_eq!(ports[s.as_str()].len(), 8, "{s}");
+    }
+    assert_eq!(r.groups["tor-up"].len(), 64);
+    assert_eq!(
+        r.load_capacity_bps,
+        64.0 * 40e9,
+        "ToR uplinks: 192·40/3 Gbit/s"
+    );
+    assert_eq!(r.diameter(), 6);
+    assert_eq!(r.one_way_delay(0, 191), 28_000);
+    assert_eq!(r.one_way_delay(0, 1), 2 * 4_000 + 2 * 2_000, "same rack");
+    // Base RTT: 2·28 µs plus a data frame and a credit serialised per hop.
+    assert_eq!(p.stack.base_rtt, 56_000 + 6 * (307 + 16));
+}
+
+#[test]
+fn other_shapes() {
+    let base = "[[flow]]\nsrc = 0\ndst = 1\nbytes = 1000\n";
+    let build = |topo: &str| {
+        let dir =
+            std::env::temp_dir().join(format!("fp-shape-{}-{}", std::process::id(), topo.len()));
+        std::fs::write(&dir, format!("[topology]\n{topo}\n{base}")).unwrap();
+        let e = Source::load(dir.to_str().unwrap())
+            .unwrap()
+            .experiment(&[])
+            .unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        prepare(&e).unwrap()
+    };
+    // Leaf-spine: oversubscription sets the uplink rate (4 hosts · 10 / (2 spines · 2)).
+    let p = build(
+        "kind = \"leaf-spine\"\nleaves = 3\nspines = 2\nhosts_per_leaf = 4\noversubscription = 2.0",
+    );
+    assert_eq!(p.built.racks, 3);
+    let up = &p.built.groups["tor-up"];
+    assert_eq!(up.len(), 6);
+    assert!(up
+        .iter()
+        .all(|&(n, port)| p.net.port_link_bps(n, port) == 10e9));
+    assert_eq!(p.built.diameter(), 4);
+    // Parking lot: N bottlenecks in a chain.
+    let p =
+        build("kind = \"parking-lot\"\nbottlenecks = 3\nhosts_per_switch = 2\nbottleneck_gbps = 5");
+    assert_eq!(p.built.rack_of.len(), 8);
+    assert_eq!(p.built.groups["bottleneck"].len(), 3);
+    assert_eq!(p.built.hops(0, 7), 5, "host, 3 bottlenecks, host");
+    // Dumbbell.
+    let p = build("kind = \"dumbbell\"\nleft = 2\nright = 3\nbottleneck_gbps = 1");
+    let &(n, port) = &p.built.groups["bottleneck"][0];
+    assert_eq!(p.net.port_link_bps(n, port), 1e9);
+    assert_eq!(p.net.port_name(n, port), "s1->s2");
+}
+
+#[test]
+fn deployment_by_rack_and_workload_load() {
+    // Half the racks: a flow is new only when both ends are in racks 0..16.
+    let (e, _) = exp("clos-websearch", &["deployment.fraction=0.5"]);
+    let p = prepare(&e).unwrap();
+    let n = enabled_racks(0.5, p.built.racks);
+    assert_eq!(n, 16);
+    let mut new = 0;
+    for f in &p.net.flows {
+        let both = p.built.rack_of[f.spec.src] < n && p.built.rack_of[f.spec.dst] < n;
+        let want = if both {
+            TransportKind::FlexPass
+        } else {
+            TransportKind::Dctcp
+        };
+        assert_eq!(f.spec.transport, want, "flow {}", f.spec.id);
+        new += usize::from(both);
+    }
+    // Random pairs: about a quarter of the flows.
+    let frac = new as f64 / p.net.flows.len() as f64;
+    assert!((frac - 0.25).abs() < 0.02, "{frac}");
+    // The offered load on the ToR uplinks is the target (bytes on the wire over the
+    // arrival span), within the sampling noise of 10 000 heavy-tailed sizes.
+    let bytes: f64 = p
+        .net
+        .flows
+        .iter()
+        .map(|f| f.spec.size.unwrap() as f64)
+        .sum();
+    let span = p.net.flows.iter().map(|f| f.spec.start).max().unwrap() as f64 / 1e9;
+    let load = bytes * wire_factor() * 8.0 / span / p.built.load_capacity_bps;
+    assert!((load - 0.5).abs() < 0.05, "offered load {load}");
+    // Mixed traffic: 10 % of the volume is foreground incast of 8 kB flows.
+    let (e, _) = exp(
+        "clos-websearch",
+        &[
+            "workload.foreground={ volume_fraction = 0.1 }",
+            "workload.flows=3000",
+        ],
+    );
+    let p = prepare(&e).unwrap();
+    let vol = |k: FlowKind| -> f64 {
+        p.net
+            .flows
+            .iter()
+            .filter(|f| f.spec.kind == k)
+            .map(|f| f.spec.size.unwrap() as f64)
+            .sum()
+    };
+    let (fg, bg) = (vol(FlowKind::Foreground), vol(FlowKind::Background));
+    assert!(fg > 0.0);
+    let share = fg / (fg + bg);
+    assert!((share - 0.1).abs() < 0.04, "foreground share {share}");
+    assert!(p
+        .net
+        .flows
+        .iter()
+        .filter(|f| f.spec.kind == FlowKind::Foreground)
+        .all(|f| f.spec.size == Some(8000)));
+}
+
+/// Runs on the scaled-down Clos, two at a time.
+fn small_clos_runs(points: &[(&str, f64)]) -> Vec<RunReport> {
+    let out = std::sync::Mutex::new(vec![None; points.len()]);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&(profile, fraction)) = points.get(i) else {
+                    break;
+                };
+                let r = run(
+                    SMALL_CLOS,
+                    &[
+                        &format!("switch.profile={profile}"),
+                        &format!("deployment.fraction={fraction}"),
+                    ],
+                );
+                out.lock().unwrap()[i] = Some(r);
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+#[test]
+fn deployment_trends_on_a_scaled_clos() {
+    // FlexPass §6.2 / the acceptance, at a size a test can afford: 24 hosts (4 ToRs
+    // in 2 pods, 3:1), 600 web-search flows at load 0.5. The 192-host numbers are in
+    // docs/results-large-scale.md.
+    let runs = small_clos_runs(&[
+        ("flexpass", 0.0),
+        ("flexpass", 0.5),
+        ("flexpass", 1.0),
+        ("naive", 0.5),
+        ("owf", 0.5),
+        ("layering", 1.0),
+    ]);
+    let [zero, fp50, fp100, naive50, owf50, ly100] = &runs[..] else {
+        unreachable!()
+    };
+    for r in &runs {
+        let what = format!("{} at {}", r.profile.name(), r.deployment_fraction);
+        assert_eq!(r.fct.overall.incomplete, 0, "{what}");
+        assert_eq!(r.corrupted_bytes, 0, "{what}");
+        assert_eq!(
+            r.paths.mismatches, 0,
+            "{what}: credits and data on different paths"
+        );
+        let credit_flows = r
+            .flows
+            .iter()
+            .filter(|f| f.transport != TransportKind::Dctcp)
+            .count();
+        assert_eq!(r.paths.flows_checked, credit_flows, "{what}");
+    }
+    let avg = |r: &RunReport| r.fct.overall.buckets.all.avg_us;
+    let p99 = |r: &RunReport| r.fct.overall.buckets.small.p99_us;
+    let legacy_p99 = |r: &RunReport| r.fct.legacy.buckets.small.p99_us;
+    // 1. FlexPass at 100 % cuts the p99 FCT of small flows (paper: up to −44 %) and keeps the
+    //    average FCT of all flows within 10 % of 0 % at every step.
+    assert!(
+        p99(fp100) < 0.7 * p99(zero),
+        "p99 {} vs {}",
+        p99(fp100),
+        p99(zero)
+    );
+    for r in [fp50, fp100] {
+        assert!(avg(r) <= 1.1 * avg(zero), "avg {} vs {}", avg(r), avg(zero));
+    }
+    // 2. Naive ExpressPass hurts legacy flows during deployment; FlexPass far less, and
+    //    without timeouts.
+    assert!(
+        legacy_p99(naive50) > 1.5 * legacy_p99(zero),
+        "naive legacy p99 {}",
+        legacy_p99(naive50)
+    );
+    assert!(
+        legacy_p99(fp50) < 0.6 * legacy_p99(naive50),
+        "FlexPass legacy p99 {}",
+        legacy_p99(fp50)
+    );
+    assert_eq!(fp50.fct.legacy.timeouts, 0);
+    // 3. FlexPass ≈ oWF during deployment; layering degrades (its window wastes credits).
+    assert!(
+        avg(fp50) <= 1.1 * avg(owf50),
+        "avg {} vs oWF {}",
+        avg(fp50),
+        avg(owf50)
+    );
+    assert!(
+        p99(fp50) <= 1.5 * p99(owf50),
+        "p99 {} vs oWF {}",
+        p99(fp50),
+        p99(owf50)
+    );
+    assert!(
+        avg(ly100) > 1.15 * avg(fp100),
+        "LY avg {} vs FlexPass {}",
+        avg(ly100),
+        avg(fp100)
+    );
+}
+
+#[test]
+fn symmetric_ecmp_uses_every_path() {
+    // Every aggregation→core and ToR→aggregation port carries traffic (the per-tier hash
+    // salts avoid polarisation), while each flow's credits follow its data.
+    let r = run(
+        SMALL_CLOS,
+        &[
+            "switch.profile=naive",
+            "deployment.fraction=1.0",
+            "workload.flows=200",
+        ],
+    );
+    assert_eq!(r.paths.mismatches, 0);
+    assert_eq!(r.paths.flows_checked, 200);
+    for p in &r.ports {
+        let up = (p.node.starts_with("agg") && p.towards.starts_with("core"))
+            || (p.node.starts_with("tor") && p.towards.starts_with("agg"));
+        if up {
+            assert!(
+                p.tx_bytes > 1_000_000,
+                "{}->{} carried {} B",
+                p.node,
+                p.towards,
+                p.tx_bytes
+            );
+        }
+    }
+}
