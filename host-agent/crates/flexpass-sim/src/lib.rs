@@ -6,6 +6,7 @@
 //! numbers. `sweep` runs grids of experiments.
 
 pub mod convergence;
+mod events;
 pub mod experiment;
 pub mod net;
 pub mod packet;

@@ -4,6 +4,7 @@
 //! running on the hosts. Deterministic for a given seed: events at equal times run in
 //! scheduling order and all randomness comes from one seeded RNG.
 
+use crate::events::EventQueue;
 use crate::packet::{HostId, PathHash, SimPacket};
 use crate::queue::{Dequeued, Enqueued, PortConfig, PortQueue, QueueStats, SharedBuffer};
 use bytes::Bytes;
@@ -14,8 +15,7 @@ use flexpass_wire::{Ecn, Packet, SubFlow, TransportKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 pub type NodeId = usize;
 
@@ -182,35 +182,14 @@ pub struct QueueTrace {
     pub q2: Vec<u64>,
 }
 
+/// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
 enum Ev {
-    Arrive { node: NodeId, pkt: SimPacket },
+    Arrive { node: NodeId, pkt: Box<SimPacket> },
     TxDone { node: NodeId, port: usize },
     Wake { node: NodeId, port: usize },
     Timer { flow: usize, side: Side, at: Nanos },
     Start { flow: usize },
     Sample,
-}
-
-struct Scheduled {
-    at: Nanos,
-    seq: u64,
-    ev: Ev,
-}
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 /// Wire bytes of a data packet beyond its payload: FlexPass data header, IPv4/UDP, Ethernet.
@@ -238,7 +217,7 @@ pub struct Network {
     hosts: Vec<NodeId>,
     pub flows: Vec<Flow>,
     flow_index: HashMap<u32, usize>,
-    events: BinaryHeap<Reverse<Scheduled>>,
+    events: EventQueue<Ev>,
     seq: u64,
     /// Scheduling number of the event being dispatched.
     current_seq: u64,
@@ -280,7 +259,7 @@ impl Network {
             hosts: vec![],
             flows: vec![],
             flow_index: HashMap::new(),
-            events: BinaryHeap::new(),
+            events: EventQueue::new(),
             seq: 0,
             current_seq: 0,
             rng,
@@ -491,11 +470,7 @@ impl Network {
     }
 
     fn schedule_with(&mut self, at: Nanos, seq: u64, ev: Ev) {
-        self.events.push(Reverse(Scheduled {
-            at: at.max(self.now),
-            seq,
-            ev,
-        }));
+        self.events.push(at.max(self.now), seq, ev);
     }
 
     /// Offset of flow `id`'s byte `offset` in the pattern.
@@ -538,22 +513,22 @@ impl Network {
         if self.sample_interval > 0 && self.samples.is_empty() {
             self.schedule(self.sample_interval, Ev::Sample);
         }
-        while let Some(Reverse(top)) = self.events.peek() {
-            if top.at > end {
+        while let Some(at) = self.events.peek_time() {
+            if at > end {
                 break;
             }
-            let Reverse(Scheduled { at, seq, ev }) = self.events.pop().expect("peeked");
+            let e = self.events.pop().expect("peeked");
             self.now = at;
-            self.current_seq = seq;
+            self.current_seq = e.seq;
+            let ev = e.item;
             self.events_processed += 1;
             if self.events_processed.is_multiple_of(1 << 16) {
                 progress(self.now, self.completed_flows);
             }
             self.dispatch(ev);
         }
-        self.now = self
-            .now
-            .max(end.min(self.events.peek().map_or(end, |e| e.0.at)));
+        let next = self.events.peek_time().unwrap_or(end);
+        self.now = self.now.max(end.min(next));
     }
 
     /// True when every finite flow has completed and no long-running flow exists.
@@ -715,7 +690,7 @@ impl Network {
     }
 
     fn host_send(&mut self, host: HostId, dst: HostId, t: Transmit) {
-        let pkt = SimPacket {
+        let pkt = Box::new(SimPacket {
             src: host,
             dst,
             class: t.class,
@@ -724,7 +699,7 @@ impl Network {
             packet: t.packet,
             created: self.now,
             path: PathHash::new(),
-        };
+        });
         let node = self.hosts[host];
         self.forward(node, pkt);
     }
@@ -755,7 +730,7 @@ impl Network {
         }
     }
 
-    fn forward(&mut self, node: NodeId, mut pkt: SimPacket) {
+    fn forward(&mut self, node: NodeId, mut pkt: Box<SimPacket>) {
         let Some(port) = self.route(node, &pkt) else {
             self.stray_packets += 1;
             return;
@@ -817,7 +792,13 @@ impl Network {
         }
     }
 
-    fn deliver_over_link(&mut self, peer: NodeId, pkt: SimPacket, at: Nanos, imp: &Impairment) {
+    fn deliver_over_link(
+        &mut self,
+        peer: NodeId,
+        pkt: Box<SimPacket>,
+        at: Nanos,
+        imp: &Impairment,
+    ) {
         if imp.loss > 0.0 && self.rng.gen_bool(imp.loss) {
             return;
         }
@@ -838,7 +819,7 @@ impl Network {
         self.schedule(at + delay, Ev::Arrive { node: peer, pkt });
     }
 
-    fn arrive(&mut self, node: NodeId, pkt: SimPacket) {
+    fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {
         match self.nodes[node].host {
             Some(h) if h == pkt.dst => self.host_receive(h, pkt),
             Some(_) => self.stray_packets += 1,
@@ -846,7 +827,7 @@ impl Network {
         }
     }
 
-    fn host_receive(&mut self, host: HostId, pkt: SimPacket) {
+    fn host_receive(&mut self, host: HostId, pkt: Box<SimPacket>) {
         let path = pkt.path.value();
         let packet = if self.wire_check {
             match Packet::decode(&pkt.packet.encode_to_vec()) {
@@ -857,7 +838,7 @@ impl Network {
                 }
             }
         } else {
-            pkt.packet
+            (*pkt).packet
         };
         let Some(&flow) = self.flow_index.get(&packet.flow_id()) else {
             self.stray_packets += 1;

@@ -54,8 +54,8 @@ impl PathHash {
 }
 
 #[cfg(test)]
-pub fn test_packet(class: TrafficClass, wire_len: u32) -> SimPacket {
-    SimPacket {
+pub fn test_packet(class: TrafficClass, wire_len: u32) -> Box<SimPacket> {
+    Box::new(SimPacket {
         src: 0,
         dst: 1,
         class,
@@ -64,7 +64,7 @@ pub fn test_packet(class: TrafficClass, wire_len: u32) -> SimPacket {
         packet: Packet::CreditStop { flow_id: 0 },
         created: 0,
         path: PathHash::new(),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ pub enum Enqueued {
 }
 
 pub enum Dequeued {
-    Packet(SimPacket),
+    Packet(Box<SimPacket>),
     /// Only shaped credits are waiting: try again at this time.
     WaitUntil(Nanos),
     Empty,
@@ -210,7 +210,7 @@ pub enum Dequeued {
 
 pub struct PortQueue {
     pub cfg: PortConfig,
-    queues: [VecDeque<SimPacket>; NUM_QUEUES],
+    queues: [VecDeque<Box<SimPacket>>; NUM_QUEUES],
     bytes: [u64; NUM_QUEUES],
     /// Red (reactive) bytes in Q1.
     red_bytes: u64,
@@ -258,7 +258,11 @@ impl PortQueue {
 
     /// Admit `pkt` (or refuse it and count why). `shared` is the node's shared buffer when
     /// the port's buffer is `BufferLimit::Shared`.
-    pub fn enqueue(&mut self, mut pkt: SimPacket, shared: Option<&mut SharedBuffer>) -> Enqueued {
+    pub fn enqueue(
+        &mut self,
+        mut pkt: Box<SimPacket>,
+        shared: Option<&mut SharedBuffer>,
+    ) -> Enqueued {
         let q = self.cfg.queue_of(pkt.class);
         let len = u64::from(pkt.wire_len);
         let data_bytes = self.data_bytes();
@@ -304,7 +308,7 @@ impl PortQueue {
         Enqueued::Accepted
     }
 
-    fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> SimPacket {
+    fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> Box<SimPacket> {
         let pkt = self.queues[q]
             .pop_front()
             .expect("caller checked non-empty");
