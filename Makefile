@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build switch-target test demo demo-mininet bench fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps build switch-target test demo demo-mininet bench bench-model figures fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -135,13 +135,29 @@ demo-mininet:
 	cd mininet-topos && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m flexpass_mininet fig9 --switch $(SWITCH) --out $(CURDIR)/$(RESULTS)/mininet
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
-## agent on a veth pair (goodput vs kernel TCP, CPU per packet, credit pacing error; root)
-## and flexpass_switch vs simple_switch_grpc packets/s (root, BMv2)
+## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
+## vs kernel TCP, CPU per packet, credit pacing error; root) and flexpass_switch vs
+## simple_switch_grpc packets/s (root, BMv2)
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
+	@$(MAKE) --no-print-directory bench-model
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
+
+## bench-model: one 10 000-flow web-search run on the 192-host Clos at load 0.5, on one core:
+## wall time, events/s, simulated seconds per wall second, peak memory
+bench-model: build
+	@mkdir -p $(RESULTS)/bench
+	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
+	@$(PYTHON) $(HOST_AGENT)/experiments/bench_report.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
+
+## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
+## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
+FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight
+figures: build
+	@for f in $(FIGURES); do \
+	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done
 
 ## fuzz: the wire decoder under cargo-fuzz for FUZZ_SECONDS
 fuzz:
