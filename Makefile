@@ -21,10 +21,12 @@ deps:
 	@if ! command -v cmake >/dev/null || [ ! -e /usr/include/gtest/gtest.h ]; then \
 	  echo "deps: installing cmake, g++ and GoogleTest for the switch target (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ libgtest-dev >/dev/null; fi
-	@PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python $(PYTHON) -c 'import scapy, pytest, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null || \
-	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'; }
-	@$(PYTHON) -c 'import ptf' 2>/dev/null || $(PYTHON) -m pip install -q -e './control-plane[dev,ptf]'
+	@PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane ptf >/dev/null 2>&1 || \
+	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; }
+	@if command -v simple_switch_CLI >/dev/null && ! $(PYTHON) -c 'import thrift' 2>/dev/null; then \
+	  echo "deps: installing thrift for BMv2's runtime CLI (pip: control-plane[bmv2])"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; fi
 	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the Mininet runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
+	@if command -v simple_switch_CLI >/dev/null; then PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane bmv2 ptf mininet | sed 's/^/deps: still missing: /'; true; fi
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi

@@ -58,10 +58,13 @@ cleanup() {
 command -v ip >/dev/null || skip "iproute2 'ip' not found"
 command -v simple_switch_grpc >/dev/null || skip "simple_switch_grpc not found in PATH (install BMv2 with P4Runtime: README, P4 toolchain)"
 command -v simple_switch_CLI >/dev/null || skip "simple_switch_CLI not found in PATH (BMv2 thrift CLI)"
-command -v ptf >/dev/null || skip "ptf not found: pip install ptf (or pip install './control-plane[ptf]')"
-"$PYTHON" -c 'import ptf, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null \
-    || PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python "$PYTHON" -c 'import ptf, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null \
-    || skip "python modules missing: pip install ptf pyyaml p4runtime grpcio protobuf"
+# Every Python module the control plane, BMv2's Thrift CLI and PTF need, in $PYTHON.
+missing=$(PYTHONPATH="$REPO/control-plane" "$PYTHON" -m flexpass_cp.env_check control-plane bmv2 ptf 2>&1) \
+    || skip "$(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
+# PTF's runner from the same interpreter (a `ptf` of another Python in PATH would not see
+# the modules checked above).
+PTF_BIN="$("$PYTHON" -c 'import os, sys; print(os.path.join(os.path.dirname(sys.executable), "ptf"))')"
+[ -x "$PTF_BIN" ] || PTF_BIN="$(command -v ptf)" || skip "the ptf runner is not installed next to $PYTHON: $PYTHON -m pip install './control-plane[ptf]'"
 
 # ---- 2. P4 build -------------------------------------------------------------
 JSON="$BUILD/flexpass.json"
@@ -140,7 +143,7 @@ echo "ptf: apply is idempotent (second apply: no change; diff: in sync)"
 # ---- 6. ptf ------------------------------------------------------------------------
 TEST_PARAMS="grpc_addr='$GRPC_ADDR';p4info='$P4INFO';config='$CONFIG';repo='$REPO'"
 echo "ptf: running ptf (log dir $LOGDIR)"
-nsx env PYTHONPATH="$REPO/control-plane" ptf --test-dir "$REPO/ptf-tests" "${PTF_IFS[@]}" \
+nsx env PYTHONPATH="$REPO/control-plane" "$PYTHON" "$PTF_BIN" --test-dir "$REPO/ptf-tests" "${PTF_IFS[@]}" \
     --test-params "$TEST_PARAMS" --log-dir "$LOGDIR" "$@"
 rc=$?
 echo "ptf: counters after the run:"

@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import List, Optional
 
+from . import env_check
 from .config import Config, Derived
 
 
@@ -71,14 +72,22 @@ def find_cli(cli: Optional[str] = None) -> str:
 
 def run_cli(lines: List[str], thrift_port: int, thrift_ip: str = "127.0.0.1",
             cli: Optional[str] = None, timeout: float = 30.0) -> str:
-    """Feed commands to simple_switch_CLI; raise on connection or command errors."""
-    cmd = [find_cli(cli), "--thrift-port", str(thrift_port), "--thrift-ip", thrift_ip]
+    """Feed commands to simple_switch_CLI (run by this interpreter, which has thrift);
+    raise on missing modules, connection or command errors."""
+    path = find_cli(cli)
+    missing = env_check.bmv2_problems(path)
+    if missing:
+        raise QueueConfigError("simple_switch_CLI cannot run: " + "; ".join(missing))
+    cmd = env_check.cli_command(path) + ["--thrift-port", str(thrift_port), "--thrift-ip", thrift_ip]
     try:
         proc = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise QueueConfigError(f"simple_switch_CLI on thrift port {thrift_port} timed out") from None
     out = proc.stdout + proc.stderr
+    if "ModuleNotFoundError" in out or "ImportError" in out:
+        raise QueueConfigError(f"simple_switch_CLI ({' '.join(cmd[:2])}) failed to import a module: "
+                               f"{out.strip().splitlines()[-1]}; see python3 -m flexpass_cp.env_check bmv2")
     if proc.returncode != 0 or "Could not connect" in out or "TTransportException" in out:
         raise QueueConfigError(f"switch not reachable on thrift {thrift_ip}:{thrift_port}: "
                                f"{out.strip().splitlines()[-1] if out.strip() else 'exit ' + str(proc.returncode)}")

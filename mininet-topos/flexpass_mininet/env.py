@@ -88,6 +88,11 @@ def problems(switch: str) -> List[str]:
     for tool in ("ip", "ethtool"):
         if not shutil.which(tool):
             out.append(f"{tool} not found (Debian: apt install {'iproute2' if tool == 'ip' else tool})")
+    # The Python modules of the control plane and the plots; stock BMv2's queues go through
+    # its Thrift CLI (flexpass_switch's through the TM API).
+    from flexpass_cp import env_check
+    groups = ["control-plane", "mininet"] + (["bmv2"] if switch == "simple_switch" else [])
+    out.extend(env_check.problems(groups))
     return out
 
 

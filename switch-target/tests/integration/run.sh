@@ -5,7 +5,8 @@
 #
 # 1. prerequisites; if one is missing prints "SKIPPED switch-target
 #    integration: <why>" and exits 0 (root, ip netns, the flexpass_switch
-#    binary, simple_switch_CLI, python with pytest/scapy/grpc/p4runtime, and
+#    binary, simple_switch_CLI, the python modules of the control plane, BMv2's
+#    Thrift CLI and pytest (flexpass_cp.env_check says what is missing), and
 #    build/p4/flexpass.{json,p4info.txtpb} or p4c-bm2-ss to build them);
 # 2. creates a private network namespace fp-swt-<pid> with veth pairs
 #    fp-s<N> (switch side) <-> fp-h<N> (test side), N = 1..3, offloads off;
@@ -36,8 +37,9 @@ cleanup() {
 command -v ip >/dev/null || skip "iproute2 'ip' not found"
 [ -x "$SWITCH" ] || skip "$SWITCH not built (BMv2 not installed?)"
 command -v simple_switch_CLI >/dev/null || skip "simple_switch_CLI not found (BMv2 Thrift CLI)"
-PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python "$PYTHON" -c 'import pytest, scapy, yaml, grpc, p4.v1.p4runtime_pb2' 2>/dev/null \
-    || skip "python modules missing (pytest scapy pyyaml grpcio p4runtime)"
+# Every Python module the control plane, BMv2's Thrift CLI and pytest need, in $PYTHON.
+missing=$(PYTHONPATH="$REPO/control-plane" "$PYTHON" -m flexpass_cp.env_check control-plane bmv2 ptf 2>&1) \
+    || skip "$(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
 if [ ! -f "$BUILD/flexpass.json" ] || [ ! -f "$BUILD/flexpass.p4info.txtpb" ] \
    || [ -n "$(find "$REPO/p4src" -name '*.p4' -newer "$BUILD/flexpass.json" -print -quit)" ]; then
     command -v p4c-bm2-ss >/dev/null || skip "p4c-bm2-ss not found and $BUILD/flexpass.json missing or stale"

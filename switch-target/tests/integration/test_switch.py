@@ -37,6 +37,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
+from flexpass_cp import env_check  # noqa: E402
 from flexpass_cp.tm_client import TmClient, TmError  # noqa: E402
 
 CREDIT, FLEXPASS, REACTIVE, LEGACY = 46, 26, 30, 0  # DSCP plan (flexpass_cp.dscp)
@@ -205,7 +206,7 @@ def test_p4runtime_pipeline_and_thrift_cli(switch):
     standard commands work on the Thrift port."""
     cmds = "table_num_entries classifier\ntable_dump port_smac\ncounter_read forwarded 29\n" \
            "meter_get_rates credit_meter 3\nregister_read nonexistent 0\n"
-    r = subprocess.run(["simple_switch_CLI", "--thrift-port", str(THRIFT)], input=cmds,
+    r = subprocess.run(env_check.cli_command() + ["--thrift-port", str(THRIFT)], input=cmds,
                        capture_output=True, text=True, timeout=60)
     assert "Obtaining JSON from switch" in r.stdout, r.stdout + r.stderr
     assert "table_num_entries" not in r.stderr
