@@ -156,7 +156,7 @@ bench-model: build
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
-FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight
+FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment
 figures: build
 	@for f in $(FIGURES); do \
 	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done

@@ -108,6 +108,23 @@ pub struct QueueReport {
     pub q1: [f64; 3],
     pub q1_red: [f64; 3],
     pub q2: [f64; 3],
+    /// Q1 and its red bytes over the samples in which Q1 was not empty (a queue's build-up
+    /// when it has one; most ports of a fabric are idle most of the time).
+    pub q1_busy: [f64; 3],
+    pub q1_red_busy: [f64; 3],
+}
+
+fn queue_report(port: String, q1: &[u64], q1_red: &[u64], q2: &[u64]) -> QueueReport {
+    let busy: Vec<usize> = (0..q1.len()).filter(|&i| q1[i] > 0).collect();
+    let pick = |v: &[u64]| busy.iter().map(|&i| v[i]).collect::<Vec<u64>>();
+    QueueReport {
+        port,
+        q1: occupancy(q1),
+        q1_red: occupancy(q1_red),
+        q2: occupancy(q2),
+        q1_busy: occupancy(&pick(q1)),
+        q1_red_busy: occupancy(&pick(q1_red)),
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -158,6 +175,9 @@ pub struct RunReport {
     pub transports: Vec<TransportReport>,
     pub bottleneck: Option<BottleneckReport>,
     pub queues: Vec<QueueReport>,
+    /// The same over every sample of every monitored port together (FlexPass §6.2's
+    /// "average and 90%-ile queue buildup of Q1").
+    pub queue_summary: Option<QueueReport>,
     /// Mean utilisation of each port group over the run (bytes on the wire / capacity).
     pub utilization: BTreeMap<String, f64>,
     /// Data packets dropped at switch ports: buffer full (green or red) and selective
@@ -369,13 +389,22 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
     let queues = net
         .queue_traces
         .iter()
-        .map(|t| QueueReport {
-            port: t.port.clone(),
-            q1: occupancy(&t.q1),
-            q1_red: occupancy(&t.q1_red),
-            q2: occupancy(&t.q2),
-        })
+        .map(|t| queue_report(t.port.clone(), &t.q1, &t.q1_red, &t.q2))
         .collect();
+    let queue_summary = (!net.queue_traces.is_empty()).then(|| {
+        let all = |f: fn(&crate::net::QueueTrace) -> &Vec<u64>| -> Vec<u64> {
+            net.queue_traces
+                .iter()
+                .flat_map(|t| f(t).iter().copied())
+                .collect()
+        };
+        queue_report(
+            format!("{} ports", net.queue_traces.len()),
+            &all(|t| &t.q1),
+            &all(|t| &t.q1_red),
+            &all(|t| &t.q2),
+        )
+    });
     let elapsed_s = (end as f64 / 1e9).max(1e-12);
     let utilization = built
         .groups
@@ -452,6 +481,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         transports,
         bottleneck,
         queues,
+        queue_summary,
         utilization,
         data_drops_full: full,
         data_drops_red: red,
