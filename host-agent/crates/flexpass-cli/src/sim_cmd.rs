@@ -24,6 +24,10 @@ pub struct ExperimentArgs {
     /// Runs in parallel (sweeps); default: the number of cores.
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
+    /// Run the experiment once with the given keys, ignoring its [sweep] (one run of a sweep:
+    /// what `flexpass sweep --print-commands` prints).
+    #[arg(long)]
+    pub no_sweep: bool,
     /// Shorthands for --set (the model's former flags): seed.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -147,6 +151,10 @@ impl ExperimentArgs {
                     .map(|&c| toml::Value::Integer(c as i64))
                     .collect(),
             );
+        }
+        if self.no_sweep {
+            exp.sweep = None;
+            exp.figures.clear();
         }
         let points: Vec<Vec<Override>> = sweep_points(&exp)
             .into_iter()
@@ -408,7 +416,11 @@ pub fn sweep_cmd(a: SweepArgs) -> Result<(), String> {
         };
         let abs_dir = std::path::absolute(dir).map_err(|e| e.to_string())?;
         for &i in &todo {
-            let mut cmd = format!("{} sim {}", shell(&exe.display().to_string()), shell(&file));
+            let mut cmd = format!(
+                "{} sim {} --no-sweep",
+                shell(&exe.display().to_string()),
+                shell(&file)
+            );
             for o in &points[i] {
                 cmd.push_str(&format!(
                     " --set {}",
