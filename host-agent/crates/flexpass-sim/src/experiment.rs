@@ -49,6 +49,9 @@ pub struct Experiment {
     pub convergence: Option<ConvergenceSpec>,
     /// Faults every link injects (tests of reliable delivery).
     pub impairment: Option<ImpairmentSpec>,
+    /// Links that fail or come back during the run.
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<FaultSpec>,
     pub sweep: Option<SweepSpec>,
     /// Figures drawn from the sweep's runs.
     #[serde(default, rename = "figure")]
@@ -365,6 +368,22 @@ impl ImpairmentSpec {
             reorder_delay: us(self.reorder_delay_us),
         }
     }
+}
+
+/// A link failure (or repair) at a time; the control plane recomputes the routes
+/// `reroute_after_ms` later (ECMP groups lose or regain the member, in the same order on
+/// every switch).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub at_ms: f64,
+    /// The link, by one of its ports: "node->peer" (both directions fail).
+    pub link: String,
+    /// false: the link fails; true: it comes back.
+    #[serde(default)]
+    pub up: bool,
+    #[serde(default)]
+    pub reroute_after_ms: f64,
 }
 
 /// ExpressPass Fig. 8a: a second long flow joins; time to fairness.
@@ -1014,6 +1033,16 @@ impl Experiment {
             positive(c.after_ms, "convergence.after_ms")?;
             check(self.flows.len() >= 2, || {
                 "convergence needs two listed flows: the last one joins".into()
+            })?;
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            non_negative(f.at_ms, &format!("fault[{i}].at_ms"))?;
+            non_negative(f.reroute_after_ms, &format!("fault[{i}].reroute_after_ms"))?;
+            check(f.link.contains("->"), || {
+                format!(
+                    "fault[{i}].link '{}' must name a port: \"node->peer\"",
+                    f.link
+                )
             })?;
         }
         if let Some(i) = &self.impairment {

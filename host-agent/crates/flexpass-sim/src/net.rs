@@ -50,6 +50,10 @@ struct Port {
     tx_done_queued: bool,
     wake_at: Option<Nanos>,
     tx_bytes: u64,
+    /// The peer's port of the same link.
+    peer_port: usize,
+    /// The link is up (a failed link drops what it holds and what is sent to it).
+    up: bool,
 }
 
 struct Node {
@@ -135,6 +139,10 @@ pub struct Flow {
     pub completed_at: Option<Nanos>,
     pub error: Option<String>,
     pub paths: FlowPaths,
+    /// When the receiving application last got bytes, and the longest gap between two such
+    /// deliveries (a flow stalled by a failed link until its recovery).
+    last_delivery: Option<Nanos>,
+    pub max_stall: Nanos,
     /// The sender's and receiver's statistics, kept when their state is released.
     retired: Option<Box<(SenderStats, Option<ReceiverStats>)>>,
     timers: [Option<Nanos>; 2],
@@ -184,13 +192,42 @@ pub struct QueueTrace {
 
 /// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
 enum Ev {
-    Arrive { node: NodeId, pkt: Box<SimPacket> },
-    TxDone { node: NodeId, port: usize },
-    Wake { node: NodeId, port: usize },
-    Timer { flow: usize, side: Side, at: Nanos },
-    Start { flow: usize },
+    Arrive {
+        node: NodeId,
+        pkt: Box<SimPacket>,
+    },
+    TxDone {
+        node: NodeId,
+        port: usize,
+    },
+    Wake {
+        node: NodeId,
+        port: usize,
+    },
+    Timer {
+        flow: usize,
+        side: Side,
+        at: Nanos,
+    },
+    Start {
+        flow: usize,
+    },
     Sample,
+    /// A link fails (`up` false) or comes back.
+    Link {
+        node: NodeId,
+        port: usize,
+        up: bool,
+    },
+    /// The control plane recomputes the routes (after a failure or a repair).
+    Reroute,
+    /// Forget the flows' first paths: after a reroute, paths are compared afresh.
+    PathEpoch,
 }
+
+/// After a reroute, flows' paths are compared afresh from this much later on (packets sent
+/// before it may still cross the old path).
+const PATH_EPOCH_DELAY: Nanos = flexpass_core::MILLIS;
 
 /// Wire bytes of a data packet beyond its payload: FlexPass data header, IPv4/UDP, Ethernet.
 pub const DATA_WIRE_OVERHEAD: u64 = (flexpass_wire::DATA_HEADER_LEN
@@ -240,6 +277,8 @@ pub struct Network {
     last_delivered: Vec<[u64; 3]>,
     pub events_processed: u64,
     pub stray_packets: u64,
+    /// Route recomputations after link failures or repairs.
+    pub reroutes: u64,
     completed_flows: usize,
 }
 
@@ -276,6 +315,7 @@ impl Network {
             last_delivered: vec![],
             events_processed: 0,
             stray_packets: 0,
+            reroutes: 0,
             completed_flows: 0,
         }
     }
@@ -339,7 +379,8 @@ impl Network {
         b_cfg: PortConfig,
         link: LinkSpec,
     ) -> (usize, usize) {
-        let mk = |cfg, peer| Port {
+        let (pa, pb) = (self.nodes[a].ports.len(), self.nodes[b].ports.len());
+        let mk = |cfg, peer, peer_port| Port {
             queue: PortQueue::new(cfg),
             peer,
             link: link.clone(),
@@ -348,14 +389,18 @@ impl Network {
             tx_done_queued: false,
             wake_at: None,
             tx_bytes: 0,
+            peer_port,
+            up: true,
         };
-        self.nodes[a].ports.push(mk(a_cfg, b));
-        self.nodes[b].ports.push(mk(b_cfg, a));
+        self.nodes[a].ports.push(mk(a_cfg, b, pb));
+        self.nodes[b].ports.push(mk(b_cfg, a, pa));
         (self.nodes[a].ports.len() - 1, self.nodes[b].ports.len() - 1)
     }
 
-    /// Shortest-path routes from every node to every host; every egress port on a shortest
-    /// path is an ECMP member, in port order. Hosts do not forward.
+    /// Shortest-path routes over the links that are up, from every node to every host; every
+    /// egress port on a shortest path is an ECMP member, in port order (the same order on
+    /// every switch of a tier, so the symmetric hash keeps credits on their data's path after
+    /// a failure too). Hosts do not forward.
     pub fn compute_routes(&mut self) {
         let n = self.nodes.len();
         for node in &mut self.nodes {
@@ -376,7 +421,7 @@ impl Network {
                     if u != hn && self.nodes[u].host.is_some() {
                         continue;
                     }
-                    for p in &self.nodes[u].ports {
+                    for p in self.nodes[u].ports.iter().filter(|p| p.up) {
                         if dist[p.peer] == usize::MAX {
                             dist[p.peer] = dist[u] + 1;
                             next.push(p.peer);
@@ -389,7 +434,7 @@ impl Network {
                 let start = node.route_ports.len() as u32;
                 if dist[v] != usize::MAX && v != hn {
                     for (i, p) in node.ports.iter().enumerate() {
-                        if dist[p.peer] != usize::MAX && dist[p.peer] + 1 == dist[v] {
+                        if p.up && dist[p.peer] != usize::MAX && dist[p.peer] + 1 == dist[v] {
                             node.route_ports.push(i as u16);
                         }
                     }
@@ -456,6 +501,8 @@ impl Network {
             completed_at: None,
             error: None,
             paths: FlowPaths::default(),
+            last_delivery: None,
+            max_stall: 0,
             retired: None,
             timers: [None, None],
         });
@@ -579,6 +626,53 @@ impl Network {
             }
             Ev::Start { flow } => self.start_flow(flow),
             Ev::Sample => self.sample(),
+            Ev::Link { node, port, up } => self.set_link(node, port, up),
+            Ev::Reroute => {
+                self.compute_routes();
+                self.reroutes += 1;
+                // Packets already on their way keep the old path for up to a queueing delay.
+                let at = self.now + PATH_EPOCH_DELAY;
+                self.schedule(at, Ev::PathEpoch);
+            }
+            Ev::PathEpoch => {
+                for f in &mut self.flows {
+                    f.paths.data = None;
+                    f.paths.credit = None;
+                }
+            }
+        }
+    }
+
+    /// Schedule a link failure (`up` false) or repair of the link at `node`'s `port`, and the
+    /// route recomputation `reroute_after` later.
+    pub fn schedule_link(
+        &mut self,
+        at: Nanos,
+        node: NodeId,
+        port: usize,
+        up: bool,
+        reroute_after: Nanos,
+    ) {
+        self.schedule(at, Ev::Link { node, port, up });
+        self.schedule(at + reroute_after, Ev::Reroute);
+    }
+
+    /// Both directions of the link go down (dropping what their queues hold) or up.
+    fn set_link(&mut self, node: NodeId, port: usize, up: bool) {
+        let (peer, peer_port) = {
+            let p = &self.nodes[node].ports[port];
+            (p.peer, p.peer_port)
+        };
+        for (n, i) in [(node, port), (peer, peer_port)] {
+            let nd = &mut self.nodes[n];
+            nd.ports[i].up = up;
+            if !up {
+                nd.ports[i].queue.flush(nd.shared.as_mut());
+            }
+        }
+        if up {
+            self.try_send(node, port);
+            self.try_send(peer, peer_port);
         }
     }
 
@@ -736,6 +830,11 @@ impl Network {
             return;
         };
         let n = &mut self.nodes[node];
+        if !n.ports[port].up {
+            // Routed to a failed link before the control plane reacted.
+            n.ports[port].queue.count_link_drop(&pkt);
+            return;
+        }
         if n.host.is_none() {
             pkt.path.cross(node, pkt.packet.is_sender_to_receiver());
         }
@@ -761,6 +860,9 @@ impl Network {
             }
             // Its (unqueued) end of transmission has passed.
             p.tx_done_seq = None;
+        }
+        if !p.up {
+            return;
         }
         match p.queue.dequeue(now, n.shared.as_mut()) {
             Dequeued::Packet(pkt) => {
@@ -900,12 +1002,16 @@ impl Network {
                 chunks.push(b);
             }
         }
+        let now = self.now;
         for b in chunks {
             let offset = self.flows[flow].delivered;
             let bad = self.corrupted_in(id, offset, &b);
             let f = &mut self.flows[flow];
             f.corrupted_bytes += bad;
             f.delivered += b.len() as u64;
+            let since = f.last_delivery.unwrap_or(f.spec.start);
+            f.max_stall = f.max_stall.max(now.saturating_sub(since));
+            f.last_delivery = Some(now);
         }
         let f = &mut self.flows[flow];
         if f.completed_at.is_none() && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {

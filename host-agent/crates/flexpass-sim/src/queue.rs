@@ -180,6 +180,9 @@ pub struct QueueStats {
     pub dropped_full: u64,
     /// Red packets dropped by selective dropping.
     pub dropped_red: u64,
+    /// Packets lost to a failed link (held by the port when it failed, or routed to it
+    /// before the routes were recomputed).
+    pub dropped_link: u64,
     pub max_bytes: u64,
     pub max_packets: usize,
 }
@@ -331,6 +334,22 @@ impl PortQueue {
         self.tokens =
             (self.tokens + dt * self.cfg.credit_rate_bps / 8.0).min(self.cfg.credit_burst_bytes);
         self.tokens_at = now;
+    }
+
+    /// The link failed: everything queued is lost.
+    pub fn flush(&mut self, mut shared: Option<&mut SharedBuffer>) {
+        for q in 0..NUM_QUEUES {
+            while !self.queues[q].is_empty() {
+                let p = self.pop(q, shared.as_deref_mut());
+                self.stats[q].dropped_link += 1;
+                self.stats[q].dequeued_bytes -= u64::from(p.wire_len);
+            }
+        }
+    }
+
+    /// A packet routed to this port while its link is down.
+    pub fn count_link_drop(&mut self, pkt: &SimPacket) {
+        self.stats[self.cfg.queue_of(pkt.class)].dropped_link += 1;
     }
 
     /// Next packet to put on the wire at `now`.

@@ -41,6 +41,8 @@ pub struct FlowReport {
     pub delivered_bytes: u64,
     pub retransmissions: u64,
     pub timeouts: u64,
+    /// Longest gap between two deliveries to the receiving application, µs.
+    pub max_stall_us: f64,
     /// Application goodput over the measurement window, Gbit/s (sampled runs).
     pub goodput_gbps: f64,
     /// Data wire bytes received over the window / link capacity, total and per sub-flow.
@@ -186,6 +188,11 @@ pub struct RunReport {
     pub data_drops_red: u64,
     pub credit_drops: u64,
     pub nic_data_drops: u64,
+    /// Packets (data, credits, control) lost to failed links, and route recomputations.
+    pub link_drops: u64,
+    pub reroutes: u64,
+    /// The longest delivery stall of any flow, µs.
+    pub max_stall_us: f64,
     pub max_shared_buffer_bytes: Option<u64>,
     pub timeouts: u64,
     pub recovery_timeouts: u64,
@@ -302,6 +309,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             delivered_bytes: f.delivered,
             retransmissions: ss.map_or(0, |s| s.retransmissions),
             timeouts: ss.map_or(0, |s| s.timeouts),
+            max_stall_us: f.max_stall as f64 / 1e3,
             goodput_gbps: good,
             share: pro + rea,
             proactive_share: pro,
@@ -422,6 +430,11 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         .collect();
     let ports = net.port_reports();
     let (mut full, mut red, mut credit, mut nic) = (0, 0, 0, 0);
+    let link_drops = ports
+        .iter()
+        .flat_map(|p| p.queues.iter())
+        .map(|q| q.dropped_link)
+        .sum();
     for p in &ports {
         let data: u64 = p.queues[1..]
             .iter()
@@ -487,6 +500,9 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         data_drops_red: red,
         credit_drops: credit,
         nic_data_drops: nic,
+        link_drops,
+        reroutes: net.reroutes,
+        max_stall_us: flows.iter().map(|f| f.max_stall_us).fold(0.0, f64::max),
         max_shared_buffer_bytes: net.max_shared_buffer_used(),
         timeouts: sender_sum(|s| s.timeouts),
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),

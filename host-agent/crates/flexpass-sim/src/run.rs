@@ -41,6 +41,10 @@ pub struct Stack {
     pub host_bps: f64,
 }
 
+fn ms(v: f64) -> Nanos {
+    (v * MILLIS as f64).round() as Nanos
+}
+
 fn kb(v: f64) -> u64 {
     (v * 1000.0) as u64
 }
@@ -246,6 +250,19 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
                 net.monitor(n, p);
             }
         }
+    }
+    for (i, f) in exp.faults.iter().enumerate() {
+        let (n, port) = net
+            .ports()
+            .find(|&(_, _, a, b)| format!("{a}->{b}") == f.link)
+            .map(|(n, p, ..)| (n, p))
+            .ok_or_else(|| {
+                format!(
+                    "fault[{i}].link: '{}' is not a port 'node->peer' of this topology",
+                    f.link
+                )
+            })?;
+        net.schedule_link(ms(f.at_ms), n, port, f.up, ms(f.reroute_after_ms));
     }
     for f in flows {
         net.add_flow(f);
