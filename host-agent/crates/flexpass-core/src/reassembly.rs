@@ -28,6 +28,8 @@ pub struct Reassembly {
     /// Every byte below this is in order (delivered or ready).
     next: u64,
     out_of_order: BTreeMap<u64, Bytes>,
+    /// Payload bytes held in `out_of_order`.
+    out_of_order_bytes: u64,
     ready: VecDeque<Bytes>,
     ready_bytes: u64,
     fin: Option<u64>,
@@ -41,6 +43,7 @@ impl Reassembly {
         Reassembly {
             next: 0,
             out_of_order: BTreeMap::new(),
+            out_of_order_bytes: 0,
             ready: VecDeque::new(),
             ready_bytes: 0,
             fin: None,
@@ -65,6 +68,11 @@ impl Reassembly {
 
     pub fn ready_bytes(&self) -> u64 {
         self.ready_bytes
+    }
+
+    /// Payload bytes held out of order (segments above a hole).
+    pub fn out_of_order_bytes(&self) -> u64 {
+        self.out_of_order_bytes
     }
 
     pub fn insert(
@@ -122,7 +130,10 @@ impl Reassembly {
         match self.out_of_order.get(&flow_seq) {
             Some(have) if have.len() >= payload.len() => Ok(Inserted::Duplicate),
             _ => {
-                self.out_of_order.insert(flow_seq, payload);
+                self.out_of_order_bytes += payload.len() as u64;
+                if let Some(old) = self.out_of_order.insert(flow_seq, payload) {
+                    self.out_of_order_bytes -= old.len() as u64;
+                }
                 Ok(Inserted::New)
             }
         }
@@ -141,6 +152,7 @@ impl Reassembly {
                 break;
             }
             let (start, seg) = entry.remove_entry();
+            self.out_of_order_bytes -= seg.len() as u64;
             let end = start + seg.len() as u64;
             if end > self.next {
                 self.push_ready(seg.slice((self.next - start) as usize..));

@@ -126,6 +126,27 @@ impl Receiver {
     pub fn delivered_bytes(&self) -> u64 {
         self.delivered
     }
+    /// The `flow_ack` the next ACK carries: every byte below it has arrived in order
+    /// (delivered or ready to read). Never decreases (read-only).
+    pub fn flow_ack(&self) -> u64 {
+        self.reassembly.next()
+    }
+    /// The `cum_ack` the next ACK on `subflow` carries: every sub-flow sequence below it
+    /// was received. Never decreases (read-only).
+    pub fn subflow_cum_ack(&self, subflow: SubFlow) -> u32 {
+        match subflow {
+            SubFlow::Proactive => self.proactive.cum_ack(),
+            SubFlow::Reactive => self.reactive.cum_ack(),
+        }
+    }
+    /// Payload bytes held out of order, waiting for a hole to fill (read-only).
+    pub fn out_of_order_bytes(&self) -> u64 {
+        self.reassembly.out_of_order_bytes()
+    }
+    /// In-order bytes not yet read by the application (read-only).
+    pub fn ready_bytes(&self) -> u64 {
+        self.reassembly.ready_bytes()
+    }
     /// The whole flow (up to its FIN) has arrived in order.
     pub fn is_complete(&self) -> bool {
         self.reassembly.is_complete()

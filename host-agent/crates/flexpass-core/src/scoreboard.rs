@@ -86,6 +86,12 @@ impl Scoreboard {
         self.next_seq
     }
 
+    /// Cumulative ACK applied so far: the highest `cum_ack` of an accepted ACK (never
+    /// decreases; packets below it may also have been acknowledged through `ack_seq`/SACK).
+    pub fn cum_ack(&self) -> u32 {
+        self.cum_ack
+    }
+
     /// Packets in flight: sent and neither acknowledged nor declared lost (the "pipe").
     pub fn outstanding(&self) -> u32 {
         self.outstanding

@@ -220,6 +220,30 @@ impl Sender {
         self.buf.written_bytes() - self.buf.acked_bytes()
     }
 
+    /// Payload bytes acknowledged so far, each byte counted once (read-only; the fuzz
+    /// targets check that it never exceeds what was transmitted).
+    pub fn acked_bytes(&self) -> u64 {
+        self.buf.acked_bytes()
+    }
+
+    /// The cumulative ACK the sender has applied on `subflow` (sub-flow sequence space):
+    /// the highest `cum_ack` of an accepted ACK, never decreasing (read-only).
+    pub fn subflow_cum_ack(&self, subflow: SubFlow) -> u32 {
+        match subflow {
+            SubFlow::Proactive => self.proactive.cum_ack(),
+            SubFlow::Reactive => self.reactive.cum_ack(),
+        }
+    }
+
+    /// The `subflow_seq` the next transmission on `subflow` takes, i.e. the number of
+    /// packets sent on it so far (read-only).
+    pub fn subflow_next_seq(&self, subflow: SubFlow) -> u32 {
+        match subflow {
+            SubFlow::Proactive => self.proactive.next_seq(),
+            SubFlow::Reactive => self.reactive.next_seq(),
+        }
+    }
+
     /// Bytes written and never transmitted (the Pending state).
     pub fn pending_bytes(&self) -> u64 {
         self.buf.pending_bytes()
