@@ -120,6 +120,10 @@ pub struct Sender {
     credit_gap: Option<f64>,
     /// When the sender last had nothing at all to do (streams: CREDIT_STOP after a timeout).
     idle_since: Option<Nanos>,
+    /// A credit arrived after CREDIT_STOP: the receiver did not get it (lost, or overtaken
+    /// by an older CREDIT_REQUEST), so CREDIT_STOP is sent again, at most once per RTT.
+    credit_after_stop: bool,
+    last_stop_at: Option<Nanos>,
     flow_size: u64,
     events: AckEvents,
     acked_scratch: Vec<(u64, Segment)>,
@@ -165,6 +169,8 @@ impl Sender {
             last_credit_at: now,
             credit_gap: None,
             idle_since: None,
+            credit_after_stop: false,
+            last_stop_at: None,
             flow_size,
             events: AckEvents::default(),
             acked_scratch: Vec::new(),
@@ -298,6 +304,7 @@ impl Sender {
                 }
                 self.stats.credits_received += 1;
                 self.last_credit_at = now;
+                self.credit_after_stop |= self.credit_state == CreditState::Stopped;
                 self.established(now);
                 if self.error().is_some() || self.buf.is_complete() {
                     self.stats.credits_wasted += 1;
@@ -451,8 +458,9 @@ impl Sender {
         }
         let complete = self.buf.is_complete();
         let busy = !complete && (self.owes_proactive() || self.proactive.outstanding() > 0);
+        let credit_after_stop = std::mem::take(&mut self.credit_after_stop);
         match self.credit_state {
-            CreditState::Requested if complete => self.send_credit_stop(),
+            CreditState::Requested if complete => self.send_credit_stop(now),
             CreditState::Requested => {
                 if busy || !self.buf.is_idle() {
                     self.idle_since = None;
@@ -463,17 +471,25 @@ impl Sender {
             CreditState::Stopped if busy && self.handshake == Handshake::Established => {
                 self.send_credit_request(now);
             }
-            CreditState::Stopped => {}
+            CreditState::Stopped => {
+                // Credits keep coming although nothing needs them: say CREDIT_STOP again
+                // (credits already in flight when it left come for up to an RTT).
+                let rtt = self.window.rtt.srtt().unwrap_or(self.cfg.recovery_timeout);
+                if credit_after_stop && self.last_stop_at.is_none_or(|t| now >= t + rtt) {
+                    self.send_credit_stop(now);
+                }
+            }
         }
     }
 
-    fn send_credit_stop(&mut self) {
+    fn send_credit_stop(&mut self, now: Nanos) {
         self.control.push_back(Packet::CreditStop {
             flow_id: self.flow_id,
         });
         self.credit_state = CreditState::Stopped;
         self.stats.credit_stops += 1;
         self.idle_since = None;
+        self.last_stop_at = Some(now);
     }
 
     fn send_credit_request(&mut self, now: Nanos) {
@@ -705,7 +721,7 @@ impl Sender {
         }
         if let (CreditState::Requested, Some(t)) = (self.credit_state, self.idle_since) {
             if now >= t + self.cfg.credit_stop_timeout && self.buf.is_idle() {
-                self.send_credit_stop();
+                self.send_credit_stop(now);
             }
         }
         self.update_credit_state(now);

@@ -345,3 +345,81 @@ fn sparse_credits_and_a_long_rtt_cause_no_spurious_recovery() {
     assert_eq!(s.stats().recovery_timeouts, 0, "{:?}", s.stats());
     assert_eq!(s.stats().retransmissions, 0, "{:?}", s.stats());
 }
+
+/// Sender ↔ receiver with no delay until `done` (or 10 s): both sides drain, packets cross,
+/// and when nothing is in flight time jumps to the earliest deadline. `drop` sees every
+/// packet (true: sender → receiver) and may lose it.
+fn exchange(
+    s: &mut Sender,
+    r: &mut Receiver,
+    now: &mut Nanos,
+    mut drop: impl FnMut(&Packet, bool) -> bool,
+    done: impl Fn(&Sender, &Receiver, Nanos) -> bool,
+) {
+    while !done(s, r, *now) && *now < 10_000 * MILLIS {
+        let mut moved = false;
+        for p in drain(s, *now) {
+            moved = true;
+            if !drop(&p, true) {
+                let _ = r.handle_packet(*now, &p, false);
+            }
+        }
+        while let Some(tx) = r.poll_transmit(*now) {
+            moved = true;
+            if !drop(&tx.packet, false) {
+                let _ = s.handle_packet(*now, &tx.packet);
+            }
+        }
+        while r.read().is_some() {}
+        if !moved {
+            match [s.poll_timeout(), r.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+            {
+                Some(t) => *now = (*now).max(t),
+                None => break,
+            }
+            if s.poll_timeout().is_some_and(|d| d <= *now) {
+                s.handle_timeout(*now);
+            }
+            if r.poll_timeout().is_some_and(|d| d <= *now) {
+                r.handle_timeout(*now);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_lost_credit_stop_is_sent_again_while_credits_keep_coming() {
+    // Found by the `pair` fuzz target: an idle stream sends CREDIT_STOP once; when it was
+    // lost, the receiver paced credits to the idle sender forever.
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    s.write(Bytes::from(vec![5u8; 3000]));
+    let mut r = receiver(TransportKind::ExpressPass);
+    let mut now = 0;
+    let mut stops_lost = 0;
+    exchange(
+        &mut s,
+        &mut r,
+        &mut now,
+        |p, _| {
+            let first_stop = matches!(p, Packet::CreditStop { .. }) && stops_lost == 0;
+            stops_lost += usize::from(first_stop);
+            first_stop
+        },
+        |s, r, now| s.unacked_bytes() == 0 && !r.is_sending_credits() && now > 10 * MILLIS,
+    );
+    assert_eq!(stops_lost, 1);
+    assert_eq!(s.unacked_bytes(), 0);
+    assert!(
+        !r.is_sending_credits(),
+        "credits still flow to an idle sender"
+    );
+    assert!(s.stats().credit_stops >= 2);
+    assert!(
+        s.stats().credits_wasted < 100,
+        "{} credits wasted",
+        s.stats().credits_wasted
+    );
+}
