@@ -163,8 +163,12 @@ impl Receiver {
         Some(b)
     }
 
-    fn start_credits(&mut self, now: Nanos) {
-        if !uses_credits(self.transport) || self.reassembly.is_complete() || self.pacer.is_running()
+    /// Start pacing credits. A complete flow gets none (`even_if_complete`: see
+    /// CREDIT_REQUEST in `handle_inner`).
+    fn start_credits(&mut self, now: Nanos, even_if_complete: bool) {
+        if !uses_credits(self.transport)
+            || (self.reassembly.is_complete() && !even_if_complete)
+            || self.pacer.is_running()
         {
             return;
         }
@@ -208,12 +212,16 @@ impl Receiver {
                     status,
                 }));
                 if status == HelloStatus::Accepted {
-                    self.start_credits(now);
+                    self.start_credits(now, false);
                 }
                 Ok(())
             }
             Packet::CreditRequest(_) if uses_credits(self.transport) => {
-                self.start_credits(now);
+                // Also when the flow is complete: the sender then missed the ACKs of its tail
+                // (its recovery timer asks for credits), and only credits let it send a packet
+                // again whose ACK tells it that everything arrived. That data packet stops
+                // the credits again (`on_data`).
+                self.start_credits(now, true);
                 Ok(())
             }
             Packet::CreditStop { .. } if uses_credits(self.transport) => {

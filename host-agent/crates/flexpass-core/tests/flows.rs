@@ -391,6 +391,42 @@ fn exchange(
 }
 
 #[test]
+fn lost_final_acks_do_not_fail_a_credit_based_flow() {
+    // Found by the `pair` fuzz target: the receiver has every byte and the FIN, but the
+    // ACKs that said so were lost. The sender's recovery timer asks for credits; a complete
+    // receiver sends none, so nothing ever acknowledged the tail again and the flow failed
+    // with NoProgress although all data had been delivered.
+    for t in [TransportKind::FlexPass, TransportKind::ExpressPass] {
+        let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
+        s.write(Bytes::from_static(b"tail"));
+        s.finish();
+        let mut r = receiver(t);
+        let mut now = 0;
+        exchange(
+            &mut s,
+            &mut r,
+            &mut now,
+            |p, _| matches!(p, Packet::Ack(_)),
+            |_, r, _| r.is_finished(),
+        );
+        assert!(r.is_finished(), "{t:?}");
+        exchange(
+            &mut s,
+            &mut r,
+            &mut now,
+            |_, _| false,
+            |s, _, _| s.is_complete() || s.error().is_some(),
+        );
+        assert_eq!(s.error(), None, "{t:?}");
+        assert!(s.is_complete(), "{t:?}");
+        assert!(
+            now < 100 * MILLIS,
+            "{t:?}: completed after one recovery timeout, not {now} ns"
+        );
+    }
+}
+
+#[test]
 fn a_lost_credit_stop_is_sent_again_while_credits_keep_coming() {
     // Found by the `pair` fuzz target: an idle stream sends CREDIT_STOP once; when it was
     // lost, the receiver paced credits to the idle sender forever.
