@@ -16,6 +16,8 @@ pub struct CreditPacer {
     jitter: f64,
     randomize_size: bool,
     next_at: Option<Nanos>,
+    /// When the last credit left (a second credit at the same instant re-anchors).
+    last_sent: Option<Nanos>,
 }
 
 impl CreditPacer {
@@ -24,6 +26,7 @@ impl CreditPacer {
             jitter,
             randomize_size,
             next_at: None,
+            last_sent: None,
         }
     }
 
@@ -49,7 +52,9 @@ impl CreditPacer {
 
     /// If a credit is due at `now`, consume the slot, schedule the next one for `rate`
     /// credits/s and return the credit's padding. A caller that fell behind by more than a
-    /// gap is re-anchored to `now` instead of bursting to catch up (bursts ≤ 2 credits).
+    /// gap is re-anchored to `now` instead of bursting to catch up, and so is the second
+    /// credit of one instant: bursts ≤ 2 credits. (Without the second rule, jittered gaps
+    /// as short as 0.1 gap let a caller late by less than a gap take ten credits at once.)
     pub fn poll(&mut self, now: Nanos, rate: f64, rng: &mut SmallRng) -> Option<u8> {
         let due = self.next_at?;
         if now < due {
@@ -62,12 +67,13 @@ impl CreditPacer {
             1.0
         };
         let step = (gap * factor).max(1.0) as Nanos;
-        let anchor = if now.saturating_sub(due) as f64 > gap {
+        let anchor = if now.saturating_sub(due) as f64 > gap || self.last_sent == Some(now) {
             now
         } else {
             due
         };
         self.next_at = Some(anchor + step);
+        self.last_sent = Some(now);
         let padding = if self.randomize_size {
             rng.gen_range(MIN_CREDIT_PADDING..=MAX_CREDIT_PADDING)
         } else {
@@ -121,6 +127,27 @@ mod tests {
         }
         assert_eq!(seen.first(), Some(&84));
         assert_eq!(seen.last(), Some(&92));
+    }
+
+    #[test]
+    fn jittered_gaps_and_a_late_caller_give_at_most_two_credits_at_once() {
+        // Found by the `receiver` fuzz target: with jitter 0.9 a gap can be 0.1 of the
+        // mean, so a caller less than a gap late took up to ten credits at one instant.
+        for seed in 0..200 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut p = CreditPacer::new(0.9, false);
+            p.start(0);
+            let mut now = 0;
+            for _ in 0..50 {
+                let mut burst = 0;
+                while p.poll(now, 1e6, &mut rng).is_some() {
+                    burst += 1;
+                }
+                assert!(burst <= 2, "seed {seed}: {burst} credits at {now}");
+                // Wake up almost a whole mean gap (1 µs) after the next slot.
+                now = p.next_at().unwrap() + 999;
+            }
+        }
     }
 
     #[test]
