@@ -19,6 +19,8 @@ pub enum ReassemblyError {
     BeyondFin { end: u64, fin: u64 },
     #[error("data up to {end} is more than the reorder limit ahead of {next}")]
     TooFarAhead { end: u64, next: u64 },
+    #[error("{held} bytes already held out of order, limit {limit}")]
+    BufferFull { held: u64, limit: u64 },
     #[error("flow offset overflow")]
     Overflow,
 }
@@ -108,6 +110,22 @@ impl Reassembly {
                 end,
                 next: self.next,
             });
+        }
+        // The limit also bounds the bytes held: overlapping segments at different offsets
+        // (never sent by a correct sender, whose segment boundaries are fixed) would
+        // otherwise each be kept, up to the range times the largest payload.
+        if flow_seq > self.next && !payload.is_empty() {
+            let have = self
+                .out_of_order
+                .get(&flow_seq)
+                .map_or(0, |b| b.len() as u64);
+            let len = payload.len() as u64;
+            if len > have && self.out_of_order_bytes - have + len > self.max_ahead {
+                return Err(ReassemblyError::BufferFull {
+                    held: self.out_of_order_bytes,
+                    limit: self.max_ahead,
+                });
+            }
         }
         let newly_fin = fin && self.fin.is_none();
         if fin {
@@ -214,6 +232,34 @@ mod tests {
         r.insert(2, Bytes::from_static(b"cdef"), false).unwrap();
         r.insert(0, Bytes::from_static(b"abcd"), false).unwrap();
         assert_eq!(collect(&mut r), b"abcdef");
+    }
+
+    #[test]
+    fn overlapping_segments_cannot_hold_more_than_the_limit() {
+        // Found by the `receiver` fuzz target: the limit bounded the offsets ahead of the
+        // in-order point, not the bytes held, so segments overlapping at different offsets
+        // (a forged or broken sender) were each kept, beyond the configured limit.
+        let mut r = Reassembly::new(100);
+        let seg = |at: u64| Bytes::from(vec![at as u8; 90]);
+        assert_eq!(r.insert(5, seg(5), false), Ok(Inserted::New));
+        assert_eq!(
+            r.insert(6, seg(6), false),
+            Err(ReassemblyError::BufferFull {
+                held: 90,
+                limit: 100
+            })
+        );
+        assert_eq!(r.out_of_order_bytes(), 90);
+        // A longer copy at the same offset replaces the shorter one within the limit.
+        assert_eq!(
+            r.insert(5, Bytes::from(vec![5; 95]), false),
+            Ok(Inserted::New)
+        );
+        assert_eq!(r.out_of_order_bytes(), 95);
+        // In-order data is never refused for it, and draining frees the space.
+        r.insert(0, Bytes::from_static(b"abcde"), false).unwrap();
+        assert_eq!((r.next(), r.out_of_order_bytes()), (100, 0));
+        assert_eq!(r.insert(110, seg(110), false), Ok(Inserted::New));
     }
 
     #[test]
