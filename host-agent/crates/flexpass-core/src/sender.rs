@@ -605,7 +605,13 @@ impl Sender {
         }
         let waiting = self.owes_proactive() || self.proactive.outstanding() > 0;
         let backoff = 1u64 << self.recovery_expiries.min(MAX_RECOVERY_BACKOFF);
-        waiting.then(|| self.recovery_anchor + self.recovery_timeout() * backoff)
+        // Never longer than the longest RTO: a credit that arrives after a backed-off
+        // silence enters the credit-gap estimate, which lengthens the next timeout, and
+        // without a cap the two fed each other without bound.
+        let cap = self.cfg.dctcp.rto_max.max(self.cfg.recovery_timeout);
+        waiting.then(|| {
+            self.recovery_anchor + self.recovery_timeout().saturating_mul(backoff).min(cap)
+        })
     }
 
     /// Twice the average gap between credit arrivals (0 before two credits): how long this

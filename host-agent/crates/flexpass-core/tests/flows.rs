@@ -459,3 +459,38 @@ fn a_lost_credit_stop_is_sent_again_while_credits_keep_coming() {
         s.stats().credits_wasted
     );
 }
+
+#[test]
+fn the_recovery_timer_stays_bounded_when_credits_come_only_after_it_fires() {
+    // Found by the `pair` fuzz target: the recovery timeout is at least two credit gaps
+    // (EWMA) and backs off while the peer is silent; a credit that then arrives after the
+    // long silence enters the gap estimate, so each round's timeout was about 17 times the
+    // previous one, without bound (the fuzzer's clock passed 2^62 ns).
+    let cfg = SenderConfig::new(TransportKind::ExpressPass);
+    let cap = cfg.dctcp.rto_max;
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    s.write(Bytes::from(vec![1u8; 100]));
+    s.handle_packet(0, &credit(0)).unwrap();
+    drain(&mut s, 0); // HELLO and the data packet, which is lost
+    let mut seq = 1;
+    let mut now = 0;
+    for round in 0..30 {
+        // The peer is silent for three expiries (backing off), then one credit arrives and
+        // the packet it carries is lost again.
+        for _ in 0..3 {
+            let deadline = s.poll_timeout().expect("the recovery timer runs");
+            assert!(
+                deadline - now <= cap,
+                "recovery interval of {} ns in round {round}",
+                deadline - now
+            );
+            now = deadline;
+            s.handle_timeout(now);
+            drain(&mut s, now); // CREDIT_REQUEST
+        }
+        s.handle_packet(now, &credit(seq)).unwrap();
+        seq += 1;
+        drain(&mut s, now);
+        assert_eq!(s.error(), None);
+    }
+}
