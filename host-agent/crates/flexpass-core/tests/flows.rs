@@ -346,7 +346,7 @@ fn sparse_credits_and_a_long_rtt_cause_no_spurious_recovery() {
     assert_eq!(s.stats().retransmissions, 0, "{:?}", s.stats());
 }
 
-/// Sender ↔ receiver with no delay until `done` (or 10 s): both sides drain, packets cross,
+/// Sender ↔ receiver with no delay until `done` (or for 10 s): both sides drain, packets cross,
 /// and when nothing is in flight time jumps to the earliest deadline. `drop` sees every
 /// packet (true: sender → receiver) and may lose it.
 fn exchange(
@@ -356,7 +356,8 @@ fn exchange(
     mut drop: impl FnMut(&Packet, bool) -> bool,
     done: impl Fn(&Sender, &Receiver, Nanos) -> bool,
 ) {
-    while !done(s, r, *now) && *now < 10_000 * MILLIS {
+    let end = *now + 10_000 * MILLIS;
+    while !done(s, r, *now) && *now < end {
         let mut moved = false;
         for p in drain(s, *now) {
             moved = true;
@@ -458,6 +459,42 @@ fn a_lost_credit_stop_is_sent_again_while_credits_keep_coming() {
         "{} credits wasted",
         s.stats().credits_wasted
     );
+}
+
+#[test]
+fn credit_stop_is_repeated_within_rto_max_even_with_an_inflated_rtt() {
+    // Found by the `pair` fuzz target: the repeat waited one smoothed RTT, and a HELLO_ACK
+    // processed an hour late (a stalled process) had made that an hour.
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    s.write(Bytes::from(vec![5u8; 1000]));
+    let mut r = receiver(TransportKind::ExpressPass);
+    for p in drain(&mut s, 0) {
+        let _ = r.handle_packet(0, &p, false);
+    }
+    let mut now = 3_600_000 * MILLIS;
+    while let Some(tx) = r.poll_transmit(0) {
+        if matches!(tx.packet, Packet::HelloAck(_)) {
+            s.handle_packet(now, &tx.packet).unwrap();
+        }
+    }
+    assert!(s.srtt().unwrap() >= 3_600_000 * MILLIS);
+    r.handle_timeout(now);
+    let mut stops_lost = 0;
+    let start = now;
+    exchange(
+        &mut s,
+        &mut r,
+        &mut now,
+        |p, _| {
+            let first_stop = matches!(p, Packet::CreditStop { .. }) && stops_lost == 0;
+            stops_lost += usize::from(first_stop);
+            first_stop
+        },
+        |s, r, _| s.unacked_bytes() == 0 && !r.is_sending_credits(),
+    );
+    assert_eq!((stops_lost, s.unacked_bytes()), (1, 0));
+    assert!(!r.is_sending_credits());
+    assert!(now - start <= 2 * SenderConfig::new(TransportKind::ExpressPass).dctcp.rto_max);
 }
 
 #[test]
