@@ -553,6 +553,17 @@ impl ReceiverSut {
         if must_reject {
             assert!(r.is_err(), "receiver accepted {p:?}");
         }
+        if let (Packet::Data(d), false) = (&p, must_reject) {
+            // Data within every limit must be taken (a refused packet is never ACKed).
+            let (next, held) = (before.0, before.1);
+            let len = d.payload.len() as u64;
+            let end = d.flow_seq + len;
+            let fits = !d.fin
+                && end <= self.fin_at.unwrap_or(u64::MAX)
+                && end <= next.saturating_add(self.max_reorder)
+                && (d.flow_seq <= next || held + len <= self.max_reorder);
+            assert!(!fits || r.is_ok(), "receiver refused {d:?}: {r:?}");
+        }
         let Ok(()) = r else {
             let after = (
                 self.r.flow_ack(),
