@@ -14,7 +14,7 @@
 
 use crate::alloc::{Budget, PER_BYTE, PER_OP, PER_PACKET};
 use crate::codec::{decode_input, Codec, Reader, Writer};
-use crate::receiver::{ReceiverPkt, REORDER};
+use crate::receiver::{ReceiverHeader, ReceiverPkt, REORDER};
 use crate::sender::{poll_count, SenderPkt, MAX_WRITE, MSS};
 use crate::sut::{jump, through_wire, ReceiverSut, SenderSut, FLOW, MAX_TIME};
 use flexpass_core::config::uses_credits;
@@ -38,6 +38,8 @@ pub struct PairHeader {
     pub reorder: u8,
     pub seed: u64,
     pub start: u64,
+    /// The receiver's target-loss rule (see `ReceiverHeader`).
+    pub rate_scaled: bool,
 }
 
 impl Codec for PairHeader {
@@ -48,6 +50,7 @@ impl Codec for PairHeader {
             reorder: r.tag(REORDER.len() as u8),
             seed: r.varint(),
             start: r.upto(MAX_TIME),
+            rate_scaled: r.bool(),
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -56,6 +59,7 @@ impl Codec for PairHeader {
         w.tag(self.reorder);
         w.varint(self.seed);
         w.varint(self.start);
+        w.bool(self.rate_scaled);
     }
 }
 
@@ -245,6 +249,7 @@ pub struct PairHarness {
     pub r: Option<ReceiverSut>,
     max_reorder: u64,
     seed: u64,
+    rate_scaled: bool,
     /// In flight: sender → receiver (with the CE mark), receiver → sender.
     pub s2r: VecDeque<(Packet, bool)>,
     pub r2s: VecDeque<Packet>,
@@ -269,6 +274,7 @@ impl PairHarness {
             r: None,
             max_reorder: REORDER[h.reorder as usize],
             seed: h.seed,
+            rate_scaled: h.rate_scaled,
             s2r: VecDeque::new(),
             r2s: VecDeque::new(),
             forged: false,
@@ -308,8 +314,13 @@ impl PairHarness {
             // else of an unknown flow.
             match through_wire(p) {
                 Some(Packet::Hello(h)) if h.flow_id == FLOW => {
-                    let mut r =
-                        ReceiverSut::new(h.transport, self.max_reorder, self.seed, self.now);
+                    let mut r = ReceiverSut::new(
+                        h.transport,
+                        self.max_reorder,
+                        self.seed,
+                        self.rate_scaled,
+                        self.now,
+                    );
                     if self.record {
                         r.trace = Some(Vec::new());
                     }
@@ -703,9 +714,14 @@ fn replay_ops(header: &PairHeader, ops: &[PairOp], budget: &Budget) -> PairHarne
     h
 }
 
-/// For the trace conversion: the receiver's start and transport.
-pub fn receiver_header(h: &PairHarness) -> Option<(Nanos, TransportKind, u8, u64)> {
-    let (start, t) = h.receiver_start?;
-    let reorder = REORDER.iter().position(|&r| r == h.max_reorder)? as u8;
-    Some((start, t, reorder, h.seed))
+/// For the trace conversion: the `receiver` header that recreates this pair's receiver.
+pub fn receiver_header(h: &PairHarness) -> Option<ReceiverHeader> {
+    let (start, transport) = h.receiver_start?;
+    Some(ReceiverHeader {
+        transport,
+        reorder: REORDER.iter().position(|&r| r == h.max_reorder)? as u8,
+        seed: h.seed,
+        start,
+        rate_scaled: h.rate_scaled,
+    })
 }

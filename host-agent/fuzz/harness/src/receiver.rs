@@ -28,6 +28,8 @@ pub struct ReceiverHeader {
     pub reorder: u8,
     pub seed: u64,
     pub start: u64,
+    /// Algorithm 1's target-loss rule: the ns-2 rate-scaled one instead of the paper's.
+    pub rate_scaled: bool,
 }
 
 impl ReceiverHeader {
@@ -43,6 +45,7 @@ impl Codec for ReceiverHeader {
             reorder: r.tag(REORDER.len() as u8),
             seed: r.varint(),
             start: r.upto(crate::sut::MAX_TIME),
+            rate_scaled: r.bool(),
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -50,6 +53,7 @@ impl Codec for ReceiverHeader {
         w.tag(self.reorder);
         w.varint(self.seed);
         w.varint(self.start);
+        w.bool(self.rate_scaled);
     }
 }
 
@@ -337,7 +341,7 @@ pub struct ReceiverHarness {
 impl ReceiverHarness {
     pub fn new(h: &ReceiverHeader) -> Self {
         ReceiverHarness {
-            sut: ReceiverSut::new(h.transport, h.max_reorder(), h.seed, h.start),
+            sut: ReceiverSut::new(h.transport, h.max_reorder(), h.seed, h.rate_scaled, h.start),
             out: Vec::new(),
         }
     }

@@ -32,6 +32,8 @@ pub struct TraceSpec {
     /// credits have stopped.
     pub stream: bool,
     pub seed: u64,
+    /// The receiver runs Algorithm 1 with the ns-2 rate-scaled target-loss rule.
+    pub rate_scaled: bool,
 }
 
 /// The seed set: every transport, clean and lossy links, small and large segments, a stream.
@@ -53,6 +55,7 @@ pub fn specs() -> Vec<TraceSpec> {
             ce: 0,
             stream: false,
             seed: 1,
+            rate_scaled: false,
         };
         let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
         v.push(TraceSpec {
@@ -68,6 +71,7 @@ pub fn specs() -> Vec<TraceSpec> {
             dup: 20,
             ce: 100,
             seed: 2,
+            rate_scaled: true,
             ..base.clone()
         });
         v.push(TraceSpec {
@@ -132,6 +136,7 @@ pub fn record(spec: &TraceSpec) -> Seeds {
         reorder: 2,
         seed: spec.seed,
         start: 1_000_000,
+        rate_scaled: spec.rate_scaled,
     };
     let mut h = PairHarness::new(&header).with_recording();
     let mut ops = Vec::new();
@@ -305,24 +310,19 @@ fn sender_trace(h: &PairHarness, spec: &TraceSpec) -> (SenderHeader, Vec<SenderO
 }
 
 fn receiver_trace(h: &PairHarness) -> (ReceiverHeader, Vec<ReceiverOp>) {
-    let Some((start, transport, reorder, seed)) = receiver_header(h) else {
+    let Some(header) = receiver_header(h) else {
         return (
             ReceiverHeader {
                 transport: h.s.transport,
                 reorder: 0,
                 seed: 0,
                 start: 0,
+                rate_scaled: false,
             },
             Vec::new(),
         );
     };
-    let header = ReceiverHeader {
-        transport,
-        reorder,
-        seed,
-        start,
-    };
-    let mut now = start;
+    let mut now = header.start;
     let mut ops = Vec::new();
     for (t, e) in h.r.as_ref().and_then(|r| r.trace.as_deref()).unwrap_or(&[]) {
         advance_to(&mut now, *t, &mut ops);

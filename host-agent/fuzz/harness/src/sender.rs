@@ -421,7 +421,7 @@ pub struct SenderHarness {
 
 impl SenderHarness {
     pub fn new(h: &SenderHeader) -> Self {
-        let mirror = Receiver::new(FLOW, h.transport, &receiver_config(64 << 20, 0))
+        let mirror = Receiver::new(FLOW, h.transport, &receiver_config(64 << 20, 0, false))
             .expect("valid receiver config");
         SenderHarness {
             sut: SenderSut::new(h.transport, h.mss(), h.flow_size, h.start),

@@ -8,7 +8,8 @@ use crate::pattern;
 use bytes::Bytes;
 use flexpass_core::config::uses_credits;
 use flexpass_core::{
-    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit, MICROS,
+    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
+    MICROS,
 };
 use flexpass_wire::{
     HelloStatus, Packet, SubFlow, TransportKind, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN,
@@ -100,10 +101,16 @@ pub fn sender_config(transport: TransportKind, mss: usize) -> SenderConfig {
     c
 }
 
-pub fn receiver_config(max_reorder: u64, seed: u64) -> ReceiverConfig {
+/// `rate_scaled`: Algorithm 1 with the ns-2 target-loss rule instead of the paper's.
+pub fn receiver_config(max_reorder: u64, seed: u64, rate_scaled: bool) -> ReceiverConfig {
     let mut c = ReceiverConfig::new(CreditConfig::for_link(10e9, 0.5, 25 * MICROS));
     c.max_reorder_bytes = max_reorder;
     c.seed = seed;
+    if rate_scaled {
+        c.credit.target_loss_rule = TargetLossRule::RateScaled {
+            target_loss_scaling: TargetLossRule::NS2_SCALING,
+        };
+    }
     c
 }
 
@@ -461,8 +468,14 @@ pub struct ReceiverSut {
 }
 
 impl ReceiverSut {
-    pub fn new(transport: TransportKind, max_reorder: u64, seed: u64, start: Nanos) -> Self {
-        let cfg = receiver_config(max_reorder, seed);
+    pub fn new(
+        transport: TransportKind,
+        max_reorder: u64,
+        seed: u64,
+        rate_scaled: bool,
+        start: Nanos,
+    ) -> Self {
+        let cfg = receiver_config(max_reorder, seed, rate_scaled);
         let r = Receiver::new(FLOW, transport, &cfg).expect("valid receiver config");
         ReceiverSut {
             r,
