@@ -489,8 +489,14 @@ impl Sender {
             }
             CreditState::Stopped => {
                 // Credits keep coming although nothing needs them: say CREDIT_STOP again
-                // (credits already in flight when it left come for up to an RTT).
-                let rtt = self.window.rtt.srtt().unwrap_or(self.cfg.recovery_timeout);
+                // (credits already in flight when it left come for up to an RTT; the RTT
+                // estimate may be inflated, e.g. by a late handshake, so at most rto_max).
+                let rtt = self
+                    .window
+                    .rtt
+                    .srtt()
+                    .unwrap_or(self.cfg.recovery_timeout)
+                    .min(self.cfg.dctcp.rto_max);
                 if credit_after_stop && self.last_stop_at.is_none_or(|t| now >= t + rtt) {
                     self.send_credit_stop(now);
                 }

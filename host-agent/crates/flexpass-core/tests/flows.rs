@@ -346,37 +346,7 @@ fn sparse_credits_and_a_long_rtt_cause_no_spurious_recovery() {
     assert_eq!(s.stats().retransmissions, 0, "{:?}", s.stats());
 }
 
-#[test]
-fn layered_expresspass_spends_credits_only_within_its_dctcp_window() {
-    // LY (FlexPass §6.2): a data packet goes out only when a credit arrives *and* the DCTCP
-    // window allows; credits beyond the window are wasted. Without the window every credit
-    // carries data.
-    for layered in [false, true] {
-        let mut cfg = SenderConfig::new(TransportKind::ExpressPass);
-        cfg.layered_window = layered;
-        let init = cfg.dctcp.init_cwnd as usize;
-        let mut s = Sender::new(7, cfg, 0, 0).unwrap();
-        s.write(Bytes::from(vec![1u8; 100 * 1444]));
-        drain(&mut s, 0);
-        let mut sent = 0;
-        for seq in 0..3 * init as u32 {
-            s.handle_packet(10, &credit(seq)).unwrap();
-            sent += drain(&mut s, 10)
-                .iter()
-                .filter(|p| matches!(p, Packet::Data(_)))
-                .count();
-        }
-        if layered {
-            assert_eq!(sent, init, "window of {init} packets, no ACK yet");
-            assert_eq!(s.stats().credits_wasted, 2 * init as u64);
-        } else {
-            assert_eq!(sent, 3 * init);
-            assert_eq!(s.stats().credits_wasted, 0);
-        }
-    }
-}
-
-/// Sender ↔ receiver with no delay until `done` (or 10 s): both sides drain, packets cross,
+/// Sender ↔ receiver with no delay until `done` (or for 10 s): both sides drain, packets cross,
 /// and when nothing is in flight time jumps to the earliest deadline. `drop` sees every
 /// packet (true: sender → receiver) and may lose it.
 fn exchange(
@@ -386,7 +356,8 @@ fn exchange(
     mut drop: impl FnMut(&Packet, bool) -> bool,
     done: impl Fn(&Sender, &Receiver, Nanos) -> bool,
 ) {
-    while !done(s, r, *now) && *now < 10_000 * MILLIS {
+    let end = *now + 10_000 * MILLIS;
+    while !done(s, r, *now) && *now < end {
         let mut moved = false;
         for p in drain(s, *now) {
             moved = true;
@@ -491,20 +462,55 @@ fn a_lost_credit_stop_is_sent_again_while_credits_keep_coming() {
 }
 
 #[test]
+fn credit_stop_is_repeated_within_rto_max_even_with_an_inflated_rtt() {
+    // Found by the `pair` fuzz target: the repeat waited one smoothed RTT, and a HELLO_ACK
+    // processed an hour late (a stalled process) had made that an hour.
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    s.write(Bytes::from(vec![5u8; 1000]));
+    let mut r = receiver(TransportKind::ExpressPass);
+    for p in drain(&mut s, 0) {
+        let _ = r.handle_packet(0, &p, false);
+    }
+    let mut now = 3_600_000 * MILLIS;
+    while let Some(tx) = r.poll_transmit(0) {
+        if matches!(tx.packet, Packet::HelloAck(_)) {
+            s.handle_packet(now, &tx.packet).unwrap();
+        }
+    }
+    assert!(s.srtt().unwrap() >= 3_600_000 * MILLIS);
+    r.handle_timeout(now);
+    let mut stops_lost = 0;
+    let start = now;
+    exchange(
+        &mut s,
+        &mut r,
+        &mut now,
+        |p, _| {
+            let first_stop = matches!(p, Packet::CreditStop { .. }) && stops_lost == 0;
+            stops_lost += usize::from(first_stop);
+            first_stop
+        },
+        |s, r, _| s.unacked_bytes() == 0 && !r.is_sending_credits(),
+    );
+    assert_eq!((stops_lost, s.unacked_bytes()), (1, 0));
+    assert!(!r.is_sending_credits());
+    assert!(now - start <= 2 * SenderConfig::new(TransportKind::ExpressPass).dctcp.rto_max);
+}
+
+#[test]
 fn the_recovery_timer_stays_bounded_when_credits_come_only_after_it_fires() {
     // Found by the `pair` fuzz target: the recovery timeout is at least two credit gaps
     // (EWMA) and backs off while the peer is silent; a credit that then arrives after the
-    // long silence enters the gap estimate, so each round's timeout was about 17 times the
-    // previous one, without bound (the fuzzer's clock passed 2^62 ns).
+    // long silence enters the gap estimate, so each round's timeout was several times the
+    // previous one, without bound (the fuzzer's clock passed 2^62 ns; here 1 s by round 4).
     let cfg = SenderConfig::new(TransportKind::ExpressPass);
     let cap = cfg.dctcp.rto_max;
     let mut s = Sender::new(7, cfg, 0, 0).unwrap();
     s.write(Bytes::from(vec![1u8; 100]));
     s.handle_packet(0, &credit(0)).unwrap();
     drain(&mut s, 0); // HELLO and the data packet, which is lost
-    let mut seq = 1;
     let mut now = 0;
-    for round in 0..30 {
+    for round in 0..30u32 {
         // The peer is silent for three expiries (backing off), then one credit arrives and
         // the packet it carries is lost again.
         for _ in 0..3 {
@@ -518,9 +524,38 @@ fn the_recovery_timer_stays_bounded_when_credits_come_only_after_it_fires() {
             s.handle_timeout(now);
             drain(&mut s, now); // CREDIT_REQUEST
         }
-        s.handle_packet(now, &credit(seq)).unwrap();
-        seq += 1;
+        s.handle_packet(now, &credit(round + 1)).unwrap();
         drain(&mut s, now);
         assert_eq!(s.error(), None);
+    }
+}
+
+#[test]
+fn layered_expresspass_spends_credits_only_within_its_dctcp_window() {
+    // LY (FlexPass §6.2): a data packet goes out only when a credit arrives *and* the DCTCP
+    // window allows; credits beyond the window are wasted. Without the window every credit
+    // carries data.
+    for layered in [false, true] {
+        let mut cfg = SenderConfig::new(TransportKind::ExpressPass);
+        cfg.layered_window = layered;
+        let init = cfg.dctcp.init_cwnd as usize;
+        let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+        s.write(Bytes::from(vec![1u8; 100 * 1444]));
+        drain(&mut s, 0);
+        let mut sent = 0;
+        for seq in 0..3 * init as u32 {
+            s.handle_packet(10, &credit(seq)).unwrap();
+            sent += drain(&mut s, 10)
+                .iter()
+                .filter(|p| matches!(p, Packet::Data(_)))
+                .count();
+        }
+        if layered {
+            assert_eq!(sent, init, "window of {init} packets, no ACK yet");
+            assert_eq!(s.stats().credits_wasted, 2 * init as u64);
+        } else {
+            assert_eq!(sent, 3 * init);
+            assert_eq!(s.stats().credits_wasted, 0);
+        }
     }
 }

@@ -1,0 +1,822 @@
+//! The endpoints under test, wrapped with what the invariants need. Every packet an endpoint
+//! receives goes through the wire codec first (encode, then decode, as the agent does), every
+//! packet it emits is checked, and [`SenderSut::check`] / [`ReceiverSut::check`] run after
+//! every operation. A violated invariant panics with a message naming it.
+
+use crate::alloc::{PER_BYTE, PER_PACKET};
+use crate::pattern;
+use bytes::Bytes;
+use flexpass_core::config::uses_credits;
+use flexpass_core::{
+    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
+    MICROS,
+};
+use flexpass_wire::{
+    HelloStatus, Packet, SubFlow, TransportKind, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Flow id of the flow under test.
+pub const FLOW: u32 = 7;
+/// Time advances stop here (about 52 days); timers still fire beyond it. Far below overflow.
+pub const MAX_TIME: Nanos = 1 << 52;
+/// No deadline may lie beyond this (it would be an overflow in the making).
+pub const MAX_DEADLINE: Nanos = 1 << 62;
+
+/// The clock after jumping to deadline `t`.
+pub fn jump(now: Nanos, t: Nanos) -> Nanos {
+    assert!(
+        t < MAX_DEADLINE,
+        "deadline {t} ns is absurdly far (now {now})"
+    );
+    now.max(t)
+}
+/// Most packets one poll operation drains.
+pub const DRAIN_MAX: usize = 4096;
+
+pub fn sf(s: SubFlow) -> usize {
+    match s {
+        SubFlow::Proactive => 0,
+        SubFlow::Reactive => 1,
+    }
+}
+
+const SUBFLOWS: [SubFlow; 2] = [SubFlow::Proactive, SubFlow::Reactive];
+
+/// Whether a `transport` endpoint may carry data on `subflow`.
+pub fn subflow_allowed(transport: TransportKind, subflow: SubFlow) -> bool {
+    match transport {
+        TransportKind::FlexPass => true,
+        TransportKind::ExpressPass => subflow == SubFlow::Proactive,
+        TransportKind::Dctcp => subflow == SubFlow::Reactive,
+    }
+}
+
+/// The packet as the peer's decoder would hand it over: encode, decode. None when the
+/// decoder rejects the encoding (the agent drops such a datagram before any flow sees it).
+/// A packet that validates must come back unchanged.
+pub fn through_wire(p: &Packet) -> Option<Packet> {
+    let q = Packet::decode(&p.encode_to_vec()).ok()?;
+    if p.validate().is_ok() {
+        assert_eq!(&q, p, "a valid packet survives encode → decode");
+    }
+    Some(q)
+}
+
+/// Checks every endpoint applies to what it emits.
+fn check_emitted(t: &Transmit, transport: TransportKind) {
+    let p = &t.packet;
+    assert_eq!(
+        p.validate(),
+        Ok(()),
+        "emitted packet must be encodable: {p:?}"
+    );
+    assert_eq!(p.flow_id(), FLOW, "emitted packet of another flow: {p:?}");
+    assert_eq!((t.class, t.ecn), p.marking(transport), "marking of {p:?}");
+    assert_eq!(
+        Packet::decode(&p.encode_to_vec()).as_ref(),
+        Ok(p),
+        "emitted packet round-trips"
+    );
+}
+
+/// What one endpoint saw, for the seed generator: the time and the event.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Write(usize),
+    Finish,
+    Deliver(Packet, bool),
+    Poll(usize),
+    Read(usize),
+    /// `handle_timeout` after jumping to the endpoint's own deadline; the event's time is
+    /// the clock before the jump, `after` the clock after it.
+    Timeout {
+        after: Nanos,
+    },
+}
+
+pub fn sender_config(transport: TransportKind, mss: usize) -> SenderConfig {
+    let mut c = SenderConfig::new(transport);
+    c.mss = mss;
+    c
+}
+
+/// `rate_scaled`: Algorithm 1 with the ns-2 target-loss rule instead of the paper's.
+pub fn receiver_config(max_reorder: u64, seed: u64, rate_scaled: bool) -> ReceiverConfig {
+    let mut c = ReceiverConfig::new(CreditConfig::for_link(10e9, 0.5, 25 * MICROS));
+    c.max_reorder_bytes = max_reorder;
+    c.seed = seed;
+    if rate_scaled {
+        c.credit.target_loss_rule = TargetLossRule::RateScaled {
+            target_loss_scaling: TargetLossRule::NS2_SCALING,
+        };
+    }
+    c
+}
+
+// ---------------------------------------------------------------------------------------
+// Sender
+// ---------------------------------------------------------------------------------------
+
+pub struct SenderSut {
+    pub s: Sender,
+    pub transport: TransportKind,
+    pub now: Nanos,
+    /// Bytes the application wrote (accepted by `write`).
+    pub written: u64,
+    pub finished: bool,
+    /// End of the highest byte ever transmitted.
+    pub max_end_sent: u64,
+    /// Sub-flow sequence numbers seen on the wire so far (next expected).
+    pub next_seq: [u32; 2],
+    /// Every data packet transmitted (the sender target's honest receiver picks from it).
+    pub sent: Vec<flexpass_wire::Data>,
+    last_cum: [u32; 2],
+    last_acked: u64,
+    /// Credits accepted, not yet echoed by proactive data (or skipped: wasted).
+    credits: VecDeque<u32>,
+    /// flow_seq → (length, FIN) of every segment transmitted.
+    segments: BTreeMap<u64, (usize, bool)>,
+    was_complete: bool,
+    was_failed: bool,
+    /// Heap budget granted by this endpoint's activity.
+    pub cost: usize,
+    pub trace: Option<Vec<(Nanos, Event)>>,
+}
+
+impl SenderSut {
+    pub fn new(transport: TransportKind, mss: usize, flow_size: u64, start: Nanos) -> Self {
+        let s = Sender::new(FLOW, sender_config(transport, mss), flow_size, start)
+            .expect("valid sender config");
+        SenderSut {
+            s,
+            transport,
+            now: start,
+            written: 0,
+            finished: false,
+            max_end_sent: 0,
+            next_seq: [0; 2],
+            sent: Vec::new(),
+            last_cum: [0; 2],
+            last_acked: 0,
+            credits: VecDeque::new(),
+            segments: BTreeMap::new(),
+            was_complete: false,
+            was_failed: false,
+            cost: 0,
+            trace: None,
+        }
+    }
+
+    fn record(&mut self, e: Event) {
+        if let Some(t) = &mut self.trace {
+            t.push((self.now, e));
+        }
+    }
+
+    pub fn advance(&mut self, dt: u64) {
+        self.now = self.now.saturating_add(dt).min(MAX_TIME);
+    }
+
+    pub fn write(&mut self, len: usize) {
+        self.record(Event::Write(len));
+        let expect = !self.finished && self.s.error().is_none();
+        let ok = self.s.write(Bytes::from(pattern::fill(self.written, len)));
+        assert_eq!(
+            ok, expect,
+            "write is accepted iff not finished and not failed"
+        );
+        if ok {
+            self.written += len as u64;
+        }
+        self.cost += PER_BYTE * len + PER_PACKET;
+    }
+
+    pub fn finish(&mut self) {
+        self.record(Event::Finish);
+        self.s.finish();
+        self.finished = true;
+    }
+
+    /// Hand `p` (through the codec) to the sender. None: the decoder dropped it.
+    pub fn deliver(&mut self, p: &Packet) -> Option<bool> {
+        self.record(Event::Deliver(p.clone(), false));
+        self.cost += PER_PACKET;
+        let p = through_wire(p)?;
+        let acked_before = self.s.acked_bytes();
+        let r = self.s.handle_packet(self.now, &p);
+        let must_reject = p.flow_id() != FLOW
+            || p.is_sender_to_receiver()
+            || match &p {
+                Packet::Credit(_) => !uses_credits(self.transport),
+                Packet::HelloAck(h) => h.transport != self.transport,
+                Packet::Ack(a) => !subflow_allowed(self.transport, a.subflow),
+                _ => false,
+            };
+        if must_reject {
+            assert!(r.is_err(), "sender accepted {p:?}");
+        }
+        if r.is_err() {
+            assert_eq!(
+                self.s.acked_bytes(),
+                acked_before,
+                "a rejected packet acknowledged data"
+            );
+        }
+        match (&p, r.is_ok()) {
+            (Packet::Credit(c), true) => self.credits.push_back(c.credit_seq),
+            (Packet::Ack(a), true) => {
+                // The sender never accepts an acknowledgement of something it did not send.
+                let next = self.next_seq[sf(a.subflow)];
+                assert!(
+                    a.flow_ack <= self.max_end_sent,
+                    "sender accepted flow_ack {} beyond the {} bytes sent",
+                    a.flow_ack,
+                    self.max_end_sent
+                );
+                assert!(
+                    a.cum_ack <= next && a.ack_seq < next,
+                    "sender accepted an ACK of unsent packets (next {next}): {a:?}"
+                );
+                assert!(
+                    a.sack.iter().all(|&(_, e)| e <= next),
+                    "sender accepted SACK of unsent packets (next {next}): {a:?}"
+                );
+            }
+            _ => {}
+        }
+        Some(r.is_ok())
+    }
+
+    /// The application's poll: up to `max` packets at `now` (recorded for seeds).
+    pub fn poll(&mut self, max: usize, out: &mut Vec<Packet>) -> usize {
+        self.record(Event::Poll(max));
+        self.poll_into(max, out)
+    }
+
+    /// Poll up to `max` packets at `now`; every one is checked. Returns how many came out.
+    fn poll_into(&mut self, max: usize, out: &mut Vec<Packet>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(t) = self.s.poll_transmit(self.now) else {
+                break;
+            };
+            self.cost += PER_PACKET;
+            self.check_transmit(&t);
+            out.push(t.packet);
+            n += 1;
+        }
+        n
+    }
+
+    fn check_transmit(&mut self, t: &Transmit) {
+        check_emitted(t, self.transport);
+        let p = &t.packet;
+        assert!(!self.was_failed, "a failed sender transmitted {p:?}");
+        assert!(p.is_sender_to_receiver(), "sender emitted {p:?}");
+        match p {
+            Packet::Data(d) => {
+                assert!(!self.was_complete, "a complete sender sent data");
+                assert!(
+                    subflow_allowed(self.transport, d.subflow),
+                    "{:?} sender used the {:?} sub-flow",
+                    self.transport,
+                    d.subflow
+                );
+                let i = sf(d.subflow);
+                assert_eq!(
+                    d.subflow_seq, self.next_seq[i],
+                    "every transmission takes the next sub-flow sequence"
+                );
+                self.next_seq[i] += 1;
+                let end = d.flow_seq + d.payload.len() as u64;
+                assert!(end <= self.written, "data beyond what was written");
+                assert!(
+                    pattern::matches(d.flow_seq, &d.payload),
+                    "payload at {} is not the application's bytes",
+                    d.flow_seq
+                );
+                if d.fin {
+                    assert!(self.finished && end == self.written, "FIN before the end");
+                }
+                match self.segments.get(&d.flow_seq) {
+                    Some(&seg) => {
+                        assert_eq!(seg, (d.payload.len(), d.fin), "segment boundaries change");
+                        assert!(d.retransmission, "a retransmission without RETX");
+                    }
+                    None => {
+                        assert!(!d.retransmission, "RETX on a first transmission");
+                        assert_eq!(d.flow_seq, self.max_end_sent, "new data is cut in order");
+                        self.segments.insert(d.flow_seq, (d.payload.len(), d.fin));
+                        self.max_end_sent = end;
+                    }
+                }
+                match d.subflow {
+                    SubFlow::Proactive => {
+                        // One proactive packet per credit, echoing it; skipped credits were wasted.
+                        loop {
+                            match self.credits.pop_front() {
+                                Some(c) if c == d.credit_seq => break,
+                                Some(_) => {}
+                                None => panic!(
+                                    "proactive data echoes credit {} that was not received",
+                                    d.credit_seq
+                                ),
+                            }
+                        }
+                    }
+                    SubFlow::Reactive => assert_eq!(d.credit_seq, 0),
+                }
+                self.sent.push(d.clone());
+            }
+            Packet::Hello(h) => assert_eq!(h.transport, self.transport),
+            Packet::CreditRequest(_) | Packet::CreditStop { .. } => {
+                assert!(uses_credits(self.transport), "a DCTCP sender sent {p:?}")
+            }
+            _ => unreachable!("checked is_sender_to_receiver"),
+        }
+    }
+
+    /// The agent's timer step: jump to the deadline (if any), `handle_timeout`, drain. After
+    /// that the next deadline must lie in the future, or the agent would spin.
+    pub fn timeout(&mut self, out: &mut Vec<Packet>) {
+        let Some(t) = self.s.poll_timeout() else {
+            return;
+        };
+        let before = self.now;
+        self.now = jump(self.now, t);
+        if let Some(tr) = &mut self.trace {
+            tr.push((before, Event::Timeout { after: self.now }));
+        }
+        self.s.handle_timeout(self.now);
+        self.check_no_spin(out);
+    }
+
+    /// `handle_timeout` at `now` whether or not anything is due (must be harmless).
+    pub fn spurious_timeout(&mut self) {
+        self.s.handle_timeout(self.now);
+    }
+
+    /// Drain, then the deadline must be in the future.
+    fn check_no_spin(&mut self, out: &mut Vec<Packet>) {
+        if self.poll_into(DRAIN_MAX, out) < DRAIN_MAX {
+            if let Some(t) = self.s.poll_timeout() {
+                assert!(
+                    t > self.now,
+                    "sender deadline {t} not after now {} once timers ran and output drained",
+                    self.now
+                );
+            }
+        }
+    }
+
+    /// Invariants after every operation.
+    pub fn check(&mut self) {
+        let s = &self.s;
+        let acked = s.acked_bytes();
+        assert!(
+            acked <= self.max_end_sent,
+            "sender counts {acked} bytes ACKed but sent only {}",
+            self.max_end_sent
+        );
+        assert!(acked >= self.last_acked, "ACKed bytes went backwards");
+        assert_eq!(acked, s.stats().bytes_acked, "stats.bytes_acked");
+        assert_eq!(s.unacked_bytes(), self.written - acked, "unacked_bytes");
+        assert_eq!(
+            s.pending_bytes(),
+            self.written - self.max_end_sent,
+            "pending = written − transmitted"
+        );
+        for sub in SUBFLOWS {
+            let i = sf(sub);
+            let cum = s.subflow_cum_ack(sub);
+            assert!(
+                cum >= self.last_cum[i],
+                "{sub:?} cumulative ACK moved backwards: {} → {cum}",
+                self.last_cum[i]
+            );
+            assert!(
+                cum <= self.next_seq[i],
+                "{sub:?} cum_ack beyond what was sent"
+            );
+            assert_eq!(
+                s.subflow_next_seq(sub),
+                self.next_seq[i],
+                "{sub:?} next_seq"
+            );
+            self.last_cum[i] = cum;
+        }
+        if s.is_complete() {
+            assert!(
+                self.finished && acked == self.written && self.max_end_sent == self.written,
+                "complete before everything was written, sent and ACKed"
+            );
+        }
+        assert!(!self.was_complete || s.is_complete(), "completion is final");
+        assert!(!self.was_failed || s.error().is_some(), "failure is final");
+        self.last_acked = acked;
+        self.was_complete = s.is_complete();
+        self.was_failed = s.error().is_some();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Receiver
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Expect {
+    Ack {
+        subflow: SubFlow,
+        ack_seq: u32,
+        tsecr: u32,
+        ece: bool,
+    },
+    HelloAck {
+        transport: TransportKind,
+        status: HelloStatus,
+    },
+}
+
+pub struct ReceiverSut {
+    pub r: Receiver,
+    pub transport: TransportKind,
+    pub now: Nanos,
+    pub max_reorder: u64,
+    max_credit_rate: f64,
+    /// Bytes the application read.
+    pub delivered: u64,
+    /// ACKs and HELLO_ACKs owed, in order.
+    expected: VecDeque<Expect>,
+    /// Sub-flow sequences of accepted data.
+    received: [BTreeSet<u32>; 2],
+    /// Highest cum_ack / flow_ack seen in an emitted ACK.
+    ack_cum: [u32; 2],
+    /// Sub-flow cumulative ACKs at the last check.
+    last_cum: [u32; 2],
+    ack_flow: u64,
+    /// Union of accepted payload ranges, merged: start → end.
+    have: BTreeMap<u64, u64>,
+    fin_at: Option<u64>,
+    /// Model of the credit request / stop state machine.
+    credits_on: bool,
+    next_credit_seq: u32,
+    /// Credits emitted at the same instant (the pacer bounds bursts).
+    burst: (Nanos, u32),
+    pub cost: usize,
+    pub trace: Option<Vec<(Nanos, Event)>>,
+}
+
+impl ReceiverSut {
+    pub fn new(
+        transport: TransportKind,
+        max_reorder: u64,
+        seed: u64,
+        rate_scaled: bool,
+        start: Nanos,
+    ) -> Self {
+        let cfg = receiver_config(max_reorder, seed, rate_scaled);
+        let r = Receiver::new(FLOW, transport, &cfg).expect("valid receiver config");
+        ReceiverSut {
+            r,
+            transport,
+            now: start,
+            max_reorder,
+            max_credit_rate: cfg.credit.max_rate * (1.0 + cfg.credit.target_loss),
+            delivered: 0,
+            expected: VecDeque::new(),
+            received: [BTreeSet::new(), BTreeSet::new()],
+            ack_cum: [0; 2],
+            last_cum: [0; 2],
+            ack_flow: 0,
+            have: BTreeMap::new(),
+            fin_at: None,
+            credits_on: false,
+            next_credit_seq: 0,
+            burst: (Nanos::MAX, 0),
+            cost: 0,
+            trace: None,
+        }
+    }
+
+    fn record(&mut self, e: Event) {
+        if let Some(t) = &mut self.trace {
+            t.push((self.now, e));
+        }
+    }
+
+    pub fn advance(&mut self, dt: u64) {
+        self.now = self.now.saturating_add(dt).min(MAX_TIME);
+    }
+
+    /// In-order prefix of everything accepted.
+    /// The credit_seq of the next credit.
+    pub fn next_credit_seq(&self) -> u32 {
+        self.next_credit_seq
+    }
+
+    fn have_prefix(&self) -> u64 {
+        match self.have.first_key_value() {
+            Some((&0, &end)) => end,
+            _ => 0,
+        }
+    }
+
+    fn add_range(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        // Merge with every range that overlaps or touches [s, e).
+        while let Some((&ks, &ke)) = self.have.range(..=e).next_back() {
+            if ke < s {
+                break;
+            }
+            self.have.remove(&ks);
+            s = s.min(ks);
+            e = e.max(ke);
+        }
+        self.have.insert(s, e);
+    }
+
+    /// Hand `p` (through the codec) to the receiver. None: the decoder dropped it.
+    pub fn deliver(&mut self, p: &Packet, ce: bool) -> Option<bool> {
+        self.record(Event::Deliver(p.clone(), ce));
+        self.cost += PER_PACKET;
+        let p = through_wire(p)?;
+        if let Packet::Data(d) = &p {
+            self.cost += PER_BYTE * d.payload.len();
+        }
+        let before = (
+            self.r.flow_ack(),
+            self.r.out_of_order_bytes(),
+            self.r.is_complete(),
+        );
+        let credit = uses_credits(self.transport);
+        let credits_were_on = self.credits_on;
+        let r = self.r.handle_packet(self.now, &p, ce);
+        // RESET goes either way (protocol.md §11, Abort).
+        let must_reject = p.flow_id() != FLOW
+            || !(p.is_sender_to_receiver() || matches!(p, Packet::Reset(_)))
+            || match &p {
+                Packet::CreditRequest(_) | Packet::CreditStop { .. } => !credit,
+                Packet::Data(d) => !subflow_allowed(self.transport, d.subflow),
+                _ => false,
+            };
+        if must_reject {
+            assert!(r.is_err(), "receiver accepted {p:?}");
+        }
+        if let (Packet::Data(d), false) = (&p, must_reject) {
+            // Data within every limit must be taken (a refused packet is never ACKed).
+            let (next, held) = (before.0, before.1);
+            let len = d.payload.len() as u64;
+            let end = d.flow_seq + len;
+            let fits = !d.fin
+                && end <= self.fin_at.unwrap_or(u64::MAX)
+                && end <= next.saturating_add(self.max_reorder)
+                && (d.flow_seq <= next || held + len <= self.max_reorder);
+            assert!(!fits || r.is_ok(), "receiver refused {d:?}: {r:?}");
+        }
+        let Ok(()) = r else {
+            let after = (
+                self.r.flow_ack(),
+                self.r.out_of_order_bytes(),
+                self.r.is_complete(),
+            );
+            assert_eq!(before, after, "a rejected packet changed the reassembly");
+            return Some(false);
+        };
+        match &p {
+            Packet::Data(d) => {
+                let end = d.flow_seq + d.payload.len() as u64;
+                self.expected.push_back(Expect::Ack {
+                    subflow: d.subflow,
+                    ack_seq: d.subflow_seq,
+                    tsecr: d.tsval,
+                    ece: ce,
+                });
+                self.received[sf(d.subflow)].insert(d.subflow_seq);
+                self.add_range(d.flow_seq, end);
+                if d.fin {
+                    assert!(
+                        self.fin_at.is_none_or(|f| f == end),
+                        "receiver accepted a second, different FIN"
+                    );
+                    self.fin_at = Some(end);
+                }
+            }
+            Packet::Hello(h) => {
+                let status = if h.transport == self.transport {
+                    HelloStatus::Accepted
+                } else {
+                    HelloStatus::UnsupportedTransport
+                };
+                self.expected.push_back(Expect::HelloAck {
+                    transport: h.transport,
+                    status,
+                });
+                // A HELLO (e.g. a duplicate) does not start credits for a complete flow.
+                self.credits_on |=
+                    credit && status == HelloStatus::Accepted && !self.r.is_complete();
+            }
+            // A CREDIT_REQUEST does, even for a complete flow (the sender missed the final
+            // ACKs); the next data packet stops them again.
+            Packet::CreditRequest(_) => self.credits_on = true,
+            Packet::CreditStop { .. } | Packet::Reset(_) => self.credits_on = false,
+            _ => unreachable!("rejected above"),
+        }
+        if matches!(p, Packet::Data(_)) && self.r.is_complete() {
+            self.credits_on = false;
+        }
+        if !credits_were_on && self.credits_on {
+            // A (re)started pacer's first credit is due at once.
+            self.burst = (Nanos::MAX, 0);
+        }
+        Some(true)
+    }
+
+    /// The application's poll: up to `max` packets at `now` (recorded for seeds).
+    pub fn poll(&mut self, max: usize, out: &mut Vec<Packet>) -> usize {
+        self.record(Event::Poll(max));
+        self.poll_into(max, out)
+    }
+
+    fn poll_into(&mut self, max: usize, out: &mut Vec<Packet>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(t) = self.r.poll_transmit(self.now) else {
+                break;
+            };
+            self.cost += PER_PACKET;
+            self.check_transmit(&t);
+            out.push(t.packet);
+            n += 1;
+        }
+        n
+    }
+
+    fn check_transmit(&mut self, t: &Transmit) {
+        check_emitted(t, self.transport);
+        match &t.packet {
+            Packet::Ack(a) => {
+                let want = self.expected.pop_front();
+                assert_eq!(
+                    want,
+                    Some(Expect::Ack {
+                        subflow: a.subflow,
+                        ack_seq: a.ack_seq,
+                        tsecr: a.tsecr,
+                        ece: a.ece
+                    }),
+                    "one ACK per accepted data packet, in order, echoing it"
+                );
+                let i = sf(a.subflow);
+                assert!(
+                    a.cum_ack >= self.ack_cum[i],
+                    "{:?} cum_ack moved backwards: {} → {}",
+                    a.subflow,
+                    self.ack_cum[i],
+                    a.cum_ack
+                );
+                assert!(a.flow_ack >= self.ack_flow, "flow_ack moved backwards");
+                assert!(a.flow_ack <= self.r.flow_ack());
+                // Everything the ACK covers was received.
+                let got = &self.received[i];
+                let covered = |s: u32, e: u32| {
+                    let n = (e - s) as usize;
+                    n <= got.len() && got.range(s..e).count() == n
+                };
+                assert!(
+                    covered(self.ack_cum[i], a.cum_ack),
+                    "cum_ack {} covers packets never received",
+                    a.cum_ack
+                );
+                for &(s, e) in a.sack.iter() {
+                    assert!(
+                        covered(s, e),
+                        "SACK block {s}..{e} covers packets never received"
+                    );
+                }
+                self.ack_cum[i] = a.cum_ack;
+                self.ack_flow = a.flow_ack;
+            }
+            Packet::HelloAck(h) => {
+                let want = self.expected.pop_front();
+                assert_eq!(
+                    want,
+                    Some(Expect::HelloAck {
+                        transport: h.transport,
+                        status: h.status
+                    }),
+                    "one HELLO_ACK per HELLO, in order"
+                );
+            }
+            Packet::Credit(c) => {
+                assert!(self.expected.is_empty(), "credits go after owed ACKs");
+                assert!(self.credits_on, "credit sent while credits are stopped");
+                assert_eq!(c.credit_seq, self.next_credit_seq, "credit_seq numbering");
+                assert!((CREDIT_PADDING_MIN..=CREDIT_PADDING_MAX).contains(&c.padding));
+                self.next_credit_seq = self.next_credit_seq.wrapping_add(1);
+                if self.burst.0 == self.now {
+                    self.burst.1 += 1;
+                } else {
+                    self.burst = (self.now, 1);
+                }
+                assert!(
+                    self.burst.1 <= 2,
+                    "pacer burst: {} credits at the same instant",
+                    self.burst.1
+                );
+            }
+            p => panic!("receiver emitted {p:?}"),
+        }
+    }
+
+    pub fn read(&mut self, max: usize) {
+        self.record(Event::Read(max));
+        for _ in 0..max {
+            let Some(b) = self.r.read() else { break };
+            assert!(!b.is_empty(), "read returned an empty chunk");
+            assert!(
+                pattern::matches(self.delivered, &b),
+                "delivered bytes at {} are not the flow's bytes",
+                self.delivered
+            );
+            self.delivered += b.len() as u64;
+        }
+        assert_eq!(self.r.delivered_bytes(), self.delivered);
+    }
+
+    /// Timer step (see [`SenderSut::timeout`]).
+    pub fn timeout(&mut self, out: &mut Vec<Packet>) {
+        let Some(t) = self.r.poll_timeout() else {
+            return;
+        };
+        let before = self.now;
+        self.now = jump(self.now, t);
+        if let Some(tr) = &mut self.trace {
+            tr.push((before, Event::Timeout { after: self.now }));
+        }
+        self.r.handle_timeout(self.now);
+        self.check_no_spin(out);
+    }
+
+    pub fn spurious_timeout(&mut self) {
+        self.r.handle_timeout(self.now);
+    }
+
+    fn check_no_spin(&mut self, out: &mut Vec<Packet>) {
+        if self.poll_into(DRAIN_MAX, out) < DRAIN_MAX {
+            if let Some(t) = self.r.poll_timeout() {
+                assert!(
+                    t > self.now,
+                    "receiver deadline {t} not after now {} once timers ran and output drained",
+                    self.now
+                );
+            }
+        }
+    }
+
+    pub fn check(&mut self) {
+        let r = &self.r;
+        assert_eq!(
+            r.flow_ack(),
+            self.have_prefix(),
+            "flow_ack is the in-order prefix of the accepted data"
+        );
+        assert!(
+            self.delivered + r.ready_bytes() == r.flow_ack(),
+            "read + ready = flow_ack"
+        );
+        assert!(
+            r.out_of_order_bytes() <= self.max_reorder,
+            "reassembly holds {} B out of order, limit {}",
+            r.out_of_order_bytes(),
+            self.max_reorder
+        );
+        assert_eq!(
+            r.is_complete(),
+            self.fin_at == Some(r.flow_ack()),
+            "is_complete"
+        );
+        assert_eq!(
+            r.is_sending_credits(),
+            self.credits_on,
+            "credit state machine"
+        );
+        for sub in SUBFLOWS {
+            let i = sf(sub);
+            let cum = r.subflow_cum_ack(sub);
+            assert!(
+                cum >= self.last_cum[i] && cum >= self.ack_cum[i],
+                "{sub:?} cumulative ACK moved backwards"
+            );
+            self.last_cum[i] = cum;
+        }
+        let rate = r.credit_rate();
+        assert!(
+            rate.is_finite() && rate > 0.0 && rate <= self.max_credit_rate * (1.0 + 1e-9),
+            "credit rate {rate}"
+        );
+    }
+}

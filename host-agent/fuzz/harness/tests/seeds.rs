@@ -1,0 +1,78 @@
+//! The seed generator's exchanges complete, their inputs round-trip through the codec, and
+//! replaying each seed in its target reproduces the recorded exchange.
+
+use flexpass_fuzz_harness::codec::decode_input;
+use flexpass_fuzz_harness::pair::{PairHeader, PairOp};
+use flexpass_fuzz_harness::receiver::{ReceiverHeader, ReceiverOp};
+use flexpass_fuzz_harness::seeds::{record, specs};
+use flexpass_fuzz_harness::sender::{SenderHeader, SenderOp};
+use flexpass_fuzz_harness::{pair, receiver, sender};
+
+#[test]
+fn seeds_round_trip_and_replay_their_exchange() {
+    for spec in specs() {
+        let s = record(&spec);
+        let h = &s.harness;
+        let name = spec.name;
+        // The recorded exchange itself.
+        assert!(h.s.s.error().is_none(), "{name}: {:?}", h.s.s.error());
+        let r = h.r.as_ref().expect("receiver created");
+        assert_eq!(h.s.written, spec.bytes, "{name}");
+        assert_eq!(r.delivered, spec.bytes, "{name}: everything read");
+        if spec.stream {
+            assert_eq!(h.s.s.unacked_bytes(), 0, "{name}");
+        } else {
+            assert!(h.s.s.is_complete() && r.r.is_finished(), "{name}");
+        }
+        if spec.loss >= 50 {
+            assert!(
+                h.s.s.stats().retransmissions > 0
+                    || h.s.s.stats().losses_reactive > 0
+                    || h.s.s.stats().losses_proactive > 0,
+                "{name}: the link lost something"
+            );
+        }
+        // Codec round trips.
+        assert_eq!(
+            decode_input::<PairHeader, PairOp>(&s.pair),
+            s.pair_ops,
+            "{name}"
+        );
+        assert_eq!(
+            decode_input::<SenderHeader, SenderOp>(&s.sender),
+            s.sender_ops,
+            "{name}"
+        );
+        assert_eq!(
+            decode_input::<ReceiverHeader, ReceiverOp>(&s.receiver),
+            s.receiver_ops,
+            "{name}"
+        );
+        // Replays.
+        let p = pair::replay(&s.pair);
+        assert_eq!(p.s.s.stats(), h.s.s.stats(), "{name}: pair replay");
+        assert_eq!(p.s.s.acked_bytes(), spec.bytes, "{name}");
+        // The fuzz target's run: the eventual-consistency phase finishes streams too.
+        let p = pair::run(&s.pair);
+        assert!(p.s.s.is_complete(), "{name}");
+        let sr = sender::run(&s.sender);
+        assert_eq!(sr.sut.s.stats(), h.s.s.stats(), "{name}: sender replay");
+        assert_eq!(sr.sut.s.is_complete(), h.s.s.is_complete(), "{name}");
+        let rr = receiver::run(&s.receiver);
+        assert_eq!(rr.sut.r.stats(), r.r.stats(), "{name}: receiver replay");
+        assert_eq!(rr.sut.delivered, spec.bytes, "{name}");
+        assert_eq!(rr.sut.r.is_finished(), r.r.is_finished(), "{name}");
+    }
+}
+
+#[test]
+fn seeds_are_small() {
+    let total: usize = specs()
+        .iter()
+        .map(|spec| {
+            let s = record(spec);
+            s.pair.len() + s.sender.len() + s.receiver.len()
+        })
+        .sum();
+    assert!(total < 1 << 20, "{total} B of seeds");
+}
