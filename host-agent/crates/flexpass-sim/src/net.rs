@@ -223,6 +223,8 @@ enum Ev {
     Reroute,
     /// Forget the flows' first paths: after a reroute, paths are compared afresh.
     PathEpoch,
+    /// Release the state of flows that completed long enough ago (`retire_after`).
+    Retire,
 }
 
 /// After a reroute, flows' paths are compared afresh from this much later on (packets sent
@@ -279,6 +281,9 @@ pub struct Network {
     pub stray_packets: u64,
     /// Route recomputations after link failures or repairs.
     pub reroutes: u64,
+    /// Completed flows whose state is still held (`retire_after`).
+    to_retire: Vec<usize>,
+    retire_scheduled: bool,
     completed_flows: usize,
 }
 
@@ -316,6 +321,8 @@ impl Network {
             events_processed: 0,
             stray_packets: 0,
             reroutes: 0,
+            to_retire: vec![],
+            retire_scheduled: false,
             completed_flows: 0,
         }
     }
@@ -560,6 +567,10 @@ impl Network {
         if self.sample_interval > 0 && self.samples.is_empty() {
             self.schedule(self.sample_interval, Ev::Sample);
         }
+        if let (Some(after), false) = (self.retire_after, self.retire_scheduled) {
+            self.retire_scheduled = true;
+            self.schedule(self.now + after, Ev::Retire);
+        }
         while let Some(at) = self.events.peek_time() {
             if at > end {
                 break;
@@ -633,6 +644,18 @@ impl Network {
                 // Packets already on their way keep the old path for up to a queueing delay.
                 let at = self.now + PATH_EPOCH_DELAY;
                 self.schedule(at, Ev::PathEpoch);
+            }
+            Ev::Retire => {
+                let pending = std::mem::take(&mut self.to_retire);
+                for f in pending {
+                    if !self.maybe_retire(f) {
+                        self.to_retire.push(f);
+                    }
+                }
+                if let Some(after) = self.retire_after {
+                    let at = self.now + after;
+                    self.schedule(at, Ev::Retire);
+                }
             }
             Ev::PathEpoch => {
                 for f in &mut self.flows {
@@ -756,31 +779,35 @@ impl Network {
                 self.schedule(at, Ev::Timer { flow, side, at });
             }
         }
-        self.maybe_retire(flow);
     }
 
     /// Release a finished flow's transport state (keeping its statistics) once both ends are
-    /// quiet: everything delivered and acknowledged, no credits flowing, no timer armed.
-    fn maybe_retire(&mut self, flow: usize) {
+    /// quiet: everything delivered and acknowledged, no credits flowing, no timer armed, and
+    /// `retire_after` since it completed. Returns whether the flow is retired.
+    fn maybe_retire(&mut self, flow: usize) -> bool {
         let Some(after) = self.retire_after else {
-            return;
+            return false;
         };
         let now = self.now;
         let f = &mut self.flows[flow];
+        if f.retired.is_some() {
+            return true;
+        }
         let (Some(done), Some(s)) = (f.completed_at, f.sender.as_mut()) else {
-            return;
+            return false;
         };
         if now < done + after || !s.is_complete() || s.poll_timeout().is_some() {
-            return;
+            return false;
         }
         if let Some(r) = f.receiver.as_ref() {
             if r.is_sending_credits() || r.poll_timeout().is_some() {
-                return;
+                return false;
             }
         }
         let s = f.sender.take().expect("checked");
         let r = f.receiver.take();
         f.retired = Some(Box::new((s.stats().clone(), r.map(|r| r.stats().clone()))));
+        true
     }
 
     fn host_send(&mut self, host: HostId, dst: HostId, t: Transmit) {
@@ -1017,6 +1044,9 @@ impl Network {
         if f.completed_at.is_none() && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {
             f.completed_at = Some(self.now);
             self.completed_flows += 1;
+            if self.retire_after.is_some() {
+                self.to_retire.push(flow);
+            }
         }
     }
 
