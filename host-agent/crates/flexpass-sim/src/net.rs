@@ -1124,20 +1124,6 @@ impl Network {
             .filter_map(|n| n.shared.as_ref().map(|b| b.max_used))
             .max()
     }
-
-    /// Data packets dropped anywhere (credits excluded: dropping them is by design).
-    pub fn data_drops(&self) -> u64 {
-        self.nodes
-            .iter()
-            .flat_map(|n| n.ports.iter())
-            .map(|p| {
-                p.queue.stats[1..]
-                    .iter()
-                    .map(|s| s.dropped_full + s.dropped_red)
-                    .sum::<u64>()
-            })
-            .sum()
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -10,7 +10,7 @@ use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
 use flexpass_core::config::{credit_queue_bps, MAX_DATA_WIRE};
 use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, MILLIS};
-use flexpass_wire::{TransportKind, MIN_ETHERNET_WIRE};
+use flexpass_wire::MIN_ETHERNET_WIRE;
 use std::time::Instant;
 
 /// The switches' and hosts' configuration of one experiment (one place that turns the
@@ -327,9 +327,4 @@ pub fn run(
         &p,
         started.elapsed().as_secs_f64(),
     ))
-}
-
-/// Convenience for tests and benches: the flows' transports in a prepared network.
-pub fn transports(net: &Network) -> Vec<TransportKind> {
-    net.flows.iter().map(|f| f.spec.transport).collect()
 }
