@@ -1,0 +1,358 @@
+//! TCP connections carried over FlexPass for unmodified applications (libflexpass.so,
+//! `flexpass run`; README "Unmodified applications").
+//!
+//! A connection is two flows, one per direction, tied by the HELLO connection extension
+//! (docs/protocol.md §6.6). On the opening host the application's socket is an AF_UNIX
+//! stream connected to the agent (the library put it in place of the TCP socket); on the
+//! answering host it is a kernel TCP connection from the agent to the application's own
+//! listening socket over loopback. Either way the agent moves bytes between that local
+//! socket and the two flows: local bytes are written into the outgoing flow (EOF = FIN),
+//! the incoming flow's bytes are written to the local socket (its FIN = shutdown(SHUT_WR)).
+
+use crate::{Endpoint, FlowKey};
+use bytes::Bytes;
+use flexpass_wire::{ResetReason, TransportKind};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+
+/// Unacknowledged bytes the agent takes from a local socket into a flow (back-pressure:
+/// beyond it the application's writes block in its socket buffer).
+pub const CONN_SEND_WINDOW: u64 = 4 << 20;
+/// Received bytes the agent holds for a local socket that reads slower than the network.
+pub const CONN_MAX_PENDING: usize = 16 << 20;
+/// Chunks written to a local socket per writev(2).
+const IOV: usize = 64;
+
+/// The application's side of a connection.
+pub enum Local {
+    /// Opening host: the AF_UNIX stream the library put in place of the TCP socket.
+    Unix(UnixStream),
+    /// Answering host: the agent's loopback TCP connection to the application's listener.
+    Tcp(TcpStream),
+}
+
+impl Local {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Local::Unix(s) => s.read(buf),
+            Local::Tcp(s) => s.read(buf),
+        }
+    }
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Local::Unix(s) => s.write(buf),
+            Local::Tcp(s) => s.write(buf),
+        }
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Local::Unix(s) => s.write_vectored(bufs),
+            Local::Tcp(s) => s.write_vectored(bufs),
+        }
+    }
+    fn shutdown_write(&self) {
+        let _ = match self {
+            Local::Unix(s) => s.shutdown(Shutdown::Write),
+            Local::Tcp(s) => s.shutdown(Shutdown::Write),
+        };
+    }
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Local::Unix(s) => s.as_raw_fd(),
+            Local::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// This host opened the connection (the application called connect).
+    Client,
+    /// This host answers it (the application listens).
+    Server,
+}
+
+/// What became of a connection this turn.
+pub enum Step {
+    Keep,
+    /// Both directions finished: close and record.
+    Done,
+    /// Aborted (reset by the peer, the application went away, the peer stopped answering).
+    Aborted(String),
+}
+
+pub struct Conn {
+    pub side: Side,
+    pub local: Local,
+    /// The remote application's address (its host, its port as it sees it).
+    pub remote: SocketAddr,
+    /// This side's application-visible address.
+    pub local_addr: SocketAddr,
+    /// The peer agent's UDP address.
+    pub udp_peer: SocketAddr,
+    pub conn_id: u32,
+    pub transport: TransportKind,
+    pub out_key: Option<FlowKey>,
+    pub in_key: Option<FlowKey>,
+    /// Client side, until the verdict: when the open flow started.
+    pub opening: Option<Instant>,
+    /// Bytes for the local socket before any flow data (the client's reply line).
+    pub line: Vec<u8>,
+    /// Close once `line` is written (a "direct" verdict).
+    pub close_after_line: bool,
+    pub local_eof: bool,
+    out: VecDeque<Bytes>,
+    out_bytes: usize,
+    wr_shut: bool,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub started: Instant,
+    /// Answering side: the agent's loopback source port (the application's getpeername).
+    pub loop_port: Option<u16>,
+}
+
+impl Conn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        side: Side,
+        local: Local,
+        remote: SocketAddr,
+        local_addr: SocketAddr,
+        udp_peer: SocketAddr,
+        conn_id: u32,
+        transport: TransportKind,
+    ) -> Conn {
+        Conn {
+            side,
+            local,
+            remote,
+            local_addr,
+            udp_peer,
+            conn_id,
+            transport,
+            out_key: None,
+            in_key: None,
+            opening: None,
+            line: Vec::new(),
+            close_after_line: false,
+            local_eof: false,
+            out: VecDeque::new(),
+            out_bytes: 0,
+            wr_shut: false,
+            bytes_sent: 0,
+            bytes_received: 0,
+            started: Instant::now(),
+            loop_port: None,
+        }
+    }
+
+    /// poll(2) events this connection waits for (0: none; the network wakes it otherwise).
+    pub fn wake_events(&self, ep: &Endpoint) -> i16 {
+        let mut ev = 0;
+        if !self.line.is_empty() || !self.out.is_empty() {
+            ev |= nix::libc::POLLOUT;
+        }
+        if self.opening.is_none()
+            && !self.close_after_line
+            && !self.local_eof
+            && self
+                .out_key
+                .and_then(|k| ep.sender(k))
+                .is_some_and(|s| s.unacked_bytes() < CONN_SEND_WINDOW)
+        {
+            ev |= nix::libc::POLLIN;
+        }
+        ev
+    }
+
+    /// Write the pending reply line; false if the local socket is gone.
+    fn flush_line(&mut self) -> io::Result<bool> {
+        while !self.line.is_empty() {
+            match self.local.write(&self.line) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.line.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Move bytes both ways once the connection is open.
+    pub fn pump(&mut self, ep: &mut Endpoint, buf: &mut [u8]) -> Step {
+        match self.flush_line() {
+            Ok(true) => {}
+            Ok(false) => return Step::Keep,
+            Err(e) => return Step::Aborted(format!("local socket: {e}")),
+        }
+        if self.close_after_line {
+            return Step::Done;
+        }
+        if self.opening.is_some() {
+            return Step::Keep;
+        }
+        // Local → outgoing flow.
+        if let Some(s) = self.out_key.and_then(|k| ep.sender_mut(k)) {
+            if let Some(e) = s.error() {
+                return Step::Aborted(format!("outgoing flow: {e}"));
+            }
+            while !self.local_eof && s.unacked_bytes() < CONN_SEND_WINDOW {
+                match self.local.read(buf) {
+                    Ok(0) => {
+                        self.local_eof = true;
+                        s.finish();
+                    }
+                    Ok(n) => {
+                        self.bytes_sent += n as u64;
+                        s.write(Bytes::copy_from_slice(&buf[..n]));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Step::Aborted(format!("local socket: {e}")),
+                }
+            }
+        } else {
+            return Step::Aborted("outgoing flow gone".into());
+        }
+        // Incoming flow → local.
+        let mut finished = false;
+        if let Some(r) = self.in_key.and_then(|k| ep.receiver_mut(k)) {
+            if r.was_reset() {
+                return Step::Aborted("reset by the peer".into());
+            }
+            while self.out_bytes < CONN_MAX_PENDING {
+                match r.read() {
+                    Some(b) => {
+                        self.out_bytes += b.len();
+                        self.out.push_back(b);
+                    }
+                    None => break,
+                }
+            }
+            finished = r.is_finished();
+        }
+        while !self.out.is_empty() {
+            let slices: Vec<IoSlice> = self.out.iter().take(IOV).map(|b| IoSlice::new(b)).collect();
+            match self.local.write_vectored(&slices) {
+                Ok(0) => return Step::Aborted("local socket closed".into()),
+                Ok(mut n) => {
+                    self.out_bytes -= n;
+                    self.bytes_received += n as u64;
+                    while n > 0 {
+                        let front = self.out.front_mut().expect("written bytes were queued");
+                        if n >= front.len() {
+                            n -= front.len();
+                            self.out.pop_front();
+                        } else {
+                            let _ = front.split_to(n);
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The application closed its socket while bytes were coming: abort.
+                Err(e) => return Step::Aborted(format!("local socket: {e}")),
+            }
+        }
+        if finished && self.out.is_empty() && !self.wr_shut {
+            self.local.shutdown_write();
+            self.wr_shut = true;
+        }
+        let sent = self
+            .out_key
+            .and_then(|k| ep.sender(k))
+            .is_some_and(|s| s.is_complete());
+        if self.local_eof && sent && self.wr_shut {
+            Step::Done
+        } else {
+            Step::Keep
+        }
+    }
+
+    /// Release the flows: finished ones are closed (receivers linger to re-acknowledge),
+    /// aborted ones are reset so the peer gives up too.
+    pub fn release(&mut self, ep: &mut Endpoint, aborted: bool) {
+        if let Some(k) = self.out_key.take() {
+            if aborted {
+                ep.abort_sender(k, ResetReason::Shutdown);
+            } else {
+                ep.close_sender(k);
+            }
+        }
+        if let Some(k) = self.in_key.take() {
+            if aborted {
+                ep.abort_receiver(k, ResetReason::Shutdown);
+            } else {
+                ep.retire_receiver(k);
+            }
+        }
+    }
+
+    /// One JSON record of the connection (the `status` op, the agent's log).
+    pub fn record(&self, outcome: &str) -> serde_json::Value {
+        serde_json::json!({
+            "event": "tcp_conn", "side": match self.side { Side::Client => "client", Side::Server => "server" },
+            "conn_id": self.conn_id, "remote": self.remote.to_string(), "local": self.local_addr.to_string(),
+            "transport": format!("{:?}", self.transport).to_lowercase(),
+            "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
+            "duration_s": self.started.elapsed().as_secs_f64(), "outcome": outcome,
+        })
+    }
+}
+
+/// Source of the agent's loopback connections to local listeners: the library maps
+/// connections from it (and only those) back to the remote application's address.
+pub const AGENT_LOOPBACK_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
+
+/// Connect to a local listener (blocking, at most 1 s) from `AGENT_LOOPBACK_SRC` for the
+/// IPv4 loopback, from the listener's own address when it is bound to one.
+pub fn connect_local(target: SocketAddr) -> io::Result<TcpStream> {
+    use nix::sys::socket::{
+        bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
+        SockaddrStorage,
+    };
+    let SocketAddr::V4(t) = target else {
+        return TcpStream::connect_timeout(&target, std::time::Duration::from_secs(1));
+    };
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let src = if t.ip().is_loopback() {
+        AGENT_LOOPBACK_SRC
+    } else {
+        *t.ip()
+    };
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
+    )?;
+    setsockopt(
+        &fd,
+        sockopt::SendTimeout,
+        &nix::sys::time::TimeVal::new(1, 0),
+    )?;
+    connect(fd.as_raw_fd(), &SockaddrStorage::from(target))?;
+    Ok(TcpStream::from(fd))
+}
+
+/// The local IPv4 address the kernel uses towards `peer` (a connected UDP socket's address).
+pub fn local_ip_towards(peer: IpAddr) -> Option<IpAddr> {
+    let any: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse().expect("address")
+    } else {
+        "[::]:0".parse().expect("address")
+    };
+    let u = UdpSocket::bind(any).ok()?;
+    u.connect(SocketAddr::new(peer, 9)).ok()?;
+    u.local_addr().ok().map(|a| a.ip())
+}
