@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Unmodified applications benchmark (run by `make bench`): iperf3 through libflexpass
+(`flexpass run`) vs iperf3 on kernel TCP, on the same veth pair between two namespaces.
+
+Also reported, to locate the limit: the agent's own goodput on the same path (`flexpass
+send` between the same two agents' engines, no application socket), so
+iperf3-through-libflexpass / flexpass-send is the cost of the application data path
+(AF_UNIX leg on the client, loopback TCP leg on the server), and redis-benchmark GET
+requests/s both ways (small request/response latency). Needs root, iperf3 (and
+redis-benchmark for that row); skips loudly otherwise.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
+P = f"fpq{os.getpid() % 10000}"
+IP = {"a": "10.82.0.1", "b": "10.82.0.2"}
+SECONDS = os.environ.get("BENCH_SECONDS", "4")
+REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
+LINK_GBPS = os.environ.get("BENCH_LINK_GBPS", "10")
+NET = ["--link-gbps", LINK_GBPS, "--rtt-us", "50"]
+TMP = Path(f"/tmp/{P}")
+
+
+def sh(*a, check=True):
+    r = subprocess.run(list(a), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(a)}: {r.stderr.strip()}")
+    return r
+
+
+def ns(host, *cmd, run=False, **kw):
+    argv = ["ip", "netns", "exec", f"{P}{host}"]
+    if run:
+        argv += [str(BIN), "run", "--agent-socket", str(TMP / f"{host}.sock"), "--"]
+    return subprocess.Popen(argv + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_port(host, port):
+    for _ in range(200):
+        if sh("ip", "netns", "exec", f"{P}{host}", "ss", "-Hltn", f"sport = :{port}", check=False).stdout.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {host}:{port}")
+
+
+def iperf_once(through, reverse=False):
+    srv = ns("b", "iperf3", "-s", "-1", "-p", "5201", run=through)
+    wait_port("b", 5201)
+    cli = ns("a", "iperf3", "-c", IP["b"], "-p", "5201", "-t", SECONDS, "--json", *(["-R"] if reverse else []),
+             run=through)
+    out, err = cli.communicate(timeout=120)
+    srv.communicate(timeout=30)
+    if cli.returncode != 0:
+        raise RuntimeError(f"iperf3 failed: {err or out}")
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e9
+
+
+def median_run(fn):
+    runs = sorted(fn() for _ in range(REPEAT))
+    return runs[len(runs) // 2], [round(runs[0], 3), round(runs[-1], 3)]
+
+
+def agent_send_once(size=300_000_000):
+    """The engine alone: a `flexpass send` flow from an endpoint on a to b's agent."""
+    # b's agent accepts the flow through its API and discards it.
+    sink = ns("b", sys.executable, "-c",
+              "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+              "s.sendall(b'{\"op\":\"accept\"}\\n'); n=0\n"
+              "while True:\n d=s.recv(1<<20)\n if not d: break\n n+=len(d)\nprint(n)", str(TMP / "b.sock"))
+    time.sleep(0.3)
+    t = time.time()
+    send = ns("a", str(BIN), "send", "--to", f"{IP['b']}:7890", "--size", str(size), "--bind", "0.0.0.0:7891", *NET)
+    out, err = send.communicate(timeout=300)
+    if send.returncode != 0:
+        raise RuntimeError(f"flexpass send failed: {err}")
+    sink.communicate(timeout=60)
+    return json.loads(out.splitlines()[0])["bytes"] * 8 / (time.time() - t) / 1e9
+
+
+def redis_rps(through):
+    out = ns("a", "redis-benchmark", "-h", IP["b"], "-p", "6390", "-n", "5000", "-c", "10", "-t", "get", "--csv",
+             run=through).communicate(timeout=300)[0]
+    rows = [ln.split(",") for ln in out.splitlines() if ln.startswith('"GET"')]
+    return float(rows[0][1].strip('"')) if rows else None
+
+
+def main():
+    if os.geteuid() != 0:
+        print("SKIPPED libflexpass bench: not root (network namespaces need CAP_NET_ADMIN)")
+        return 0
+    if shutil.which("iperf3") is None:
+        print("SKIPPED libflexpass bench: iperf3 not installed (make deps as root installs it)")
+        return 0
+    if not BIN.exists() or not BIN.with_name("libflexpass.so").exists():
+        print(f"SKIPPED libflexpass bench: {BIN} or libflexpass.so not built")
+        return 0
+    agents = []
+    try:
+        TMP.mkdir(exist_ok=True)
+        for h in IP:
+            sh("ip", "netns", "add", f"{P}{h}")
+            sh("ip", "-n", f"{P}{h}", "link", "set", "lo", "up")
+        sh("ip", "link", "add", f"{P}va", "type", "veth", "peer", "name", f"{P}vb")
+        for h in IP:
+            sh("ip", "link", "set", f"{P}v{h}", "netns", f"{P}{h}")
+            sh("ip", "-n", f"{P}{h}", "addr", "add", f"{IP[h]}/24", "dev", f"{P}v{h}")
+            sh("ip", "-n", f"{P}{h}", "link", "set", f"{P}v{h}", "up")
+        for h in IP:
+            agents.append(ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *NET))
+        for h in IP:
+            for _ in range(100):
+                if (TMP / f"{h}.sock").exists():
+                    break
+                time.sleep(0.05)
+        kernel, kernel_range = median_run(lambda: iperf_once(False))
+        fp, fp_range = median_run(lambda: iperf_once(True))
+        fp_r, fp_r_range = median_run(lambda: iperf_once(True, reverse=True))
+        engine, engine_range = median_run(agent_send_once)
+        summary = {
+            "seconds_per_run": float(SECONDS), "repeat": REPEAT, "link_gbps_configured": float(LINK_GBPS),
+            "iperf3_kernel_tcp_gbps": round(kernel, 3), "iperf3_kernel_tcp_min_max": kernel_range,
+            "iperf3_libflexpass_gbps": round(fp, 3), "iperf3_libflexpass_min_max": fp_range,
+            "iperf3_libflexpass_reverse_gbps": round(fp_r, 3), "iperf3_libflexpass_reverse_min_max": fp_r_range,
+            "ratio_libflexpass_over_kernel_tcp": round(fp / kernel, 3),
+            "agent_engine_flexpass_send_gbps": round(engine, 3), "agent_engine_min_max": engine_range,
+            "ratio_libflexpass_over_agent_engine": round(fp / engine, 3),
+            "goal": "iperf3 through libflexpass >= 0.8 x kernel TCP",
+        }
+        if shutil.which("redis-server") and shutil.which("redis-benchmark"):
+            redis = ns("b", "redis-server", "--port", "6390", "--save", "", "--appendonly", "no",
+                       "--protected-mode", "no", run=True)
+            agents.append(redis)
+            wait_port("b", 6390)
+            summary["redis_get_rps_kernel_tcp"] = redis_rps(False)
+            summary["redis_get_rps_libflexpass"] = redis_rps(True)
+        print("libflexpass bench:", json.dumps(summary))
+        return 0
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    finally:
+        for p in reversed(agents):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        for h in IP:
+            sh("ip", "netns", "del", f"{P}{h}", check=False)
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
