@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// Datagrams read per recvmmsg(2), and handled between two runs of the timers.
 const RECV_BATCH: usize = 16;
+/// recvmmsg(2) batches per `poll` call at most.
+const MAX_BATCHES: usize = 16;
 /// Step (ns) of the wake-up latency estimate per timer wake-up (median tracking).
 const WAKE_LEAD_STEP: f64 = 200.0;
 /// While busy-waiting for a credit, the socket is checked this often (ns).
@@ -517,9 +519,13 @@ impl Endpoint {
                 }
             }
         }
-        // Drain the socket in batches, running due timers (credit pacing) between batches.
-        while self.receive_batch(RECV_BATCH)? == RECV_BATCH {
+        // Drain the socket in batches, running due timers (credit pacing) between batches;
+        // at most MAX_BATCHES per call, so a caller that also serves other sockets (the
+        // daemon's applications) is not starved while datagrams keep arriving.
+        let mut batches = 1;
+        while self.receive_batch(RECV_BATCH)? == RECV_BATCH && batches < MAX_BATCHES {
             self.run_timers_and_flush();
+            batches += 1;
         }
         self.run_timers_and_flush();
         Ok(())
