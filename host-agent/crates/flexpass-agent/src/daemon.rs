@@ -433,6 +433,7 @@ impl Daemon {
                 Step::Aborted(why) => (false, format!("aborted: {why}")),
             };
             let mut conn = conns.swap_remove(i);
+            let rec = (!conn.close_after_line).then(|| conn.record(&self.ep, &outcome));
             conn.release(&mut self.ep, !done);
             if !done {
                 self.tcp.aborted += 1;
@@ -442,8 +443,7 @@ impl Daemon {
                     e.2 = Some(now);
                 }
             }
-            if !conn.close_after_line {
-                let rec = conn.record(&outcome);
+            if let Some(rec) = rec {
                 log::debug!("flexpass agent: {rec}");
                 if self.tcp.records.len() >= MAX_RECORDS {
                     self.tcp.records.pop_front();
@@ -472,7 +472,7 @@ impl Daemon {
                 "listening": t.listens.keys().collect::<Vec<_>>(),
                 "no_agent_peers": t.no_agent.keys().map(|ip| ip.to_string()).collect::<Vec<_>>(),
                 "conns": t.conns.iter().filter(|c| c.opening.is_none() && !c.close_after_line)
-                    .map(|c| c.record("open")).collect::<Vec<_>>(),
+                    .map(|c| c.record(&self.ep, "open")).collect::<Vec<_>>(),
                 "closed": t.records.iter().collect::<Vec<_>>(),
             },
             "endpoint": self.ep.stats,

@@ -295,8 +295,17 @@ impl Conn {
         }
     }
 
-    /// One JSON record of the connection (the `status` op, the agent's log).
-    pub fn record(&self, outcome: &str) -> serde_json::Value {
+    /// One JSON record of the connection (the `status` op, the agent's log), with the
+    /// outgoing flow's sender statistics while it exists.
+    pub fn record(&self, ep: &Endpoint, outcome: &str) -> serde_json::Value {
+        let mut v = self.record_plain(outcome);
+        if let Some(s) = self.out_key.and_then(|k| ep.sender(k)) {
+            v["sender"] = serde_json::to_value(s.stats()).unwrap_or_default();
+        }
+        v
+    }
+
+    fn record_plain(&self, outcome: &str) -> serde_json::Value {
         serde_json::json!({
             "event": "tcp_conn", "side": match self.side { Side::Client => "client", Side::Server => "server" },
             "conn_id": self.conn_id, "remote": self.remote.to_string(), "local": self.local_addr.to_string(),
