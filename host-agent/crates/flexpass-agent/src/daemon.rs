@@ -68,6 +68,8 @@ pub struct Daemon {
     unclaimed: VecDeque<FlowKey>,
     tcp: TcpState,
     wake: Vec<(RawFd, i16)>,
+    /// Read buffer for the connections' local sockets (allocated once).
+    buf: Vec<u8>,
 }
 
 /// How long a peer that did not answer a connection's HELLO is reached by kernel TCP
@@ -156,6 +158,7 @@ impl Daemon {
                 aborted: 0,
             },
             wake: Vec::new(),
+            buf: vec![0u8; 256 << 10],
         })
     }
 
@@ -368,7 +371,7 @@ impl Daemon {
 
     fn service_conns(&mut self) {
         let now = Instant::now();
-        let mut buf = vec![0u8; 256 << 10];
+        let mut buf = std::mem::take(&mut self.buf);
         let mut conns = std::mem::take(&mut self.tcp.conns);
         let mut i = 0;
         while i < conns.len() {
@@ -451,6 +454,7 @@ impl Daemon {
                 self.tcp.records.push_back(rec);
             }
         }
+        self.buf = buf;
         let t = &mut self.tcp;
         t.conns = conns;
         t.peers

@@ -199,7 +199,9 @@ impl Conn {
         }
         // Local → outgoing flow.
         if let Some(s) = self.out_key.and_then(|k| ep.sender_mut(k)) {
-            if let Some(e) = s.error() {
+            // A RESET after everything was acknowledged is only the peer having forgotten
+            // the finished flow (its answer to a late packet): not an abort.
+            if let (Some(e), false) = (s.error(), s.is_complete()) {
                 return Step::Aborted(format!("outgoing flow: {e}"));
             }
             while !self.local_eof && s.unacked_bytes() < CONN_SEND_WINDOW {
@@ -223,7 +225,7 @@ impl Conn {
         // Incoming flow → local.
         let mut finished = false;
         if let Some(r) = self.in_key.and_then(|k| ep.receiver_mut(k)) {
-            if r.was_reset() {
+            if r.was_reset() && !r.is_complete() {
                 return Step::Aborted("reset by the peer".into());
             }
             while self.out_bytes < CONN_MAX_PENDING {

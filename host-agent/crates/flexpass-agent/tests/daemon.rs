@@ -80,6 +80,17 @@ fn api_clients_exchange_a_flow_through_the_agent() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Byte-exact, reporting lengths and the first difference (not megabytes of bytes).
+fn assert_exact(got: &[u8], want: &[u8], what: &str) {
+    let first = got.iter().zip(want).position(|(a, b)| a != b);
+    assert!(
+        got.len() == want.len() && first.is_none(),
+        "{what}: got {} bytes, want {}, first difference at {first:?}",
+        got.len(),
+        want.len()
+    );
+}
+
 fn start_agent(
     dir: &std::path::Path,
     name: &str,
@@ -144,7 +155,7 @@ fn tcp_connection_both_directions_through_two_agents() {
         assert_eq!(from.ip().to_string(), "127.0.0.2");
         let mut got = vec![];
         c.read_to_end(&mut got).unwrap(); // the client's shutdown(SHUT_WR) is the FIN
-        assert_eq!(got, up2, "client → server bytes exact");
+        assert_exact(&got, &up2, "client → server");
         c.write_all(&down2).unwrap();
         from.port()
     });
@@ -164,7 +175,7 @@ fn tcp_connection_both_directions_through_two_agents() {
     r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
     let mut got = vec![];
     r.read_to_end(&mut got).unwrap();
-    assert_eq!(got, down, "server → client bytes exact");
+    assert_exact(&got, &down, "server → client");
     let loop_port = srv.join().unwrap();
     let (_, peer) = request(
         &sock_b,
