@@ -730,6 +730,10 @@ impl Daemon {
                     .and_then(|a| a.parse::<IpAddr>().ok())
                     .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
                 c.reply = match port {
+                    // Loopback listeners are local-only: remote peers must not reach them.
+                    Some(_) if addr.is_loopback() => {
+                        err_line("a listener bound to a loopback address is not offered to peers")
+                    }
                     Some(p) if p != 0 => {
                         // The agent connects to the listener over loopback when it is bound to
                         // a wildcard address: 127.0.0.1 also for an IPv6 wildcard (dual

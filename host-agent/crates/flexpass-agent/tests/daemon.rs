@@ -145,6 +145,12 @@ fn tcp_connection_both_directions_through_two_agents() {
         &format!("{{\"op\":\"tcp_listen\",\"port\":{port},\"addr\":\"0.0.0.0\"}}\n"),
     );
     assert_eq!(reg["ok"], true, "{reg}");
+    // A loopback-only listener is never offered to peers.
+    let (_, lo) = request(
+        &sock_b,
+        "{\"op\":\"tcp_listen\",\"port\":6379,\"addr\":\"127.0.0.1\"}\n",
+    );
+    assert_eq!(lo["ok"], false, "{lo}");
 
     let up: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 + 1) as u8).collect();
     let down: Vec<u8> = (0..2_500_000u32).map(|i| (i * 13 + 5) as u8).collect();

@@ -712,7 +712,12 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         }
         _ => return r,
     };
-    if sockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) != Some(libc::IPPROTO_TCP)
+    // A listener bound to a loopback address is local-only: never offered to remote peers.
+    let loopback = addr.as_str().starts_with("127.")
+        || addr.as_str() == "::1"
+        || addr.as_str().starts_with("::ffff:127.");
+    if loopback
+        || sockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) != Some(libc::IPPROTO_TCP)
         || !config().policy.server(port)
     {
         set_errno(saved);
