@@ -63,6 +63,21 @@ def iperf_once(through, reverse=False):
     return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e9
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process (the agents: `ip netns exec` execs them, same pid)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_agent_cpu(fn, agents):
+    """Run fn; also the agents' CPU use during it, in cores (CPU seconds per wall second)."""
+    before = [cpu_seconds(p.pid) for p in agents]
+    t = time.time()
+    r = fn()
+    wall = time.time() - t
+    return r, [round((cpu_seconds(p.pid) - b) / wall, 2) for p, b in zip(agents, before)]
+
+
 def median_run(fn):
     runs = sorted(fn() for _ in range(REPEAT))
     return runs[len(runs) // 2], [round(runs[0], 3), round(runs[-1], 3)]
@@ -122,6 +137,7 @@ def main():
                 time.sleep(0.05)
         kernel, kernel_range = median_run(lambda: iperf_once(False))
         fp, fp_range = median_run(lambda: iperf_once(True))
+        _, fp_cpu = with_agent_cpu(lambda: iperf_once(True), agents[:2])
         fp_r, fp_r_range = median_run(lambda: iperf_once(True, reverse=True))
         engine, engine_range = median_run(agent_send_once)
         summary = {
@@ -132,6 +148,7 @@ def main():
             "ratio_libflexpass_over_kernel_tcp": round(fp / kernel, 3),
             "agent_engine_flexpass_send_gbps": round(engine, 3), "agent_engine_min_max": engine_range,
             "ratio_libflexpass_over_agent_engine": round(fp / engine, 3),
+            "agent_cpu_cores_during_libflexpass_iperf3_a_b": fp_cpu,
             "goal": "iperf3 through libflexpass >= 0.8 x kernel TCP",
         }
         if shutil.which("redis-server") and shutil.which("redis-benchmark"):

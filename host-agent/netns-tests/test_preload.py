@@ -377,3 +377,43 @@ def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):
     assert a["tcp"]["direct"] == 3 and a["tcp"]["opened_flexpass"] == 0, a["tcp"]
     assert IP["b"] in a["tcp"]["no_agent_peers"], a["tcp"]
     assert elapsed < 10, elapsed                # one fallback wait, then cached
+
+
+CLOSE_SERVER = r'''
+import hashlib, socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("0.0.0.0", 9300)); l.listen()
+c, _ = l.accept()
+h = hashlib.sha256(); n = 0
+while True:
+    d = c.recv(65536)
+    if not d: break
+    h.update(d); n += len(d)
+print(n, h.hexdigest(), flush=True)
+try:                                        # a reply to a client that has closed: TCP answers RST
+    for _ in range(100):
+        c.sendall(b"reply\n" * 1000)
+except OSError:
+    pass
+'''
+
+CLOSE_CLIENT = r'''
+import hashlib, socket, sys
+data = bytes(range(256)) * 8000
+s = socket.create_connection((sys.argv[1], 9300))
+s.sendall(data)
+s.close()                                   # close, not shutdown: the reply is never read
+print(len(data), hashlib.sha256(data).hexdigest())
+'''
+
+
+def test_client_close_after_write_delivers_its_bytes(agents, tmp_path):
+    """close() right after the last write: every byte still arrives (as with TCP), and the
+    server's reply to the closed socket is refused without cutting the client's bytes."""
+    (tmp_path / "s.py").write_text(CLOSE_SERVER)
+    (tmp_path / "c.py").write_text(CLOSE_CLIENT)
+    srv = agents.run("b", sys.executable, str(tmp_path / "s.py"))
+    agents.wait_port("b", 9300)
+    out, _ = finish(agents.run("a", sys.executable, str(tmp_path / "c.py"), IP["b"]), 60)
+    sout, _ = finish(srv, 60)
+    assert sout.decode().split() == out.decode().split()
+    assert flexpass_conns(agents.status("a"), "client")

@@ -259,7 +259,18 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The application closed its socket while bytes were coming: abort.
+                // The application closed its socket (EOF came first) while bytes were still
+                // coming: refuse the incoming flow, as TCP answers data for a closed socket
+                // with RST, but let what it wrote before closing go out.
+                Err(_) if self.local_eof => {
+                    self.out.clear();
+                    self.out_bytes = 0;
+                    if let Some(k) = self.in_key.take() {
+                        ep.abort_receiver(k, ResetReason::Shutdown);
+                    }
+                    self.wr_shut = true;
+                    break;
+                }
                 Err(e) => return Step::Aborted(format!("local socket: {e}")),
             }
         }
