@@ -223,8 +223,11 @@ s = socket.socket()
 s.setblocking(False)
 err = s.connect_ex((host, port))
 assert err in (0, 115), err                    # 0 or EINPROGRESS, like kernel TCP
+ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT)
+assert ep.poll(10) and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0   # epoll readiness
 _, w, _ = select.select([], [s], [], 10)
-assert w and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+assert w
+ep.close()
 s.setblocking(True)
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -234,16 +237,22 @@ me, peer = s.getsockname(), s.getpeername()
 assert peer == (host, port), peer
 part1 = os.urandom(200_000)
 d = os.dup(s.fileno())                          # dup: same connection
-os.write(d, part1); os.close(d)
+os.write(d, part1[:50_000]); os.close(d)
+os.writev(s.fileno(), [part1[50_000:60_000], part1[60_000:100_000]])   # writev
+s.sendmsg([part1[100_000:150_000], part1[150_000:]])                  # sendmsg
 # fork/exec: a child program writes the second part on the inherited socket (fd 3).
 with open(sys.argv[4], "rb") as f:
     part2 = f.read()
 subprocess.run(["sh", "-c", f"cat {sys.argv[4]} >&3"], pass_fds=(s.fileno(),), check=True,
                preexec_fn=lambda: os.dup2(s.fileno(), 3))
+with open(sys.argv[4], "rb") as f:              # sendfile(2) on the socket
+    s.sendfile(f)
+part2 = part2 + part2
 s.shutdown(socket.SHUT_WR)                      # half-close: the reply still comes
-reply = b""
+first = bytearray(8)
+reply = bytes(first[:os.readv(s.fileno(), [first])])   # readv, then recvmsg
 while True:
-    d = s.recv(4096)
+    d, _, _, _ = s.recvmsg(4096)
     if not d: break
     reply += d
 print(me[0], me[1], reply.decode().strip(), hashlib.sha256(part1 + part2).hexdigest(), len(part1 + part2))
