@@ -6,6 +6,8 @@
 //! * `nets`: IPv4 destinations of clients (CIDR; a bare address is /32). `*` (or no `nets`
 //!   key) = every address. Loopback destinations never use FlexPass.
 //! * `off`: nothing uses FlexPass (the library only passes calls through).
+//! * `loopback`: loopback destinations too (single-host tests; normally they stay kernel
+//!   TCP).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -14,6 +16,7 @@ const MAX_NETS: usize = 32;
 
 pub struct Policy {
     off: bool,
+    loopback: bool,
     any_port: bool,
     ports: [(u16, u16); MAX_PORTS],
     nports: usize,
@@ -63,6 +66,7 @@ impl Policy {
     pub fn all() -> Policy {
         Policy {
             off: false,
+            loopback: false,
             any_port: true,
             ports: [(0, 0); MAX_PORTS],
             nports: 0,
@@ -88,6 +92,10 @@ impl Policy {
             }
             if clause == b"off" {
                 p.off = true;
+                continue;
+            }
+            if clause == b"loopback" {
+                p.loopback = true;
                 continue;
             }
             let eq = clause.iter().position(|&c| c == b'=')?;
@@ -159,7 +167,7 @@ impl Policy {
     pub fn client(&self, dst: SocketAddrV4) -> bool {
         let ip = *dst.ip();
         !self.off
-            && !ip.is_loopback()
+            && (!ip.is_loopback() || self.loopback)
             && !ip.is_unspecified()
             && !ip.is_multicast()
             && !ip.is_broadcast()
@@ -207,6 +215,9 @@ mod tests {
         let p = Policy::parse(b"ports=*;nets=*").unwrap();
         assert!(p.client(a("8.8.8.8:53")));
         assert!(!Policy::parse(b"off").unwrap().client(a("10.0.0.1:1")));
+        assert!(Policy::parse(b"ports=80;loopback")
+            .unwrap()
+            .client(a("127.0.0.1:80")));
     }
 
     #[test]
