@@ -231,15 +231,14 @@ impl Daemon {
             };
             match &c.role {
                 Role::Handshake(_) | Role::Accepting => ev |= nix::libc::POLLIN,
-                Role::Sending { key, eof, .. } => {
+                Role::Sending { key, eof, .. }
                     if !*eof
                         && self
                             .ep
                             .sender(*key)
-                            .is_some_and(|s| s.unacked_bytes() < SEND_WINDOW)
-                    {
-                        ev |= nix::libc::POLLIN;
-                    }
+                            .is_some_and(|s| s.unacked_bytes() < SEND_WINDOW) =>
+                {
+                    ev |= nix::libc::POLLIN
                 }
                 Role::Receiving { out, .. } if !out.is_empty() => ev |= nix::libc::POLLOUT,
                 _ => {}
