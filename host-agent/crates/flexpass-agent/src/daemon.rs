@@ -93,6 +93,8 @@ struct TcpState {
     /// addresses, and when the connection ended.
     peers: HashMap<u16, (SocketAddr, SocketAddr, Option<Instant>)>,
     no_agent: HashMap<IpAddr, Instant>,
+    /// Peers that answered a connection's HELLO: no first-contact probe needed.
+    has_agent: HashSet<IpAddr>,
     no_service: HashMap<(IpAddr, u16), Instant>,
     /// Peers whose fallback was logged (once per peer).
     logged: HashSet<IpAddr>,
@@ -146,6 +148,7 @@ impl Daemon {
                 listens: HashMap::new(),
                 peers: HashMap::new(),
                 no_agent: HashMap::new(),
+                has_agent: HashSet::new(),
                 no_service: HashMap::new(),
                 logged: HashSet::new(),
                 records: VecDeque::new(),
@@ -251,6 +254,9 @@ impl Daemon {
             let ev = c.wake_events(&self.ep);
             if ev != 0 {
                 self.wake.push((c.local.raw_fd(), ev));
+            }
+            if let Some(p) = &c.probe {
+                self.wake.push((p.as_raw_fd(), nix::libc::POLLIN));
             }
         }
         self.ep.set_wake_fds(&self.wake);
@@ -381,6 +387,11 @@ impl Daemon {
                     (s.error(), s.is_established())
                 });
                 let t = &mut self.tcp;
+                if established {
+                    t.has_agent.insert(conn.remote.ip());
+                    conn.probe = None;
+                }
+                let refused = !established && conn.probe_refused();
                 if conn.in_key.is_some() && err.is_none() {
                     conn.opening = None;
                     t.opened_flexpass += 1;
@@ -393,18 +404,18 @@ impl Daemon {
                     );
                 } else if err != Some(SenderError::Reset)
                     && !established
-                    && (err.is_some() || now - since > t.fallback)
+                    && (refused || err.is_some() || now - since > t.fallback)
                 {
                     t.no_agent.insert(conn.remote.ip(), now);
                     if let Some(k) = conn.out_key.take() {
                         self.ep.close_sender(k);
                     }
-                    Self::verdict_direct(
-                        t,
-                        conn,
-                        "peer does not speak FlexPass (no HELLO_ACK)",
-                        true,
-                    );
+                    let why = if refused {
+                        "peer does not speak FlexPass (its agent port is closed)"
+                    } else {
+                        "peer does not speak FlexPass (no HELLO_ACK)"
+                    };
+                    Self::verdict_direct(t, conn, why, true);
                 } else if err.is_some() || now - since > REPLY_TIMEOUT {
                     t.no_service
                         .insert((conn.remote.ip(), conn.remote.port()), now);
@@ -702,6 +713,9 @@ impl Daemon {
         );
         conn.out_key = Some(key);
         conn.opening = Some(Instant::now());
+        if !self.tcp.has_agent.contains(&dst.ip()) {
+            conn.start_probe();
+        }
         self.tcp.conns.push(conn);
     }
 

@@ -100,6 +100,11 @@ pub struct Conn {
     pub in_key: Option<FlowKey>,
     /// Client side, until the verdict: when the open flow started.
     pub opening: Option<Instant>,
+    /// Client side, first contact with a peer: a connected UDP socket to the peer's agent
+    /// port that sent one empty datagram. A host without an agent answers ICMP port
+    /// unreachable, which this socket reports as ECONNREFUSED: fallback in one round trip
+    /// instead of the HELLO timeout (an agent drops the datagram as malformed).
+    pub probe: Option<UdpSocket>,
     /// Bytes for the local socket before any flow data (the client's reply line).
     pub line: Vec<u8>,
     /// Close once `line` is written (a "direct" verdict).
@@ -137,6 +142,7 @@ impl Conn {
             out_key: None,
             in_key: None,
             opening: None,
+            probe: None,
             line: Vec::new(),
             close_after_line: false,
             local_eof: false,
@@ -167,6 +173,37 @@ impl Conn {
             ev |= nix::libc::POLLIN;
         }
         ev
+    }
+
+    /// Start the first-contact probe (see `probe`).
+    pub fn start_probe(&mut self) {
+        let any: SocketAddr = "0.0.0.0:0".parse().expect("address");
+        self.probe = UdpSocket::bind(any)
+            .and_then(|u| {
+                u.connect(self.udp_peer)?;
+                u.set_nonblocking(true)?;
+                u.send(&[])?;
+                Ok(u)
+            })
+            .ok();
+    }
+
+    /// The probe learned that nothing listens on the peer's agent port.
+    pub fn probe_refused(&mut self) -> bool {
+        let Some(u) = &self.probe else { return false };
+        let mut b = [0u8; 1];
+        match u.recv(&mut b) {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                self.probe = None;
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+            // Anything else (even an answer): no conclusion from the probe.
+            _ => {
+                self.probe = None;
+                false
+            }
+        }
     }
 
     /// Write the pending reply line; false if the local socket is gone.

@@ -232,3 +232,29 @@ fn tcp_connect_to_a_peer_without_flexpass_falls_back() {
     agent.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host without an agent answers the first-contact probe with ICMP port unreachable:
+/// fallback without waiting for the HELLO timeout.
+#[test]
+fn tcp_connect_to_a_closed_agent_port_falls_back_at_once() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-closed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (sock, _, stop, agent) = start_agent(&dir, "a.sock", Some(closed));
+    let (_, r) = request(&sock, "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:9\"}\n");
+    assert_eq!(r["mode"], "direct", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("agent port is closed"),
+        "{r}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
