@@ -15,7 +15,9 @@
 //!
 //! Errors are one JSON line `{"ok":false,"error":"…"}` followed by close.
 
-use crate::tcp::{connect_local, local_ip_towards, Conn, Local, Side, Step};
+use crate::tcp::{
+    connect_local, local_ip_towards, Conn, ConnectState, Connecting, Local, Side, Step,
+};
 use crate::{Endpoint, FlowKey};
 use bytes::Bytes;
 use flexpass_core::SenderError;
@@ -81,6 +83,9 @@ const NO_SERVICE_TTL: Duration = Duration::from_secs(5);
 const PEER_LINGER: Duration = Duration::from_secs(60);
 /// Opening side: HELLO_ACK came but no reply flow within this: kernel TCP instead.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Answering side: a registered listener that has not completed the loopback connect by
+/// then is taken as gone.
+const LOCAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Connection records kept for `status`.
 const MAX_RECORDS: usize = 4096;
 
@@ -279,31 +284,13 @@ impl Daemon {
             self.ep.abort_receiver(key, ResetReason::Unspecified);
             return;
         };
-        let stream = match connect_local(target).or_else(|e| {
-            if target.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) {
-                connect_local(SocketAddr::new(
-                    IpAddr::V6(Ipv6Addr::LOCALHOST),
-                    target.port(),
-                ))
-            } else {
-                Err(e)
-            }
-        }) {
+        let stream = match connect_local(target) {
             Ok(s) => s,
             Err(e) => {
-                t.refused += 1;
-                log::info!(
-                    "flexpass agent: port {} no longer accepts ({e}): unregistered",
-                    c.dst_port
-                );
-                t.listens.remove(&c.dst_port);
-                self.ep.abort_receiver(key, ResetReason::Unspecified);
+                Self::refuse_port(t, &mut self.ep, key, c.dst_port, &e);
                 return;
             }
         };
-        let _ = stream.set_nonblocking(true);
-        let _ = stream.set_nodelay(true);
-        let loop_port = stream.local_addr().map(|a| a.port()).ok();
         let transport = self
             .ep
             .receiver(key)
@@ -311,19 +298,6 @@ impl Daemon {
         let remote = SocketAddr::new(key.0.ip(), c.src_port);
         let local_ip = local_ip_towards(key.0.ip()).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let local_addr = SocketAddr::new(local_ip, c.dst_port);
-        let out = match self.ep.open(key.0, transport, 0) {
-            Ok(k) => k,
-            Err(_) => {
-                self.ep.abort_receiver(key, ResetReason::Unspecified);
-                return;
-            }
-        };
-        if let Some(s) = self.ep.sender_mut(out) {
-            s.set_conn(HelloConn {
-                role: ConnRole::Reply,
-                ..c
-            });
-        }
         let mut conn = Conn::new(
             Side::Server,
             Local::Tcp(stream),
@@ -334,14 +308,83 @@ impl Daemon {
             transport,
         );
         conn.in_key = Some(key);
-        conn.out_key = Some(out);
-        conn.loop_port = loop_port;
-        if let Some(p) = loop_port {
-            t.peers.insert(p, (remote, local_addr, None));
-        }
-        t.accepted_flexpass += 1;
-        log::debug!("flexpass agent: connection {remote} → {local_addr} accepted over FlexPass");
+        conn.connecting = Some(Connecting {
+            since: Instant::now(),
+            target,
+            hello: c,
+        });
         t.conns.push(conn);
+    }
+
+    /// The registered listener refused (or never answered) the loopback connection: the
+    /// port is no longer served, and the peer is told with RESET (it then uses kernel TCP).
+    fn refuse_port(t: &mut TcpState, ep: &mut Endpoint, key: FlowKey, port: u16, e: &io::Error) {
+        t.refused += 1;
+        log::info!("flexpass agent: port {port} no longer accepts ({e}): unregistered");
+        t.listens.remove(&port);
+        ep.abort_receiver(key, ResetReason::Unspecified);
+    }
+
+    /// Answering side: advance a loopback connect; once connected, open the reverse flow.
+    fn local_connect(t: &mut TcpState, ep: &mut Endpoint, conn: &mut Conn, now: Instant) {
+        let Some(cn) = conn.connecting else { return };
+        let failed = match conn.connect_state() {
+            ConnectState::InProgress if now - cn.since < LOCAL_CONNECT_TIMEOUT => return,
+            ConnectState::InProgress => io::Error::from(io::ErrorKind::TimedOut),
+            ConnectState::Failed(e) => {
+                // A wildcard IPv6 listener with IPV6_V6ONLY is reached on ::1 instead.
+                let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), cn.target.port());
+                if cn.target.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) {
+                    if let Ok(s) = connect_local(v6) {
+                        conn.local = Local::Tcp(s);
+                        conn.connecting = Some(Connecting { target: v6, ..cn });
+                        return;
+                    }
+                }
+                e
+            }
+            ConnectState::Connected => {
+                conn.connecting = None;
+                if let Local::Tcp(s) = &conn.local {
+                    let _ = s.set_nodelay(true);
+                    conn.loop_port = s.local_addr().map(|a| a.port()).ok();
+                }
+                match ep.open(conn.udp_peer, conn.transport, 0) {
+                    Ok(out) => {
+                        if let Some(s) = ep.sender_mut(out) {
+                            s.set_conn(HelloConn {
+                                role: ConnRole::Reply,
+                                ..cn.hello
+                            });
+                        }
+                        conn.out_key = Some(out);
+                    }
+                    Err(e) => {
+                        log::warn!("flexpass agent: cannot open the reverse flow: {e}");
+                        if let Some(k) = conn.in_key.take() {
+                            ep.abort_receiver(k, ResetReason::Unspecified);
+                        }
+                        conn.close_after_line = true;
+                        return;
+                    }
+                }
+                if let Some(p) = conn.loop_port {
+                    t.peers.insert(p, (conn.remote, conn.local_addr, None));
+                }
+                t.accepted_flexpass += 1;
+                log::debug!(
+                    "flexpass agent: connection {} → {} accepted over FlexPass",
+                    conn.remote,
+                    conn.local_addr
+                );
+                return;
+            }
+        };
+        if let Some(k) = conn.in_key.take() {
+            Self::refuse_port(t, ep, k, cn.hello.dst_port, &failed);
+        }
+        conn.connecting = None;
+        conn.close_after_line = true; // dropped without a record
     }
 
     /// Opening side: the answering side's flow of one of our connections arrived.
@@ -429,6 +472,7 @@ impl Daemon {
                 }
             }
             let conn = &mut conns[i];
+            Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
             let step = conn.pump(&mut self.ep, &mut buf);
             let (done, outcome) = match step {
                 Step::Keep => {

@@ -118,6 +118,8 @@ pub struct Conn {
     pub started: Instant,
     /// Answering side: the agent's loopback source port (the application's getpeername).
     pub loop_port: Option<u16>,
+    /// Answering side, until the loopback connect completes.
+    pub connecting: Option<Connecting>,
 }
 
 impl Conn {
@@ -153,11 +155,31 @@ impl Conn {
             bytes_received: 0,
             started: Instant::now(),
             loop_port: None,
+            connecting: None,
+        }
+    }
+
+    /// The state of the local socket's non-blocking connect (answering side).
+    pub fn connect_state(&self) -> ConnectState {
+        let Local::Tcp(s) = &self.local else {
+            return ConnectState::Connected;
+        };
+        match s.take_error() {
+            Ok(Some(e)) | Err(e) => return ConnectState::Failed(e),
+            Ok(None) => {}
+        }
+        match s.peer_addr() {
+            Ok(_) => ConnectState::Connected,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOTCONN) => ConnectState::InProgress,
+            Err(e) => ConnectState::Failed(e),
         }
     }
 
     /// poll(2) events this connection waits for (0: none; the network wakes it otherwise).
     pub fn wake_events(&self, ep: &Endpoint) -> i16 {
+        if self.connecting.is_some() {
+            return nix::libc::POLLOUT;
+        }
         let mut ev = 0;
         if !self.line.is_empty() || !self.out.is_empty() {
             ev |= nix::libc::POLLOUT;
@@ -231,7 +253,7 @@ impl Conn {
         if self.close_after_line {
             return Step::Done;
         }
-        if self.opening.is_some() {
+        if self.opening.is_some() || self.connecting.is_some() {
             return Step::Keep;
         }
         // Local → outgoing flow.
@@ -370,38 +392,51 @@ impl Conn {
 /// connections from it (and only those) back to the remote application's address.
 pub const AGENT_LOOPBACK_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 2);
 
-/// Connect to a local listener (blocking, at most 1 s) from `AGENT_LOOPBACK_SRC` for the
-/// IPv4 loopback, from the listener's own address when it is bound to one.
+/// Start a non-blocking connect to a local listener, from `AGENT_LOOPBACK_SRC` for the
+/// IPv4 loopback, from the listener's own address when it is bound to one (the event loop
+/// never waits on it: see `Conn::connecting`).
 pub fn connect_local(target: SocketAddr) -> io::Result<TcpStream> {
+    use nix::errno::Errno;
     use nix::sys::socket::{
-        bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
-        SockaddrStorage,
+        bind, connect, socket, AddressFamily, SockFlag, SockType, SockaddrIn, SockaddrStorage,
     };
-    let SocketAddr::V4(t) = target else {
-        return TcpStream::connect_timeout(&target, std::time::Duration::from_secs(1));
-    };
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    let src = if t.ip().is_loopback() {
-        AGENT_LOOPBACK_SRC
+    let family = if target.is_ipv4() {
+        AddressFamily::Inet
     } else {
-        *t.ip()
+        AddressFamily::Inet6
     };
-    bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
-    )?;
-    setsockopt(
-        &fd,
-        sockopt::SendTimeout,
-        &nix::sys::time::TimeVal::new(1, 0),
-    )?;
-    connect(fd.as_raw_fd(), &SockaddrStorage::from(target))?;
-    Ok(TcpStream::from(fd))
+    let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+    let fd = socket(family, SockType::Stream, flags, None)?;
+    if let SocketAddr::V4(t) = target {
+        let src = if t.ip().is_loopback() {
+            AGENT_LOOPBACK_SRC
+        } else {
+            *t.ip()
+        };
+        bind(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
+        )?;
+    }
+    match connect(fd.as_raw_fd(), &SockaddrStorage::from(target)) {
+        Ok(()) | Err(Errno::EINPROGRESS) => Ok(TcpStream::from(fd)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where a non-blocking connect stands.
+pub enum ConnectState {
+    InProgress,
+    Connected,
+    Failed(io::Error),
+}
+
+/// A local listener being connected to (answering side), before the reverse flow opens.
+#[derive(Clone, Copy)]
+pub struct Connecting {
+    pub since: Instant,
+    pub target: SocketAddr,
+    pub hello: flexpass_wire::HelloConn,
 }
 
 /// The local IPv4 address the kernel uses towards `peer` (a connected UDP socket's address).

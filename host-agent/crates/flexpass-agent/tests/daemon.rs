@@ -197,6 +197,32 @@ fn tcp_connection_both_directions_through_two_agents() {
     assert_eq!(direct["mode"], "direct", "{direct}");
     assert_eq!(direct["peer_has_no_agent"], false, "{direct}");
 
+    // A registered port whose listener is gone: refused, unregistered, kernel TCP.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_, reg) = request(
+        &sock_b,
+        &format!("{{\"op\":\"tcp_listen\",\"port\":{gone}}}\n"),
+    );
+    assert_eq!(reg["ok"], true, "{reg}");
+    let (_, direct) = request(
+        &sock_a,
+        &format!("{{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:{gone}\"}}\n"),
+    );
+    assert_eq!(direct["mode"], "direct", "{direct}");
+    let (_, st_b) = request(&sock_b, "{\"op\":\"status\"}\n");
+    assert_eq!(st_b["tcp"]["refused"], 2, "{st_b}");
+    assert!(
+        !st_b["tcp"]["listening"]
+            .as_array()
+            .unwrap()
+            .contains(&gone.into()),
+        "{st_b}"
+    );
+
     std::thread::sleep(Duration::from_millis(100));
     let (_, st) = request(&sock_a, "{\"op\":\"status\"}\n");
     assert_eq!(st["tcp"]["opened_flexpass"], 1, "{st}");
