@@ -27,6 +27,9 @@ deps:
 	  echo "deps: installing thrift for BMv2's runtime CLI (pip: control-plane[bmv2])"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; fi
 	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the Mininet runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
 	@if command -v simple_switch_CLI >/dev/null; then PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane bmv2 ptf mininet | sed 's/^/deps: still missing: /'; true; fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v iperf3 >/dev/null || ! command -v curl >/dev/null || ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v nc >/dev/null; }; then \
+	  echo "deps: installing iperf3, curl, redis and netcat for the unmodified-application tests (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 curl redis-server redis-tools netcat-openbsd >/dev/null; fi
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi
@@ -61,7 +64,7 @@ test: deps
 
 test-rust:
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace && $(CARGO) test --release --workspace
-	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP)" >> $(SUMMARY)
+	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
 	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
@@ -97,7 +100,7 @@ test-netns:
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
-	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic)" >> $(SUMMARY); fi
+	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine.
 test-mininet:
@@ -142,12 +145,14 @@ demo-mininet:
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
-## vs kernel TCP, CPU per packet, credit pacing error; root) and flexpass_switch vs
+## vs kernel TCP, CPU per packet, credit pacing error; root), iperf3 through libflexpass vs
+## kernel TCP (root, iperf3) and flexpass_switch vs
 ## simple_switch_grpc packets/s (root, BMv2)
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
 	@$(MAKE) --no-print-directory bench-model
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py
+	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
 
