@@ -153,6 +153,7 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
             transport: TransportKind::ExpressPass,
             flow_size: 0,
             conn: None,
+            cookie: None,
         }));
         if flow_id % 20 == 0 {
             server.poll(Duration::ZERO).unwrap();

@@ -206,6 +206,8 @@ impl ReceiverPkt {
                 flow_id: FLOW,
                 transport: *transport,
                 flow_size: *flow_size,
+                conn: None,
+                cookie: None,
             }),
             ReceiverPkt::CreditRequest { pending } => Packet::CreditRequest(CreditRequest {
                 flow_id: FLOW,
