@@ -218,6 +218,8 @@ pub struct EndpointStats {
     /// and half-open flows whose credits were stopped after `half_open_credits`.
     pub half_open_credits_limited: u64,
     pub half_open_credit_stops: u64,
+    /// Credits of half-open flows sent (within the half-open share).
+    pub half_open_credits_sent: u64,
     /// Credits received for our flows above the link's credit rate, dropped on arrival.
     pub credits_in_rate_limited: u64,
 }
@@ -1071,17 +1073,18 @@ impl Endpoint {
                 r.handle_timeout(now);
             }
             let mut first_credit = true;
-            let mut ho = if half_open.is_empty() {
-                None
-            } else {
-                half_open.get_mut(&key)
-            };
+            let mut ho = None;
+            let any_half_open = !half_open.is_empty();
             while let Some(t) = r.poll_transmit(now) {
                 if let Packet::Credit(c) = &t.packet {
                     if first_credit {
                         first_credit = false;
                         if let (Some(d), true) = (due, pacing_errors.len() < PACING_SAMPLES) {
                             pacing_errors.push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
+                        }
+                        // Looked up only for flows that send a credit now.
+                        if any_half_open {
+                            ho = half_open.get_mut(&key);
                         }
                     }
                     if let Some(h) = ho.as_deref_mut() {
@@ -1097,6 +1100,7 @@ impl Endpoint {
                             tx.stats.half_open_credits_limited += 1;
                             continue;
                         }
+                        tx.stats.half_open_credits_sent += 1;
                     }
                 }
                 tx.send(peer, t, now);
