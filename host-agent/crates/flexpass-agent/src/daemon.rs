@@ -324,13 +324,12 @@ impl Daemon {
         Ok(())
     }
 
-    /// One turn: accept API connections, move bytes between clients and flows, run the
-    /// network for at most `wait`.
-    pub fn turn(&mut self, wait: Duration) -> io::Result<()> {
-        let listening = self
-            .accept_paused_until
-            .is_none_or(|t| Instant::now() >= t);
-        while listening {
+    /// Accept the API connections waiting (unless accepting is paused after an error).
+    fn accept_clients(&mut self) {
+        if self.accept_paused_until.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if let Err(why) = self.check_peer(&stream) {
@@ -364,6 +363,12 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// One turn: accept API connections, move bytes between clients and flows, run the
+    /// network for at most `wait`.
+    pub fn turn(&mut self, wait: Duration) -> io::Result<()> {
+        self.accept_clients();
         while let Some(k) = self.ep.accept() {
             match self.ep.hello_conn(k) {
                 None => self.unclaimed.push_back(k),

@@ -567,12 +567,22 @@ fn layered_expresspass_spends_credits_only_within_its_dctcp_window() {
 #[test]
 fn a_retry_with_a_cookie_resends_the_hello_with_it() {
     use flexpass_wire::{Hello, HelloAck, HelloStatus};
-    for t in [TransportKind::FlexPass, TransportKind::Dctcp, TransportKind::ExpressPass] {
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::Dctcp,
+        TransportKind::ExpressPass,
+    ] {
         let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
         s.write(Bytes::from(vec![5u8; 4 * 1444]));
         let first = drain(&mut s, 0);
-        assert!(matches!(&first[0], Packet::Hello(Hello { cookie: None, .. })));
-        let reactive = first.iter().filter(|p| matches!(p, Packet::Data(_))).count();
+        assert!(matches!(
+            &first[0],
+            Packet::Hello(Hello { cookie: None, .. })
+        ));
+        let reactive = first
+            .iter()
+            .filter(|p| matches!(p, Packet::Data(_)))
+            .count();
         let retry = |cookie| {
             Packet::HelloAck(HelloAck {
                 flow_id: 7,
@@ -583,14 +593,23 @@ fn a_retry_with_a_cookie_resends_the_hello_with_it() {
         s.handle_packet(100 * MICROS, &retry(0xc0ffee)).unwrap();
         let again = drain(&mut s, 100 * MICROS);
         assert!(
-            matches!(&again[0], Packet::Hello(Hello { cookie: Some(0xc0ffee), .. })),
+            matches!(
+                &again[0],
+                Packet::Hello(Hello {
+                    cookie: Some(0xc0ffee),
+                    ..
+                })
+            ),
             "{t:?}: {again:?}"
         );
         assert_eq!(s.stats().cookie_retries, 1);
         assert!(!s.is_established());
         // DCTCP sends the dropped first-RTT data again at once (FlexPass keeps it for
         // credits), and it goes after the HELLO.
-        let resent = again.iter().filter(|p| matches!(p, Packet::Data(_))).count();
+        let resent = again
+            .iter()
+            .filter(|p| matches!(p, Packet::Data(_)))
+            .count();
         match t {
             TransportKind::Dctcp => assert_eq!(resent, reactive, "{again:?}"),
             _ => assert_eq!(resent, 0, "{again:?}"),
@@ -604,9 +623,13 @@ fn a_retry_with_a_cookie_resends_the_hello_with_it() {
         // A HELLO retransmission carries the cookie too.
         let at = s.poll_timeout().unwrap();
         s.handle_timeout(at);
-        assert!(drain(&mut s, at)
-            .iter()
-            .any(|p| matches!(p, Packet::Hello(Hello { cookie: Some(0xc0ffee), .. }))));
+        assert!(drain(&mut s, at).iter().any(|p| matches!(
+            p,
+            Packet::Hello(Hello {
+                cookie: Some(0xc0ffee),
+                ..
+            })
+        )));
         let ok = Packet::HelloAck(HelloAck {
             flow_id: 7,
             transport: t,

@@ -13,7 +13,8 @@ use crate::{
     ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
     CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
     CREDIT_STOP_LEN, DATA_HEADER_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_RETX,
-    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_MESSAGE_LEN,
+    MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -551,8 +552,11 @@ impl Packet {
             Packet::CreditRequest(_) => CREDIT_REQUEST_LEN,
             Packet::CreditStop { .. } => CREDIT_STOP_LEN,
             Packet::Hello(h) => {
-                (if h.conn.is_some() { HELLO_CONN_LEN } else { HELLO_LEN })
-                    + if h.cookie.is_some() { COOKIE_LEN } else { 0 }
+                (if h.conn.is_some() {
+                    HELLO_CONN_LEN
+                } else {
+                    HELLO_LEN
+                }) + if h.cookie.is_some() { COOKIE_LEN } else { 0 }
             }
             Packet::HelloAck(h) if h.status.cookie().is_some() => HELLO_ACK_COOKIE_LEN,
             Packet::HelloAck(_) => HELLO_ACK_LEN,
