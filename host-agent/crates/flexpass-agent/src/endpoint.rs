@@ -4,11 +4,11 @@
 
 use crate::socket::{TosSocket, BATCH};
 use bytes::Bytes;
+use flexpass_core::config::credit_rate_for_link;
 use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
 };
-use flexpass_core::config::credit_rate_for_link;
 use flexpass_wire::{
     CreditRequest, DscpPlan, Ecn, Hello, HelloAck, HelloConn, HelloStatus, Packet, Reset,
     ResetReason, TransportKind, MIN_ETHERNET_WIRE,
@@ -61,6 +61,10 @@ pub struct EndpointConfig {
     /// Send runs of equal-sized datagrams to one peer as one UDP GSO send (UDP_SEGMENT)
     /// when the kernel supports it; falls back to one datagram per message otherwise.
     pub gso: bool,
+    /// Incoming flows (receivers, lingering ones included) at most: beyond, a HELLO is a
+    /// pressure like a full half-open table (cookies), and a HELLO with a valid cookie is
+    /// answered HELLO_ACK refused.
+    pub max_flows: usize,
     /// Half-open flows (created by a HELLO without a valid cookie, no proof yet that the
     /// sender's address is real: docs/protocol.md §11, "Half-open flows and cookies") kept
     /// at most. What happens to a HELLO beyond it: `hello_cookies`.
@@ -98,13 +102,16 @@ impl std::str::FromStr for CookieMode {
             "off" => Ok(CookieMode::Off),
             "auto" => Ok(CookieMode::Auto),
             "always" => Ok(CookieMode::Always),
-            _ => Err(format!("cookie mode must be off, auto or always, got {s:?}")),
+            _ => Err(format!(
+                "cookie mode must be off, auto or always, got {s:?}"
+            )),
         }
     }
 }
 
 /// Defaults of the half-open bounds (docs/protocol.md §11, "Half-open flows and cookies").
 pub const DEFAULT_MAX_HALF_OPEN: usize = 256;
+pub const DEFAULT_MAX_FLOWS: usize = 8192;
 pub const DEFAULT_HALF_OPEN_TIMEOUT: Nanos = 5_000_000_000;
 pub const DEFAULT_HALF_OPEN_CREDITS: u32 = 16;
 pub const DEFAULT_HALF_OPEN_CREDIT_SHARE: f64 = 0.125;
@@ -124,6 +131,7 @@ impl EndpointConfig {
             spin: DEFAULT_SPIN,
             gso: true,
             busy_poll: DEFAULT_BUSY_POLL,
+            max_flows: DEFAULT_MAX_FLOWS,
             max_half_open: DEFAULT_MAX_HALF_OPEN,
             half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
             half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
@@ -153,6 +161,9 @@ impl EndpointConfig {
         }
         if self.half_open_credits == 0 {
             return Err("half-open credits must be ≥ 1 (credit-based flows need them)".into());
+        }
+        if self.max_flows == 0 {
+            return Err("max flows must be ≥ 1".into());
         }
         if self.max_half_open == 0 && self.hello_cookies != CookieMode::Always {
             return Err("max half-open 0 needs cookies always".into());
@@ -220,6 +231,8 @@ pub struct EndpointStats {
     pub half_open_credit_stops: u64,
     /// Credits of half-open flows sent (within the half-open share).
     pub half_open_credits_sent: u64,
+    /// HELLOs refused (HELLO_ACK refused) because `max_flows` flows exist.
+    pub flows_refused: u64,
     /// Credits received for our flows above the link's credit rate, dropped on arrival.
     pub credits_in_rate_limited: u64,
 }
@@ -772,8 +785,7 @@ impl Endpoint {
                         return;
                     }
                 }
-            } else if let (Packet::Hello(h), true) = (&packet, self.half_open.contains_key(&key))
-            {
+            } else if let (Packet::Hello(h), true) = (&packet, self.half_open.contains_key(&key)) {
                 cookie_ok = self.check_cookie(src, h, now);
             }
             let r = self.receivers.get_mut(&key).expect("present");
@@ -855,8 +867,11 @@ impl Endpoint {
     /// valid cookie, half-open otherwise) or, under the half-open bound, answer HELLO_ACK
     /// retry with a cookie and keep nothing (or evict, cookies off). Whether it was created.
     fn admit_hello(&mut self, key: FlowKey, h: &Hello, cookie_ok: bool, now: Nanos) -> bool {
+        let flows_full = |e: &Self| e.receivers.len() >= e.cfg.max_flows;
         if !cookie_ok {
-            let full = |e: &Self| e.half_open.len() >= e.cfg.max_half_open;
+            // Pressure: the half-open table is full, or the flows are (a forger that also
+            // sends data confirms its flows: they leave the half-open table, but not this).
+            let full = |e: &Self| e.half_open.len() >= e.cfg.max_half_open || flows_full(e);
             if full(self) && self.cfg.hello_cookies != CookieMode::Always {
                 self.expire_half_open(now);
             }
@@ -880,9 +895,20 @@ impl Endpoint {
                         self.stats.half_open_evicted += 1;
                         self.drop_half_open(old);
                     }
-                    None => return false,
+                    None => break,
                 }
             }
+        }
+        if flows_full(self) {
+            // As many flows as allowed: busy (the sender fails; a connection falls back).
+            self.stats.flows_refused += 1;
+            let ack = Packet::HelloAck(HelloAck {
+                flow_id: h.flow_id,
+                transport: h.transport,
+                status: HelloStatus::Refused,
+            });
+            self.transmit(key.0, Transmit::new(ack, h.transport), now);
+            return false;
         }
         let r = match Receiver::new(
             h.flow_id,

@@ -86,7 +86,11 @@ fn transfer(
     let mut accepted = vec![];
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        assert!(Instant::now() < deadline, "transfer timed out: {:?}", server.stats);
+        assert!(
+            Instant::now() < deadline,
+            "transfer timed out: {:?}",
+            server.stats
+        );
         client.poll(Duration::from_micros(100)).unwrap();
         server.poll(Duration::from_micros(100)).unwrap();
         between();
@@ -130,26 +134,55 @@ fn spoofed_hellos_fill_only_the_half_open_table_and_a_real_flow_gets_through() {
     assert_eq!(server.flows().1, 64, "receivers: only the half-open table");
     assert_eq!(st.half_open_peak, 64);
     assert_eq!(st.cookies_sent, sent - 64, "{st:?}");
-    assert!(server.accept().is_none(), "no spoofed flow reaches the application");
+    assert!(
+        server.accept().is_none(),
+        "no spoofed flow reaches the application"
+    );
     // Bounded credits: at most 16 per half-open flow, all within the half-open share.
     let back = drain(&socks);
-    let credits = back.iter().filter(|p| matches!(p, Packet::Credit(_))).count() as u64;
+    let credits = back
+        .iter()
+        .filter(|p| matches!(p, Packet::Credit(_)))
+        .count() as u64;
     let retries = back
         .iter()
         .filter(|p| {
-            matches!(p, Packet::HelloAck(HelloAck { status: HelloStatus::Retry { .. }, .. }))
+            matches!(
+                p,
+                Packet::HelloAck(HelloAck {
+                    status: HelloStatus::Retry { .. },
+                    ..
+                })
+            )
         })
         .count() as u64;
     assert!(credits <= 64 * 16, "{credits} credits to spoofed flows");
     assert_eq!(st.half_open_credit_stops, 64, "{st:?}");
-    assert_eq!(retries, st.cookies_sent, "every retry is one datagram back, no more");
+    assert_eq!(
+        retries, st.cookies_sent,
+        "every retry is one datagram back, no more"
+    );
 
     // A real flow now: the table is full, so it gets a cookie and goes through confirmed.
     let data: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 + 3) as u8).collect();
-    let (got, accepted) =
-        transfer(&mut server, &mut client, TransportKind::ExpressPass, &data, || {});
-    assert!(got == data, "byte-exact: {} of {} bytes", got.len(), data.len());
-    assert_eq!(accepted.len(), 1, "only the real flow was handed over: {accepted:?}");
+    let (got, accepted) = transfer(
+        &mut server,
+        &mut client,
+        TransportKind::ExpressPass,
+        &data,
+        || {},
+    );
+    assert!(
+        got == data,
+        "byte-exact: {} of {} bytes",
+        got.len(),
+        data.len()
+    );
+    assert_eq!(
+        accepted.len(),
+        1,
+        "only the real flow was handed over: {accepted:?}"
+    );
     let key = (server.local_addr().unwrap(), accepted[0].1);
     let _ = key;
     assert_eq!(server.stats.cookies_valid, 1, "{:?}", server.stats);
@@ -177,7 +210,11 @@ fn half_open_flows_older_than_the_timeout_make_room_and_are_forgotten() {
         .unwrap();
     poll_for(&mut server, Duration::from_millis(20));
     let st = &server.stats;
-    assert_eq!((st.half_open, st.half_open_expired, st.cookies_sent), (1, 8, 0), "{st:?}");
+    assert_eq!(
+        (st.half_open, st.half_open_expired, st.cookies_sent),
+        (1, 8, 0),
+        "{st:?}"
+    );
     // A dropped flow's sender, if real, learns it with RESET when it sends again.
     let data = Packet::Data(Data {
         flow_id: 0,
@@ -211,7 +248,11 @@ fn with_cookies_off_the_oldest_half_open_flow_is_evicted() {
         poll_for(&mut server, Duration::from_millis(2));
     }
     let st = &server.stats;
-    assert_eq!((st.half_open, st.half_open_evicted, st.cookies_sent), (4, 6, 0), "{st:?}");
+    assert_eq!(
+        (st.half_open, st.half_open_evicted, st.cookies_sent),
+        (4, 6, 0),
+        "{st:?}"
+    );
     assert_eq!(server.flows().1, 4);
 }
 
@@ -235,7 +276,11 @@ fn with_cookies_always_no_hello_creates_state_until_its_cookie_comes_back() {
     assert_eq!(server.flows().1, 0);
     assert_eq!(server.stats.cookies_sent, 40);
     assert_eq!(server.stats.cookies_invalid, 20);
-    for t in [TransportKind::FlexPass, TransportKind::Dctcp, TransportKind::ExpressPass] {
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::Dctcp,
+        TransportKind::ExpressPass,
+    ] {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 13 + 1) as u8).collect();
         let (got, accepted) = transfer(&mut server, &mut client, t, &data, || {});
         assert!(got == data, "{t:?}: byte-exact");
@@ -356,4 +401,56 @@ fn a_credit_flood_cannot_make_a_sender_exceed_its_link() {
          back ({rate:.3e} bit/s on the wire, link {link:.0e}); {} dropped on arrival",
         st.credits_in_rate_limited
     );
+}
+
+/// A forger that follows each spoofed HELLO with a data packet confirms its flows (data is
+/// the proof without cookies): they leave the half-open table, but the flow count is capped
+/// (`max_flows`): then HELLOs get cookies, and a valid cookie beyond the cap is refused.
+/// `--hello-cookies always` is the defence against such forgers (no flow without a cookie).
+#[test]
+fn hello_and_data_forgers_are_capped_by_max_flows() {
+    let mut server = endpoint(true, 1e9, |c| {
+        c.max_half_open = 16;
+        c.max_flows = 40;
+    });
+    let mut client = endpoint(false, 1e9, |_| {});
+    let addr = server.local_addr().unwrap();
+    let socks = spoofers(100);
+    for (i, s) in socks.iter().enumerate() {
+        let id = i as u32;
+        s.send_to(&hello(id, TransportKind::Dctcp, None), addr)
+            .unwrap();
+        let d = Packet::Data(Data {
+            flow_id: id,
+            subflow: SubFlow::Reactive,
+            flow_seq: 0,
+            subflow_seq: 0,
+            credit_seq: 0,
+            tsval: 0,
+            fin: false,
+            retransmission: false,
+            payload: Bytes::from_static(b"forged"),
+        });
+        s.send_to(&d.encode_to_vec(), addr).unwrap();
+        poll_for(&mut server, Duration::from_millis(1));
+    }
+    poll_for(&mut server, Duration::from_millis(50));
+    let st = server.stats.clone();
+    assert_eq!(server.flows().1, 40, "{st:?}");
+    assert_eq!(st.cookies_sent, 60, "{st:?}");
+    // A real flow now gets a cookie, and with it a refusal: the host is busy.
+    let key = client.open(addr, TransportKind::Dctcp, 10).unwrap();
+    client.write(key, Bytes::from_static(b"0123456789"));
+    client.sender_mut(key).unwrap().finish();
+    let end = Instant::now() + Duration::from_secs(5);
+    while client.sender(key).unwrap().error().is_none() && Instant::now() < end {
+        client.poll(Duration::from_micros(200)).unwrap();
+        server.poll(Duration::from_micros(200)).unwrap();
+    }
+    assert_eq!(
+        client.sender(key).unwrap().error(),
+        Some(flexpass_core::SenderError::Refused)
+    );
+    assert_eq!(server.stats.flows_refused, 1);
+    assert_eq!(server.flows().1, 40);
 }

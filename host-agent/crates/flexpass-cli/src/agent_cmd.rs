@@ -46,6 +46,10 @@ pub struct NetArgs {
     /// one UDP_SEGMENT send where the kernel and device support it).
     #[arg(long)]
     pub no_gso: bool,
+    /// Incoming flows at most (lingering ones included; about 20 kB each): beyond, HELLOs
+    /// get cookies (as with a full half-open table) and then HELLO_ACK refused.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
     /// Half-open flows (created by a HELLO without a cookie, no data yet) kept at most;
     /// beyond, see --hello-cookies (docs/protocol.md §11, "Half-open flows and cookies").
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_MAX_HALF_OPEN)]
@@ -103,6 +107,7 @@ impl NetArgs {
         c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
         c.gso = !self.no_gso;
         c.busy_poll = (self.busy_poll_us.max(0.0) * 1e3) as u64;
+        c.max_flows = self.max_flows;
         c.max_half_open = self.max_half_open;
         c.half_open_timeout = self.half_open_timeout_ms.saturating_mul(1_000_000);
         c.half_open_credits = self.half_open_credits;
@@ -195,6 +200,10 @@ pub struct FlowRecord {
     pub timeouts: u64,
     pub credits_received: u64,
     pub credits_wasted: u64,
+    /// HELLOs sent again: timeouts, and answers HELLO_ACK retry (a cookie: the receiver was
+    /// under a flood of HELLOs; docs/protocol.md §11).
+    pub hello_retransmissions: u64,
+    pub cookie_retries: u64,
     pub error: Option<String>,
 }
 
@@ -456,6 +465,8 @@ fn record(
         timeouts: st.timeouts,
         credits_received: st.credits_received,
         credits_wasted: st.credits_wasted,
+        hello_retransmissions: st.hello_retransmissions,
+        cookie_retries: st.cookie_retries,
         error,
     }
 }
@@ -581,6 +592,8 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 timeouts: 0,
                 credits_received: 0,
                 credits_wasted: 0,
+                hello_retransmissions: 0,
+                cookie_retries: 0,
                 error: None,
             };
             let transport = r.transport();
@@ -762,6 +775,8 @@ fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
         timeouts: 0,
         credits_received: 0,
         credits_wasted: 0,
+        hello_retransmissions: 0,
+        cookie_retries: 0,
         error,
     }
 }
