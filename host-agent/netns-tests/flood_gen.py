@@ -20,12 +20,14 @@ import argparse
 import ipaddress
 import json
 import random
+import signal
 import socket
 import struct
 import sys
 import time
 
 PORT = 7890
+STOP = []  # set by SIGTERM / SIGINT: finish and report
 ETH_P_IP = 0x0800
 ETH_P_ALL = 0x0003
 T_CREDIT, T_CREDIT_REQUEST, T_HELLO = 0x1, 0x5, 0x7
@@ -115,7 +117,7 @@ def blast(sock, frames, rate, seconds):
     end = start + seconds
     while True:
         now = time.perf_counter()
-        if now >= end:
+        if now >= end or STOP:
             break
         due = min(int((now - start) * rate) + 1, sent + 512)
         while sent < due and (sent & 255 or time.perf_counter() < end):
@@ -144,7 +146,7 @@ def blast_send(sock, frames, rate, seconds):
     send = sock.send
     while True:
         now = time.perf_counter()
-        if now >= end:
+        if now >= end or STOP:
             break
         due = int((now - start) * rate) + 1
         while sent < due:
@@ -178,6 +180,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tos", type=int, default=0, help="hello: IPv4 TOS byte of the flood (0: legacy class)")
     a = ap.parse_args()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: STOP.append(1))
     random.seed(a.seed)
     dmac, smac = mac(a.dst_mac), mac(a.src_mac)
     dst = socket.inet_aton(a.dst)
