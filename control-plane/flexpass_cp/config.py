@@ -97,6 +97,11 @@ TARGETS = ("simple_switch", "flexpass_switch") + tuple(TOFINO_CHIPS)
 #: a frame: preamble+SFD (8) and inter-frame gap (12); the FCS is counted.  The
 #: shaper adds them back with tfN.tm.pipe.sched_cfg.packet_ifg_compensation.
 WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO = 20
+FCS_BYTES = 4
+
+#: Bytes p4src/tna adds in front of a packet for the traffic manager (the
+#: ingress->egress bridged header: qid, colour, kind).
+TOFINO_BRIDGED_BYTES = 1
 
 #: Port speeds of the BfRt $PORT table (bits/s -> $SPEED).  A port whose
 #: link_rate is below its speed is shaped to link_rate by the TM.
@@ -383,6 +388,16 @@ class Derived:
         if self.is_tofino:
             return min(self.cells(nbytes), NO_THRESHOLD)
         return self.packets(nbytes)
+
+    def frame_qdepth(self, frame_bytes: int) -> int:
+        """enq_qdepth units one frame (as sent, without FCS) adds to its queue:
+        BMv2 1 packet, flexpass_switch its bytes, Tofino the cells of frame +
+        FCS + the bridged header."""
+        if self.switch.target == "flexpass_switch":
+            return frame_bytes
+        if self.is_tofino:
+            return self.cells(frame_bytes + FCS_BYTES + TOFINO_BRIDGED_BYTES)
+        return 1
 
     @property
     def ecn_threshold_qdepth(self) -> int:

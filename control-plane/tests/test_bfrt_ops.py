@@ -142,6 +142,15 @@ def test_tm_ops_carry_the_derived_values():
         assert by[("tf1.tm.queue.buffer", port, credit.queue)]["guaranteed_cells"] == 8
 
 
+def test_frame_qdepth_per_target():
+    raw = raw_golden()
+    raw["switches"].pop("s2")
+    units = {t: as_target(raw, t).derived("s1", 1).frame_qdepth(300)
+             for t in ("simple_switch", "flexpass_switch", "tofino", "tofino2")}
+    # 300 B + FCS + 1 bridged byte = 305 B: 4 cells of 80 B, 2 of 176 B.
+    assert units == {"simple_switch": 1, "flexpass_switch": 300, "tofino": 4, "tofino2": 2}
+
+
 def test_red_limit_step_closest_to_buffer():
     cfg = golden_cfg()
     d = cfg.derived("s1", 1)  # red 100 KB = 1250 cells, buffer 300 KB = 3750 cells
