@@ -68,6 +68,15 @@ def test_ops_match_golden_file():
             assert g == w, f"{sw} op {i} differs from {GOLDEN.name}"
 
 
+@pytest.mark.parametrize("path", [REPO / "control-plane" / "configs" / "dumbbell-tofino.yaml",
+                                  REPO / "ptf-tests" / "tofino-model-config.yaml"], ids=lambda p: p.name)
+def test_example_tofino_configs(path):
+    cfg = load_config(path)
+    for sw in cfg.switches:
+        ops = B.switch_ops(cfg, sw)
+        assert len({op.ident for op in ops}) == len(ops)
+
+
 def test_ops_are_deterministic_and_unique():
     cfg = golden_cfg()
     a, b = B.switch_ops(cfg, "s1"), B.switch_ops(cfg, "s1")
