@@ -529,9 +529,9 @@ class Derived:
         for role, q in zip(LOGICAL_QUEUES, tm.queues):
             red_pct = None
             if role == "credit":
-                # Each credit takes whole cells: 92 wire bytes -> 72 stored -> 1 cell.
-                cells = self.port.queues.credit_queue_packets * self.cells(
-                    MAX_CREDIT_WIRE_BYTES - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO)
+                # Each credit takes whole cells: 92 wire bytes -> 73 stored -> 1 cell.
+                cells = self.port.queues.credit_queue_packets * self.frame_qdepth(
+                    MAX_CREDIT_WIRE_BYTES - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
             elif q.red_threshold is not None:
                 red_pct, cells = self.tofino_red_limit
             else:
