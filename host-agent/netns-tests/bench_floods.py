@@ -10,7 +10,8 @@ Markdown table of each part.
 
 Environment: FLOODS_RATES (default "0,25000,50000,100000"), FLOODS_MODES ("auto,always,off"),
 FLOODS_SIZE (200000), FLOODS_MESSAGES (10), FLOODS_CREDIT_RATES ("0,20000,100000"),
-FLEXPASS_BIN.
+FLEXPASS_BIN. The JSON lines also list every flow slower than 100 ms (HELLO retransmissions,
+cookie retries, timeouts) and the machine's 1-minute load average when the run started.
 """
 
 import json
@@ -21,12 +22,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import floodnet as fn  # noqa: E402
 
-RATES = [int(x) for x in os.environ.get("FLOODS_RATES", "0,25000,50000,100000").split(",")]
-MODES = os.environ.get("FLOODS_MODES", "auto,always,off").split(",")
+RATES = [int(x) for x in os.environ.get("FLOODS_RATES", "0,25000,50000,100000").split(",") if x]
+MODES = [x for x in os.environ.get("FLOODS_MODES", "auto,always,off").split(",") if x]
 SIZE = int(os.environ.get("FLOODS_SIZE", 200_000))
 MESSAGES = int(os.environ.get("FLOODS_MESSAGES", 10))
-CREDIT_RATES = [int(x) for x in os.environ.get("FLOODS_CREDIT_RATES", "0,20000,100000").split(",")]
+CREDIT_RATES = [int(x) for x in os.environ.get("FLOODS_CREDIT_RATES", "0,20000,100000").split(",") if x]
 TRANSPORTS = ["flexpass", "expresspass", "dctcp"]
+SLOW_MS = 100  # flows slower than this are listed one by one in the JSON lines
 
 
 def cpu_seconds(pid):
@@ -37,6 +39,7 @@ def cpu_seconds(pid):
 
 
 def hello_run(mode, rate, sha):
+    load = os.getloadavg()[0]
     net = fn.Net()
     try:
         net.up()
@@ -83,7 +86,7 @@ def hello_run(mode, rate, sha):
                "receivers_end": st["flows"]["receivers"],
                "cookies_sent": ep["cookies_sent"], "cookies_valid": ep["cookies_valid"],
                "evicted": ep["half_open_evicted"], "expired": ep["half_open_expired"],
-               "half_open_credits_per_s": round(ep["half_open_credits_sent"] / (elapsed + 1.5)),
+               "half_open_credits_per_s": round(ep["half_open_credits_sent"] / (elapsed + 1.5 * bool(rate))),
                "flows_ok": len(ok), "flows": len(TRANSPORTS) * MESSAGES, "failed": failed,
                "fct_ms": {}}
         for t in TRANSPORTS:
@@ -91,6 +94,15 @@ def hello_run(mode, rate, sha):
             if xs:
                 rec["fct_ms"][t] = [round(fn.percentile(xs, 0.5), 1), round(fn.percentile(xs, 0.99), 1)]
         rec["hello_retransmissions"] = sum(r.get("hello_retransmissions", 0) for r in sent)
+        rec["cookie_retries"] = sum(r.get("cookie_retries", 0) for r in sent)
+        rec["timeouts"] = sum(r.get("timeouts", 0) for r in sent)
+        # The tail: every flow slower than SLOW_MS, with what it went through.
+        rec["slow"] = [{"transport": r["transport"], "fct_ms": round(r["fct_us"] / 1000, 1),
+                        "hello_retransmissions": r.get("hello_retransmissions"),
+                        "cookie_retries": r.get("cookie_retries"), "timeouts": r.get("timeouts"),
+                        "retransmissions": r.get("retransmissions")}
+                       for r in sent if r["fct_us"] / 1000 > SLOW_MS]
+        rec["loadavg_1min"] = round(load, 2)
         return rec
     finally:
         net.down()
