@@ -140,7 +140,7 @@ ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
-TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp"}
+TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt"}
 HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused"}
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
 
