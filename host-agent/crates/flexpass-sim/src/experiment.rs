@@ -130,6 +130,14 @@ pub struct SwitchSpec {
     /// oWF's queue weight and credit share; default: the oracle, the true fraction of
     /// ExpressPass bytes in the traffic of the enabled racks (`traffic::owf_oracle_weight`).
     pub owf_weight: Option<f64>,
+    /// PPT profile: K of the LCP queues P4–P7, kB (the HCP queues P0–P3 use `k_kb`);
+    /// default `k_kb` · 0.1/0.17, the ratio of PPT's λ_LCP to λ_HCP.
+    pub k_lcp_kb: Option<f64>,
+    /// PPT profile: K = λ·C·RTT (PPT Eq. 3) per port, from its link rate C and the base RTT,
+    /// for the HCP queues (λ_HCP; the paper: 0.17) and the LCP queues (λ_LCP: 0.1);
+    /// each, when set, replaces `k_kb` / `k_lcp_kb`.
+    pub lambda_hcp: Option<f64>,
+    pub lambda_lcp: Option<f64>,
 }
 
 impl Default for SwitchSpec {
@@ -148,6 +156,9 @@ impl Default for SwitchSpec {
             credit_burst: 2.0,
             nic_credit_share: None,
             owf_weight: None,
+            k_lcp_kb: None,
+            lambda_hcp: None,
+            lambda_lcp: None,
         }
     }
 }
@@ -169,6 +180,42 @@ pub struct HostSpec {
     pub target_loss_rule: Option<String>,
     /// The rate-scaled rule's scaling (default 0.125, the authors' scripts).
     pub target_loss_scaling: Option<f64>,
+    /// PPT senders (`[host.ppt]`).
+    pub ppt: PptSpec,
+}
+
+/// PPT's host parameters (SIGCOMM'24) and the switches of its ablations.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PptSpec {
+    /// Exponential window decrease (§3.2); false: Fig. 16's "w.o. EWD".
+    pub ewd: bool,
+    /// Flow scheduling (§4); false: Fig. 17's "w.o. scheduling" (HCP P0, LCP P4).
+    pub scheduling: bool,
+    /// Buffer-aware identification (§4.1); false: Fig. 18's "w.o. identification".
+    pub identification: bool,
+    /// The low-priority loop; false: DCTCP with PPT's priorities.
+    pub lcp: bool,
+    /// Identification threshold on the first write, kB (testbed Table 3: 100).
+    pub large_flow_kb: f64,
+    /// PIAS-style demotion of unidentified flows: bytes sent for P0→P1, P1→P2, P2→P3, kB.
+    pub demotion_kb: [f64; 3],
+    /// α_min is taken over the last this-many α updates.
+    pub alpha_history: usize,
+}
+
+impl Default for PptSpec {
+    fn default() -> Self {
+        PptSpec {
+            ewd: true,
+            scheduling: true,
+            identification: true,
+            lcp: true,
+            large_flow_kb: 100.0,
+            demotion_kb: [100.0, 1000.0, 10_000.0],
+            alpha_history: 8,
+        }
+    }
 }
 
 impl Default for HostSpec {
@@ -180,6 +227,7 @@ impl Default for HostSpec {
             w_init: None,
             target_loss_rule: None,
             target_loss_scaling: None,
+            ppt: PptSpec::default(),
         }
     }
 }
@@ -903,8 +951,43 @@ impl Experiment {
         let k = positive(s.k_kb, "switch.k_kb")?;
         let k1 = positive(s.k_q1_kb.unwrap_or(k), "switch.k_q1_kb")?;
         let red = positive(s.red_kb, "switch.red_kb")?;
-        check(red > k1, || {
+        check(red > k1 || s.profile == Profile::Ppt, || {
             format!("switch.red_kb ({red}) must be larger than Q1's ECN threshold K ({k1} kB): the selective-drop threshold is above K")
+        })?;
+        if let Some(v) = s.k_lcp_kb {
+            positive(v, "switch.k_lcp_kb")?;
+        }
+        for (key, v) in [("lambda_hcp", s.lambda_hcp), ("lambda_lcp", s.lambda_lcp)] {
+            if let Some(v) = v {
+                check(v > 0.0 && v.is_finite(), || {
+                    format!("switch.{key} must be > 0, got {v}")
+                })?;
+            }
+        }
+        for (key, set) in [
+            ("k_lcp_kb", s.k_lcp_kb.is_some()),
+            ("lambda_hcp", s.lambda_hcp.is_some()),
+            ("lambda_lcp", s.lambda_lcp.is_some()),
+        ] {
+            check(!set || s.profile == Profile::Ppt, || {
+                format!("switch.{key} applies to profile \"ppt\" only")
+            })?;
+        }
+        let pp = &self.host.ppt;
+        positive(pp.large_flow_kb, "host.ppt.large_flow_kb")?;
+        check(
+            pp.demotion_kb.iter().all(|v| *v >= 0.0 && v.is_finite())
+                && pp.demotion_kb[0] <= pp.demotion_kb[1]
+                && pp.demotion_kb[1] <= pp.demotion_kb[2],
+            || {
+                format!(
+                    "host.ppt.demotion_kb must be three non-decreasing sizes, got {:?}",
+                    pp.demotion_kb
+                )
+            },
+        )?;
+        check(pp.alpha_history >= 1, || {
+            "host.ppt.alpha_history must be >= 1".into()
         })?;
         positive(s.buffer_kb, "switch.buffer_kb")?;
         if let Some(b) = s.shared_buffer_mb {
@@ -1017,7 +1100,7 @@ impl Experiment {
         })?;
         if let Some(t) = self.deployment.transport {
             check(t != TransportKind::Dctcp, || {
-                "deployment.transport is the new transport: flexpass or expresspass".into()
+                "deployment.transport is the new transport: flexpass, expresspass or ppt".into()
             })?;
         }
         let m = &self.measure;
@@ -1107,6 +1190,7 @@ impl Experiment {
             .transport
             .unwrap_or(match self.switch.profile {
                 Profile::FlexPass => TransportKind::FlexPass,
+                Profile::Ppt => TransportKind::Ppt,
                 _ => TransportKind::ExpressPass,
             })
     }

@@ -176,7 +176,8 @@ pub struct Sample {
     /// each sub-flow in this interval.
     pub proactive: Vec<u64>,
     pub reactive: Vec<u64>,
-    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant.
+    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant (PPT
+    /// profile: nothing, the HCP queues P0–P3, the LCP queues P4–P7).
     pub queue_bytes: [u64; 3],
 }
 
@@ -184,7 +185,8 @@ pub struct Sample {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct QueueTrace {
     pub port: String,
-    /// Bytes in Q1, of which red (reactive), and in Q2, per sample.
+    /// Bytes in Q1, of which red (reactive), and in Q2, per sample (PPT profile: q1 = the
+    /// HCP queues P0–P3, q2 = the LCP queues P4–P7).
     pub q1: Vec<u64>,
     pub q1_red: Vec<u64>,
     pub q2: Vec<u64>,
@@ -1073,13 +1075,20 @@ impl Network {
         }
         for (i, &(n, p)) in self.monitors.iter().enumerate() {
             let q = &self.nodes[n].ports[p].queue;
+            let b = if q.cfg.profile == crate::queue::Profile::Ppt {
+                let half = crate::queue::MAX_QUEUES / 2;
+                let sum = |r: std::ops::Range<usize>| r.map(|x| q.bytes(x)).sum::<u64>();
+                [0, sum(0..half), sum(half..2 * half)]
+            } else {
+                [q.bytes(0), q.bytes(1), q.bytes(2)]
+            };
             if i == 0 {
-                s.queue_bytes = [q.bytes(0), q.bytes(1), q.bytes(2)];
+                s.queue_bytes = b;
             }
             let t = &mut self.queue_traces[i];
-            t.q1.push(q.bytes(1));
+            t.q1.push(b[1]);
             t.q1_red.push(q.red_bytes());
-            t.q2.push(q.bytes(2));
+            t.q2.push(b[2]);
         }
         self.samples.push(s);
         let next = self.now + self.sample_interval;
@@ -1098,7 +1107,8 @@ impl Network {
                     towards: self.nodes[p.peer].name.clone(),
                     link_bps: p.link.bps,
                     tx_bytes: p.tx_bytes,
-                    queues: p.queue.stats,
+                    queues: p.queue.stats().to_vec(),
+                    data_queues: p.queue.cfg.profile.data_queues(),
                 });
             }
         }
@@ -1109,8 +1119,8 @@ impl Network {
         self.nodes[node].ports[port].tx_bytes
     }
 
-    pub fn port_stats(&self, node: NodeId, port: usize) -> [QueueStats; 3] {
-        self.nodes[node].ports[port].queue.stats
+    pub fn port_stats(&self, node: NodeId, port: usize) -> Vec<QueueStats> {
+        self.nodes[node].ports[port].queue.stats().to_vec()
     }
 
     pub fn port_link_bps(&self, node: NodeId, port: usize) -> f64 {
@@ -1135,5 +1145,9 @@ pub struct PortReport {
     pub towards: String,
     pub link_bps: f64,
     pub tx_bytes: u64,
-    pub queues: [QueueStats; 3],
+    /// Per queue: 3 (credits, FlexPass, legacy) or the 8 priorities of the PPT profile.
+    pub queues: Vec<QueueStats>,
+    /// The queues holding data (all but the credit queue).
+    #[serde(skip)]
+    pub data_queues: std::ops::Range<usize>,
 }

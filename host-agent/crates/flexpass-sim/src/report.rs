@@ -72,9 +72,10 @@ pub struct BottleneckReport {
     pub utilization: f64,
     /// Data bytes on the wire / capacity over the window.
     pub data_utilization: f64,
-    pub max_queue_bytes: [u64; 3],
-    pub max_queue_packets: [usize; 3],
-    pub queues: [QueueStats; 3],
+    /// Per queue (3, or the 8 priorities of the PPT profile).
+    pub max_queue_bytes: Vec<u64>,
+    pub max_queue_packets: Vec<usize>,
+    pub queues: Vec<QueueStats>,
 }
 
 /// FCTs of a set of flows.
@@ -353,6 +354,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             TransportKind::FlexPass,
             TransportKind::ExpressPass,
             TransportKind::Dctcp,
+            TransportKind::Ppt,
         ] {
             let idx: Vec<usize> = (0..net.flows.len())
                 .filter(|&i| net.flows[i].spec.transport == t)
@@ -385,12 +387,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             port: net.port_name(node, port),
             utilization: net.port_tx_bytes(node, port) as f64 * 8.0 / (cap_bps * duration_s),
             data_utilization: flows.iter().map(|f| f.share).sum::<f64>(),
-            max_queue_bytes: [stats[0].max_bytes, stats[1].max_bytes, stats[2].max_bytes],
-            max_queue_packets: [
-                stats[0].max_packets,
-                stats[1].max_packets,
-                stats[2].max_packets,
-            ],
+            max_queue_bytes: stats.iter().map(|q| q.max_bytes).collect(),
+            max_queue_packets: stats.iter().map(|q| q.max_packets).collect(),
             queues: stats,
         }
     });
@@ -436,7 +434,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         .map(|q| q.dropped_link)
         .sum();
     for p in &ports {
-        let data: u64 = p.queues[1..]
+        let data_queues = &p.queues[p.data_queues.clone()];
+        let data: u64 = data_queues
             .iter()
             .map(|q| q.dropped_full + q.dropped_red)
             .sum();
@@ -444,8 +443,10 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             nic += data;
             continue;
         }
-        credit += p.queues[0].dropped_full;
-        for q in &p.queues[1..] {
+        if p.data_queues.start > 0 {
+            credit += p.queues[0].dropped_full;
+        }
+        for q in data_queues {
             full += q.dropped_full;
             red += q.dropped_red;
         }
