@@ -188,7 +188,7 @@ impl SendBuffer {
 
     /// Cut the next Pending segment (up to one MSS).
     fn cut_pending(&mut self) -> Option<u64> {
-        if self.pending_bytes == 0 && !(self.fin_requested && !self.fin_cut) {
+        if self.pending_bytes == 0 && (self.fin_cut || !self.fin_requested) {
             return None;
         }
         let take = (self.pending_bytes as usize).min(self.mss);
@@ -533,6 +533,7 @@ mod tests {
         assert!(b.mark_acked(t2).is_some());
         let mut order = vec![];
         while let Some(i) = b.next_for_hcp() {
+            assert!(order.len() < 100, "the HCP keeps getting segments: {order:?}");
             order.push(b.get(i).unwrap().flow_seq);
             b.on_sent(i, SubFlow::Reactive, 9);
         }

@@ -138,6 +138,9 @@ pub struct SwitchSpec {
     /// each, when set, replaces `k_kb` / `k_lcp_kb`.
     pub lambda_hcp: Option<f64>,
     pub lambda_lcp: Option<f64>,
+    /// PPT profile: what K is compared with: "port" (default: the bytes of all the port's
+    /// queues, PPT §3.2's "buffer occupancy") or "queue" (the packet's own queue).
+    pub ecn_basis: Option<String>,
 }
 
 impl Default for SwitchSpec {
@@ -159,6 +162,7 @@ impl Default for SwitchSpec {
             k_lcp_kb: None,
             lambda_hcp: None,
             lambda_lcp: None,
+            ecn_basis: None,
         }
     }
 }
@@ -314,6 +318,11 @@ pub struct WorkloadSpec {
     pub cdf: String,
     /// Offered load on the topology's load capacity (ToR / leaf uplinks, else host links).
     pub load: f64,
+    /// What `load` is relative to: "uplinks" (default: the ToR / leaf uplinks where the
+    /// topology has them, FlexPass §6.2) or "hosts" (every host's link, as the simulators of
+    /// Homa and HPCC generate traffic: λ = load · C · hosts / mean size).
+    #[serde(default)]
+    pub load_on: Option<String>,
     /// Background flows.
     pub flows: usize,
     #[serde(default)]
@@ -964,7 +973,17 @@ impl Experiment {
                 })?;
             }
         }
+        check(
+            matches!(s.ecn_basis.as_deref(), None | Some("port") | Some("queue")),
+            || {
+                format!(
+                    "switch.ecn_basis must be \"port\" or \"queue\", got {:?}",
+                    s.ecn_basis.as_deref().unwrap_or("")
+                )
+            },
+        )?;
         for (key, set) in [
+            ("ecn_basis", s.ecn_basis.is_some()),
             ("k_lcp_kb", s.k_lcp_kb.is_some()),
             ("lambda_hcp", s.lambda_hcp.is_some()),
             ("lambda_lcp", s.lambda_lcp.is_some()),
@@ -1079,6 +1098,15 @@ impl Experiment {
                 format!("workload.load must be in (0, 1], got {}", w.load)
             })?;
             check(w.flows >= 1, || "workload.flows must be >= 1".into())?;
+            check(
+                matches!(w.load_on.as_deref(), None | Some("uplinks") | Some("hosts")),
+                || {
+                    format!(
+                        "workload.load_on must be \"uplinks\" or \"hosts\", got {:?}",
+                        w.load_on.as_deref().unwrap_or("")
+                    )
+                },
+            )?;
             non_negative(w.start_ms, "workload.start_ms")?;
             if let Some(fg) = &w.foreground {
                 check(fg.volume_fraction > 0.0 && fg.volume_fraction < 1.0, || {

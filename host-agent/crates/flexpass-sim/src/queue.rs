@@ -166,6 +166,11 @@ pub struct PortConfig {
     /// ECN marking threshold K per queue, bytes (u64::MAX: never); the profile's first
     /// `num_queues()` entries are used.
     pub ecn_k: [u64; MAX_QUEUES],
+    /// ECN compares K with the bytes of the packet's queue (false) or of every data queue of
+    /// the port (true: PPT §3.2, an opportunistic packet "will be marked with ECN if buffer
+    /// occupancy is greater than a predefined threshold upon its arrival"; with K_LCP <
+    /// K_HCP < buffer the LCP is told to stop before the HCP, and both before drops).
+    pub ecn_on_port: bool,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
     /// Data buffer of the port.
@@ -178,7 +183,7 @@ impl PortConfig {
         if self.profile == Profile::Ppt {
             return class
                 .priority()
-                .map_or(PPT_LEGACY_QUEUE, |p| usize::from(p));
+                .map_or(PPT_LEGACY_QUEUE, usize::from);
         }
         match class {
             TrafficClass::Credit => 0,
@@ -337,7 +342,12 @@ impl PortQueue {
                 st.dropped_red += 1;
                 return Enqueued::Dropped(Refused::SelectiveDrop);
             }
-            if self.bytes[q] > self.cfg.ecn_k[q] && pkt.ecn != Ecn::NotEct {
+            let occupancy = if self.cfg.ecn_on_port {
+                data_bytes
+            } else {
+                self.bytes[q]
+            };
+            if occupancy > self.cfg.ecn_k[q] && pkt.ecn != Ecn::NotEct {
                 if pkt.ecn != Ecn::Ce {
                     st.ecn_marked += 1;
                 }
@@ -463,6 +473,7 @@ mod tests {
             credit_burst_bytes: 2.0 * 84.0,
             credit_capacity: 8,
             ecn_k: [u64::MAX, 60_000, 60_000, 0, 0, 0, 0, 0],
+            ecn_on_port: false,
             red_threshold: 100_000,
             buffer: BufferLimit::PerPort { bytes: 1_000_000 },
         }
@@ -665,6 +676,20 @@ mod tests {
             pq.enqueue(ect(0), None),
             Enqueued::Dropped(Refused::BufferFull)
         );
+        // Marking on the port's occupancy: the first P0 packet behind 92 kB of LCP packets is
+        // not marked (92 kB ≤ K_HCP 96 kB), the fourth is; an LCP packet is at once (> 86 kB).
+        let mut c = ppt_cfg();
+        c.ecn_on_port = true;
+        let mut pq = PortQueue::new(c);
+        for _ in 0..60 {
+            pq.enqueue(ect(5), None);
+        }
+        for _ in 0..4 {
+            pq.enqueue(ect(0), None);
+        }
+        assert_eq!(pq.stats()[0].ecn_marked, 1);
+        pq.enqueue(ect(6), None);
+        assert_eq!(pq.stats()[6].ecn_marked, 1);
     }
 
     #[test]

@@ -130,6 +130,77 @@ fn queue_report(port: String, q1: &[u64], q1_red: &[u64], q2: &[u64]) -> QueueRe
     }
 }
 
+/// PPT (SIGCOMM'24) in a run: what the high- and low-priority loops sent, how the LCP's
+/// loops opened (§3.1) and were clocked (§3.2), and the switch ports' priority queues.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PptReport {
+    pub flows: usize,
+    /// Flows identified as large by their first write (§4.1).
+    pub identified_large: usize,
+    pub hcp_packets: u64,
+    pub lcp_packets: u64,
+    /// Opportunistic payload bytes over all payload bytes the PPT senders sent.
+    pub lcp_byte_share: f64,
+    /// HCP transmissions of bytes sent before (its own losses, and opportunistic packets
+    /// still unacknowledged when it reached them).
+    pub retransmissions: u64,
+    pub loops_first_rtts: u64,
+    pub loops_alpha_min: u64,
+    pub lcp_initial_window_packets: u64,
+    pub lp_acks: u64,
+    pub lp_acks_ece: u64,
+    /// Switch ports (not NICs), per priority queue P0..P7: packets dropped because the port
+    /// buffer was full, ECN marks, and the largest occupancy of any port, bytes.
+    pub switch_drops: Vec<u64>,
+    pub switch_ecn_marks: Vec<u64>,
+    pub switch_max_bytes: Vec<u64>,
+}
+
+fn ppt_report(net: &crate::net::Network, ports: &[PortReport]) -> Option<PptReport> {
+    let flows: Vec<&Flow> = net
+        .flows
+        .iter()
+        .filter(|f| f.spec.transport == TransportKind::Ppt)
+        .collect();
+    let ppt_ports: Vec<&PortReport> = ports
+        .iter()
+        .filter(|p| !p.host && p.queues.len() == crate::queue::MAX_QUEUES)
+        .collect();
+    if flows.is_empty() && ppt_ports.is_empty() {
+        return None;
+    }
+    let mut r = PptReport {
+        flows: flows.len(),
+        ..Default::default()
+    };
+    let (mut lcp_bytes, mut all_bytes) = (0u64, 0u64);
+    for s in flows.iter().filter_map(|f| f.sender_stats()) {
+        r.identified_large += usize::from(s.identified_large);
+        r.hcp_packets += s.packets_reactive;
+        r.lcp_packets += s.packets_proactive;
+        lcp_bytes += s.bytes_proactive;
+        all_bytes += s.bytes_proactive + s.bytes_reactive;
+        r.retransmissions += s.retransmissions;
+        r.loops_first_rtts += s.lcp.loops_case1;
+        r.loops_alpha_min += s.lcp.loops_case2;
+        r.lcp_initial_window_packets += s.lcp.initial_window_packets;
+        r.lp_acks += s.lcp.lp_acks;
+        r.lp_acks_ece += s.lcp.lp_acks_ece;
+    }
+    r.lcp_byte_share = lcp_bytes as f64 / all_bytes.max(1) as f64;
+    let q = crate::queue::MAX_QUEUES;
+    r.switch_drops = (0..q)
+        .map(|i| ppt_ports.iter().map(|p| p.queues[i].dropped_full).sum())
+        .collect();
+    r.switch_ecn_marks = (0..q)
+        .map(|i| ppt_ports.iter().map(|p| p.queues[i].ecn_marked).sum())
+        .collect();
+    r.switch_max_bytes = (0..q)
+        .map(|i| ppt_ports.iter().map(|p| p.queues[i].max_bytes).max().unwrap_or(0))
+        .collect();
+    Some(r)
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PathReport {
     /// Credit-scheduled flows whose data and credits were both seen.
@@ -197,6 +268,10 @@ pub struct RunReport {
     pub max_shared_buffer_bytes: Option<u64>,
     pub timeouts: u64,
     pub recovery_timeouts: u64,
+    /// PPT flows' two loops and the switches' priority queues (runs with PPT flows or the
+    /// ppt profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppt: Option<PptReport>,
     pub corrupted_bytes: u64,
     pub jain_index: Option<f64>,
     pub paths: PathReport,
@@ -507,6 +582,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         max_shared_buffer_bytes: net.max_shared_buffer_used(),
         timeouts: sender_sum(|s| s.timeouts),
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
+        ppt: ppt_report(net, &ports),
         corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
         jain_index: (flows.len() > 1 && sampled).then(|| jain(&shares)),
         paths,

@@ -29,6 +29,8 @@ pub struct Stack {
     pub k_lcp: u64,
     pub lambda_hcp: Option<f64>,
     pub lambda_lcp: Option<f64>,
+    /// PPT profile: ECN compares K with the port's occupancy (all queues), not the queue's.
+    pub ecn_on_port: bool,
     pub ppt: PptSpec,
     pub red_threshold: u64,
     pub buffer: u64,
@@ -87,6 +89,7 @@ impl Stack {
             k_lcp: kb(s.k_lcp_kb.unwrap_or(s.k_kb * 0.1 / 0.17)),
             lambda_hcp: s.lambda_hcp,
             lambda_lcp: s.lambda_lcp,
+            ecn_on_port: s.ecn_basis.as_deref() != Some("queue"),
             ppt: exp.host.ppt.clone(),
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
@@ -142,6 +145,7 @@ impl Stack {
             credit_burst_bytes: self.credit_burst * MIN_ETHERNET_WIRE as f64,
             credit_capacity: self.credit_queue,
             ecn_k: self.ecn_k(link_bps),
+            ecn_on_port: self.profile == Profile::Ppt && self.ecn_on_port,
             red_threshold: self.red_threshold,
             buffer,
         }
