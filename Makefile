@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build switch-target test demo demo-mininet bench bench-model figures fuzz clean p4 ptf test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps build switch-target test demo demo-mininet bench bench-model figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -27,6 +27,9 @@ deps:
 	  echo "deps: installing thrift for BMv2's runtime CLI (pip: control-plane[bmv2])"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; fi
 	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the Mininet runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
 	@if command -v simple_switch_CLI >/dev/null; then PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane bmv2 ptf mininet | sed 's/^/deps: still missing: /'; true; fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v iperf3 >/dev/null || ! command -v curl >/dev/null || ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v nc >/dev/null; }; then \
+	  echo "deps: installing iperf3, curl, redis and netcat for the unmodified-application tests (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 curl redis-server redis-tools netcat-openbsd >/dev/null; fi
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi
@@ -37,9 +40,26 @@ p4:
 	mkdir -p build/p4
 	p4c-bm2-ss --p4runtime-files build/p4/flexpass.p4info.txtpb -o build/p4/flexpass.json p4src/v1model/flexpass.p4
 
+## p4-tofino: the TNA program for Tofino and Tofino2 with p4c's Tofino backend, into
+## build/p4-tofino/{tofino,tofino2} (bfrt.json, pipe/, flexpass.conf) + resources.txt
+# The SDE ships p4c with the Tofino backend; otherwise the p4c on PATH.
+P4C ?= $(or $(if $(SDE_INSTALL),$(wildcard $(SDE_INSTALL)/bin/p4c)),p4c)
+TOFINO_BACKEND = $(P4C) --help-targets 2>/dev/null | grep -qx 'tofino-tna'
+p4-tofino:
+	@$(TOFINO_BACKEND) || { echo "p4-tofino: '$(P4C)' has no Tofino backend (p4c --help-targets lists no tofino-tna; README: Tofino)"; exit 1; }
+	@for t in tofino:tna tofino2:t2na; do tgt=$${t%%:*}; arch=$${t##*:}; out=$(CURDIR)/build/p4-tofino/$$tgt; \
+	  mkdir -p $$out; echo "$(P4C) --target $$tgt --arch $$arch -o $$out p4src/tna/flexpass.p4"; \
+	  nice $(P4C) --target $$tgt --arch $$arch -o $$out p4src/tna/flexpass.p4 || exit 1; \
+	  $(PYTHON) p4src/tna/report_resources.py $$out > $$out/resources.txt; sed 's/^/  /' $$out/resources.txt; done
+
 ## ptf: BMv2 on veth pairs in a namespace, control plane applies a config, PTF suite (root)
 ptf: deps
 	bash ptf-tests/run_ptf.sh
+
+## ptf-tofino-model: tofino-model + bf_switchd (the installed SDE) on veth pairs in a namespace,
+## flexpass-ctl applies a config over BfRt, PTF feature tests (root)
+ptf-tofino-model: deps
+	bash ptf-tests/run_tofino_model.sh
 
 ## switch-target: the TM library, its tests and (when BMv2/PI are installed) flexpass_switch
 switch-target:
@@ -61,21 +81,31 @@ test: deps
 
 test-rust:
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace && $(CARGO) test --release --workspace
-	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP)" >> $(SUMMARY)
+	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
 	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
 
-# The P4 program (p4c) and the PTF suite against simple_switch_grpc (root, netns).
+# The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
+# simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
+# One summary line; each missing tool is named in it.
 test-p4:
-	@if ! command -v p4c-bm2-ss >/dev/null; then \
-	  echo "SKIPPED p4 tier: p4c-bm2-ss not installed (P4 compile, control plane on BMv2, PTF)" | tee -a $(SUMMARY); \
-	else $(MAKE) --no-print-directory p4 && bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; \
-	  if [ $$status -ne 0 ]; then exit $$status; fi; \
-	  if grep -q '^SKIPPED ptf:' build/ptf.out; then \
-	    echo "ran: p4 (program compiles); $$(grep '^SKIPPED ptf:' build/ptf.out)" >> $(SUMMARY); \
-	  else echo "ran: p4 + ptf (classification, credit meter, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)" >> $(SUMMARY); fi; fi
+	@mkdir -p build; notes=""; ran=""; \
+	if ! command -v p4c-bm2-ss >/dev/null; then \
+	  notes="$$notes; SKIPPED v1model: p4c-bm2-ss not installed (P4 compile, control plane on BMv2, PTF)"; \
+	else $(MAKE) --no-print-directory p4 || exit 1; \
+	  bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
+	  if grep -q '^SKIPPED ptf:' build/ptf.out; then ran="v1model compiles"; notes="$$notes; $$(grep '^SKIPPED ptf:' build/ptf.out)"; \
+	  else ran="v1model + ptf (classification, credit meter, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)"; fi; fi; \
+	if $(TOFINO_BACKEND); then \
+	  $(MAKE) --no-print-directory p4-tofino || exit 1; ran="$${ran:+$$ran, }tna compiles (tofino, tofino2)"; \
+	  bash ptf-tests/run_tofino_model.sh 2>&1 | tee build/ptf-tofino.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
+	  if grep -q '^SKIPPED tofino-model:' build/ptf-tofino.out; then notes="$$notes; $$(grep '^SKIPPED tofino-model:' build/ptf-tofino.out)"; \
+	  else ran="$$ran + ptf on tofino-model"; fi; \
+	else notes="$$notes; SKIPPED tna: $(P4C) has no Tofino backend (p4c --help-targets: no tofino-tna; README: Tofino)"; fi; \
+	if [ -n "$$ran" ]; then echo "ran: p4 ($$ran)$$notes" >> $(SUMMARY); \
+	else notes="$${notes#; }"; echo "SKIPPED p4 tier: $${notes//SKIPPED /}" | tee -a $(SUMMARY); fi
 
 # The switch target (C++ via ctest): TM unit tests (GoogleTest) and, when BMv2/PI
 # are installed, the flexpass_switch binary and its integration tests on veth
@@ -97,7 +127,7 @@ test-netns:
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
-	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic)" >> $(SUMMARY); fi
+	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine.
 test-mininet:
@@ -142,12 +172,14 @@ demo-mininet:
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
-## vs kernel TCP, CPU per packet, credit pacing error; root) and flexpass_switch vs
+## vs kernel TCP, CPU per packet, credit pacing error; root), iperf3 through libflexpass vs
+## kernel TCP (root, iperf3) and flexpass_switch vs
 ## simple_switch_grpc packets/s (root, BMv2)
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
 	@$(MAKE) --no-print-directory bench-model
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py
+	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
 

@@ -1,10 +1,15 @@
-"""``flexpass-ctl``: configure a FlexPass BMv2 switch from a YAML config.
+"""``flexpass-ctl``: configure a FlexPass switch (BMv2, flexpass_switch or
+Tofino) from a YAML config.
 
-    flexpass-ctl show     --config C --switch S          # offline: derived values + entries
+    flexpass-ctl show     --config C --switch S [--json] # offline: derived values + entries
     flexpass-ctl diff     --config C --switch S [...]    # what apply would change
     flexpass-ctl apply    --config C --switch S [...]    # pipeline + entries + meters + queues
     flexpass-ctl counters --config C --switch S [...]    # per port/queue counters
     flexpass-ctl tm-stats --config C --switch S [...]    # flexpass_switch TM: depths, drops
+
+Tofino targets (``target: tofino`` / ``tofino2``) go over BfRt gRPC with the
+SDE's bfrt_grpc client (flexpass_cp.bfrt_client); ``show`` lists the BfRt
+operations (``--json``: as JSON) without a switch.
 
 Exit codes: 0 ok, 1 config error, 2 switch/transport error, 3 usage.
 """
@@ -22,6 +27,7 @@ from .config import (
     INGRESS_EVENTS,
     LOGICAL_QUEUES,
     PORT_QUEUE_COUNTERS,
+    TOFINO_CHIPS,
     Config,
     ConfigError,
     Derived,
@@ -32,6 +38,7 @@ from .config import (
 
 _REPO = Path(__file__).resolve().parents[2]
 _BUILD = Path(os.environ.get("FLEXPASS_P4_BUILD", _REPO / "build" / "p4"))
+_TOFINO_BUILD = Path(os.environ.get("FLEXPASS_TOFINO_BUILD", _REPO / "build" / "p4-tofino"))
 
 
 def _add_common(p: argparse.ArgumentParser, switch_access: bool) -> None:
@@ -44,6 +51,10 @@ def _add_common(p: argparse.ArgumentParser, switch_access: bool) -> None:
         p.add_argument("--p4info", type=Path, default=_BUILD / "flexpass.p4info.txtpb")
         p.add_argument("--bmv2-json", type=Path, default=_BUILD / "flexpass.json")
         p.add_argument("--timeout", type=float, default=5.0, help="connect/RPC timeout in seconds")
+        p.add_argument("--p4-name", default="flexpass", help="tofino: P4 program name on the switch")
+        p.add_argument("--tofino-build", type=Path,
+                       help="tofino: p4c output directory, pushed when the switch does not run the "
+                            "program (default: build/p4-tofino/<target>)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("show", help="derived values and the entries apply would write (no switch)")
     _add_common(p, False)
+    p.add_argument("--json", action="store_true", help="tofino: print the BfRt operations as JSON")
     p = sub.add_parser("diff", help="entries apply would change on the switch")
     _add_common(p, True)
     p = sub.add_parser("apply", help="push pipeline (if needed), entries, meters and queue settings")
@@ -80,10 +92,12 @@ def _fmt_rate(bps: float) -> str:
     return f"{bps:.4g} bit/s"
 
 
-def cmd_show(cfg: Config, switch: str) -> int:
+def cmd_show(cfg: Config, switch: str, as_json: bool = False) -> int:
     from .bmv2_queues import queue_commands
 
     sw = cfg.switch(switch)
+    if sw.target in TOFINO_CHIPS:
+        return cmd_show_tofino(cfg, switch, as_json)
     print(f"switch {sw.name}: profile {sw.profile}, P4Runtime {sw.grpc_addr} device {sw.device_id}, "
           f"thrift {sw.thrift_port}")
     print("queues (BMv2 priority, highest served first): " +
@@ -116,6 +130,38 @@ def cmd_show(cfg: Config, switch: str) -> int:
     print("BMv2 queue settings (simple_switch_CLI):")
     for c in queue_commands(cfg, switch):
         print(f"  {c.line():40} # {c.why}")
+    return 0
+
+
+def cmd_show_tofino(cfg: Config, switch: str, as_json: bool) -> int:
+    from .bfrt_ops import ops_to_json, switch_ops
+    from .config import tofino_settings
+
+    sw = cfg.switch(switch)
+    ops = switch_ops(cfg, switch)
+    if as_json:
+        sys.stdout.write(ops_to_json(ops))
+        return 0
+    cell = TOFINO_CHIPS[sw.target][1]
+    print(f"switch {sw.name}: {sw.target}, profile {sw.profile}, BfRt gRPC {sw.grpc_addr} device "
+          f"{sw.device_id}; queue ids: " + ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
+    print(f"thresholds in {cell}-byte cells; meter in the bytes Tofino counts (frame + FCS)")
+    print()
+    print(f"{'port':>4} {'link':>11} {'w_q':>5} {'credit limit':>13} {'meter cir':>14} {'burst':>7} "
+          f"{'K cells':>7} {'red':>16} {'Q1 cells':>8} {'legacy K':>8}")
+    for tp in tofino_settings(cfg, switch):
+        d = Derived(cfg, sw, sw.ports[tp.port])
+        q1 = next(q for q in tp.queues if q.role == "flexpass")
+        red = (f"{d.cells(sw.ports[tp.port].queues.red_threshold_bytes)} ({q1.red_limit_percent:g}%)"
+               if q1.red_limit_percent is not None else "-")
+        lk = d.legacy_ecn_threshold_qdepth
+        print(f"{tp.port:>4} {_fmt_rate(sw.ports[tp.port].link_rate_bps):>11} {d.effective_w_q:>5.2f} "
+              f"{_fmt_rate(d.credit_rate_bps):>13} {d.meter_cir_kbps:>9} kb/s {d.meter_burst_kbits:>3} kb "
+              f"{d.ecn_threshold_qdepth:>7} {red:>16} {q1.guaranteed_cells:>8} {'-' if lk is None else lk:>8}")
+    print()
+    print("BfRt operations (apply order):")
+    for op in ops:
+        print(f"  {op.describe()}" + (f"   # {op.why}" if op.why else ""))
     return 0
 
 
@@ -152,9 +198,91 @@ def _check_build(args) -> None:
             raise FileNotFoundError(f"{p} not found: build the P4 program first (make p4)")
 
 
+def _bfrt_connect(args, cfg: Config):
+    from .bfrt_client import BfrtClient
+    from .bfrt_ops import tm_prefix
+
+    sw = cfg.switch(args.switch)
+    return BfrtClient(args.grpc_addr or sw.grpc_addr,
+                      args.device_id if args.device_id is not None else sw.device_id,
+                      p4_name=args.p4_name, tm_prefix=tm_prefix(cfg, args.switch), timeout=args.timeout)
+
+
+def _tofino_build(args, cfg: Config) -> Path:
+    return args.tofino_build or _TOFINO_BUILD / cfg.switch(args.switch).target
+
+
+def _print_updates(updates, desired_count: int) -> None:
+    counts: dict = {}
+    for u in updates:
+        counts[u.op] = counts.get(u.op, 0) + 1
+        print(f"  {u.describe()}")
+    print(f"operations: {desired_count} desired; " +
+          (", ".join(f"{n} {op.lower()}" for op, n in sorted(counts.items())) or "no change"))
+
+
+def cmd_diff_tofino(args, cfg: Config) -> int:
+    from .bfrt_ops import switch_ops
+
+    desired = switch_ops(cfg, args.switch)
+    with _bfrt_connect(args, cfg) as c:
+        c.bind()
+        updates = c.plan(desired)
+    if not updates:
+        print(f"{args.switch}: in sync ({len(desired)} operations)")
+    for u in updates:
+        print(f"  {u.describe()}")
+    return 0
+
+
+def cmd_apply_tofino(args, cfg: Config) -> int:
+    from .bfrt_ops import switch_ops
+    from .config import tofino_settings
+
+    sw = cfg.switch(args.switch)
+    desired = switch_ops(cfg, args.switch)
+    build = _tofino_build(args, cfg)
+    with _bfrt_connect(args, cfg) as c:
+        pushed = c.set_pipeline(build if build.is_dir() else None, force=args.force_pipeline)
+        print(f"pipeline: {'pushed ' + str(build) if pushed else 'bound to ' + args.p4_name + ' (running)'}")
+        c.check_tm(TOFINO_CHIPS[sw.target][1],
+                   sum(q.guaranteed_cells for tp in tofino_settings(cfg, args.switch) for q in tp.queues))
+        if args.no_queues:
+            desired = [op for op in desired if ".tm." not in op.table]
+        updates = c.apply(desired)
+    _print_updates(updates, len(desired))
+    return 0
+
+
+def cmd_counters_tofino(args, cfg: Config) -> int:
+    sw = cfg.switch(args.switch)
+    qname = {v: k for k, v in cfg.bmv2_priority.items()}
+    with _bfrt_connect(args, cfg) as c:
+        c.bind()
+        data = {name: c.read_counter(name) for name in PORT_QUEUE_COUNTERS}
+        events = c.read_counter(INGRESS_EVENTS)
+        print(f"{'port':>4} {'queue':>14} " + " ".join(f"{n:>15}" for n in PORT_QUEUE_COUNTERS)
+              + f" {'TM drops':>9} {'TM max cells':>12}")
+        for port in sorted(sw.ports):
+            for q in sorted(set(cfg.bmv2_priority.values())):
+                row = [data[n].get(port * 8 + q, (0, 0))[0] for n in PORT_QUEUE_COUNTERS]
+                tm = c.queue_counters(port, q)
+                if not args.all and not any(row) and not tm["drop_count_packets"]:
+                    continue
+                label = f"{q} ({qname.get(q, '-')})"
+                print(f"{port:>4} {label:>14} " + " ".join(f"{v:>15}" for v in row)
+                      + f" {tm['drop_count_packets']:>9} {tm['watermark_cells']:>12}")
+    print("ingress events (one per packet on Tofino):")
+    for idx, name in sorted(INGRESS_EVENT_NAMES.items()):
+        print(f"  {name:30} {events.get(idx, (0, 0))[0]}")
+    return 0
+
+
 def cmd_diff(args, cfg: Config) -> int:
     from .p4runtime_client import pipeline_cookie
 
+    if cfg.switch(args.switch).target in TOFINO_CHIPS:
+        return cmd_diff_tofino(args, cfg)
     _check_build(args)
     desired = switch_entries(cfg, args.switch)
     with _connect(args, cfg) as c:
@@ -177,6 +305,8 @@ def cmd_diff(args, cfg: Config) -> int:
 def cmd_apply(args, cfg: Config) -> int:
     from .bmv2_queues import apply_queue_settings
 
+    if cfg.switch(args.switch).target in TOFINO_CHIPS:
+        return cmd_apply_tofino(args, cfg)
     _check_build(args)
     desired = switch_entries(cfg, args.switch)
     with _connect(args, cfg) as c:
@@ -202,6 +332,8 @@ def cmd_apply(args, cfg: Config) -> int:
 
 
 def cmd_counters(args, cfg: Config) -> int:
+    if cfg.switch(args.switch).target in TOFINO_CHIPS:
+        return cmd_counters_tofino(args, cfg)
     _check_build(args)
     sw = cfg.switch(args.switch)
     with _connect(args, cfg) as c:
@@ -260,15 +392,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     try:
         if args.cmd == "show":
-            return cmd_show(cfg, args.switch)
+            return cmd_show(cfg, args.switch, args.json)
+        from .bfrt_client import BfrtError, BfrtUnavailable
         from .bmv2_queues import QueueConfigError
-        from .p4runtime_client import P4RuntimeError
         from .tm_client import TmError
 
+        if cfg.switch(args.switch).target in TOFINO_CHIPS:
+            errors: tuple = (BfrtError, BfrtUnavailable, TmError)
+        else:
+            from .p4runtime_client import P4RuntimeError
+            errors = (P4RuntimeError, QueueConfigError, TmError)
         try:
             return {"diff": cmd_diff, "apply": cmd_apply, "counters": cmd_counters,
                     "tm-stats": cmd_tm_stats}[args.cmd](args, cfg)
-        except (P4RuntimeError, QueueConfigError, TmError) as e:
+        except errors as e:
             print(f"flexpass-ctl: {e}", file=sys.stderr)
             return 2
     except FileNotFoundError as e:

@@ -1,5 +1,6 @@
 """Declarative FlexPass switch configuration (YAML) and its compilation to
-P4Runtime entries for ``p4src/v1model/flexpass.p4``.
+P4Runtime entries for ``p4src/v1model/flexpass.p4`` (and, through
+:mod:`flexpass_cp.bfrt_ops`, BfRt operations for ``p4src/tna/flexpass.p4``).
 
 Everything is in one module on purpose:
 
@@ -25,6 +26,10 @@ Units
   BMv2 counts them (no preamble, IFG or FCS), so thresholds are written as
   configured, and its traffic manager (:func:`tm_settings`) does the DWRR,
   the credit shaping and the red admission that stock BMv2 cannot do.
+  Tofino (``target: tofino`` / ``tofino2``) reports **cells** (80 bytes on
+  Tofino, 176 on Tofino2), so thresholds are ``ceil(bytes / cell)``; its
+  traffic manager (:meth:`Derived.tofino_port`, tf1.tm.* / tf2.tm.* over
+  BfRt) does strict priority, DWRR, the credit shaper and the red colour drop.
 """
 
 from __future__ import annotations
@@ -78,8 +83,38 @@ LOGICAL_QUEUES = ("credit", "flexpass", "legacy")
 #: legacy queue leaves unused.
 DEFAULT_BMV2_PRIORITY = {"credit": 7, "legacy": 6, "flexpass": 5}
 
-#: Switch programs a config can drive.  simple_switch covers simple_switch_grpc.
-TARGETS = ("simple_switch", "flexpass_switch")
+#: Tofino chips: BfRt traffic-manager table prefix and TM cell size in bytes
+#: (the unit of eg_intr_md.enq_qdepth and of every TM buffer limit).  Cell
+#: sizes: Tofino 80 B, Tofino2 176 B; the TM's own tfN.tm.cfg.cell_size_bytes
+#: is checked against this at apply time.
+TOFINO_CHIPS = {"tofino": ("tf1", 80), "tofino2": ("tf2", 176)}
+
+#: Switch programs a config can drive.  simple_switch covers simple_switch_grpc;
+#: tofino / tofino2 run p4src/tna/flexpass.p4 and are configured over BfRt.
+TARGETS = ("simple_switch", "flexpass_switch") + tuple(TOFINO_CHIPS)
+
+#: Wire bytes that Tofino's meters, shapers and buffer accounting do not see in
+#: a frame: preamble+SFD (8) and inter-frame gap (12); the FCS is counted.  The
+#: shaper adds them back with tfN.tm.pipe.sched_cfg.packet_ifg_compensation.
+WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO = 20
+FCS_BYTES = 4
+
+#: Bytes p4src/tna adds in front of a packet for the traffic manager (the
+#: ingress->egress bridged header: qid, colour, kind).
+TOFINO_BRIDGED_BYTES = 1
+
+#: Port speeds of the BfRt $PORT table (bits/s -> $SPEED).  A port whose
+#: link_rate is below its speed is shaped to link_rate by the TM.
+TOFINO_SPEEDS = {"tofino": ((1e9, "BF_SPEED_1G"), (10e9, "BF_SPEED_10G"), (25e9, "BF_SPEED_25G"),
+                            (40e9, "BF_SPEED_40G"), (50e9, "BF_SPEED_50G"), (100e9, "BF_SPEED_100G"))}
+TOFINO_SPEEDS["tofino2"] = TOFINO_SPEEDS["tofino"] + ((200e9, "BF_SPEED_200G"), (400e9, "BF_SPEED_400G"))
+
+#: Colour drop limits a Tofino queue accepts (tfN.tm.queue.color
+#: drop_limit_red), in % of the queue's guaranteed (green) limit.
+TOFINO_COLOR_LIMITS = (12.5, 25.0, 37.5, 50.0, 62.5, 75.0, 87.5, 100.0)
+
+#: Largest DWRR weight of a Tofino queue (bf_tm_sched_q_dwrr_weight_set: 0..1023).
+TOFINO_MAX_DWRR_WEIGHT = 1023
 
 #: Largest CREDIT frame on the wire (ExpressPass §3.1: 84-92 B).
 MAX_CREDIT_WIRE_BYTES = 92
@@ -320,15 +355,27 @@ class Derived:
         return self.config.credit_wire_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2
 
     @property
+    def is_tofino(self) -> bool:
+        return self.switch.target in TOFINO_CHIPS
+
+    @property
+    def credit_meter_bytes(self) -> int:
+        """A minimum credit as the target's byte meter counts it: BMv2 without
+        preamble, IFG and FCS (84 -> 60), Tofino with the FCS (84 -> 64)."""
+        if self.is_tofino:
+            return self.config.credit_wire_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO
+        return self.credit_bmv2_bytes
+
+    @property
     def meter_cir_bytes_per_s(self) -> int:
-        """P4Runtime MeterConfig.cir (= pir) for the BMv2 byte meter: the credit
-        rate expressed in the bytes BMv2 meters count."""
-        return max(1, int(round(self.credits_per_second * self.credit_bmv2_bytes)))
+        """Credit meter CIR (= PIR): the credit rate in the bytes the target's
+        meter counts (P4Runtime MeterConfig.cir for BMv2)."""
+        return max(1, int(round(self.credits_per_second * self.credit_meter_bytes)))
 
     @property
     def meter_burst_bytes(self) -> int:
-        """MeterConfig.cburst (= pburst): two credits (ExpressPass §3.1)."""
-        return 2 * self.credit_bmv2_bytes
+        """Credit meter burst (cburst = pburst): two credits (ExpressPass §3.1)."""
+        return 2 * self.credit_meter_bytes
 
     def packets(self, nbytes: int) -> int:
         """Bytes -> BMv2 queue-depth packets, rounded up."""
@@ -338,7 +385,19 @@ class Derived:
         """A byte threshold in the target's enq_qdepth units (module docstring)."""
         if self.switch.target == "flexpass_switch":
             return min(nbytes, NO_THRESHOLD)
+        if self.is_tofino:
+            return min(self.cells(nbytes), NO_THRESHOLD)
         return self.packets(nbytes)
+
+    def frame_qdepth(self, frame_bytes: int) -> int:
+        """enq_qdepth units one frame (as sent, without FCS) adds to its queue:
+        BMv2 1 packet, flexpass_switch its bytes, Tofino the cells of frame +
+        FCS + the bridged header."""
+        if self.switch.target == "flexpass_switch":
+            return frame_bytes
+        if self.is_tofino:
+            return self.cells(frame_bytes + FCS_BYTES + TOFINO_BRIDGED_BYTES)
+        return 1
 
     @property
     def ecn_threshold_qdepth(self) -> int:
@@ -346,8 +405,8 @@ class Derived:
 
     @property
     def red_threshold_qdepth(self) -> int:
-        """P4 egress red threshold; the flexpass_switch TM drops red at admission."""
-        if self.switch.target == "flexpass_switch":
+        """P4 egress red threshold; the flexpass_switch and Tofino TMs drop red at admission."""
+        if self.switch.target == "flexpass_switch" or self.is_tofino:
             return NO_THRESHOLD
         return self.packets(self.port.queues.red_threshold_bytes)
 
@@ -402,6 +461,94 @@ class Derived:
         return TmPort(self.port.port, self.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2,
                       (credit, flexpass, legacy))
 
+    # ---- Tofino (target: tofino / tofino2) --------------------------------
+
+    @property
+    def cell_bytes(self) -> int:
+        """Tofino TM cell size (enq_qdepth and buffer unit)."""
+        return TOFINO_CHIPS[self.switch.target][1]
+
+    def cells(self, nbytes: int) -> int:
+        """Bytes -> Tofino TM cells, rounded up."""
+        return int(math.ceil(nbytes / self.cell_bytes))
+
+    @staticmethod
+    def kbps(bps: float) -> int:
+        """bits/s -> the kbit/s of BfRt meters and TM shapers (at least 1)."""
+        return max(1, int(round(bps / 1000)))
+
+    @property
+    def meter_cir_kbps(self) -> int:
+        """BfRt $METER_SPEC_CIR_KBPS (= PIR) of the credit meter."""
+        return self.kbps(8 * self.meter_cir_bytes_per_s)
+
+    @property
+    def meter_burst_kbits(self) -> int:
+        """BfRt $METER_SPEC_CBS_KBITS (= PBS): two credits rounded UP to whole
+        kbit (2 x 64 B = 1.024 kbit -> 2 kbit), BfRt's burst unit.  The TM shaper
+        of the credit queue keeps the exact 2-credit burst in bytes."""
+        return max(1, int(math.ceil(8 * self.meter_burst_bytes / 1000)))
+
+    @property
+    def tofino_speed(self) -> Tuple[float, str]:
+        """(bits/s, $SPEED) of the smallest port speed >= link_rate."""
+        for bps, name in TOFINO_SPEEDS[self.switch.target]:
+            if self.port.link_rate_bps <= bps:
+                return bps, name
+        raise ConfigError(f"switches.{self.switch.name}.ports.{self.port.port}.link_rate",
+                          "faster than any port speed")  # parse_config rejects this first
+
+    @property
+    def tofino_red_limit(self) -> Tuple[float, int]:
+        """(drop_limit_red %, guaranteed cells) of the FlexPass queue.
+
+        Tofino expresses the red drop limit as a step of 12.5 % of the queue's
+        guaranteed (green) limit.  The selective-drop threshold is kept exact
+        (rounded up to a cell); the step is the one whose queue limit
+        red / step is closest to the configured buffer."""
+        q = self.port.queues
+        red, buf = self.cells(q.red_threshold_bytes), self.cells(q.buffer_bytes)
+        pct = min(TOFINO_COLOR_LIMITS, key=lambda p: (abs(red * 100 / p - buf), -p))
+        return pct, int(math.ceil(red * 100 / pct))
+
+    @staticmethod
+    def dwrr_weight(weight: float) -> int:
+        """A DWRR share in (0, 1] -> Tofino queue weight 1..1023."""
+        return max(1, min(TOFINO_MAX_DWRR_WEIGHT, int(round(weight * TOFINO_MAX_DWRR_WEIGHT))))
+
+    def tofino_port(self) -> "TofinoPort":
+        """Traffic-manager settings of this Tofino port: the tm_port() design
+        (FlexPass §4.1) in Tofino's units.  Credits at scheduling priority 7,
+        shaped (max rate) to credit_rate_bps with a 2-credit burst, buffer of
+        credit_queue_packets credits; Q1/Q2 at priority 0 under DWRR
+        w_q : 1 - w_q; Q1's red colour drop limit at the selective-drop
+        threshold (tofino_red_limit); a port slower than its speed is shaped to
+        link_rate."""
+        tm = self.tm_port()
+        queues = []
+        for role, q in zip(LOGICAL_QUEUES, tm.queues):
+            red_pct = None
+            if role == "credit":
+                # Each credit takes whole cells: 92 wire bytes -> 73 stored -> 1 cell.
+                cells = self.port.queues.credit_queue_packets * self.frame_qdepth(
+                    MAX_CREDIT_WIRE_BYTES - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
+            elif q.red_threshold is not None:
+                red_pct, cells = self.tofino_red_limit
+            else:
+                cells = self.cells(q.buffer_bytes)
+            queues.append(TofinoQueue(
+                role, q.queue, max_priority=7 if q.priority else 0,
+                dwrr_weight=self.dwrr_weight(q.weight), guaranteed_cells=cells,
+                red_limit_percent=red_pct,
+                shaper_kbps=None if q.shaper_rate_bps is None else self.kbps(q.shaper_rate_bps),
+                shaper_burst_bytes=q.shaper_burst_bytes))
+        speed_bps, speed = self.tofino_speed
+        shaped = self.port.link_rate_bps < speed_bps
+        return TofinoPort(self.port.port, speed,
+                          self.kbps(self.port.link_rate_bps) if shaped else None,
+                          2 * self.config.max_frame_bytes if shaped else None,
+                          tuple(queues))
+
     def summary(self) -> Dict[str, Any]:
         return {
             "credit_rate_bps": self.credit_rate_bps,
@@ -438,6 +585,37 @@ class TmPort:
     link_rate_bps: float
     wire_overhead_bytes: int
     queues: Tuple[TmQueue, ...]
+
+
+@dataclass(frozen=True)
+class TofinoQueue:
+    """One queue of a Tofino port in TM units (bfrt_ops writes it to tfN.tm.queue.*)."""
+
+    role: str  # credit / flexpass / legacy (LOGICAL_QUEUES)
+    qid: int  # ingress queue id (ig_tm_md.qid), from the config's queue indexes
+    max_priority: int  # 0..7, higher is served first
+    dwrr_weight: int  # 1..1023, among queues of the same priority
+    guaranteed_cells: int  # queue limit (and base of the colour limits)
+    red_limit_percent: Optional[float] = None  # red colour drop limit, % of guaranteed_cells
+    shaper_kbps: Optional[int] = None  # max-rate shaper
+    shaper_burst_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class TofinoPort:
+    """A Tofino port: $PORT speed, optional port shaper, its queues."""
+
+    port: int  # dev_port
+    speed: str  # BF_SPEED_*
+    shaper_kbps: Optional[int]  # link_rate when below the port speed
+    shaper_burst_bytes: Optional[int]
+    queues: Tuple[TofinoQueue, ...]
+
+
+def tofino_settings(cfg: "Config", switch: str) -> List[TofinoPort]:
+    """Tofino traffic-manager settings of every port (pure)."""
+    sw = cfg.switch(switch)
+    return [Derived(cfg, sw, sw.ports[p]).tofino_port() for p in sorted(sw.ports)]
 
 
 def tm_settings(cfg: "Config", switch: str) -> List[TmPort]:
@@ -565,16 +743,17 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
                             "next_hops", "ecmp_groups", "routes", "target", "tm_port"),
                 required=("ports",))
     device_id = _int(raw.get("device_id", 0), _join(path, "device_id"), 0, 2**64 - 1)
-    grpc_addr = raw.get("grpc_addr", "127.0.0.1:9559")
+    target = raw.get("target", "simple_switch")
+    if target not in TARGETS:
+        raise ConfigError(_join(path, "target"), f"unknown target {target!r} (targets: {', '.join(TARGETS)})")
+    # P4Runtime (BMv2) listens on 9559, the BfRt gRPC server of bf_switchd on 50052.
+    grpc_addr = raw.get("grpc_addr", "127.0.0.1:50052" if target in TOFINO_CHIPS else "127.0.0.1:9559")
     if not isinstance(grpc_addr, str) or ":" not in grpc_addr:
         raise ConfigError(_join(path, "grpc_addr"), f"must be 'host:port', got {grpc_addr!r}")
     thrift_port = _int(raw.get("thrift_port", 9090), _join(path, "thrift_port"), 1, 65535)
     profile = raw.get("profile", "flexpass")
     if profile not in PROFILES:
         raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
-    target = raw.get("target", "simple_switch")
-    if target not in TARGETS:
-        raise ConfigError(_join(path, "target"), f"unknown target {target!r} (targets: {', '.join(TARGETS)})")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
@@ -589,6 +768,10 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         _check_keys(praw, ppath, ("name", "link_rate", "mac") + _QUEUE_FIELDS,
                     required=("link_rate", "mac"))
         rate = parse_rate(praw["link_rate"], _join(ppath, "link_rate"))
+        if target in TOFINO_CHIPS and rate > TOFINO_SPEEDS[target][-1][0]:
+            raise ConfigError(_join(ppath, "link_rate"),
+                              f"{target} ports run at most {TOFINO_SPEEDS[target][-1][1][9:]}bps, "
+                              f"got {praw['link_rate']!r}")
         mac = _mac(praw["mac"], _join(ppath, "mac"))
         qraw = dict(defaults)
         qraw.update({k: v for k, v in praw.items() if k in _QUEUE_FIELDS})
@@ -759,8 +942,9 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
                                   "set_thresholds", {"ecn_threshold": k, "red_threshold": 0x7FFFF}))
         # Stock BMv2 limits credits with the P4 meter; flexpass_switch shapes its credit
-        # queue in the traffic manager (an unconfigured meter cell is GREEN).
-        if sw.target == "simple_switch":
+        # queue in the traffic manager (an unconfigured meter cell is GREEN); Tofino
+        # does both (the meter polices, the TM shapes).
+        if sw.target == "simple_switch" or d.is_tofino:
             out.append(MeterEntry(METER_CREDIT, port, d.meter_cir_bytes_per_s, d.meter_burst_bytes,
                                   d.meter_cir_bytes_per_s, d.meter_burst_bytes))
     return out

@@ -39,6 +39,7 @@ from scapy.fields import (
     BitEnumField,
     BitField,
     ByteEnumField,
+    ConditionalField,
     FieldLenField,
     FlagsField,
     IntField,
@@ -95,6 +96,7 @@ CREDIT_MSG_MAX = 26
 CREDIT_REQUEST_LEN = 16
 CREDIT_STOP_LEN = 8
 HELLO_LEN = 20
+HELLO_CONN_LEN = 32
 HELLO_ACK_LEN = 12
 RESET_LEN = 12
 MAX_MESSAGE_LEN = 0xFFFF
@@ -133,16 +135,19 @@ TYPE_NAMES = {
 FLAG_FIN = 0x01
 FLAG_ECE = 0x02
 FLAG_RETX = 0x04
+FLAG_CONN = 0x08
 
 ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
 ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
+ALLOWED_FLAGS[T_HELLO] = FLAG_CONN
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
 TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt"}
 HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused"}
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
+CONN_ROLES = {1: "open", 2: "reply"}
 
 ERROR_KINDS = (
     "Truncated",
@@ -161,6 +166,7 @@ ERROR_KINDS = (
     "UnknownTransport",
     "BadStatus",
     "BadReason",
+    "BadConnRole",
 )
 
 
@@ -305,14 +311,24 @@ def decode(buf: bytes) -> Dict[str, Any]:
         return {"type": "credit_stop", "flow_id": flow_id}
 
     if t == T_HELLO:
-        _exact_len(n, HELLO_LEN)
+        with_conn = bool(flags & FLAG_CONN)
+        _exact_len(n, HELLO_CONN_LEN if with_conn else HELLO_LEN)
         if buf[8] not in TRANSPORTS:
             raise FlexPassDecodeError("UnknownTransport", f"transport {buf[8]}")
         if buf[9:12] != b"\x00\x00\x00":
             raise FlexPassDecodeError("NonZeroReserved", "HELLO reserved")
         (flow_size,) = struct.unpack_from("!Q", buf, 12)
-        return {"type": "hello", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
-                "flow_size": flow_size}
+        hello = {"type": "hello", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
+                 "flow_size": flow_size}
+        if with_conn:
+            if buf[28] not in CONN_ROLES:
+                raise FlexPassDecodeError("BadConnRole", f"role {buf[28]}")
+            if buf[29:32] != b"\x00\x00\x00":
+                raise FlexPassDecodeError("NonZeroReserved", "HELLO connection reserved")
+            conn_id, src_port, dst_port = struct.unpack_from("!IHH", buf, 20)
+            hello["conn"] = {"conn_id": conn_id, "src_port": src_port, "dst_port": dst_port,
+                             "role": CONN_ROLES[buf[28]]}
+        return hello
 
     if t == T_HELLO_ACK:
         _exact_len(n, HELLO_ACK_LEN)
@@ -419,6 +435,13 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         t = T_HELLO
         body = struct.pack("!B3xQ", _reverse(TRANSPORTS, pkt.get("transport"), "transport"),
                            _uint(pkt, "flow_size", 64))
+        conn = pkt.get("conn")
+        if conn is not None:
+            if not isinstance(conn, dict):
+                raise FlexPassEncodeError("BadValue", f"conn={conn!r} is not a dict")
+            flags = FLAG_CONN
+            body += struct.pack("!IHHB3x", _uint(conn, "conn_id", 32), _uint(conn, "src_port", 16),
+                                _uint(conn, "dst_port", 16), _reverse(CONN_ROLES, conn.get("role"), "role"))
     elif kind == "hello_ack":
         t = T_HELLO_ACK
         body = struct.pack("!BBH", _reverse(TRANSPORTS, pkt.get("transport"), "transport"),
@@ -436,7 +459,7 @@ def encode(pkt: Dict[str, Any]) -> bytes:
 # Scapy layers
 # ---------------------------------------------------------------------------
 
-_FLAG_NAMES = ["FIN", "ECE", "RETX", "F3", "F4", "F5", "F6", "F7"]  # bit 0 first
+_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "F4", "F5", "F6", "F7"]  # bit 0 first
 
 
 class _FixedBody(Packet):
@@ -525,14 +548,26 @@ class FlexPassCreditRequest(_FixedBody):
     fields_desc = [LongField("pending_bytes", 0)]
 
 
+def _hello_has_conn(p) -> bool:
+    """The HELLO's header has flag CONN: the 12-byte connection extension follows."""
+    under = p.underlayer
+    return under is not None and bool(int(under.flags) & FLAG_CONN)
+
+
 class FlexPassHello(_FixedBody):
-    """HELLO body."""
+    """HELLO body; with flag CONN in the header also the connection extension (conn_id,
+    src_port, dst_port, role, reserved)."""
 
     name = "FlexPass HELLO"
     fields_desc = [
         ByteEnumField("transport", 1, TRANSPORTS),
         ThreeBytesField("reserved", 0),
         LongField("flow_size", 0),
+        ConditionalField(IntField("conn_id", 0), _hello_has_conn),
+        ConditionalField(ShortField("src_port", 0), _hello_has_conn),
+        ConditionalField(ShortField("dst_port", 0), _hello_has_conn),
+        ConditionalField(ByteEnumField("role", 1, CONN_ROLES), _hello_has_conn),
+        ConditionalField(ThreeBytesField("conn_reserved", 0), _hello_has_conn),
     ]
 
 
@@ -605,8 +640,12 @@ def to_scapy(pkt: Dict[str, Any]) -> Packet:
     if kind == "credit_stop":
         return hdr
     if kind == "hello":
+        conn = pkt.get("conn")
+        extra = {} if conn is None else {
+            "conn_id": conn["conn_id"], "src_port": conn["src_port"], "dst_port": conn["dst_port"],
+            "role": _reverse(CONN_ROLES, conn["role"], "role")}
         return hdr / FlexPassHello(transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
-                                   flow_size=pkt["flow_size"])
+                                   flow_size=pkt["flow_size"], **extra)
     if kind == "hello_ack":
         return hdr / FlexPassHelloAck(
             transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),

@@ -64,6 +64,8 @@ def _flags(pkt):
         return (0x01 if pkt["fin"] else 0) | (0x04 if pkt["retransmission"] else 0)
     if pkt["type"] == "ack":
         return 0x02 if pkt["ece"] else 0
+    if pkt["type"] == "hello" and "conn" in pkt:
+        return 0x08
     return 0
 
 
@@ -149,6 +151,13 @@ def _check_scapy_fields(p, vec):
         assert b.transport == TRANSPORT[pkt["transport"]]
         assert b.reserved == 0
         assert b.flow_size == pkt["flow_size"]
+        conn = pkt.get("conn")
+        if conn is None:
+            assert b.getfieldval("conn_id") is None or not int(p.flags) & 0x08
+        else:
+            assert (b.conn_id, b.src_port, b.dst_port) == (conn["conn_id"], conn["src_port"], conn["dst_port"])
+            assert b.role == {"open": 1, "reply": 2}[conn["role"]]
+            assert b.conn_reserved == 0
     elif kind == "hello_ack":
         b = p[FlexPassHelloAck]
         assert b.transport == TRANSPORT[pkt["transport"]]
@@ -183,8 +192,12 @@ def _build_scapy(pkt):
     if kind == "credit_stop":
         return hdr
     if kind == "hello":
+        conn = pkt.get("conn")
+        extra = {} if conn is None else {"conn_id": conn["conn_id"], "src_port": conn["src_port"],
+                                         "dst_port": conn["dst_port"],
+                                         "role": {"open": 1, "reply": 2}[conn["role"]]}
         return hdr / FlexPassHello(transport=TRANSPORT[pkt["transport"]],
-                                   flow_size=pkt["flow_size"])
+                                   flow_size=pkt["flow_size"], **extra)
     if kind == "hello_ack":
         return hdr / FlexPassHelloAck(transport=TRANSPORT[pkt["transport"]],
                                       status=STATUS[pkt["status"]])

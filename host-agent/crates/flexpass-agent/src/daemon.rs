@@ -9,13 +9,23 @@
 //! - `{"op":"accept"}` → `{"ok":true,"flow_id":N,"peer":"…","transport":"…"}` once a flow
 //!   arrives, then the flow's bytes; the agent closes the connection after the FIN.
 //!
+//! - TCP connections of unmodified applications (libflexpass.so, docs/agent-api.md):
+//!   `tcp_connect` (the connection is the API connection itself), `tcp_listen`, `tcp_peer`;
+//!   `status` reports counters and connection records.
+//!
 //! Errors are one JSON line `{"ok":false,"error":"…"}` followed by close.
 
+use crate::tcp::{
+    connect_local, local_ip_towards, Conn, ConnectState, Connecting, Local, Side, Step,
+};
 use crate::{Endpoint, FlowKey};
 use bytes::Bytes;
-use flexpass_wire::TransportKind;
-use std::collections::VecDeque;
+use flexpass_core::SenderError;
+use flexpass_wire::{ConnRole, HelloConn, ResetReason, TransportKind};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +52,8 @@ enum Role {
     },
     /// Answer (or error) queued; close once written.
     Closing,
+    /// The API connection became a TCP connection's local socket (`tcp_connect`).
+    Moved,
 }
 
 struct Client {
@@ -56,6 +68,51 @@ pub struct Daemon {
     clients: Vec<Client>,
     /// Accepted network flows no client has claimed yet.
     unclaimed: VecDeque<FlowKey>,
+    tcp: TcpState,
+    wake: Vec<(RawFd, i16)>,
+    /// Read buffer for the connections' local sockets (allocated once).
+    buf: Vec<u8>,
+}
+
+/// How long a peer that did not answer a connection's HELLO is reached by kernel TCP
+/// directly, without asking it again.
+const NO_AGENT_TTL: Duration = Duration::from_secs(60);
+/// How long a port a FlexPass peer does not serve is reached by kernel TCP directly.
+const NO_SERVICE_TTL: Duration = Duration::from_secs(5);
+/// How long the answering side remembers a closed connection's addresses (`tcp_peer`).
+const PEER_LINGER: Duration = Duration::from_secs(60);
+/// Opening side: HELLO_ACK came but no reply flow within this: kernel TCP instead.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Answering side: a registered listener that has not completed the loopback connect by
+/// then is taken as gone.
+const LOCAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connection records kept for `status`.
+const MAX_RECORDS: usize = 4096;
+
+/// TCP connections of unmodified applications (see `crate::tcp`).
+struct TcpState {
+    conns: Vec<Conn>,
+    /// Ports served over FlexPass (registered by `tcp_listen`) → where the agent connects.
+    listens: HashMap<u16, SocketAddr>,
+    /// Answering side: agent's loopback source port → (remote, local) application-visible
+    /// addresses, and when the connection ended.
+    peers: HashMap<u16, (SocketAddr, SocketAddr, Option<Instant>)>,
+    no_agent: HashMap<IpAddr, Instant>,
+    /// Peers that answered a connection's HELLO: no first-contact probe needed.
+    has_agent: HashSet<IpAddr>,
+    no_service: HashMap<(IpAddr, u16), Instant>,
+    /// Peers whose fallback was logged (once per peer).
+    logged: HashSet<IpAddr>,
+    records: VecDeque<serde_json::Value>,
+    /// UDP port of the peers' agents.
+    peer_port: u16,
+    /// Opening side: no HELLO_ACK within this → the peer does not speak FlexPass.
+    fallback: Duration,
+    opened_flexpass: u64,
+    accepted_flexpass: u64,
+    direct: u64,
+    refused: u64,
+    aborted: u64,
 }
 
 fn json_line(v: serde_json::Value) -> Vec<u8> {
@@ -85,12 +142,43 @@ impl Daemon {
         }
         let listener = UnixListener::bind(socket)?;
         listener.set_nonblocking(true)?;
+        let peer_port = ep.local_addr()?.port();
         Ok(Daemon {
             ep,
             listener,
             clients: vec![],
             unclaimed: VecDeque::new(),
+            tcp: TcpState {
+                conns: Vec::new(),
+                listens: HashMap::new(),
+                peers: HashMap::new(),
+                no_agent: HashMap::new(),
+                has_agent: HashSet::new(),
+                no_service: HashMap::new(),
+                logged: HashSet::new(),
+                records: VecDeque::new(),
+                peer_port,
+                fallback: Duration::from_millis(300),
+                opened_flexpass: 0,
+                accepted_flexpass: 0,
+                direct: 0,
+                refused: 0,
+                aborted: 0,
+            },
+            wake: Vec::new(),
+            buf: vec![0u8; 256 << 10],
         })
+    }
+
+    /// UDP port of the peers' agents for TCP connections (default: this agent's port).
+    pub fn set_peer_port(&mut self, port: u16) {
+        self.tcp.peer_port = port;
+    }
+
+    /// How long a connection's HELLO may go unanswered before the peer is taken not to
+    /// speak FlexPass and the application connects with kernel TCP (default 300 ms).
+    pub fn set_conn_fallback(&mut self, d: Duration) {
+        self.tcp.fallback = d;
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -123,7 +211,11 @@ impl Daemon {
             }
         }
         while let Some(k) = self.ep.accept() {
-            self.unclaimed.push_back(k);
+            match self.ep.hello_conn(k) {
+                None => self.unclaimed.push_back(k),
+                Some(c) if c.role == ConnRole::Open => self.serve_conn(k, c),
+                Some(c) => self.reply_flow(k, c),
+            }
         }
         let mut i = 0;
         while i < self.clients.len() {
@@ -134,7 +226,315 @@ impl Daemon {
                 self.release(c);
             }
         }
+        self.service_conns();
+        // Sleep until the network or one of the local sockets needs us.
+        self.wake.clear();
+        self.wake
+            .push((self.listener.as_raw_fd(), nix::libc::POLLIN));
+        for c in &self.clients {
+            let mut ev = if c.reply.is_empty() {
+                0
+            } else {
+                nix::libc::POLLOUT
+            };
+            match &c.role {
+                Role::Handshake(_) | Role::Accepting => ev |= nix::libc::POLLIN,
+                Role::Sending { key, eof, .. }
+                    if !*eof
+                        && self
+                            .ep
+                            .sender(*key)
+                            .is_some_and(|s| s.unacked_bytes() < SEND_WINDOW) =>
+                {
+                    ev |= nix::libc::POLLIN
+                }
+                Role::Receiving { out, .. } if !out.is_empty() => ev |= nix::libc::POLLOUT,
+                _ => {}
+            }
+            if ev != 0 {
+                self.wake.push((c.stream.as_raw_fd(), ev));
+            }
+        }
+        for c in &self.tcp.conns {
+            let ev = c.wake_events(&self.ep);
+            if ev != 0 {
+                self.wake.push((c.local.raw_fd(), ev));
+            }
+            if let Some(p) = &c.probe {
+                self.wake.push((p.as_raw_fd(), nix::libc::POLLIN));
+            }
+        }
+        self.ep.set_wake_fds(&self.wake);
         self.ep.poll(wait)
+    }
+
+    /// Answering side: a peer opens a connection to `c.dst_port`. Served only if a local
+    /// application registered the port (`tcp_listen`) and its listener accepts the
+    /// loopback connection; otherwise the open flow is reset (the peer then uses kernel
+    /// TCP).
+    fn serve_conn(&mut self, key: FlowKey, c: HelloConn) {
+        let t = &mut self.tcp;
+        let Some(&target) = t.listens.get(&c.dst_port) else {
+            t.refused += 1;
+            log::debug!(
+                "flexpass agent: {} asked for port {}, not served over FlexPass",
+                key.0.ip(),
+                c.dst_port
+            );
+            self.ep.abort_receiver(key, ResetReason::Unspecified);
+            return;
+        };
+        let stream = match connect_local(target) {
+            Ok(s) => s,
+            Err(e) => {
+                Self::refuse_port(t, &mut self.ep, key, c.dst_port, &e);
+                return;
+            }
+        };
+        let transport = self
+            .ep
+            .receiver(key)
+            .map_or(TransportKind::FlexPass, |r| r.transport());
+        let remote = SocketAddr::new(key.0.ip(), c.src_port);
+        let local_ip = local_ip_towards(key.0.ip()).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let local_addr = SocketAddr::new(local_ip, c.dst_port);
+        let mut conn = Conn::new(
+            Side::Server,
+            Local::Tcp(stream),
+            remote,
+            local_addr,
+            key.0,
+            c.conn_id,
+            transport,
+        );
+        conn.in_key = Some(key);
+        conn.connecting = Some(Connecting {
+            since: Instant::now(),
+            target,
+            hello: c,
+        });
+        t.conns.push(conn);
+    }
+
+    /// The registered listener refused (or never answered) the loopback connection: the
+    /// port is no longer served, and the peer is told with RESET (it then uses kernel TCP).
+    fn refuse_port(t: &mut TcpState, ep: &mut Endpoint, key: FlowKey, port: u16, e: &io::Error) {
+        t.refused += 1;
+        log::info!("flexpass agent: port {port} no longer accepts ({e}): unregistered");
+        t.listens.remove(&port);
+        ep.abort_receiver(key, ResetReason::Unspecified);
+    }
+
+    /// Answering side: advance a loopback connect; once connected, open the reverse flow.
+    fn local_connect(t: &mut TcpState, ep: &mut Endpoint, conn: &mut Conn, now: Instant) {
+        let Some(cn) = conn.connecting else { return };
+        let failed = match conn.connect_state() {
+            ConnectState::InProgress if now - cn.since < LOCAL_CONNECT_TIMEOUT => return,
+            ConnectState::InProgress => io::Error::from(io::ErrorKind::TimedOut),
+            ConnectState::Failed(e) => {
+                // A wildcard IPv6 listener with IPV6_V6ONLY is reached on ::1 instead.
+                let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), cn.target.port());
+                if cn.target.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) {
+                    if let Ok(s) = connect_local(v6) {
+                        conn.local = Local::Tcp(s);
+                        conn.connecting = Some(Connecting { target: v6, ..cn });
+                        return;
+                    }
+                }
+                e
+            }
+            ConnectState::Connected => {
+                conn.connecting = None;
+                if let Local::Tcp(s) = &conn.local {
+                    let _ = s.set_nodelay(true);
+                    conn.loop_port = s.local_addr().map(|a| a.port()).ok();
+                }
+                match ep.open(conn.udp_peer, conn.transport, 0) {
+                    Ok(out) => {
+                        if let Some(s) = ep.sender_mut(out) {
+                            s.set_conn(HelloConn {
+                                role: ConnRole::Reply,
+                                ..cn.hello
+                            });
+                        }
+                        conn.out_key = Some(out);
+                    }
+                    Err(e) => {
+                        log::warn!("flexpass agent: cannot open the reverse flow: {e}");
+                        if let Some(k) = conn.in_key.take() {
+                            ep.abort_receiver(k, ResetReason::Unspecified);
+                        }
+                        conn.close_after_line = true;
+                        return;
+                    }
+                }
+                if let Some(p) = conn.loop_port {
+                    t.peers.insert(p, (conn.remote, conn.local_addr, None));
+                }
+                t.accepted_flexpass += 1;
+                log::debug!(
+                    "flexpass agent: connection {} → {} accepted over FlexPass",
+                    conn.remote,
+                    conn.local_addr
+                );
+                return;
+            }
+        };
+        if let Some(k) = conn.in_key.take() {
+            Self::refuse_port(t, ep, k, cn.hello.dst_port, &failed);
+        }
+        conn.connecting = None;
+        conn.close_after_line = true; // dropped without a record
+    }
+
+    /// Opening side: the answering side's flow of one of our connections arrived.
+    fn reply_flow(&mut self, key: FlowKey, c: HelloConn) {
+        let found = self.tcp.conns.iter_mut().find(|x| {
+            x.side == Side::Client
+                && x.conn_id == c.conn_id
+                && x.udp_peer.ip() == key.0.ip()
+                && x.in_key.is_none()
+        });
+        match found {
+            Some(conn) => conn.in_key = Some(key),
+            None => self.ep.abort_receiver(key, ResetReason::UnknownFlow),
+        }
+    }
+
+    fn verdict_direct(t: &mut TcpState, conn: &mut Conn, reason: &str, peer_has_no_agent: bool) {
+        t.direct += 1;
+        let ip = conn.remote.ip();
+        if t.logged.insert(ip) {
+            log::warn!(
+                "flexpass agent: {ip}: {reason}: kernel TCP for this peer (logged once per peer)"
+            );
+        }
+        conn.line = json_line(
+            serde_json::json!({"ok": true, "mode": "direct", "reason": reason,
+            "peer_has_no_agent": peer_has_no_agent}),
+        );
+        conn.close_after_line = true;
+        conn.opening = None;
+    }
+
+    fn service_conns(&mut self) {
+        let now = Instant::now();
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut conns = std::mem::take(&mut self.tcp.conns);
+        let mut i = 0;
+        while i < conns.len() {
+            let conn = &mut conns[i];
+            if let Some(since) = conn.opening {
+                let s = conn.out_key.and_then(|k| self.ep.sender(k));
+                let (err, established) = s.map_or((Some(SenderError::Reset), false), |s| {
+                    (s.error(), s.is_established())
+                });
+                let t = &mut self.tcp;
+                if established {
+                    t.has_agent.insert(conn.remote.ip());
+                    conn.probe = None;
+                }
+                let refused = !established && conn.probe_refused();
+                if conn.in_key.is_some() && err.is_none() {
+                    conn.opening = None;
+                    t.opened_flexpass += 1;
+                    conn.line = json_line(serde_json::json!({"ok": true, "mode": "flexpass",
+                        "conn_id": conn.conn_id, "transport": format!("{:?}", conn.transport).to_lowercase()}));
+                    log::debug!(
+                        "flexpass agent: connection {} → {} over FlexPass",
+                        conn.local_addr,
+                        conn.remote
+                    );
+                } else if err != Some(SenderError::Reset)
+                    && !established
+                    && (refused || err.is_some() || now - since > t.fallback)
+                {
+                    t.no_agent.insert(conn.remote.ip(), now);
+                    if let Some(k) = conn.out_key.take() {
+                        self.ep.close_sender(k);
+                    }
+                    let why = if refused {
+                        "peer does not speak FlexPass (its agent port is closed)"
+                    } else {
+                        "peer does not speak FlexPass (no HELLO_ACK)"
+                    };
+                    Self::verdict_direct(t, conn, why, true);
+                } else if err.is_some() || now - since > REPLY_TIMEOUT {
+                    t.no_service
+                        .insert((conn.remote.ip(), conn.remote.port()), now);
+                    let aborted = err.is_none();
+                    conn.release(&mut self.ep, aborted);
+                    let why = format!(
+                        "peer does not serve port {} over FlexPass",
+                        conn.remote.port()
+                    );
+                    Self::verdict_direct(t, conn, &why, false);
+                }
+            }
+            let conn = &mut conns[i];
+            Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
+            let step = conn.pump(&mut self.ep, &mut buf);
+            let (done, outcome) = match step {
+                Step::Keep => {
+                    i += 1;
+                    continue;
+                }
+                Step::Done => (
+                    true,
+                    if conn.close_after_line {
+                        "direct".to_string()
+                    } else {
+                        "closed".into()
+                    },
+                ),
+                Step::Aborted(why) => (false, format!("aborted: {why}")),
+            };
+            let mut conn = conns.swap_remove(i);
+            let rec = (!conn.close_after_line).then(|| conn.record(&self.ep, &outcome));
+            conn.release(&mut self.ep, !done);
+            if !done {
+                self.tcp.aborted += 1;
+            }
+            if let Some(p) = conn.loop_port {
+                if let Some(e) = self.tcp.peers.get_mut(&p) {
+                    e.2 = Some(now);
+                }
+            }
+            if let Some(rec) = rec {
+                log::debug!("flexpass agent: {rec}");
+                if self.tcp.records.len() >= MAX_RECORDS {
+                    self.tcp.records.pop_front();
+                }
+                self.tcp.records.push_back(rec);
+            }
+        }
+        self.buf = buf;
+        let t = &mut self.tcp;
+        t.conns = conns;
+        t.peers
+            .retain(|_, e| e.2.is_none_or(|at| now - at < PEER_LINGER));
+        t.no_agent.retain(|_, at| now - *at < NO_AGENT_TTL);
+        t.no_service.retain(|_, at| now - *at < NO_SERVICE_TTL);
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let t = &self.tcp;
+        let (senders, receivers) = self.ep.flows();
+        serde_json::json!({
+            "ok": true,
+            "flows": {"senders": senders, "receivers": receivers},
+            "tcp": {
+                "open": t.conns.iter().filter(|c| c.opening.is_none() && !c.close_after_line).count(),
+                "opened_flexpass": t.opened_flexpass, "accepted_flexpass": t.accepted_flexpass,
+                "direct": t.direct, "refused": t.refused, "aborted": t.aborted,
+                "listening": t.listens.keys().collect::<Vec<_>>(),
+                "no_agent_peers": t.no_agent.keys().map(|ip| ip.to_string()).collect::<Vec<_>>(),
+                "conns": t.conns.iter().filter(|c| c.opening.is_none() && !c.close_after_line)
+                    .map(|c| c.record(&self.ep, "open")).collect::<Vec<_>>(),
+                "closed": t.records.iter().collect::<Vec<_>>(),
+            },
+            "endpoint": self.ep.stats,
+        })
     }
 
     /// Forget the network side of a client that went away.
@@ -166,7 +566,7 @@ impl Daemon {
             }
         }
         match &mut c.role {
-            Role::Closing => false,
+            Role::Closing | Role::Moved => false,
             Role::Handshake(line) => {
                 match c.stream.read(&mut buf) {
                     Ok(0) => return false,
@@ -278,6 +678,91 @@ impl Daemon {
         }
     }
 
+    /// `tcp_connect`: the API connection becomes the application's socket of a TCP
+    /// connection over FlexPass, or is told to use kernel TCP ("direct").
+    fn tcp_connect(&mut self, i: usize, req: &serde_json::Value, rest: Vec<u8>) {
+        let c = &mut self.clients[i];
+        let dst = req
+            .get("dst")
+            .and_then(|v| v.as_str())
+            .and_then(|p| p.parse::<SocketAddr>().ok());
+        let src = req
+            .get("src")
+            .and_then(|v| v.as_str())
+            .and_then(|p| p.parse::<SocketAddr>().ok());
+        let transport = req
+            .get("transport")
+            .and_then(|v| v.as_str())
+            .unwrap_or("flexpass");
+        let (Some(dst @ SocketAddr::V4(_)), Some(t)) = (dst, parse_transport(transport)) else {
+            c.reply = err_line("tcp_connect needs \"dst\": \"IPv4:PORT\" (and \"transport\": flexpass | expresspass | dctcp)");
+            c.role = Role::Closing;
+            return;
+        };
+        if !rest.is_empty() {
+            c.reply = err_line("no bytes may follow tcp_connect before its reply");
+            c.role = Role::Closing;
+            return;
+        }
+        let src = src.unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+        let cached = if self.tcp.no_agent.contains_key(&dst.ip()) {
+            Some("peer does not speak FlexPass (cached)")
+        } else if self.tcp.no_service.contains_key(&(dst.ip(), dst.port())) {
+            Some("peer does not serve this port over FlexPass (cached)")
+        } else {
+            None
+        };
+        if let Some(reason) = cached {
+            self.tcp.direct += 1;
+            c.reply =
+                json_line(serde_json::json!({"ok": true, "mode": "direct", "reason": reason}));
+            c.role = Role::Closing;
+            return;
+        }
+        let stream = match c.stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                c.reply = err_line(e);
+                c.role = Role::Closing;
+                return;
+            }
+        };
+        c.role = Role::Moved;
+        let udp_peer = SocketAddr::new(dst.ip(), self.tcp.peer_port);
+        let key = match self.ep.open(udp_peer, t, 0) {
+            Ok(k) => k,
+            Err(e) => {
+                let c = &mut self.clients[i];
+                c.reply = err_line(e);
+                c.role = Role::Closing;
+                return;
+            }
+        };
+        if let Some(s) = self.ep.sender_mut(key) {
+            s.set_conn(HelloConn {
+                conn_id: key.1,
+                src_port: src.port(),
+                dst_port: dst.port(),
+                role: ConnRole::Open,
+            });
+        }
+        let mut conn = Conn::new(
+            Side::Client,
+            Local::Unix(stream),
+            dst,
+            src,
+            udp_peer,
+            key.1,
+            t,
+        );
+        conn.out_key = Some(key);
+        conn.opening = Some(Instant::now());
+        if !self.tcp.has_agent.contains(&dst.ip()) {
+            conn.start_probe();
+        }
+        self.tcp.conns.push(conn);
+    }
+
     fn request(&mut self, i: usize, line: &[u8], rest: Vec<u8>) {
         let c = &mut self.clients[i];
         let req: serde_json::Value = match serde_json::from_slice(line) {
@@ -290,6 +775,58 @@ impl Daemon {
         };
         match req.get("op").and_then(|v| v.as_str()) {
             Some("accept") => c.role = Role::Accepting,
+            Some("tcp_connect") => self.tcp_connect(i, &req, rest),
+            Some("tcp_listen") => {
+                let port = req
+                    .get("port")
+                    .and_then(|v| v.as_u64())
+                    .and_then(|p| u16::try_from(p).ok());
+                let addr = req
+                    .get("addr")
+                    .and_then(|v| v.as_str())
+                    .and_then(|a| a.parse::<IpAddr>().ok())
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+                c.reply = match port {
+                    // Loopback listeners are local-only: remote peers must not reach them.
+                    Some(_) if addr.is_loopback() => {
+                        err_line("a listener bound to a loopback address is not offered to peers")
+                    }
+                    Some(p) if p != 0 => {
+                        // The agent connects to the listener over loopback when it is bound to
+                        // a wildcard address: 127.0.0.1 also for an IPv6 wildcard (dual
+                        // stack; an IPV6_V6ONLY listener is reached on ::1 instead, see
+                        // `serve_conn`).
+                        let ip = match addr {
+                            IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                            IpAddr::V6(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                            a => a,
+                        };
+                        self.tcp.listens.insert(p, SocketAddr::new(ip, p));
+                        log::debug!("flexpass agent: port {p} served over FlexPass ({ip})");
+                        json_line(serde_json::json!({"ok": true, "port": p}))
+                    }
+                    _ => err_line("tcp_listen needs \"port\": 1..65535"),
+                };
+                c.role = Role::Closing;
+            }
+            Some("tcp_peer") => {
+                let port = req
+                    .get("port")
+                    .and_then(|v| v.as_u64())
+                    .and_then(|p| u16::try_from(p).ok());
+                c.reply = match port.and_then(|p| self.tcp.peers.get(&p)) {
+                    Some((remote, local, _)) => json_line(serde_json::json!({"ok": true,
+                        "peer": remote.to_string(), "local": local.to_string()})),
+                    None => err_line("not a FlexPass connection"),
+                };
+                c.role = Role::Closing;
+            }
+            Some("status") => {
+                let reply = json_line(self.status());
+                let c = &mut self.clients[i];
+                c.reply = reply;
+                c.role = Role::Closing;
+            }
             Some("connect") => {
                 let peer = req
                     .get("peer")
@@ -327,7 +864,7 @@ impl Daemon {
             }
             other => {
                 c.reply = err_line(format!(
-                    "unknown op {other:?}: use \"connect\" or \"accept\""
+                    "unknown op {other:?}: use connect, accept, tcp_connect, tcp_listen, tcp_peer or status"
                 ));
                 c.role = Role::Closing;
             }

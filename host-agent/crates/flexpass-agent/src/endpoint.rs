@@ -8,16 +8,20 @@ use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
 };
-use flexpass_wire::{DscpPlan, Ecn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE};
+use flexpass_wire::{
+    DscpPlan, Ecn, HelloConn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE,
+};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// Datagrams read per recvmmsg(2), and handled between two runs of the timers.
 const RECV_BATCH: usize = 16;
+/// recvmmsg(2) batches per `poll` call at most.
+const MAX_BATCHES: usize = 16;
 /// Step (ns) of the wake-up latency estimate per timer wake-up (median tracking).
 const WAKE_LEAD_STEP: f64 = 200.0;
 /// While busy-waiting for a credit, the socket is checked this often (ns).
@@ -131,6 +135,18 @@ pub struct EndpointStats {
     pub credit_pacing_error_ns: [u64; 3],
 }
 
+fn libc_pollfd(fd: RawFd, events: i16) -> nix::libc::pollfd {
+    nix::libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+fn libc_pollin() -> i16 {
+    nix::libc::POLLIN
+}
+
 /// Keeps at most this many pacing-error samples (the first ones).
 const PACING_SAMPLES: usize = 200_000;
 
@@ -198,6 +214,11 @@ pub struct Endpoint {
     /// of a flow never seen (first-RTT data ahead of its HELLO, a forgery) is just dropped.
     forgotten: HashMap<FlowKey, Nanos>,
     forgotten_order: VecDeque<(Nanos, FlowKey)>,
+    /// Connection extension of the HELLO that opened each accepted flow that had one.
+    hello_conn: HashMap<FlowKey, HelloConn>,
+    /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
+    /// (the daemon's API and application sockets).
+    wake_fds: Vec<(RawFd, i16)>,
     pub stats: EndpointStats,
 }
 
@@ -289,6 +310,8 @@ impl Endpoint {
             retired: VecDeque::new(),
             forgotten: HashMap::new(),
             forgotten_order: VecDeque::new(),
+            hello_conn: HashMap::new(),
+            wake_fds: Vec::new(),
             stats: EndpointStats::default(),
             cfg,
         })
@@ -340,8 +363,56 @@ impl Endpoint {
     }
     pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
         let r = self.receivers.remove(&key)?;
+        self.hello_conn.remove(&key);
         self.forget(key);
         Some(r)
+    }
+
+    /// Abort a flow this endpoint sends: RESET to the peer, then forget it.
+    pub fn abort_sender(&mut self, key: FlowKey, reason: ResetReason) {
+        if let Some(s) = self.close_sender(key) {
+            self.send_reset(key, reason, s.transport());
+        }
+    }
+
+    /// Abort (or refuse) a flow this endpoint receives: RESET to the peer (its sender
+    /// fails), then forget it.
+    pub fn abort_receiver(&mut self, key: FlowKey, reason: ResetReason) {
+        if let Some(r) = self.close_receiver(key) {
+            self.send_reset(key, reason, r.transport());
+        }
+    }
+
+    fn send_reset(&mut self, key: FlowKey, reason: ResetReason, transport: TransportKind) {
+        let reset = Packet::Reset(Reset {
+            flow_id: key.1,
+            reason,
+        });
+        let now = self.now();
+        self.transmit(key.0, Transmit::new(reset, transport), now);
+        let mut tx = Tx {
+            sock: &mut self.sock,
+            shaper: &mut self.shaper,
+            stats: &mut self.stats,
+            dscp: &self.cfg.dscp,
+        };
+        tx.flush();
+    }
+
+    /// The connection extension of the HELLO that opened an accepted flow.
+    pub fn hello_conn(&self, key: FlowKey) -> Option<HelloConn> {
+        self.hello_conn.get(&key).copied()
+    }
+
+    /// File descriptors (with poll(2) events) whose readiness also ends the wait in `poll`.
+    pub fn set_wake_fds(&mut self, fds: &[(RawFd, i16)]) {
+        self.wake_fds.clear();
+        self.wake_fds.extend_from_slice(fds);
+    }
+
+    /// UDP address this endpoint's peers use (its port; the IP of the bound address).
+    pub fn port(&self) -> u16 {
+        self.cfg.bind.port()
     }
 
     fn forget(&mut self, key: FlowKey) {
@@ -448,9 +519,13 @@ impl Endpoint {
                 }
             }
         }
-        // Drain the socket in batches, running due timers (credit pacing) between batches.
-        while self.receive_batch(RECV_BATCH)? == RECV_BATCH {
+        // Drain the socket in batches, running due timers (credit pacing) between batches;
+        // at most MAX_BATCHES per call, so a caller that also serves other sockets (the
+        // daemon's applications) is not starved while datagrams keep arriving.
+        let mut batches = 1;
+        while self.receive_batch(RECV_BATCH)? == RECV_BATCH && batches < MAX_BATCHES {
             self.run_timers_and_flush();
+            batches += 1;
         }
         self.run_timers_and_flush();
         Ok(())
@@ -458,11 +533,30 @@ impl Endpoint {
 
     /// ppoll(2) the socket for `ns` (0: just check); whether it is readable.
     fn sleep(&self, ns: Nanos) -> io::Result<bool> {
+        let timeout = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(ns));
+        if !self.wake_fds.is_empty() {
+            // The UDP socket plus the daemon's sockets: any of them ready ends the wait.
+            let mut fds = Vec::with_capacity(1 + self.wake_fds.len());
+            fds.push(libc_pollfd(self.sock.as_fd().as_raw_fd(), libc_pollin()));
+            fds.extend(self.wake_fds.iter().map(|&(fd, ev)| libc_pollfd(fd, ev)));
+            let ts = timeout.as_ref();
+            // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+            let n =
+                unsafe { nix::libc::ppoll(fds.as_mut_ptr(), fds.len() as _, ts, std::ptr::null()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(e)
+                };
+            }
+            return Ok(n > 0);
+        }
         let mut fds = [nix::poll::PollFd::new(
             self.sock.as_fd(),
             nix::poll::PollFlags::POLLIN,
         )];
-        let timeout = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(ns));
         match nix::poll::ppoll(&mut fds, Some(timeout), None) {
             Ok(n) => Ok(n > 0),
             Err(nix::errno::Errno::EINTR) => Ok(false),
@@ -514,6 +608,23 @@ impl Endpoint {
     fn dispatch(&mut self, src: SocketAddr, packet: Packet, ce: bool) {
         let now = self.now();
         let key = (src, packet.flow_id());
+        if matches!(packet, Packet::Reset(_)) {
+            // RESET goes either way (docs/protocol.md §6.8): to the flow we send, or to the
+            // flow we receive from this peer with that id (both, in the rare case of two).
+            let mut known = false;
+            if let Some(s) = self.senders.get_mut(&key) {
+                known = true;
+                let _ = s.handle_packet(now, &packet);
+            }
+            if let Some(r) = self.receivers.get_mut(&key) {
+                known = true;
+                let _ = r.handle_packet(now, &packet, ce);
+            }
+            if !known {
+                self.stats.unknown_flow += 1;
+            }
+            return;
+        }
         let to_receiver = packet.is_sender_to_receiver();
         if to_receiver {
             if !self.receivers.contains_key(&key) {
@@ -525,6 +636,9 @@ impl Endpoint {
                     ) {
                         Ok(r) => {
                             self.receivers.insert(key, r);
+                            if let Some(c) = h.conn {
+                                self.hello_conn.insert(key, c);
+                            }
                             self.accepted.push_back(key);
                         }
                         Err(_) => {

@@ -169,6 +169,9 @@ unsafe fn put_cmsg<T: Copy>(
     (at as *mut u8).add(libc::CMSG_SPACE(len) as usize)
 }
 
+/// Requested UDP socket buffer sizes (bytes; the kernel doubles the value for overhead).
+const SOCKET_BUFFER: usize = 4 << 20;
+
 impl TosSocket {
     /// Bind a non-blocking UDP socket on an IPv4 address.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
@@ -176,6 +179,16 @@ impl TosSocket {
         let sock = UdpSocket::bind(addr)?;
         sock.set_nonblocking(true)?;
         socket::setsockopt(&sock, sockopt::IpRecvTos, &true).map_err(io::Error::from)?;
+        // The default receive buffer (~208 KB, ~200 small datagrams) overflows whenever the
+        // loop is descheduled for a millisecond while credits and ACKs keep arriving (seen
+        // as UDP RcvbufErrors and spurious timeouts); ask for more, beyond rmem_max where
+        // allowed (CAP_NET_ADMIN), else up to it.
+        if socket::setsockopt(&sock, sockopt::RcvBufForce, &SOCKET_BUFFER).is_err() {
+            let _ = socket::setsockopt(&sock, sockopt::RcvBuf, &SOCKET_BUFFER);
+        }
+        if socket::setsockopt(&sock, sockopt::SndBufForce, &SOCKET_BUFFER).is_err() {
+            let _ = socket::setsockopt(&sock, sockopt::SndBuf, &SOCKET_BUFFER);
+        }
         Ok(TosSocket {
             sock,
             rx_buf: vec![0u8; RX_STRIDE * BATCH].into_boxed_slice(),

@@ -79,3 +79,208 @@ fn api_clients_exchange_a_flow_through_the_agent() {
     agent.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Byte-exact, reporting lengths and the first difference (not megabytes of bytes).
+fn assert_exact(got: &[u8], want: &[u8], what: &str) {
+    let first = got.iter().zip(want).position(|(a, b)| a != b);
+    assert!(
+        got.len() == want.len() && first.is_none(),
+        "{what}: got {} bytes, want {}, first difference at {first:?}",
+        got.len(),
+        want.len()
+    );
+}
+
+fn start_agent(
+    dir: &std::path::Path,
+    name: &str,
+    peer_port: Option<u16>,
+) -> (
+    std::path::PathBuf,
+    std::net::SocketAddr,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<Daemon>,
+) {
+    let sock = dir.join(name);
+    let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.link_bps = 1e9;
+    let ep = Endpoint::bind(cfg).unwrap();
+    let addr = ep.local_addr().unwrap();
+    let mut daemon = Daemon::new(ep, &sock).unwrap();
+    if let Some(p) = peer_port {
+        daemon.set_peer_port(p);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let h = std::thread::spawn(move || {
+        let mut daemon = daemon;
+        daemon.run(&stop2).unwrap();
+        daemon
+    });
+    (sock, addr, stop, h)
+}
+
+/// A TCP connection of an unmodified application, as libflexpass.so makes it: the client's
+/// API connection becomes its socket (`tcp_connect`), the server's agent delivers the
+/// connection to the registered listener (`tcp_listen`) over loopback and maps its address
+/// (`tcp_peer`); bytes both ways, half-close, and a port nobody serves over FlexPass.
+#[test]
+fn tcp_connection_both_directions_through_two_agents() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock_b, addr_b, stop_b, agent_b) = start_agent(&dir, "b.sock", None);
+    // Agent A reaches B's UDP port (on one host both agents cannot share 7890).
+    let (sock_a, _, stop_a, agent_a) = start_agent(&dir, "a.sock", Some(addr_b.port()));
+    {
+        let mut s = UnixStream::connect(&sock_a).unwrap();
+        s.write_all(b"{\"op\":\"status\"}\n").unwrap();
+        let mut r = String::new();
+        BufReader::new(s).read_line(&mut r).unwrap();
+        assert!(r.contains("\"ok\":true"), "{r}");
+    }
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let (_, reg) = request(
+        &sock_b,
+        &format!("{{\"op\":\"tcp_listen\",\"port\":{port},\"addr\":\"0.0.0.0\"}}\n"),
+    );
+    assert_eq!(reg["ok"], true, "{reg}");
+    // A loopback-only listener is never offered to peers.
+    let (_, lo) = request(
+        &sock_b,
+        "{\"op\":\"tcp_listen\",\"port\":6379,\"addr\":\"127.0.0.1\"}\n",
+    );
+    assert_eq!(lo["ok"], false, "{lo}");
+
+    let up: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 + 1) as u8).collect();
+    let down: Vec<u8> = (0..2_500_000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let (up2, down2) = (up.clone(), down.clone());
+    let srv = std::thread::spawn(move || {
+        let (mut c, from) = server.accept().unwrap();
+        // The agent's loopback connection comes from its own source address.
+        assert_eq!(from.ip().to_string(), "127.0.0.2");
+        let mut got = vec![];
+        c.read_to_end(&mut got).unwrap(); // the client's shutdown(SHUT_WR) is the FIN
+        assert_exact(&got, &up2, "client → server");
+        c.write_all(&down2).unwrap();
+        from.port()
+    });
+    let dst = format!("127.0.0.1:{port}");
+    let req = format!("{{\"op\":\"tcp_connect\",\"dst\":\"{dst}\",\"src\":\"127.0.0.1:40000\"}}\n");
+    // A's peers listen on B's port.
+    let mut s = UnixStream::connect(&sock_a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let _ = addr_b;
+    s.write_all(req.as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["mode"], "flexpass", "{reply}");
+    r.get_mut().write_all(&up).unwrap();
+    r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = vec![];
+    r.read_to_end(&mut got).unwrap();
+    assert_exact(&got, &down, "server → client");
+    let loop_port = srv.join().unwrap();
+    let (_, peer) = request(
+        &sock_b,
+        &format!("{{\"op\":\"tcp_peer\",\"port\":{loop_port}}}\n"),
+    );
+    assert_eq!(peer["peer"], "127.0.0.1:40000", "{peer}");
+
+    // A port B does not serve: the client is told to use kernel TCP.
+    let (_, direct) = request(
+        &sock_a,
+        "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:1\"}\n",
+    );
+    assert_eq!(direct["mode"], "direct", "{direct}");
+    assert_eq!(direct["peer_has_no_agent"], false, "{direct}");
+
+    // A registered port whose listener is gone: refused, unregistered, kernel TCP.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_, reg) = request(
+        &sock_b,
+        &format!("{{\"op\":\"tcp_listen\",\"port\":{gone}}}\n"),
+    );
+    assert_eq!(reg["ok"], true, "{reg}");
+    let (_, direct) = request(
+        &sock_a,
+        &format!("{{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:{gone}\"}}\n"),
+    );
+    assert_eq!(direct["mode"], "direct", "{direct}");
+    let (_, st_b) = request(&sock_b, "{\"op\":\"status\"}\n");
+    assert_eq!(st_b["tcp"]["refused"], 2, "{st_b}");
+    assert!(
+        !st_b["tcp"]["listening"]
+            .as_array()
+            .unwrap()
+            .contains(&gone.into()),
+        "{st_b}"
+    );
+
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, st) = request(&sock_a, "{\"op\":\"status\"}\n");
+    assert_eq!(st["tcp"]["opened_flexpass"], 1, "{st}");
+    let closed = &st["tcp"]["closed"][0];
+    assert_eq!(closed["bytes_sent"], up.len() as u64, "{st}");
+    assert_eq!(closed["bytes_received"], down.len() as u64, "{st}");
+    assert_eq!(closed["outcome"], "closed", "{st}");
+    for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A peer without an agent: no HELLO_ACK, so the client is told to use kernel TCP quickly
+/// and the verdict is cached.
+#[test]
+fn tcp_connect_to_a_peer_without_flexpass_falls_back() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-nofp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The "peer" is a UDP port that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (sock, _, stop, agent) =
+        start_agent(&dir, "a.sock", Some(silent.local_addr().unwrap().port()));
+    let t = std::time::Instant::now();
+    let (_, r) = request(&sock, "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:9\"}\n");
+    assert_eq!(r["mode"], "direct", "{r}");
+    assert_eq!(r["peer_has_no_agent"], true, "{r}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let (_, r) = request(&sock, "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:9\"}\n");
+    assert!(r["reason"].as_str().unwrap().contains("cached"), "{r}");
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A host without an agent answers the first-contact probe with ICMP port unreachable:
+/// fallback without waiting for the HELLO timeout.
+#[test]
+fn tcp_connect_to_a_closed_agent_port_falls_back_at_once() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-closed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (sock, _, stop, agent) = start_agent(&dir, "a.sock", Some(closed));
+    let (_, r) = request(&sock, "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:9\"}\n");
+    assert_eq!(r["mode"], "direct", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("agent port is closed"),
+        "{r}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

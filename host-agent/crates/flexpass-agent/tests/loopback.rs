@@ -152,6 +152,7 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
             flow_id,
             transport: TransportKind::ExpressPass,
             flow_size: 0,
+            conn: None,
         }));
         if flow_id % 20 == 0 {
             server.poll(Duration::ZERO).unwrap();

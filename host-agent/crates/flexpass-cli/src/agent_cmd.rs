@@ -752,6 +752,14 @@ pub struct AgentArgs {
     /// Unix socket of the local API (docs/agent-api.md).
     #[arg(long, default_value = "/run/flexpass/agent.sock")]
     pub socket: PathBuf,
+    /// UDP port of the peers' agents, for TCP connections of applications run with
+    /// `flexpass run` [default: the port of --listen].
+    #[arg(long)]
+    pub peer_port: Option<u16>,
+    /// A peer that leaves a connection's HELLO unanswered this long does not speak
+    /// FlexPass: the application connects to it with kernel TCP (cached per peer for 60 s).
+    #[arg(long, default_value_t = 300)]
+    pub conn_fallback_ms: u64,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -768,6 +776,10 @@ pub fn agent(args: AgentArgs) -> Result<(), String> {
     }
     let mut daemon = flexpass_agent::daemon::Daemon::new(ep, &args.socket)
         .map_err(|e| format!("cannot serve the API on {}: {e}", args.socket.display()))?;
+    if let Some(p) = args.peer_port {
+        daemon.set_peer_port(p);
+    }
+    daemon.set_conn_fallback(Duration::from_millis(args.conn_fallback_ms));
     log::info!(
         "flexpass agent: udp {} api {}",
         daemon.endpoint().local_addr().map_err(|e| e.to_string())?,
@@ -780,4 +792,73 @@ pub fn agent(args: AgentArgs) -> Result<(), String> {
         serde_json::to_string(&daemon.endpoint().stats).expect("stats serialise")
     );
     Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Which TCP connections use FlexPass: `ports=5201,8000-8010;nets=10.0.0.0/8` (ports:
+    /// destination ports of clients and listening ports of servers; nets: client
+    /// destinations; `*` = all; `off`) [default: every port, every non-loopback IPv4
+    /// destination].
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The local agent's API socket.
+    #[arg(long, default_value = "/run/flexpass/agent.sock")]
+    pub agent_socket: PathBuf,
+    /// flexpass, expresspass or dctcp.
+    #[arg(long, default_value = "flexpass")]
+    pub transport: String,
+    /// libflexpass.so to preload [default: $FLEXPASS_PRELOAD, else next to this binary].
+    #[arg(long)]
+    pub preload: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub cmd: Vec<std::ffi::OsString>,
+}
+
+/// `flexpass run -- CMD`: exec CMD with libflexpass.so preloaded, so its TCP connections
+/// that match the policy go over FlexPass through the local agent (README "Unmodified
+/// applications").
+pub fn run(args: RunArgs) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    parse_transport(&args.transport)?
+        .ok_or("--transport tcp makes no sense here: without flexpass run it is kernel TCP")?;
+    let lib = match args
+        .preload
+        .or_else(|| std::env::var_os("FLEXPASS_PRELOAD").map(PathBuf::from))
+    {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this binary: {e}"))?
+            .with_file_name("libflexpass.so"),
+    };
+    let lib = lib.canonicalize().map_err(|e| {
+        format!(
+            "{}: {e} (build it: cargo build --release -p flexpass-preload, or --preload PATH)",
+            lib.display()
+        )
+    })?;
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    let mut cmd = std::process::Command::new(&args.cmd[0]);
+    cmd.args(&args.cmd[1..])
+        .env("LD_PRELOAD", preload)
+        .env("FLEXPASS_AGENT_SOCKET", &args.agent_socket)
+        .env("FLEXPASS_TRANSPORT", &args.transport);
+    if let Some(p) = &args.policy {
+        cmd.env("FLEXPASS_POLICY", p);
+    }
+    let err = cmd.exec();
+    Err(format!(
+        "cannot run {}: {err}",
+        args.cmd[0].to_string_lossy()
+    ))
 }

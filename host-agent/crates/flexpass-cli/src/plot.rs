@@ -293,10 +293,12 @@ fn figure_chart(
         } else {
             1.0
         };
+        // Room for the widest tick label and the axis title.
+        let widest = tick(y_top).len().max(tick(y_top / 2.0).len()) as u32;
         let mut chart = ChartBuilder::on(area)
             .margin(15)
             .x_label_area_size(45)
-            .y_label_area_size(70)
+            .y_label_area_size(40 + 9 * widest)
             .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top)?;
         draw_mesh(&mut chart, &f.x_label, &panel.label)?;
         for (k, s) in panel.series.iter().enumerate() {

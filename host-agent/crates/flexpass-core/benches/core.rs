@@ -160,6 +160,7 @@ fn receiver(c: &mut Criterion) {
         flow_id: FLOW,
         transport: TransportKind::FlexPass,
         flow_size: 0,
+        conn: None,
     });
     rx.handle_packet(0, &hello, false).expect("HELLO accepted");
     assert!(matches!(

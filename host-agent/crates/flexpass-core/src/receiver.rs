@@ -68,6 +68,8 @@ pub struct Receiver {
     rng: SmallRng,
     out: VecDeque<Packet>,
     delivered: u64,
+    /// The sender aborted the flow (RESET).
+    reset: bool,
     stats: ReceiverStats,
     /// PPT: opportunistic packets received since the last low-priority ACK, and whether one
     /// of them carried CE.
@@ -100,6 +102,7 @@ impl Receiver {
             ),
             out: VecDeque::new(),
             delivered: 0,
+            reset: false,
             stats: ReceiverStats::default(),
             lcp_unacked: 0,
             lcp_ce: false,
@@ -160,6 +163,10 @@ impl Receiver {
     /// The whole flow (up to its FIN) has arrived in order.
     pub fn is_complete(&self) -> bool {
         self.reassembly.is_complete()
+    }
+    /// The sender aborted the flow with RESET: no more bytes will come.
+    pub fn was_reset(&self) -> bool {
+        self.reset
     }
     /// All bytes read by the application, FIN included.
     pub fn is_finished(&self) -> bool {
@@ -241,6 +248,7 @@ impl Receiver {
             Packet::Data(d) => self.on_data(now, d, ce),
             Packet::Reset(_) => {
                 self.stop_credits();
+                self.reset = true;
                 Ok(())
             }
             _ => Err(unexpected),

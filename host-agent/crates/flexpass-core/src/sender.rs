@@ -14,7 +14,8 @@ use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
 use bytes::Bytes;
 use flexpass_wire::{
-    Ack, CreditRequest, Data, Hello, HelloStatus, Packet, SubFlow, TrafficClass, TransportKind,
+    Ack, CreditRequest, Data, Hello, HelloConn, HelloStatus, Packet, SubFlow, TrafficClass,
+    TransportKind,
 };
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -149,6 +150,8 @@ pub struct Sender {
     credit_after_stop: bool,
     last_stop_at: Option<Nanos>,
     flow_size: u64,
+    /// Connection extension carried by this flow's HELLOs (docs/protocol.md §6.6).
+    conn: Option<HelloConn>,
     events: AckEvents,
     acked_scratch: Vec<(u64, Segment)>,
     stats: SenderStats,
@@ -170,6 +173,7 @@ impl Sender {
             flow_id,
             transport: cfg.transport,
             flow_size,
+            conn: None,
         }));
         let credit_state = if uses_credits(cfg.transport) {
             CreditState::Requested
@@ -197,6 +201,7 @@ impl Sender {
             credit_after_stop: false,
             last_stop_at: None,
             flow_size,
+            conn: None,
             events: AckEvents::default(),
             acked_scratch: Vec::new(),
             stats: SenderStats::default(),
@@ -214,6 +219,22 @@ impl Sender {
 
     pub fn flow_id(&self) -> u32 {
         self.flow_id
+    }
+
+    /// Make this flow one direction of a connection: its HELLO (and every retransmission of
+    /// it) carries the connection extension. Call right after `new`, before any transmit.
+    pub fn set_conn(&mut self, conn: HelloConn) {
+        self.conn = Some(conn);
+        for p in self.control.iter_mut() {
+            if let Packet::Hello(h) = p {
+                h.conn = Some(conn);
+            }
+        }
+    }
+
+    /// The connection extension of this flow's HELLO, if any.
+    pub fn conn(&self) -> Option<HelloConn> {
+        self.conn
     }
     pub fn transport(&self) -> TransportKind {
         self.cfg.transport
@@ -869,6 +890,7 @@ impl Sender {
                     flow_id: self.flow_id,
                     transport: self.cfg.transport,
                     flow_size: self.flow_size,
+                    conn: self.conn,
                 };
                 self.control.push_back(Packet::Hello(hello));
             }

@@ -8,6 +8,7 @@
 
 use crate::queue::Profile;
 use crate::topology::{self, Shape};
+use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{Nanos, TargetLossRule, MICROS, MILLIS};
 use flexpass_wire::TransportKind;
 use serde::{Deserialize, Serialize};
@@ -958,10 +959,12 @@ impl Experiment {
             format!("switch.w_q must be in (0, 1), got {}", s.w_q)
         })?;
         let k = positive(s.k_kb, "switch.k_kb")?;
-        let k1 = positive(s.k_q1_kb.unwrap_or(k), "switch.k_q1_kb")?;
+        positive(s.k_q1_kb.unwrap_or(k), "switch.k_q1_kb")?;
+        // FlexPass sets the selective-drop threshold above Q1's K (reactive sub-flows react to
+        // ECN first); FlexPass Fig. 17 also explores thresholds below it, so that is allowed.
         let red = positive(s.red_kb, "switch.red_kb")?;
-        check(red > k1 || s.profile == Profile::Ppt, || {
-            format!("switch.red_kb ({red}) must be larger than Q1's ECN threshold K ({k1} kB): the selective-drop threshold is above K")
+        check(red * 1000.0 >= MAX_DATA_WIRE as f64, || {
+            format!("switch.red_kb ({red}) must hold at least one frame ({MAX_DATA_WIRE} B)")
         })?;
         if let Some(v) = s.k_lcp_kb {
             positive(v, "switch.k_lcp_kb")?;
@@ -1373,9 +1376,9 @@ transport = "flexpass"
             .unwrap_err();
         assert!(e.contains("flow[0].dst: host 9 does not exist"), "{e}");
         let e = src(STAR)
-            .experiment(&[Override::parse("switch.red_kb=50").unwrap()])
+            .experiment(&[Override::parse("switch.red_kb=1").unwrap()])
             .unwrap_err();
-        assert!(e.contains("switch.red_kb (50) must be larger"), "{e}");
+        assert!(e.contains("switch.red_kb (1) must hold at least one frame"), "{e}");
         let e = src("[topology]\nkind = \"ring\"\nhosts = 2\n[[flow]]\nsrc = 0\ndst = 1\n")
             .experiment(&[])
             .unwrap_err();

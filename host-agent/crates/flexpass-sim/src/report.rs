@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 pub const STARVATION_SHARE: f64 = 0.2;
 
 /// Runs with more flows than this keep only the per-flow record, not the full transport
-/// statistics of each flow.
-const DETAILED_FLOWS: usize = 100;
+/// statistics of each flow nor per-flow throughput samples.
+pub const DETAILED_FLOWS: usize = 100;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowReport {

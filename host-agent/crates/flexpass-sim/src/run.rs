@@ -308,6 +308,9 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     let built = topology::build(&mut net, &shape, &links, &stack);
     net.wire_check = exp.measure.wire_check;
     net.sample_interval = exp.sample_interval();
+    // Per-flow throughput in every sample only where shares are reported (a few long
+    // flows): a sampled 10 000-flow run would hold gigabytes of them.
+    net.sample_flows = flows.len() <= report::DETAILED_FLOWS;
     net.retire_after = exp.measure.retire_flows.then_some(10 * MILLIS);
     let mut monitors = vec![];
     for sel in &exp.measure.monitor {

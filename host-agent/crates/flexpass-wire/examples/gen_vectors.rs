@@ -102,10 +102,19 @@ fn packet_json(p: &Packet) -> Value {
             "type": "credit_request", "flow_id": r.flow_id, "pending_bytes": r.pending_bytes,
         }),
         Packet::CreditStop { flow_id } => json!({ "type": "credit_stop", "flow_id": flow_id }),
-        Packet::Hello(h) => json!({
-            "type": "hello", "flow_id": h.flow_id, "transport": transport_str(h.transport),
-            "flow_size": h.flow_size,
-        }),
+        Packet::Hello(h) => {
+            let mut v = json!({
+                "type": "hello", "flow_id": h.flow_id, "transport": transport_str(h.transport),
+                "flow_size": h.flow_size,
+            });
+            if let Some(c) = &h.conn {
+                v["conn"] = json!({
+                    "conn_id": c.conn_id, "src_port": c.src_port, "dst_port": c.dst_port,
+                    "role": match c.role { ConnRole::Open => "open", ConnRole::Reply => "reply" },
+                });
+            }
+            v
+        }
         Packet::HelloAck(h) => json!({
             "type": "hello_ack", "flow_id": h.flow_id, "transport": transport_str(h.transport),
             "status": match h.status {
@@ -389,6 +398,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 0x0a0b_0c0d,
                 transport: TransportKind::FlexPass,
                 flow_size: 1 << 20,
+                conn: None,
             }),
         ),
         (
@@ -398,6 +408,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 2,
                 transport: TransportKind::ExpressPass,
                 flow_size: 0,
+                conn: None,
             }),
         ),
         (
@@ -407,6 +418,37 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 3,
                 transport: TransportKind::Dctcp,
                 flow_size: u64::MAX,
+                conn: None,
+            }),
+        ),
+        (
+            "hello_conn_open",
+            "HELLO with the connection extension (flag CONN): opening flow of connection 0x0a0b0c0d, client port 43210 → service port 5201",
+            Packet::Hello(Hello {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::FlexPass,
+                flow_size: 0,
+                conn: Some(HelloConn {
+                    conn_id: 0x0a0b_0c0d,
+                    src_port: 43210,
+                    dst_port: 5201,
+                    role: ConnRole::Open,
+                }),
+            }),
+        ),
+        (
+            "hello_conn_reply",
+            "HELLO with the connection extension: the reverse flow (server → client) of connection 0x0a0b0c0d, extreme values",
+            Packet::Hello(Hello {
+                flow_id: 0xffff_ffff,
+                transport: TransportKind::FlexPass,
+                flow_size: u64::MAX,
+                conn: Some(HelloConn {
+                    conn_id: 0x0a0b_0c0d,
+                    src_port: 0xffff,
+                    dst_port: 1,
+                    role: ConnRole::Reply,
+                }),
             }),
         ),
         (
@@ -416,6 +458,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 21,
                 transport: TransportKind::Ppt,
                 flow_size: 64_000,
+                conn: None,
             }),
         ),
         (
@@ -537,6 +580,18 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         flow_id: 5,
         transport: TransportKind::FlexPass,
         flow_size: 4096,
+        conn: None,
+    }));
+    let hconn = enc(&Packet::Hello(Hello {
+        flow_id: 5,
+        transport: TransportKind::FlexPass,
+        flow_size: 0,
+        conn: Some(HelloConn {
+            conn_id: 5,
+            src_port: 40000,
+            dst_port: 80,
+            role: ConnRole::Open,
+        }),
     }));
     let hack = enc(&Packet::HelloAck(HelloAck {
         flow_id: 5,
@@ -644,6 +699,17 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
         ("hello_unknown_transport_5", "HELLO transport 5 (4 is ppt)", with(hello.clone(), 8, &[5]), "UnknownTransport"),
         ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
+        ("hello_conn_role_0", "HELLO (CONN) role 0", with(hconn.clone(), 28, &[0]), "BadConnRole"),
+        ("hello_conn_role_3", "HELLO (CONN) role 3", with(hconn.clone(), 28, &[3]), "BadConnRole"),
+        ("hello_conn_reserved_nonzero", "HELLO (CONN) reserved byte 31 = 1", with(hconn.clone(), 31, &[1]), "NonZeroReserved"),
+        ("hello_conn_role_before_reserved", "HELLO (CONN) with role 9 and reserved byte 29 = 1: the role is checked first",
+            with(with(hconn.clone(), 28, &[9]), 29, &[1]), "BadConnRole"),
+        ("hello_conn_reserved_before_role", "HELLO (CONN) with reserved byte 9 = 1 and role 0: the HELLO reserved bytes are checked first",
+            with(with(hconn.clone(), 9, &[1]), 28, &[0]), "NonZeroReserved"),
+        ("hello_conn_flag_short", "flag CONN on a 20-byte HELLO (the extension is missing)",
+            with(hello.clone(), 1, &[0x08]), "Truncated"),
+        ("hello_conn_flag_missing", "32-byte HELLO without flag CONN", with(hconn.clone(), 1, &[0]), "LengthMismatch"),
+        ("hello_flag_0x10", "HELLO with flag 0x10 (only CONN, 0x08, is allowed)", with(hello.clone(), 1, &[0x10]), "InvalidFlags"),
         ("hello_ack_unknown_transport", "HELLO_ACK transport 0xff", with(hack.clone(), 8, &[0xff]), "UnknownTransport"),
         ("hello_ack_bad_status", "HELLO_ACK status 3", with(hack.clone(), 9, &[3]), "BadStatus"),
         ("hello_ack_reserved_nonzero", "HELLO_ACK reserved 0x8000", with(hack.clone(), 10, &[0x80, 0]), "NonZeroReserved"),

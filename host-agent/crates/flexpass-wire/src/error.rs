@@ -91,11 +91,14 @@ pub enum DecodeError {
     /// RESET reason byte is not 0..=3.
     #[error("bad RESET reason {0}")]
     BadReason(u8),
+    /// HELLO (flag CONN) role byte is not 1 (open) or 2 (reply).
+    #[error("bad HELLO connection role {0}")]
+    BadConnRole(u8),
 }
 
 impl DecodeError {
     /// Every error kind string, in the order of the specification table.
-    pub const KINDS: [&'static str; 16] = [
+    pub const KINDS: [&'static str; 17] = [
         "Truncated",
         "UnsupportedVersion",
         "UnknownType",
@@ -112,6 +115,7 @@ impl DecodeError {
         "UnknownTransport",
         "BadStatus",
         "BadReason",
+        "BadConnRole",
     ];
 
     /// Stable error-kind string shared with the JSON vectors and Python.
@@ -133,6 +137,7 @@ impl DecodeError {
             DecodeError::UnknownTransport(_) => "UnknownTransport",
             DecodeError::BadStatus(_) => "BadStatus",
             DecodeError::BadReason(_) => "BadReason",
+            DecodeError::BadConnRole(_) => "BadConnRole",
         }
     }
 }

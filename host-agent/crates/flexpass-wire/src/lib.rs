@@ -34,8 +34,8 @@ pub use dscp::{
 };
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
-    Ack, Credit, CreditRequest, Data, Hello, HelloAck, HelloStatus, Packet, PacketType, Reset,
-    ResetReason, SubFlow, TransportKind,
+    Ack, ConnRole, Credit, CreditRequest, Data, Hello, HelloAck, HelloConn, HelloStatus, Packet,
+    PacketType, Reset, ResetReason, SubFlow, TransportKind,
 };
 pub use sack::SackBlocks;
 
@@ -69,6 +69,8 @@ pub const CREDIT_REQUEST_LEN: usize = 16;
 pub const CREDIT_STOP_LEN: usize = 8;
 /// Length of a HELLO message.
 pub const HELLO_LEN: usize = 20;
+/// Length of a HELLO message with the connection extension (flag CONN).
+pub const HELLO_CONN_LEN: usize = 32;
 /// Length of a HELLO_ACK message.
 pub const HELLO_ACK_LEN: usize = 12;
 /// Length of a RESET message.
@@ -90,6 +92,8 @@ pub const FLAG_FIN: u8 = 0x01;
 pub const FLAG_ECE: u8 = 0x02;
 /// RETX flag (data only, informational): this payload was sent before.
 pub const FLAG_RETX: u8 = 0x04;
+/// CONN flag (HELLO only): the HELLO carries the connection extension (32 bytes).
+pub const FLAG_CONN: u8 = 0x08;
 
 /// Bytes on an Ethernet wire (incl. preamble, IFG, min-frame padding) for a
 /// FlexPass message of `msg_len` bytes over IPv4/UDP:

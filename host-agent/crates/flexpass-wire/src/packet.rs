@@ -12,8 +12,8 @@ use crate::sack::SackBlocks;
 use crate::{
     ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX,
     CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN,
-    DATA_HEADER_LEN, FLAG_ECE, FLAG_FIN, FLAG_RETX, HELLO_ACK_LEN, HELLO_LEN, MAX_MESSAGE_LEN,
-    MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    DATA_HEADER_LEN, FLAG_CONN, FLAG_ECE, FLAG_FIN, FLAG_RETX, HELLO_ACK_LEN, HELLO_CONN_LEN,
+    HELLO_LEN, MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -71,6 +71,7 @@ impl PacketType {
         match self {
             PacketType::ProactiveData | PacketType::ReactiveData => FLAG_FIN | FLAG_RETX,
             PacketType::Ack => FLAG_ECE,
+            PacketType::Hello => FLAG_CONN,
             _ => 0,
         }
     }
@@ -312,6 +313,52 @@ pub struct Hello {
     pub transport: TransportKind,
     /// Flow size in bytes; 0 = unknown / stream.
     pub flow_size: u64,
+    /// Connection extension (flag CONN): this flow is one direction of a TCP-like
+    /// connection (docs/protocol.md §6.6).
+    pub conn: Option<HelloConn>,
+}
+
+/// Role of a flow in a connection (HELLO `role` byte, with flag CONN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnRole {
+    /// 1: the opening side's flow (client → server), asking for the service `dst_port`.
+    Open,
+    /// 2: the answering side's flow (server → client) of the connection `conn_id`.
+    Reply,
+}
+
+impl ConnRole {
+    /// Parses the `role` byte.
+    pub fn from_wire(v: u8) -> Option<ConnRole> {
+        match v {
+            1 => Some(ConnRole::Open),
+            2 => Some(ConnRole::Reply),
+            _ => None,
+        }
+    }
+
+    /// `role` byte.
+    pub fn to_wire(self) -> u8 {
+        match self {
+            ConnRole::Open => 1,
+            ConnRole::Reply => 2,
+        }
+    }
+}
+
+/// HELLO connection extension: ties the two flows (one per direction) of a bidirectional
+/// connection together and names the service (a TCP port) it is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HelloConn {
+    /// Connection identifier chosen by the opening side (both HELLOs carry it).
+    pub conn_id: u32,
+    /// The opening side's port, as its application sees it (both HELLOs carry it).
+    pub src_port: u16,
+    /// The service: the TCP port the opening application connected to.
+    pub dst_port: u16,
+    /// Which direction of the connection this flow is.
+    pub role: ConnRole,
 }
 
 /// HELLO_ACK (0x8): receiver → sender.
@@ -467,6 +514,7 @@ impl Packet {
                 (if d.fin { FLAG_FIN } else { 0 }) | (if d.retransmission { FLAG_RETX } else { 0 })
             }
             Packet::Ack(a) if a.ece => FLAG_ECE,
+            Packet::Hello(h) if h.conn.is_some() => FLAG_CONN,
             _ => 0,
         }
     }
@@ -480,6 +528,7 @@ impl Packet {
             Packet::Ack(a) => ACK_BASE_LEN + SACK_BLOCK_LEN * a.sack.len(),
             Packet::CreditRequest(_) => CREDIT_REQUEST_LEN,
             Packet::CreditStop { .. } => CREDIT_STOP_LEN,
+            Packet::Hello(h) if h.conn.is_some() => HELLO_CONN_LEN,
             Packet::Hello(_) => HELLO_LEN,
             Packet::HelloAck(_) => HELLO_ACK_LEN,
             Packet::Reset(_) => RESET_LEN,
@@ -621,6 +670,13 @@ impl Packet {
                 out.push(h.transport.to_wire());
                 out.extend_from_slice(&[0, 0, 0]); // reserved
                 out.extend_from_slice(&h.flow_size.to_be_bytes());
+                if let Some(c) = &h.conn {
+                    out.extend_from_slice(&c.conn_id.to_be_bytes());
+                    out.extend_from_slice(&c.src_port.to_be_bytes());
+                    out.extend_from_slice(&c.dst_port.to_be_bytes());
+                    out.push(c.role.to_wire());
+                    out.extend_from_slice(&[0, 0, 0]); // reserved
+                }
             }
             Packet::HelloAck(h) => {
                 out.push(h.transport.to_wire());
@@ -811,16 +867,33 @@ fn decode_inner<'a>(
             Packet::CreditStop { flow_id }
         }
         PacketType::Hello => {
-            exact_len(len, HELLO_LEN)?;
+            let with_conn = flags & FLAG_CONN != 0;
+            exact_len(len, if with_conn { HELLO_CONN_LEN } else { HELLO_LEN })?;
             let t = u8_at(buf, 8)?;
             let transport = TransportKind::from_wire(t).ok_or(DecodeError::UnknownTransport(t))?;
             if array_at::<3>(buf, 9)? != [0; 3] {
                 return Err(DecodeError::NonZeroReserved);
             }
+            let conn = if with_conn {
+                let r = u8_at(buf, 28)?;
+                let role = ConnRole::from_wire(r).ok_or(DecodeError::BadConnRole(r))?;
+                if array_at::<3>(buf, 29)? != [0; 3] {
+                    return Err(DecodeError::NonZeroReserved);
+                }
+                Some(HelloConn {
+                    conn_id: u32_at(buf, 20)?,
+                    src_port: u16_at(buf, 24)?,
+                    dst_port: u16_at(buf, 26)?,
+                    role,
+                })
+            } else {
+                None
+            };
             Packet::Hello(Hello {
                 flow_id,
                 transport,
                 flow_size: u64_at(buf, 12)?,
+                conn,
             })
         }
         PacketType::HelloAck => {

@@ -24,6 +24,21 @@ fn status() -> impl Strategy<Value = HelloStatus> {
     ]
 }
 
+fn conn() -> impl Strategy<Value = HelloConn> {
+    (
+        any::<u32>(),
+        any::<u16>(),
+        any::<u16>(),
+        prop_oneof![Just(ConnRole::Open), Just(ConnRole::Reply)],
+    )
+        .prop_map(|(conn_id, src_port, dst_port, role)| HelloConn {
+            conn_id,
+            src_port,
+            dst_port,
+            role,
+        })
+}
+
 fn reason() -> impl Strategy<Value = ResetReason> {
     prop_oneof![
         Just(ResetReason::Unspecified),
@@ -142,13 +157,20 @@ fn valid_packet() -> impl Strategy<Value = Packet> {
             }
         )),
         any_u32().prop_map(|flow_id| Packet::CreditStop { flow_id }),
-        (any_u32(), transport(), any_u64()).prop_map(|(flow_id, transport, flow_size)| {
-            Packet::Hello(Hello {
-                flow_id,
-                transport,
-                flow_size,
-            })
-        }),
+        (
+            any_u32(),
+            transport(),
+            any_u64(),
+            proptest::option::of(conn())
+        )
+            .prop_map(|(flow_id, transport, flow_size, conn)| {
+                Packet::Hello(Hello {
+                    flow_id,
+                    transport,
+                    flow_size,
+                    conn,
+                })
+            }),
         (any_u32(), transport(), status()).prop_map(|(flow_id, transport, status)| {
             Packet::HelloAck(HelloAck {
                 flow_id,

@@ -59,6 +59,11 @@ impl<'a> Obj<'a> {
             .get(key)
             .unwrap_or_else(|| panic!("missing key {key} in {:?}", self.map))
     }
+    fn opt(&mut self, key: &'static str) -> Option<&'a Value> {
+        let v = self.map.get(key)?;
+        self.seen.insert(key);
+        Some(v)
+    }
     fn u64(&mut self, key: &'static str) -> u64 {
         self.get(key)
             .as_u64()
@@ -153,6 +158,22 @@ fn packet_from_json(v: &Value) -> Packet {
             flow_id,
             transport: transport(o.str("transport")),
             flow_size: o.u64("flow_size"),
+            // Optional: present exactly when the HELLO has flag CONN.
+            conn: o.opt("conn").map(|c| {
+                let mut c = Obj::new(c);
+                let conn = HelloConn {
+                    conn_id: c.u32("conn_id"),
+                    src_port: u16::try_from(c.u64("src_port")).expect("src_port u16"),
+                    dst_port: u16::try_from(c.u64("dst_port")).expect("dst_port u16"),
+                    role: match c.str("role") {
+                        "open" => ConnRole::Open,
+                        "reply" => ConnRole::Reply,
+                        r => panic!("bad role {r}"),
+                    },
+                };
+                c.finish();
+                conn
+            }),
         }),
         "hello_ack" => Packet::HelloAck(HelloAck {
             flow_id,

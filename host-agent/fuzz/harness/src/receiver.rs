@@ -206,6 +206,7 @@ impl ReceiverPkt {
                 flow_id: FLOW,
                 transport: *transport,
                 flow_size: *flow_size,
+                conn: None,
             }),
             ReceiverPkt::CreditRequest { pending } => Packet::CreditRequest(CreditRequest {
                 flow_id: FLOW,

@@ -301,6 +301,7 @@ fn stray_for_sender(kind: u8) -> Packet {
             flow_id: FLOW,
             transport: TransportKind::FlexPass,
             flow_size: 0,
+            conn: None,
         }),
         2 => Packet::CreditRequest(CreditRequest {
             flow_id: FLOW,
