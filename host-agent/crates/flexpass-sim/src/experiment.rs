@@ -142,6 +142,10 @@ pub struct SwitchSpec {
     /// PPT profile: what K is compared with: "port" (default: the bytes of all the port's
     /// queues, PPT §3.2's "buffer occupancy") or "queue" (the packet's own queue).
     pub ecn_basis: Option<String>,
+    /// PPT profile, switch ports: an LCP packet (P4–P7) is dropped when the port's occupancy
+    /// would exceed this, kB (default: never; not in the paper — a sensitivity knob that keeps
+    /// the LCP out of the buffer the HCP needs).
+    pub lcp_drop_kb: Option<f64>,
 }
 
 impl Default for SwitchSpec {
@@ -164,6 +168,7 @@ impl Default for SwitchSpec {
             lambda_hcp: None,
             lambda_lcp: None,
             ecn_basis: None,
+            lcp_drop_kb: None,
         }
     }
 }
@@ -969,6 +974,9 @@ impl Experiment {
         if let Some(v) = s.k_lcp_kb {
             positive(v, "switch.k_lcp_kb")?;
         }
+        if let Some(v) = s.lcp_drop_kb {
+            positive(v, "switch.lcp_drop_kb")?;
+        }
         for (key, v) in [("lambda_hcp", s.lambda_hcp), ("lambda_lcp", s.lambda_lcp)] {
             if let Some(v) = v {
                 check(v > 0.0 && v.is_finite(), || {
@@ -987,6 +995,7 @@ impl Experiment {
         )?;
         for (key, set) in [
             ("ecn_basis", s.ecn_basis.is_some()),
+            ("lcp_drop_kb", s.lcp_drop_kb.is_some()),
             ("k_lcp_kb", s.k_lcp_kb.is_some()),
             ("lambda_hcp", s.lambda_hcp.is_some()),
             ("lambda_lcp", s.lambda_lcp.is_some()),
@@ -1139,7 +1148,7 @@ impl Experiment {
         non_negative(m.warmup_ms, "measure.warmup_ms")?;
         positive(m.small_flow_kb, "measure.small_flow_kb")?;
         check(
-            self.flows.is_empty() == false || !self.incast.is_empty() || self.workload.is_some(),
+            !self.flows.is_empty() || !self.incast.is_empty() || self.workload.is_some(),
             || "the experiment has no traffic: add [[flow]], [[incast]] or [workload]".into(),
         )?;
         if let Some(c) = &self.convergence {
@@ -1378,7 +1387,10 @@ transport = "flexpass"
         let e = src(STAR)
             .experiment(&[Override::parse("switch.red_kb=1").unwrap()])
             .unwrap_err();
-        assert!(e.contains("switch.red_kb (1) must hold at least one frame"), "{e}");
+        assert!(
+            e.contains("switch.red_kb (1) must hold at least one frame"),
+            "{e}"
+        );
         let e = src("[topology]\nkind = \"ring\"\nhosts = 2\n[[flow]]\nsrc = 0\ndst = 1\n")
             .experiment(&[])
             .unwrap_err();

@@ -269,6 +269,9 @@ pub struct Network {
     receiver_cfg: ReceiverConfigFn,
     /// Encode and decode every packet on delivery (exercises the wire format end to end).
     pub wire_check: bool,
+    /// Debugging: every packet of this flow is printed to stderr as it is sent, dropped and
+    /// received (environment variable FLEXPASS_TRACE_FLOW=<flow id>).
+    trace_flow: Option<u32>,
     /// Release the transport state of a completed flow (its statistics are kept) once it has
     /// been quiet for this long: long runs with many flows stay small. None: keep everything.
     pub retire_after: Option<Nanos>,
@@ -313,6 +316,9 @@ impl Network {
             sender_cfg,
             receiver_cfg,
             wire_check: false,
+            trace_flow: std::env::var("FLEXPASS_TRACE_FLOW")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             retire_after: None,
             sample_interval: 0,
             samples: vec![],
@@ -813,6 +819,14 @@ impl Network {
     }
 
     fn host_send(&mut self, host: HostId, dst: HostId, t: Transmit) {
+        if self.trace_flow == Some(t.packet.flow_id()) {
+            eprintln!(
+                "{:>10} SEND h{host} {:?} {}",
+                self.now,
+                t.class,
+                brief(&t.packet)
+            );
+        }
         let pkt = Box::new(SimPacket {
             src: host,
             dst,
@@ -867,7 +881,17 @@ impl Network {
         if n.host.is_none() {
             pkt.path.cross(node, pkt.packet.is_sender_to_receiver());
         }
-        if n.ports[port].queue.enqueue(pkt, n.shared.as_mut()) == Enqueued::Accepted {
+        let traced = (self.trace_flow == Some(pkt.packet.flow_id())).then(|| brief(&pkt.packet));
+        let r = n.ports[port]
+            .queue
+            .enqueue_at(self.now, pkt, n.shared.as_mut());
+        if let (Some(b), Enqueued::Dropped(why)) = (&traced, r) {
+            eprintln!(
+                "{:>10} DROP {why:?} at {} port {port}: {b}",
+                self.now, n.name
+            );
+        }
+        if r == Enqueued::Accepted {
             self.try_send(node, port);
         }
     }
@@ -952,13 +976,21 @@ impl Network {
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {
         match self.nodes[node].host {
-            Some(h) if h == pkt.dst => self.host_receive(h, pkt),
+            Some(h) if h == pkt.dst => self.host_receive(h, *pkt),
             Some(_) => self.stray_packets += 1,
             None => self.forward(node, pkt),
         }
     }
 
-    fn host_receive(&mut self, host: HostId, pkt: Box<SimPacket>) {
+    fn host_receive(&mut self, host: HostId, pkt: SimPacket) {
+        if self.trace_flow == Some(pkt.packet.flow_id()) {
+            let ce = pkt.ecn == Ecn::Ce;
+            eprintln!(
+                "{:>10} RECV h{host} ce={ce} {}",
+                self.now,
+                brief(&pkt.packet)
+            );
+        }
         let path = pkt.path.value();
         let packet = if self.wire_check {
             match Packet::decode(&pkt.packet.encode_to_vec()) {
@@ -969,7 +1001,7 @@ impl Network {
                 }
             }
         } else {
-            (*pkt).packet
+            pkt.packet
         };
         let Some(&flow) = self.flow_index.get(&packet.flow_id()) else {
             self.stray_packets += 1;
@@ -1150,4 +1182,29 @@ pub struct PortReport {
     /// The queues holding data (all but the credit queue).
     #[serde(skip)]
     pub data_queues: std::ops::Range<usize>,
+}
+
+/// One line per packet for FLEXPASS_TRACE_FLOW.
+fn brief(p: &Packet) -> String {
+    match p {
+        Packet::Data(d) => format!(
+            "DATA {:?} seq {} off {} len {} fin {} retx {}",
+            d.subflow,
+            d.subflow_seq,
+            d.flow_seq,
+            d.payload.len(),
+            d.fin,
+            d.retransmission
+        ),
+        Packet::Ack(a) => format!(
+            "ACK {:?} ece {} cum {} ack_seq {} flow_ack {} sack {:?}",
+            a.subflow,
+            a.ece,
+            a.cum_ack,
+            a.ack_seq,
+            a.flow_ack,
+            a.sack.as_slice()
+        ),
+        p => format!("{p:?}"),
+    }
 }

@@ -35,6 +35,8 @@ pub const NUM_QUEUES: usize = 3;
 pub const MAX_QUEUES: usize = flexpass_wire::PRIORITY_LEVELS;
 /// PPT profile: the queue of traffic without a PPT priority (legacy DCTCP), P3.
 pub const PPT_LEGACY_QUEUE: usize = 3;
+/// PPT profile: the LCP's queues P4–P7 (the HCP's are P0–P3).
+pub const PPT_LCP_QUEUES: std::ops::Range<usize> = 4..MAX_QUEUES;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -171,6 +173,9 @@ pub struct PortConfig {
     /// occupancy is greater than a predefined threshold upon its arrival"; with K_LCP <
     /// K_HCP < buffer the LCP is told to stop before the HCP, and both before drops).
     pub ecn_on_port: bool,
+    /// PPT profile: an LCP packet (P4–P7) that would take the port's data bytes beyond this
+    /// is dropped (counted as `dropped_red`); u64::MAX: never.
+    pub lcp_drop: u64,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
     /// Data buffer of the port.
@@ -181,9 +186,7 @@ impl PortConfig {
     /// The profile's queue for a traffic class.
     pub fn queue_of(&self, class: TrafficClass) -> usize {
         if self.profile == Profile::Ppt {
-            return class
-                .priority()
-                .map_or(PPT_LEGACY_QUEUE, usize::from);
+            return class.priority().map_or(PPT_LEGACY_QUEUE, usize::from);
         }
         match class {
             TrafficClass::Credit => 0,
@@ -213,6 +216,10 @@ impl PortConfig {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct QueueStats {
     pub enqueued: u64,
@@ -220,6 +227,21 @@ pub struct QueueStats {
     pub ecn_marked: u64,
     /// Dropped because the queue (Q0) or port buffer was full.
     pub dropped_full: u64,
+    /// PPT profile: of `dropped_full`, packets refused while lower-priority queues of the
+    /// port held bytes (strict priority never lets those delay this packet on the wire, but
+    /// they took the buffer it needed).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_full_lower_held: u64,
+    /// Of those, HCP packets (P0–P3) refused while LCP queues (P4–P7) held bytes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_full_lcp_held: u64,
+    /// PPT profile, HCP queues (P0–P3): packets that arrived while an LCP frame (P4–P7) was
+    /// on the wire (strict priority does not preempt a frame in transmission), and the
+    /// longest such wait, ns: at most one frame's serialization.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub arrived_behind_lcp: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_wait_behind_lcp_ns: u64,
     /// Red packets dropped by selective dropping.
     pub dropped_red: u64,
     /// Packets lost to a failed link (held by the port when it failed, or routed to it
@@ -266,6 +288,9 @@ pub struct PortQueue {
     /// DWRR pointer (1 or 2) and whether it already got its quantum this visit.
     current: usize,
     credited: bool,
+    /// PPT profile: the queue of the frame last put on the wire and when its transmission
+    /// ends.
+    on_wire: (usize, Nanos),
 }
 
 impl PortQueue {
@@ -281,7 +306,34 @@ impl PortQueue {
             deficit: [0.0; NUM_QUEUES],
             current: 1,
             credited: false,
+            on_wire: (0, 0),
         }
+    }
+
+    /// `enqueue` at time `now`: on a PPT port, an HCP packet arriving while an LCP frame is
+    /// still on the wire counts the time it waits for that frame.
+    pub fn enqueue_at(
+        &mut self,
+        now: Nanos,
+        pkt: Box<SimPacket>,
+        shared: Option<&mut SharedBuffer>,
+    ) -> Enqueued {
+        if self.cfg.profile == Profile::Ppt {
+            let q = self.cfg.queue_of(pkt.class);
+            let (wire_q, end) = self.on_wire;
+            let r = self.enqueue(pkt, shared);
+            if r == Enqueued::Accepted
+                && q < PPT_LCP_QUEUES.start
+                && wire_q >= PPT_LCP_QUEUES.start
+                && end > now
+            {
+                let st = &mut self.stats[q];
+                st.arrived_behind_lcp += 1;
+                st.max_wait_behind_lcp_ns = st.max_wait_behind_lcp_ns.max(end - now);
+            }
+            return r;
+        }
+        self.enqueue(pkt, shared)
     }
 
     pub fn bytes(&self, q: usize) -> u64 {
@@ -336,7 +388,19 @@ impl PortQueue {
             };
             if !fits {
                 st.dropped_full += 1;
+                if self.cfg.profile == Profile::Ppt && self.bytes[q + 1..].iter().any(|&b| b > 0) {
+                    st.dropped_full_lower_held += 1;
+                    if q < PPT_LCP_QUEUES.start && self.bytes[PPT_LCP_QUEUES].iter().any(|&b| b > 0)
+                    {
+                        st.dropped_full_lcp_held += 1;
+                    }
+                }
                 return Enqueued::Dropped(Refused::BufferFull);
+            }
+            let lcp = self.cfg.profile == Profile::Ppt && PPT_LCP_QUEUES.contains(&q);
+            if lcp && data_bytes + len > self.cfg.lcp_drop {
+                st.dropped_red += 1;
+                return Enqueued::Dropped(Refused::SelectiveDrop);
             }
             if red && self.bytes[q] >= self.cfg.red_threshold {
                 st.dropped_red += 1;
@@ -414,7 +478,12 @@ impl PortQueue {
         if self.cfg.profile == Profile::Ppt {
             // Strict priority: the lowest non-empty queue (P0 first).
             return match (0..MAX_QUEUES).find(|&q| !self.queues[q].is_empty()) {
-                Some(q) => Dequeued::Packet(self.pop(q, shared)),
+                Some(q) => {
+                    let pkt = self.pop(q, shared);
+                    let ser = (f64::from(pkt.wire_len) * 8.0 / self.cfg.link_bps * 1e9).round();
+                    self.on_wire = (q, now + ser as Nanos);
+                    Dequeued::Packet(pkt)
+                }
                 None => Dequeued::Empty,
             };
         }
@@ -474,6 +543,7 @@ mod tests {
             credit_capacity: 8,
             ecn_k: [u64::MAX, 60_000, 60_000, 0, 0, 0, 0, 0],
             ecn_on_port: false,
+            lcp_drop: u64::MAX,
             red_threshold: 100_000,
             buffer: BufferLimit::PerPort { bytes: 1_000_000 },
         }
@@ -611,7 +681,9 @@ mod tests {
 
     fn ppt_cfg() -> PortConfig {
         let mut c = cfg(Profile::Ppt);
-        c.ecn_k = [96_000, 96_000, 96_000, 96_000, 86_000, 86_000, 86_000, 86_000];
+        c.ecn_k = [
+            96_000, 96_000, 96_000, 96_000, 86_000, 86_000, 86_000, 86_000,
+        ];
         c.buffer = BufferLimit::PerPort { bytes: 120_000 };
         c
     }
@@ -625,7 +697,9 @@ mod tests {
         let mut rng = 12345u64;
         let mut order = vec![];
         for round in 0..2000 {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let p = (rng >> 61) as u8;
             let len = if rng & 1 == 0 { 1538 } else { 98 };
             pq.enqueue(test_packet(TrafficClass::Priority(p), len), None);
@@ -652,6 +726,42 @@ mod tests {
         // Legacy traffic goes with the large flows' HCP (P3), above every LCP queue.
         assert_eq!(pq.cfg.queue_of(TrafficClass::Legacy), 3);
         assert_eq!(pq.stats().len(), 8);
+    }
+
+    #[test]
+    fn ppt_hcp_waits_at_most_the_lcp_frame_on_the_wire_and_lcp_drop() {
+        let mut c = ppt_cfg();
+        c.link_bps = 40e9;
+        c.lcp_drop = 86_000;
+        let mut pq = PortQueue::new(c);
+        // An LCP frame goes on the wire at t = 0 (307.6 ns at 40 Gbit/s); an HCP packet
+        // arriving 100 ns later waits the remaining 208 ns, one arriving after it none.
+        pq.enqueue_at(0, test_packet(TrafficClass::Priority(6), 1538), None);
+        assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(_)));
+        pq.enqueue_at(100, test_packet(TrafficClass::Priority(1), 1538), None);
+        pq.enqueue_at(400, test_packet(TrafficClass::Priority(2), 1538), None);
+        // An LCP packet behind an LCP frame is not counted (the wait is among LCP packets).
+        pq.enqueue_at(200, test_packet(TrafficClass::Priority(7), 1538), None);
+        assert_eq!(pq.stats()[1].arrived_behind_lcp, 1);
+        assert_eq!(pq.stats()[1].max_wait_behind_lcp_ns, 208);
+        assert_eq!(pq.stats()[2].arrived_behind_lcp, 0);
+        assert_eq!(pq.stats()[7].arrived_behind_lcp, 0);
+        // lcp_drop: LCP packets are refused once the port would hold more than 86 kB; HCP
+        // packets still fit up to the buffer, and a refused HCP packet while LCP bytes are
+        // held is counted as such.
+        let mut pq = PortQueue::new(pq.cfg.clone());
+        let mut lcp_ok = 0;
+        while pq.enqueue(test_packet(TrafficClass::Priority(5), 1538), None) == Enqueued::Accepted {
+            lcp_ok += 1;
+        }
+        assert_eq!(lcp_ok, 86_000 / 1538);
+        assert_eq!(pq.stats()[5].dropped_red, 1);
+        while pq.enqueue(test_packet(TrafficClass::Priority(0), 1538), None) == Enqueued::Accepted {
+        }
+        assert_eq!(pq.data_bytes(), 120_000 / 1538 * 1538);
+        assert_eq!(pq.stats()[0].dropped_full, 1);
+        assert_eq!(pq.stats()[0].dropped_full_lcp_held, 1);
+        assert_eq!(pq.stats()[0].dropped_full_lower_held, 1);
     }
 
     #[test]

@@ -152,6 +152,16 @@ pub struct PptReport {
     /// Switch ports (not NICs), per priority queue P0..P7: packets dropped because the port
     /// buffer was full, ECN marks, and the largest occupancy of any port, bytes.
     pub switch_drops: Vec<u64>,
+    /// Of `switch_drops`, per queue: packets refused while lower-priority queues held bytes
+    /// (for P0–P3: HCP packets that found LCP packets in the buffer they needed).
+    pub switch_drops_lower_held: Vec<u64>,
+    /// HCP packets (P0–P3) the switches dropped for want of buffer while LCP packets held
+    /// some of it; HCP packets (P0–P3, switches and NICs) that arrived while an LCP frame (P4–P7) was on
+    /// the wire, and the longest wait that caused, ns (strict priority without preemption:
+    /// at most one frame's serialization).
+    pub hcp_drops_lcp_held: u64,
+    pub hcp_arrivals_behind_lcp: u64,
+    pub hcp_max_wait_behind_lcp_ns: u64,
     pub switch_ecn_marks: Vec<u64>,
     pub switch_max_bytes: Vec<u64>,
 }
@@ -192,11 +202,35 @@ fn ppt_report(net: &crate::net::Network, ports: &[PortReport]) -> Option<PptRepo
     r.switch_drops = (0..q)
         .map(|i| ppt_ports.iter().map(|p| p.queues[i].dropped_full).sum())
         .collect();
+    r.switch_drops_lower_held = (0..q)
+        .map(|i| {
+            ppt_ports
+                .iter()
+                .map(|p| p.queues[i].dropped_full_lower_held)
+                .sum()
+        })
+        .collect();
+    for p in ports.iter().filter(|p| p.queues.len() == q) {
+        for st in &p.queues[..crate::queue::PPT_LCP_QUEUES.start] {
+            r.hcp_arrivals_behind_lcp += st.arrived_behind_lcp;
+            if !p.host {
+                r.hcp_drops_lcp_held += st.dropped_full_lcp_held;
+            }
+            r.hcp_max_wait_behind_lcp_ns =
+                r.hcp_max_wait_behind_lcp_ns.max(st.max_wait_behind_lcp_ns);
+        }
+    }
     r.switch_ecn_marks = (0..q)
         .map(|i| ppt_ports.iter().map(|p| p.queues[i].ecn_marked).sum())
         .collect();
     r.switch_max_bytes = (0..q)
-        .map(|i| ppt_ports.iter().map(|p| p.queues[i].max_bytes).max().unwrap_or(0))
+        .map(|i| {
+            ppt_ports
+                .iter()
+                .map(|p| p.queues[i].max_bytes)
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     Some(r)
 }

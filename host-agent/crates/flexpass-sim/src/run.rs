@@ -31,6 +31,8 @@ pub struct Stack {
     pub lambda_lcp: Option<f64>,
     /// PPT profile: ECN compares K with the port's occupancy (all queues), not the queue's.
     pub ecn_on_port: bool,
+    /// PPT profile, switch ports: LCP packets are dropped beyond this occupancy.
+    pub lcp_drop: u64,
     pub ppt: PptSpec,
     pub red_threshold: u64,
     pub buffer: u64,
@@ -90,6 +92,7 @@ impl Stack {
             lambda_hcp: s.lambda_hcp,
             lambda_lcp: s.lambda_lcp,
             ecn_on_port: s.ecn_basis.as_deref() != Some("queue"),
+            lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
             ppt: exp.host.ppt.clone(),
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
@@ -117,7 +120,9 @@ impl Stack {
     fn ecn_k(&self, link_bps: f64) -> [u64; MAX_QUEUES] {
         if self.profile == Profile::Ppt {
             let k = |lambda: Option<f64>, kb: u64| {
-                lambda.map_or(kb, |l| (l * link_bps / 8.0 * self.base_rtt as f64 * 1e-9) as u64)
+                lambda.map_or(kb, |l| {
+                    (l * link_bps / 8.0 * self.base_rtt as f64 * 1e-9) as u64
+                })
             };
             let (hcp, lcp) = (
                 k(self.lambda_hcp, self.k_legacy),
@@ -146,6 +151,7 @@ impl Stack {
             credit_capacity: self.credit_queue,
             ecn_k: self.ecn_k(link_bps),
             ecn_on_port: self.profile == Profile::Ppt && self.ecn_on_port,
+            lcp_drop: u64::MAX,
             red_threshold: self.red_threshold,
             buffer,
         }
@@ -208,7 +214,10 @@ impl PortFactory for Stack {
             Some(_) => BufferLimit::Shared,
             None => BufferLimit::PerPort { bytes: self.buffer },
         };
-        self.port(link_bps, self.credit_share, buffer)
+        PortConfig {
+            lcp_drop: self.lcp_drop,
+            ..self.port(link_bps, self.credit_share, buffer)
+        }
     }
 
     /// A host NIC is an edge switch (FlexPass §4.3 footnote 6; ExpressPass: "host and switch
