@@ -4,9 +4,10 @@
     python3 host-agent/experiments/ppt/ppt_table.py RESULTS_DIR [CSV_OUT]
 
 Per scheme (the runs' `name`): the paper's four FCT statistics from the run report
-(overall average, small flows <= 100 kB average and p99, large flows average), the same
-over the flows that had no retransmission timeout, the flows with one, and the buffer
-counters of the report's `ppt` section. Prints a Markdown table; writes CSV_OUT if given.
+(overall average, small flows <= 100 kB average and p99, large flows average), the
+medians of small and large flows, the flows that had a retransmission timeout and the
+statistics over the others, and the buffer counters of the report's `ppt` section.
+Relative differences are against the `dctcp` run. Prints a Markdown table; writes CSV_OUT if given.
 """
 
 import csv
@@ -42,6 +43,8 @@ def row(run_dir):
         "small_avg_us": o["small"]["avg_us"],
         "small_p99_us": o["small"]["p99_us"],
         "large_avg_ms": o["not_small"]["avg_us"] / 1e3,
+        "small_p50_us": o["small"]["p50_us"],
+        "large_p50_us": o["not_small"]["p50_us"],
         "flows_with_rto": sum(1 for f in flows if f["timeouts"] > 0),
         "small_flows_with_rto": sum(1 for f in small if f["timeouts"] > 0),
         "no_rto_avg_ms": avg(ok(flows)) / 1e3,
@@ -71,14 +74,17 @@ def main():
     base = next((x for x in rows if x["scheme"] == "dctcp"), None)
     d = lambda x, k: "" if base is None or x is base else f" ({100 * (x[k] / base[k] - 1):+.0f} %)"
     print("| scheme | overall avg (ms) | small avg (µs) | small p99 (µs) | large avg (ms) "
-          "| flows with an RTO (small) | without them: overall / small avg / small p99 / large "
+          "| small / large p50 | flows with an RTO (small) "
+          "| without them: overall / small avg / small p99 / large "
           "| drops (HCP with LCP held) | LCP bytes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for x in rows:
         print(f"| {x['scheme']} | {x['avg_ms']:.3f}{d(x, 'avg_ms')} "
               f"| {x['small_avg_us']:.0f}{d(x, 'small_avg_us')} "
               f"| {x['small_p99_us']:.0f}{d(x, 'small_p99_us')} "
               f"| {x['large_avg_ms']:.3f}{d(x, 'large_avg_ms')} "
+              f"| {x['small_p50_us']:.1f}{d(x, 'small_p50_us')} / "
+              f"{x['large_p50_us'] / 1e3:.3f}{d(x, 'large_p50_us')} "
               f"| {x['flows_with_rto']} ({x['small_flows_with_rto']}) "
               f"| {x['no_rto_avg_ms']:.3f}{d(x, 'no_rto_avg_ms')} / "
               f"{x['no_rto_small_avg_us']:.1f}{d(x, 'no_rto_small_avg_us')} / "
