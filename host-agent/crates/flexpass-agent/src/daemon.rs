@@ -20,17 +20,18 @@
 //! (SO_PEERCRED) are checked: root, the agent's own user and the allowed users / groups
 //! only; anyone else gets one error line and is disconnected (logged).
 
+use crate::poller::{self, Poller};
 use crate::tcp::{
     connect_local, local_ip_towards, Conn, ConnectState, Connecting, Local, Side, Step,
 };
-use crate::{Endpoint, FlowKey};
+use crate::{Dir, Endpoint, FlowKey};
 use bytes::Bytes;
 use flexpass_core::SenderError;
 use flexpass_wire::{ConnRole, HelloConn, ResetReason, TransportKind};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -93,16 +94,108 @@ struct Client {
     stream: UnixStream,
     role: Role,
     reply: Vec<u8>,
+    /// epoll events its socket is registered for (0: not registered).
+    interest: u32,
+}
+
+/// A TCP connection and the epoll events its local socket is registered for.
+struct ConnSlot {
+    conn: Conn,
+    interest: u32,
+}
+
+/// Who serves a flow: the API client or the TCP connection in that slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Client(usize),
+    Conn(usize),
+}
+
+/// epoll tokens: the kind in the high 32 bits, the slot in the low ones.
+const TOKEN_LISTENER: u64 = 0;
+const KIND_CLIENT: u64 = 1 << 32;
+const KIND_CONN: u64 = 2 << 32;
+const KIND_PROBE: u64 = 3 << 32;
+/// Housekeeping of the TCP tables (expired peers, fallback caches) runs this often.
+const CLEANUP_EVERY: Duration = Duration::from_secs(1);
+
+/// Slots with a free list: indices stay valid while their entry lives (epoll tokens, the
+/// flow → owner map), and are reused afterwards.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+    live: usize,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+        }
+    }
+    fn insert(&mut self, v: T) -> usize {
+        self.live += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(v);
+                i
+            }
+            None => {
+                self.items.push(Some(v));
+                self.items.len() - 1
+            }
+        }
+    }
+    fn remove(&mut self, i: usize) -> Option<T> {
+        let v = self.items.get_mut(i)?.take()?;
+        self.live -= 1;
+        self.free.push(i);
+        Some(v)
+    }
+    fn get(&self, i: usize) -> Option<&T> {
+        self.items.get(i)?.as_ref()
+    }
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.items.get_mut(i)?.as_mut()
+    }
+    fn at(&mut self, i: usize) -> &mut T {
+        self.items[i].as_mut().expect("live slot")
+    }
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter().flatten()
+    }
+    fn len(&self) -> usize {
+        self.live
+    }
 }
 
 pub struct Daemon {
     ep: Endpoint,
     listener: UnixListener,
-    clients: Vec<Client>,
+    clients: Slab<Client>,
+    /// The sockets of the listener, the clients and the connections; its fd is the only
+    /// local one in the endpoint's wait (docs/agent-api.md, "Scale").
+    poller: Poller,
+    listener_registered: bool,
+    /// Which client or connection serves each flow (entries go once the flow is closed).
+    owners: HashMap<(Dir, FlowKey), Owner>,
+    /// Clients waiting with `accept`, oldest first (entries of others are skipped).
+    accepting: VecDeque<usize>,
+    /// When each client's request line is due (creation order).
+    handshakes: VecDeque<(Instant, usize)>,
+    /// Scratch lists of one turn.
+    events: Vec<(u64, u32)>,
+    changed: Vec<(Dir, FlowKey)>,
+    ready_clients: Vec<usize>,
+    ready_conns: Vec<usize>,
+    /// Connections still opening or connecting: serviced every turn (their timeouts).
+    timed_conns: Vec<usize>,
+    last_cleanup: Instant,
     /// Accepted network flows no client has claimed yet.
     unclaimed: VecDeque<FlowKey>,
     tcp: TcpState,
-    wake: Vec<(RawFd, i16)>,
     /// Read buffer for the connections' local sockets (allocated once).
     buf: Vec<u8>,
     socket: PathBuf,
@@ -133,7 +226,10 @@ const MAX_RECORDS: usize = 4096;
 
 /// TCP connections of unmodified applications (see `crate::tcp`).
 struct TcpState {
-    conns: Vec<Conn>,
+    conns: Slab<ConnSlot>,
+    /// Opening side: connections waiting for the answering side's flow, by (peer agent's
+    /// address, conn_id).
+    awaiting_reply: HashMap<(IpAddr, u32), usize>,
     /// Ports served over FlexPass (registered by `tcp_listen`) → where the agent connects.
     listens: HashMap<u16, SocketAddr>,
     /// Answering side: agent's loopback source port → (remote, local) application-visible
@@ -187,13 +283,30 @@ impl Daemon {
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
         let peer_port = ep.local_addr()?.port();
+        let mut ep = ep;
+        ep.track_changes(true);
+        let poller = Poller::new()?;
+        poller.update(listener.as_raw_fd(), 0, poller::IN, TOKEN_LISTENER)?;
+        ep.set_wake_fds(&[(poller.raw_fd(), nix::libc::POLLIN)]);
         Ok(Daemon {
             ep,
             listener,
-            clients: vec![],
+            clients: Slab::new(),
+            poller,
+            listener_registered: true,
+            owners: HashMap::new(),
+            accepting: VecDeque::new(),
+            handshakes: VecDeque::new(),
+            events: Vec::new(),
+            changed: Vec::new(),
+            ready_clients: Vec::new(),
+            ready_conns: Vec::new(),
+            timed_conns: Vec::new(),
+            last_cleanup: Instant::now(),
             unclaimed: VecDeque::new(),
             tcp: TcpState {
-                conns: Vec::new(),
+                conns: Slab::new(),
+                awaiting_reply: HashMap::new(),
                 listens: HashMap::new(),
                 peers: HashMap::new(),
                 no_agent: HashMap::new(),
@@ -209,7 +322,6 @@ impl Daemon {
                 refused: 0,
                 aborted: 0,
             },
-            wake: Vec::new(),
             buf: vec![0u8; 256 << 10],
             socket: socket.to_path_buf(),
             access: ApiAccess::default(),
@@ -339,11 +451,18 @@ impl Daemon {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
-                    self.clients.push(Client {
+                    let now = Instant::now();
+                    let i = self.clients.insert(Client {
                         stream,
-                        role: Role::Handshake(vec![], Instant::now()),
+                        role: Role::Handshake(vec![], now),
                         reply: vec![],
+                        interest: 0,
                     });
+                    // Serviced this turn (its request may be there already), then when its
+                    // socket is ready, or when its request line is overdue.
+                    self.ready_clients.push(i);
+                    self.handshakes
+                        .push_back((now + REQUEST_TIMEOUT + Duration::from_millis(1), i));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -366,9 +485,69 @@ impl Daemon {
     }
 
     /// One turn: accept API connections, move bytes between clients and flows, run the
-    /// network for at most `wait`.
+    /// network for at most `wait`. Only what is ready is looked at (docs/agent-api.md,
+    /// "Scale"): sockets epoll reports, the owners of flows the network touched or closed,
+    /// clients whose request line is overdue, connections still opening; never every
+    /// client or connection.
     pub fn turn(&mut self, wait: Duration) -> io::Result<()> {
-        self.accept_clients();
+        let now = Instant::now();
+        let mut accept_ready = false;
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        self.poller.ready(&mut events)?;
+        for &(token, _) in &events {
+            let i = (token & 0xffff_ffff) as usize;
+            match token & !0xffff_ffff {
+                KIND_CLIENT => self.ready_clients.push(i),
+                KIND_CONN | KIND_PROBE => self.ready_conns.push(i),
+                _ => accept_ready = true,
+            }
+        }
+        self.events = events;
+        // The listener stays out of the wait while accepting is paused after an error.
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        let register = self.accept_paused_until.is_none();
+        if register != self.listener_registered {
+            let (old, new) = if register {
+                (0, poller::IN)
+            } else {
+                (poller::IN, 0)
+            };
+            self.poller
+                .update(self.listener.as_raw_fd(), old, new, TOKEN_LISTENER)?;
+            self.listener_registered = register;
+            accept_ready |= register;
+        }
+        if accept_ready {
+            self.accept_clients();
+            if self.accept_paused_until.is_some() {
+                self.poller
+                    .update(self.listener.as_raw_fd(), poller::IN, 0, TOKEN_LISTENER)?;
+                self.listener_registered = false;
+            }
+        }
+        // Owners of the flows the network touched or closed.
+        let mut changed = std::mem::take(&mut self.changed);
+        self.ep.take_changed(&mut changed);
+        for &(dir, key) in &changed {
+            let Some(&owner) = self.owners.get(&(dir, key)) else {
+                continue;
+            };
+            match owner {
+                Owner::Client(i) => self.ready_clients.push(i),
+                Owner::Conn(i) => self.ready_conns.push(i),
+            }
+            let gone = match dir {
+                Dir::Send => self.ep.sender(key).is_none(),
+                Dir::Recv => self.ep.receiver(key).is_none(),
+            };
+            if gone {
+                self.owners.remove(&(dir, key));
+            }
+        }
+        self.changed = changed;
         while let Some(k) = self.ep.accept() {
             match self.ep.hello_conn(k) {
                 None => self.unclaimed.push_back(k),
@@ -376,58 +555,131 @@ impl Daemon {
                 Some(c) => self.reply_flow(k, c),
             }
         }
-        let mut i = 0;
-        while i < self.clients.len() {
-            if self.service(i) {
-                i += 1;
+        while self.handshakes.front().is_some_and(|&(at, _)| at <= now) {
+            let (_, i) = self.handshakes.pop_front().expect("checked");
+            self.ready_clients.push(i);
+        }
+        self.hand_out_flows();
+        self.service_clients()?;
+        // Clients that asked to `accept` this turn may take a waiting flow at once.
+        if !self.unclaimed.is_empty() && !self.accepting.is_empty() {
+            self.hand_out_flows();
+            self.service_clients()?;
+        }
+        self.service_conns(now)?;
+        if now.duration_since(self.last_cleanup) >= CLEANUP_EVERY {
+            self.last_cleanup = now;
+            let t = &mut self.tcp;
+            t.peers
+                .retain(|_, e| e.2.is_none_or(|at| now - at < PEER_LINGER));
+            t.no_agent.retain(|_, at| now - *at < NO_AGENT_TTL);
+            t.no_service.retain(|_, at| now - *at < NO_SERVICE_TTL);
+        }
+        // Sleep until the network or one of the local sockets (the epoll fd) needs us.
+        self.ep.poll(wait)
+    }
+
+    /// Service the clients in `ready_clients` (each once); drop those that are done.
+    fn service_clients(&mut self) -> io::Result<()> {
+        let mut ready = std::mem::take(&mut self.ready_clients);
+        ready.sort_unstable();
+        ready.dedup();
+        for &i in &ready {
+            if self.clients.get(i).is_none() {
+                continue;
+            }
+            // A client whose socket became a connection's is done at once.
+            if self.service(i) && !matches!(self.clients.at(i).role, Role::Moved) {
+                self.watch_client(i)?;
             } else {
-                let c = self.clients.swap_remove(i);
+                let c = self.clients.remove(i).expect("live");
+                // Explicitly: a connection may hold a duplicate of this socket.
+                self.poller
+                    .watch(c.stream.as_raw_fd(), c.interest, 0, KIND_CLIENT | i as u64);
                 self.release(c);
             }
         }
-        self.service_conns();
-        // Sleep until the network or one of the local sockets needs us.
-        self.wake.clear();
-        if self.accept_paused_until.is_none_or(|t| Instant::now() >= t) {
-            self.accept_paused_until = None;
-            self.wake
-                .push((self.listener.as_raw_fd(), nix::libc::POLLIN));
+        ready.clear();
+        if self.ready_clients.is_empty() {
+            self.ready_clients = ready;
         }
-        for c in &self.clients {
-            let mut ev = if c.reply.is_empty() {
-                0
-            } else {
-                nix::libc::POLLOUT
+        Ok(())
+    }
+
+    /// Give unclaimed flows to the clients waiting in `accept`, oldest first.
+    fn hand_out_flows(&mut self) {
+        while !self.unclaimed.is_empty() {
+            let Some(i) = self.accepting.pop_front() else {
+                return;
             };
-            match &c.role {
-                Role::Handshake(..) | Role::Accepting => ev |= nix::libc::POLLIN,
-                Role::Sending { key, eof, .. }
-                    if !*eof
-                        && self
-                            .ep
-                            .sender(*key)
-                            .is_some_and(|s| s.unacked_bytes() < SEND_WINDOW) =>
-                {
-                    ev |= nix::libc::POLLIN
-                }
-                Role::Receiving { out, .. } if !out.is_empty() => ev |= nix::libc::POLLOUT,
-                _ => {}
+            let Some(c) = self.clients.get_mut(i) else {
+                continue;
+            };
+            if !matches!(c.role, Role::Accepting) {
+                continue;
             }
-            if ev != 0 {
-                self.wake.push((c.stream.as_raw_fd(), ev));
+            let key = self.unclaimed.pop_front().expect("checked");
+            let transport = self
+                .ep
+                .receiver(key)
+                .map(|r| format!("{:?}", r.transport()).to_lowercase());
+            c.reply = json_line(
+                serde_json::json!({"ok": true, "flow_id": key.1, "peer": key.0.to_string(), "transport": transport}),
+            );
+            c.role = Role::Receiving {
+                key,
+                out: VecDeque::new(),
+                out_bytes: 0,
+            };
+            self.owners.insert((Dir::Recv, key), Owner::Client(i));
+            self.ready_clients.push(i);
+        }
+    }
+
+    /// Register the events client `i` waits for (as a poll(2) wait list would).
+    fn watch_client(&mut self, i: usize) -> io::Result<()> {
+        let c = self.clients.get(i).expect("live");
+        let mut ev = if c.reply.is_empty() { 0 } else { poller::OUT };
+        match &c.role {
+            Role::Handshake(..) | Role::Accepting => ev |= poller::IN,
+            Role::Sending { key, eof, .. }
+                if !*eof
+                    && self
+                        .ep
+                        .sender(*key)
+                        .is_some_and(|s| s.unacked_bytes() < SEND_WINDOW) =>
+            {
+                ev |= poller::IN
+            }
+            Role::Receiving { out, .. } if !out.is_empty() => ev |= poller::OUT,
+            _ => {}
+        }
+        let fd = c.stream.as_raw_fd();
+        let old = c.interest;
+        self.clients.at(i).interest = self.poller.watch(fd, old, ev, KIND_CLIENT | i as u64);
+        Ok(())
+    }
+
+    /// A new connection: registered, serviced this turn.
+    fn add_conn(&mut self, conn: Conn) -> usize {
+        let probe = conn.probe.as_ref().map(|p| p.as_raw_fd());
+        let i = self.tcp.conns.insert(ConnSlot { conn, interest: 0 });
+        if let Some(fd) = probe {
+            self.poller.watch(fd, 0, poller::IN, KIND_PROBE | i as u64);
+        }
+        let c = &self.tcp.conns.get(i).expect("inserted").conn;
+        for (dir, key) in [(Dir::Send, c.out_key), (Dir::Recv, c.in_key)] {
+            if let Some(k) = key {
+                self.owners.insert((dir, k), Owner::Conn(i));
             }
         }
-        for c in &self.tcp.conns {
-            let ev = c.wake_events(&self.ep);
-            if ev != 0 {
-                self.wake.push((c.local.raw_fd(), ev));
-            }
-            if let Some(p) = &c.probe {
-                self.wake.push((p.as_raw_fd(), nix::libc::POLLIN));
-            }
+        if c.side == Side::Client && c.in_key.is_none() {
+            self.tcp
+                .awaiting_reply
+                .insert((c.udp_peer.ip(), c.conn_id), i);
         }
-        self.ep.set_wake_fds(&self.wake);
-        self.ep.poll(wait)
+        self.ready_conns.push(i);
+        i
     }
 
     /// Answering side: a peer opens a connection to `c.dst_port`. Served only if a local
@@ -475,7 +727,7 @@ impl Daemon {
             target,
             hello: c,
         });
-        t.conns.push(conn);
+        self.add_conn(conn);
     }
 
     /// The registered listener refused (or never answered) the loopback connection: the
@@ -551,14 +803,22 @@ impl Daemon {
 
     /// Opening side: the answering side's flow of one of our connections arrived.
     fn reply_flow(&mut self, key: FlowKey, c: HelloConn) {
-        let found = self.tcp.conns.iter_mut().find(|x| {
-            x.side == Side::Client
-                && x.conn_id == c.conn_id
-                && x.udp_peer.ip() == key.0.ip()
-                && x.in_key.is_none()
+        let at = self.tcp.awaiting_reply.remove(&(key.0.ip(), c.conn_id));
+        let found = at.filter(|&i| {
+            self.tcp.conns.get(i).is_some_and(|x| {
+                let x = &x.conn;
+                x.side == Side::Client
+                    && x.conn_id == c.conn_id
+                    && x.udp_peer.ip() == key.0.ip()
+                    && x.in_key.is_none()
+            })
         });
         match found {
-            Some(conn) => conn.in_key = Some(key),
+            Some(i) => {
+                self.tcp.conns.at(i).conn.in_key = Some(key);
+                self.owners.insert((Dir::Recv, key), Owner::Conn(i));
+                self.ready_conns.push(i);
+            }
             None => self.ep.abort_receiver(key, ResetReason::UnknownFlow),
         }
     }
@@ -579,121 +839,173 @@ impl Daemon {
         conn.opening = None;
     }
 
-    fn service_conns(&mut self) {
-        let now = Instant::now();
+    /// Service the connections that are ready (see `turn`) and those still opening or
+    /// connecting (their timeouts); drop the finished ones.
+    fn service_conns(&mut self, now: Instant) -> io::Result<()> {
+        let mut ready = std::mem::take(&mut self.ready_conns);
+        ready.append(&mut self.timed_conns);
+        ready.sort_unstable();
+        ready.dedup();
         let mut buf = std::mem::take(&mut self.buf);
-        let mut conns = std::mem::take(&mut self.tcp.conns);
-        let mut i = 0;
-        while i < conns.len() {
-            let conn = &mut conns[i];
-            if let Some(since) = conn.opening {
-                let s = conn.out_key.and_then(|k| self.ep.sender(k));
-                let (err, established) = s.map_or((Some(SenderError::Reset), false), |s| {
-                    (s.error(), s.is_established())
-                });
-                let t = &mut self.tcp;
-                if established {
-                    t.has_agent.insert(conn.remote.ip());
-                    conn.probe = None;
-                }
-                let refused = !established && conn.probe_refused();
-                if conn.in_key.is_some() && err.is_none() {
-                    conn.opening = None;
-                    t.opened_flexpass += 1;
-                    conn.line = json_line(serde_json::json!({"ok": true, "mode": "flexpass",
-                        "conn_id": conn.conn_id, "transport": format!("{:?}", conn.transport).to_lowercase()}));
-                    log::debug!(
-                        "flexpass agent: connection {} → {} over FlexPass",
-                        conn.local_addr,
-                        conn.remote
-                    );
-                } else if err != Some(SenderError::Reset)
-                    && !established
-                    && (refused || err.is_some() || now - since > t.fallback)
-                {
-                    t.no_agent.insert(conn.remote.ip(), now);
-                    if let Some(k) = conn.out_key.take() {
-                        self.ep.close_sender(k);
+        for &i in &ready {
+            if self.tcp.conns.get(i).is_none() {
+                continue;
+            }
+            match self.service_conn(i, now, &mut buf) {
+                None => {
+                    let c = self.tcp.conns.at(i);
+                    let timed = c.conn.opening.is_some() || c.conn.connecting.is_some();
+                    let ev = poller::from_poll(c.conn.wake_events(&self.ep));
+                    let fd = c.conn.local.raw_fd();
+                    c.interest = self.poller.watch(fd, c.interest, ev, KIND_CONN | i as u64);
+                    if timed {
+                        self.timed_conns.push(i);
                     }
-                    let why = if refused {
-                        "peer does not speak FlexPass (its agent port is closed)"
-                    } else {
-                        "peer does not speak FlexPass (no HELLO_ACK)"
-                    };
-                    Self::verdict_direct(t, conn, why, true);
-                } else if err.is_some() || now - since > REPLY_TIMEOUT {
-                    t.no_service
-                        .insert((conn.remote.ip(), conn.remote.port()), now);
-                    let aborted = err.is_none();
-                    conn.release(&mut self.ep, aborted);
-                    let why = format!(
-                        "peer does not serve port {} over FlexPass",
-                        conn.remote.port()
-                    );
-                    Self::verdict_direct(t, conn, &why, false);
                 }
-            }
-            let conn = &mut conns[i];
-            // The incoming flow of a connection is half-open until the peer answers this
-            // side's flow (docs/protocol.md §11): its HELLO_ACK proves the address.
-            if let (Some(k), Some(out)) = (conn.in_key, conn.out_key) {
-                if self.ep.is_half_open(k)
-                    && self.ep.sender(out).is_some_and(|s| s.is_established())
-                {
-                    self.ep.confirm_receiver(k);
-                }
-            }
-            // A half-open incoming flow dropped by the endpoint (its table was full and it
-            // was the oldest, or too old): the connection cannot go on.
-            let gone = conn.in_key.is_some_and(|k| self.ep.receiver(k).is_none());
-            let step = if gone {
-                conn.in_key = None;
-                Step::Aborted("incoming flow dropped while half-open".into())
-            } else {
-                Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
-                conn.pump(&mut self.ep, &mut buf)
-            };
-            let (done, outcome) = match step {
-                Step::Keep => {
-                    i += 1;
-                    continue;
-                }
-                Step::Done => (
-                    true,
-                    if conn.close_after_line {
-                        "direct".to_string()
-                    } else {
-                        "closed".into()
-                    },
-                ),
-                Step::Aborted(why) => (false, format!("aborted: {why}")),
-            };
-            let mut conn = conns.swap_remove(i);
-            let rec = (!conn.close_after_line).then(|| conn.record(&self.ep, &outcome));
-            conn.release(&mut self.ep, !done);
-            if !done {
-                self.tcp.aborted += 1;
-            }
-            if let Some(p) = conn.loop_port {
-                if let Some(e) = self.tcp.peers.get_mut(&p) {
-                    e.2 = Some(now);
-                }
-            }
-            if let Some(rec) = rec {
-                log::debug!("flexpass agent: {rec}");
-                if self.tcp.records.len() >= MAX_RECORDS {
-                    self.tcp.records.pop_front();
-                }
-                self.tcp.records.push_back(rec);
+                Some((done, outcome)) => self.end_conn(i, done, &outcome, now)?,
             }
         }
         self.buf = buf;
-        let t = &mut self.tcp;
-        t.conns = conns;
-        t.peers
-            .retain(|_, e| e.2.is_none_or(|at| now - at < PEER_LINGER));
-        t.no_agent.retain(|_, at| now - *at < NO_AGENT_TTL);
-        t.no_service.retain(|_, at| now - *at < NO_SERVICE_TTL);
+        ready.clear();
+        if self.ready_conns.is_empty() {
+            self.ready_conns = ready;
+        }
+        Ok(())
+    }
+
+    /// One connection's turn: its verdict while opening, its loopback connect, its bytes.
+    /// `Some((finished, outcome))` when it is over.
+    fn service_conn(&mut self, i: usize, now: Instant, buf: &mut [u8]) -> Option<(bool, String)> {
+        // Out of its slot while it is serviced (the TCP tables are used alongside).
+        let mut slot = self.tcp.conns.items[i].take().expect("live");
+        let out_before = slot.conn.out_key;
+        let r = self.service_conn_inner(&mut slot.conn, now, buf);
+        if slot.conn.out_key != out_before {
+            if let Some(k) = slot.conn.out_key {
+                self.owners.insert((Dir::Send, k), Owner::Conn(i));
+            }
+        }
+        self.tcp.conns.items[i] = Some(slot);
+        r
+    }
+
+    fn service_conn_inner(
+        &mut self,
+        conn: &mut Conn,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<(bool, String)> {
+        if let Some(since) = conn.opening {
+            let s = conn.out_key.and_then(|k| self.ep.sender(k));
+            let (err, established) = s.map_or((Some(SenderError::Reset), false), |s| {
+                (s.error(), s.is_established())
+            });
+            let t = &mut self.tcp;
+            if established {
+                t.has_agent.insert(conn.remote.ip());
+                conn.probe = None;
+            }
+            let refused = !established && conn.probe_refused();
+            if conn.in_key.is_some() && err.is_none() {
+                conn.opening = None;
+                t.opened_flexpass += 1;
+                conn.line = json_line(serde_json::json!({"ok": true, "mode": "flexpass",
+                    "conn_id": conn.conn_id, "transport": format!("{:?}", conn.transport).to_lowercase()}));
+                log::debug!(
+                    "flexpass agent: connection {} → {} over FlexPass",
+                    conn.local_addr,
+                    conn.remote
+                );
+            } else if err != Some(SenderError::Reset)
+                && !established
+                && (refused || err.is_some() || now - since > t.fallback)
+            {
+                t.no_agent.insert(conn.remote.ip(), now);
+                if let Some(k) = conn.out_key.take() {
+                    self.ep.close_sender(k);
+                }
+                let why = if refused {
+                    "peer does not speak FlexPass (its agent port is closed)"
+                } else {
+                    "peer does not speak FlexPass (no HELLO_ACK)"
+                };
+                Self::verdict_direct(t, conn, why, true);
+            } else if err.is_some() || now - since > REPLY_TIMEOUT {
+                t.no_service
+                    .insert((conn.remote.ip(), conn.remote.port()), now);
+                let aborted = err.is_none();
+                conn.release(&mut self.ep, aborted);
+                let why = format!(
+                    "peer does not serve port {} over FlexPass",
+                    conn.remote.port()
+                );
+                Self::verdict_direct(t, conn, &why, false);
+            }
+        }
+        // The incoming flow of a connection is half-open until the peer answers this
+        // side's flow (docs/protocol.md §11): its HELLO_ACK proves the address.
+        if let (Some(k), Some(out)) = (conn.in_key, conn.out_key) {
+            if self.ep.is_half_open(k) && self.ep.sender(out).is_some_and(|s| s.is_established()) {
+                self.ep.confirm_receiver(k);
+            }
+        }
+        // A half-open incoming flow dropped by the endpoint (its table was full and it
+        // was the oldest, or too old): the connection cannot go on.
+        let gone = conn.in_key.is_some_and(|k| self.ep.receiver(k).is_none());
+        let step = if gone {
+            conn.in_key = None;
+            Step::Aborted("incoming flow dropped while half-open".into())
+        } else {
+            Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
+            conn.pump(&mut self.ep, buf)
+        };
+        match step {
+            Step::Keep => None,
+            Step::Done => Some((
+                true,
+                if conn.close_after_line {
+                    "direct".to_string()
+                } else {
+                    "closed".into()
+                },
+            )),
+            Step::Aborted(why) => Some((false, format!("aborted: {why}"))),
+        }
+    }
+
+    /// A connection is over: release its flows, record it, forget its socket.
+    fn end_conn(&mut self, i: usize, done: bool, outcome: &str, now: Instant) -> io::Result<()> {
+        let ConnSlot { mut conn, interest } = self.tcp.conns.remove(i).expect("live");
+        self.poller
+            .watch(conn.local.raw_fd(), interest, 0, KIND_CONN | i as u64);
+        if self
+            .tcp
+            .awaiting_reply
+            .get(&(conn.udp_peer.ip(), conn.conn_id))
+            == Some(&i)
+        {
+            self.tcp
+                .awaiting_reply
+                .remove(&(conn.udp_peer.ip(), conn.conn_id));
+        }
+        let rec = (!conn.close_after_line).then(|| conn.record(&self.ep, outcome));
+        conn.release(&mut self.ep, !done);
+        if !done {
+            self.tcp.aborted += 1;
+        }
+        if let Some(p) = conn.loop_port {
+            if let Some(e) = self.tcp.peers.get_mut(&p) {
+                e.2 = Some(now);
+            }
+        }
+        if let Some(rec) = rec {
+            log::debug!("flexpass agent: {rec}");
+            if self.tcp.records.len() >= MAX_RECORDS {
+                self.tcp.records.pop_front();
+            }
+            self.tcp.records.push_back(rec);
+        }
+        Ok(())
     }
 
     fn status(&self) -> serde_json::Value {
@@ -703,12 +1015,12 @@ impl Daemon {
             "ok": true,
             "flows": {"senders": senders, "receivers": receivers},
             "tcp": {
-                "open": t.conns.iter().filter(|c| c.opening.is_none() && !c.close_after_line).count(),
+                "open": t.conns.iter().map(|c| &c.conn).filter(|c| c.opening.is_none() && !c.close_after_line).count(),
                 "opened_flexpass": t.opened_flexpass, "accepted_flexpass": t.accepted_flexpass,
                 "direct": t.direct, "refused": t.refused, "aborted": t.aborted,
                 "listening": t.listens.keys().collect::<Vec<_>>(),
                 "no_agent_peers": t.no_agent.keys().map(|ip| ip.to_string()).collect::<Vec<_>>(),
-                "conns": t.conns.iter().filter(|c| c.opening.is_none() && !c.close_after_line)
+                "conns": t.conns.iter().map(|c| &c.conn).filter(|c| c.opening.is_none() && !c.close_after_line)
                     .map(|c| c.record(&self.ep, "open")).collect::<Vec<_>>(),
                 "closed": t.records.iter().collect::<Vec<_>>(),
             },
@@ -718,6 +1030,8 @@ impl Daemon {
             "memory": memory_report(),
             "tables": {"endpoint": self.ep.table_sizes(), "unclaimed": self.unclaimed.len(),
                        "conns": t.conns.len(), "records": t.records.len(),
+                       "owners": self.owners.len(), "accepting": self.accepting.len(),
+                       "handshakes": self.handshakes.len(),
                        "peers": t.peers.len(), "no_agent": t.no_agent.len()},
         })
     }
@@ -738,7 +1052,7 @@ impl Daemon {
     /// Returns false when the client is done and must be dropped.
     fn service(&mut self, i: usize) -> bool {
         let mut buf = [0u8; 64 << 10];
-        let c = &mut self.clients[i];
+        let c = self.clients.at(i);
         // Flush what we owe the client first.
         while !c.reply.is_empty() {
             match c.stream.write(&c.reply) {
@@ -793,7 +1107,7 @@ impl Daemon {
                 let rest = line.split_off(pos + 1);
                 let req = std::mem::take(line);
                 self.request(i, &req, rest);
-                let c = &self.clients[i];
+                let c = self.clients.at(i);
                 if matches!(c.role, Role::Closing)
                     && c.reply.windows(NOT_OK.len()).any(|w| w == NOT_OK)
                 {
@@ -801,25 +1115,9 @@ impl Daemon {
                 }
                 true
             }
-            Role::Accepting => {
-                if let Some(key) = self.unclaimed.pop_front() {
-                    let transport = self
-                        .ep
-                        .receiver(key)
-                        .map(|r| format!("{:?}", r.transport()).to_lowercase());
-                    let c = &mut self.clients[i];
-                    c.reply = json_line(
-                        serde_json::json!({"ok": true, "flow_id": key.1, "peer": key.0.to_string(), "transport": transport}),
-                    );
-                    c.role = Role::Receiving {
-                        key,
-                        out: VecDeque::new(),
-                        out_bytes: 0,
-                    };
-                }
-                // A client that hangs up while waiting is simply dropped.
-                !matches!(self.clients[i].stream.read(&mut buf), Ok(0))
-            }
+            // Flows are handed out by `hand_out_flows`; a client that hangs up while
+            // waiting is simply dropped.
+            Role::Accepting => !matches!(c.stream.read(&mut buf), Ok(0)),
             Role::Sending { key, started, eof } => {
                 let key = *key;
                 let Some(s) = self.ep.sender_mut(key) else {
@@ -896,7 +1194,7 @@ impl Daemon {
     /// `tcp_connect`: the API connection becomes the application's socket of a TCP
     /// connection over FlexPass, or is told to use kernel TCP ("direct").
     fn tcp_connect(&mut self, i: usize, req: &serde_json::Value, rest: Vec<u8>) {
-        let c = &mut self.clients[i];
+        let c = self.clients.at(i);
         let dst = req
             .get("dst")
             .and_then(|v| v.as_str())
@@ -947,7 +1245,7 @@ impl Daemon {
         let key = match self.ep.open(udp_peer, t, 0) {
             Ok(k) => k,
             Err(e) => {
-                let c = &mut self.clients[i];
+                let c = self.clients.at(i);
                 c.reply = err_line(e);
                 c.role = Role::Closing;
                 return;
@@ -975,11 +1273,11 @@ impl Daemon {
         if !self.tcp.has_agent.contains(&dst.ip()) {
             conn.start_probe();
         }
-        self.tcp.conns.push(conn);
+        self.add_conn(conn);
     }
 
     fn request(&mut self, i: usize, line: &[u8], rest: Vec<u8>) {
-        let c = &mut self.clients[i];
+        let c = self.clients.at(i);
         let req: serde_json::Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
@@ -989,7 +1287,10 @@ impl Daemon {
             }
         };
         match req.get("op").and_then(|v| v.as_str()) {
-            Some("accept") => c.role = Role::Accepting,
+            Some("accept") => {
+                c.role = Role::Accepting;
+                self.accepting.push_back(i);
+            }
             Some("tcp_connect") => self.tcp_connect(i, &req, rest),
             Some("tcp_listen") => {
                 let port = req
@@ -1038,7 +1339,7 @@ impl Daemon {
             }
             Some("status") => {
                 let reply = json_line(self.status());
-                let c = &mut self.clients[i];
+                let c = self.clients.at(i);
                 c.reply = reply;
                 c.role = Role::Closing;
             }
@@ -1062,7 +1363,8 @@ impl Daemon {
                         if !rest.is_empty() {
                             self.ep.write(key, Bytes::from(rest));
                         }
-                        let c = &mut self.clients[i];
+                        self.owners.insert((Dir::Send, key), Owner::Client(i));
+                        let c = self.clients.at(i);
                         c.reply = json_line(serde_json::json!({"ok": true, "flow_id": key.1}));
                         c.role = Role::Sending {
                             key,
@@ -1071,7 +1373,7 @@ impl Daemon {
                         };
                     }
                     Err(e) => {
-                        let c = &mut self.clients[i];
+                        let c = self.clients.at(i);
                         c.reply = err_line(e);
                         c.role = Role::Closing;
                     }

@@ -15,7 +15,8 @@ use flexpass_wire::{
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -255,6 +256,49 @@ const PACING_SAMPLES: usize = 200_000;
 /// A flow is named by its peer and the flow id the opening side chose.
 pub type FlowKey = (SocketAddr, u32);
 
+/// Which table a flow is in: the flows this endpoint sends, or those it receives (a sender
+/// and a receiver may share a key: same peer, same id chosen by either side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    Send,
+    Recv,
+}
+
+/// A flow's timer as registered in the deadline heap: when, and whether it is a credit
+/// (a receiver sending credits: worth a busy-wait, see `EndpointConfig::spin`).
+type Timer = (Nanos, bool);
+
+/// One flow and its bookkeeping for the event loop (docs/agent-api.md, "Scale"): the timer
+/// it has in the deadline heap, and whether it waits in the dirty list.
+struct Slot<T> {
+    flow: T,
+    /// The entry of this flow in the deadline heap that counts (others are stale).
+    timer: Option<Timer>,
+    /// DIRTY: in the dirty list; NET: touched by a packet or a timer since its last turn.
+    dirty: u8,
+}
+
+const DIRTY: u8 = 1;
+const NET: u8 = 2;
+
+impl<T> Slot<T> {
+    fn new(flow: T) -> Self {
+        Slot {
+            flow,
+            timer: None,
+            dirty: 0,
+        }
+    }
+}
+
+/// Mark a flow for the next `run_timers_and_flush` (once in the dirty list).
+fn mark<T>(slot: &mut Slot<T>, dirty: &mut Vec<(Dir, FlowKey)>, dir: Dir, key: FlowKey, net: bool) {
+    if slot.dirty & DIRTY == 0 {
+        dirty.push((dir, key));
+    }
+    slot.dirty |= DIRTY | if net { NET } else { 0 };
+}
+
 /// A receiver created by a HELLO without a valid cookie, not confirmed yet.
 struct HalfOpen {
     since: Nanos,
@@ -308,8 +352,19 @@ pub struct Endpoint {
     sock: TosSocket,
     cfg: EndpointConfig,
     epoch: Instant,
-    senders: HashMap<FlowKey, Sender>,
-    receivers: HashMap<FlowKey, Receiver>,
+    senders: HashMap<FlowKey, Slot<Sender>>,
+    receivers: HashMap<FlowKey, Slot<Receiver>>,
+    /// Flows touched (a packet, a write, open, confirmation) since the last turn: each turn
+    /// handles these and the due timers only, never every flow.
+    dirty: Vec<(Dir, FlowKey)>,
+    /// Deadline heap (earliest first) with lazy invalidation: an entry counts only while it
+    /// equals its flow's `Slot::timer`; others are dropped when they reach the top, and the
+    /// heap is rebuilt when stale entries outnumber the flows.
+    timers: BinaryHeap<Reverse<(Nanos, bool, Dir, FlowKey)>>,
+    /// Flows a packet or a timer touched, and flows closed, since the last `take_changed`
+    /// (only while `track_changes` is on: the daemon services their owners only).
+    changed: Vec<(Dir, FlowKey)>,
+    track_changes: bool,
     accepted: VecDeque<FlowKey>,
     shaper: TokenBucket,
     /// RESET(unknown_flow) answers (docs/protocol.md §7: "with rate limiting").
@@ -429,6 +484,10 @@ impl Endpoint {
             epoch: Instant::now(),
             senders: HashMap::new(),
             receivers: HashMap::new(),
+            dirty: Vec::new(),
+            timers: BinaryHeap::new(),
+            changed: Vec::new(),
+            track_changes: false,
             accepted: VecDeque::new(),
             shaper,
             reset_limiter: TokenBucket::new(RESETS_PER_SECOND, RESET_BURST),
@@ -475,31 +534,62 @@ impl Endpoint {
         let cfg = (self.cfg.sender)(transport);
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.senders.insert((peer, id), s);
-        Ok((peer, id))
+        let key = (peer, id);
+        let mut slot = Slot::new(s);
+        mark(&mut slot, &mut self.dirty, Dir::Send, key, false);
+        self.senders.insert(key, slot);
+        Ok(key)
     }
 
     pub fn sender(&self, key: FlowKey) -> Option<&Sender> {
-        self.senders.get(&key)
+        self.senders.get(&key).map(|s| &s.flow)
     }
+    /// The flow, for the application (writes, finish…): it is looked at in the next turn.
     pub fn sender_mut(&mut self, key: FlowKey) -> Option<&mut Sender> {
-        self.senders.get_mut(&key)
+        let slot = self.senders.get_mut(&key)?;
+        mark(slot, &mut self.dirty, Dir::Send, key, false);
+        Some(&mut slot.flow)
     }
     pub fn receiver(&self, key: FlowKey) -> Option<&Receiver> {
-        self.receivers.get(&key)
+        self.receivers.get(&key).map(|r| &r.flow)
     }
+    /// The flow, for the application (reads…): it is looked at in the next turn.
     pub fn receiver_mut(&mut self, key: FlowKey) -> Option<&mut Receiver> {
-        self.receivers.get_mut(&key)
+        let slot = self.receivers.get_mut(&key)?;
+        mark(slot, &mut self.dirty, Dir::Recv, key, false);
+        Some(&mut slot.flow)
+    }
+
+    /// Collect the flows a packet or a timer touched, and the flows closed, for
+    /// `take_changed` (the daemon: it services the owners of these flows only).
+    pub fn track_changes(&mut self, on: bool) {
+        self.track_changes = on;
+        self.changed.clear();
+    }
+
+    /// The flows touched by the network (a packet or a timer) or closed since the last call
+    /// (with `track_changes`; a flow may be listed more than once). `out` is cleared first.
+    pub fn take_changed(&mut self, out: &mut Vec<(Dir, FlowKey)>) {
+        out.clear();
+        std::mem::swap(out, &mut self.changed);
+    }
+
+    fn note_changed(&mut self, dir: Dir, key: FlowKey) {
+        if self.track_changes {
+            self.changed.push((dir, key));
+        }
     }
 
     /// Forget a flow (after the application is done with it).
     pub fn close_sender(&mut self, key: FlowKey) -> Option<Sender> {
-        let s = self.senders.remove(&key)?;
+        let s = self.senders.remove(&key)?.flow;
+        self.note_changed(Dir::Send, key);
         self.forget(key);
         Some(s)
     }
     pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
-        let r = self.receivers.remove(&key)?;
+        let r = self.receivers.remove(&key)?.flow;
+        self.note_changed(Dir::Recv, key);
         self.hello_conn.remove(&key);
         if self.half_open.remove(&key).is_some() {
             self.stats.half_open = self.half_open.len() as u64;
@@ -754,11 +844,13 @@ impl Endpoint {
             let mut known = false;
             if let Some(s) = self.senders.get_mut(&key) {
                 known = true;
-                let _ = s.handle_packet(now, &packet);
+                let _ = s.flow.handle_packet(now, &packet);
+                mark(s, &mut self.dirty, Dir::Send, key, true);
             }
             if let Some(r) = self.receivers.get_mut(&key) {
                 known = true;
-                let _ = r.handle_packet(now, &packet, ce);
+                let _ = r.flow.handle_packet(now, &packet, ce);
+                mark(r, &mut self.dirty, Dir::Recv, key, true);
             }
             if !known {
                 self.stats.unknown_flow += 1;
@@ -789,7 +881,8 @@ impl Endpoint {
                 cookie_ok = self.check_cookie(src, h, now);
             }
             let r = self.receivers.get_mut(&key).expect("present");
-            if r.handle_packet(now, &packet, ce).is_err() {
+            mark(r, &mut self.dirty, Dir::Recv, key, true);
+            if r.flow.handle_packet(now, &packet, ce).is_err() {
                 self.stats.rejected_by_flow += 1;
                 return;
             }
@@ -814,7 +907,8 @@ impl Endpoint {
                         self.stats.credits_in_rate_limited += 1;
                         return;
                     }
-                    if s.handle_packet(now, &packet).is_err() {
+                    mark(s, &mut self.dirty, Dir::Send, key, true);
+                    if s.flow.handle_packet(now, &packet).is_err() {
                         self.stats.rejected_by_flow += 1;
                     }
                 }
@@ -921,7 +1015,7 @@ impl Endpoint {
                 return false;
             }
         };
-        self.receivers.insert(key, r);
+        self.receivers.insert(key, Slot::new(r));
         if let Some(c) = h.conn {
             self.hello_conn.insert(key, c);
         }
@@ -992,7 +1086,9 @@ impl Endpoint {
         }
         if h.stopped {
             let now = self.now();
-            if let Some(r) = self.receivers.get_mut(&key) {
+            if let Some(slot) = self.receivers.get_mut(&key) {
+                mark(slot, &mut self.dirty, Dir::Recv, key, false);
+                let r = &mut slot.flow;
                 if !r.is_complete() {
                     let _ = r.handle_packet(
                         now,
@@ -1018,6 +1114,7 @@ impl Endpoint {
             "senders": self.senders.len(), "receivers": self.receivers.len(),
             "half_open": self.half_open.len(), "half_open_order": self.half_open_order.len(),
             "accepted": self.accepted.len(), "retired": self.retired.len(),
+            "timers": self.timers.len(), "dirty": self.dirty.len(),
             "forgotten": self.forgotten.len(), "hello_conn": self.hello_conn.len(),
         })
     }
@@ -1041,6 +1138,9 @@ impl Endpoint {
         self.transmit(src, Transmit::new(reset, TransportKind::FlexPass), now);
     }
 
+    /// One turn of the flows: the due timers (from the deadline heap) and the dirty flows
+    /// run, send what they have, and register their next deadline; then the socket's send
+    /// batch is flushed. Nothing here looks at flows that are neither due nor dirty.
     fn run_timers_and_flush(&mut self) {
         let now = self.now();
         while self.retired.front().is_some_and(|&(at, _)| at <= now) {
@@ -1056,6 +1156,29 @@ impl Endpoint {
                 self.forgotten.remove(&key);
             }
         }
+        // Due timers join the dirty flows (stale heap entries are dropped).
+        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let timer = Some((at, credit));
+            match dir {
+                Dir::Send => {
+                    if let Some(s) = self.senders.get_mut(&key).filter(|s| s.timer == timer) {
+                        s.timer = None;
+                        mark(s, &mut self.dirty, dir, key, true);
+                    }
+                }
+                Dir::Recv => {
+                    if let Some(r) = self.receivers.get_mut(&key).filter(|r| r.timer == timer) {
+                        r.timer = None;
+                        mark(r, &mut self.dirty, dir, key, true);
+                    }
+                }
+            }
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
         let Endpoint {
             senders,
             receivers,
@@ -1066,6 +1189,9 @@ impl Endpoint {
             pacing_errors,
             half_open,
             half_open_shaper,
+            timers,
+            changed,
+            track_changes,
             ..
         } = self;
         let mut tx = Tx {
@@ -1074,68 +1200,136 @@ impl Endpoint {
             stats,
             dscp: &cfg.dscp,
         };
-        // One pass over the flows: timers, transmissions, and the next deadline.
-        let mut next: Option<(Nanos, bool)> = None;
-        let mut earliest = |d: Option<Nanos>, credit: bool| {
-            if let Some(d) = d {
-                if next.is_none_or(|(n, _)| d < n) {
-                    next = Some((d, credit));
-                }
-            }
-        };
-        for (&(peer, _), s) in senders.iter_mut() {
-            if s.poll_timeout().is_some_and(|d| d <= now) {
-                s.handle_timeout(now);
-            }
-            while let Some(t) = s.poll_transmit(now) {
-                tx.send(peer, t, now);
-            }
-            earliest(s.poll_timeout(), false);
-        }
-        for (&key, r) in receivers.iter_mut() {
+        let any_half_open = !half_open.is_empty();
+        for &(dir, key) in &dirty {
             let peer = key.0;
-            let due = r.poll_timeout();
-            if due.is_some_and(|d| d <= now) {
-                r.handle_timeout(now);
-            }
-            let mut first_credit = true;
-            let mut ho = None;
-            let any_half_open = !half_open.is_empty();
-            while let Some(t) = r.poll_transmit(now) {
-                if let Packet::Credit(c) = &t.packet {
-                    if first_credit {
-                        first_credit = false;
-                        if let (Some(d), true) = (due, pacing_errors.len() < PACING_SAMPLES) {
-                            pacing_errors.push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
-                        }
-                        // Looked up only for flows that send a credit now.
-                        if any_half_open {
-                            ho = half_open.get_mut(&key);
-                        }
-                    }
-                    if let Some(h) = ho.as_deref_mut() {
-                        // Half-open: its own allowance, then the half-open share of the link.
-                        h.credits_left = h.credits_left.saturating_sub(1);
-                        if h.credits_left == 0 {
-                            let stop = Packet::CreditStop { flow_id: c.flow_id };
-                            let _ = r.handle_packet(now, &stop, false);
-                            h.stopped = true;
-                            tx.stats.half_open_credit_stops += 1;
-                        }
-                        if !half_open_shaper.admit(now, t.packet.wire_len()) {
-                            tx.stats.half_open_credits_limited += 1;
-                            continue;
-                        }
-                        tx.stats.half_open_credits_sent += 1;
+            // Registers the flow's next deadline in the heap if it changed.
+            let mut arm = |timer: &mut Option<Timer>, next: Option<Timer>| {
+                if *timer != next {
+                    *timer = next;
+                    if let Some((at, credit)) = next {
+                        timers.push(Reverse((at, credit, dir, key)));
                     }
                 }
-                tx.send(peer, t, now);
+            };
+            let (flags, failed) = match dir {
+                Dir::Send => {
+                    // Closed since it was marked.
+                    let Some(slot) = senders.get_mut(&key) else {
+                        continue;
+                    };
+                    let s = &mut slot.flow;
+                    if s.poll_timeout().is_some_and(|d| d <= now) {
+                        s.handle_timeout(now);
+                    }
+                    while let Some(t) = s.poll_transmit(now) {
+                        tx.send(peer, t, now);
+                    }
+                    let next = s.poll_timeout().map(|d| (d, false));
+                    let failed = s.error().is_some();
+                    arm(&mut slot.timer, next);
+                    (std::mem::take(&mut slot.dirty), failed)
+                }
+                Dir::Recv => {
+                    let Some(slot) = receivers.get_mut(&key) else {
+                        continue;
+                    };
+                    let r = &mut slot.flow;
+                    let due = r.poll_timeout();
+                    if due.is_some_and(|d| d <= now) {
+                        r.handle_timeout(now);
+                    }
+                    let mut first_credit = true;
+                    let mut ho = None;
+                    while let Some(t) = r.poll_transmit(now) {
+                        if let Packet::Credit(c) = &t.packet {
+                            if first_credit {
+                                first_credit = false;
+                                if let (Some(d), true) = (due, pacing_errors.len() < PACING_SAMPLES)
+                                {
+                                    pacing_errors
+                                        .push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
+                                }
+                                // Looked up only for flows that send a credit now.
+                                if any_half_open {
+                                    ho = half_open.get_mut(&key);
+                                }
+                            }
+                            if let Some(h) = ho.as_deref_mut() {
+                                // Half-open: its own allowance, then the half-open share of
+                                // the link.
+                                h.credits_left = h.credits_left.saturating_sub(1);
+                                if h.credits_left == 0 {
+                                    let stop = Packet::CreditStop { flow_id: c.flow_id };
+                                    let _ = r.handle_packet(now, &stop, false);
+                                    h.stopped = true;
+                                    tx.stats.half_open_credit_stops += 1;
+                                }
+                                if !half_open_shaper.admit(now, t.packet.wire_len()) {
+                                    tx.stats.half_open_credits_limited += 1;
+                                    continue;
+                                }
+                                tx.stats.half_open_credits_sent += 1;
+                            }
+                        }
+                        tx.send(peer, t, now);
+                    }
+                    let next = r.poll_timeout().map(|d| (d, r.is_sending_credits()));
+                    arm(&mut slot.timer, next);
+                    (std::mem::take(&mut slot.dirty), false)
+                }
+            };
+            if *track_changes && (flags & NET != 0 || failed) {
+                changed.push((dir, key));
             }
-            earliest(r.poll_timeout(), r.is_sending_credits());
         }
         tx.flush();
+        dirty.clear();
+        self.dirty = dirty;
+        // Rebuild the heap once stale entries outnumber the flows (amortised O(1) a push).
+        let flows = self.senders.len() + self.receivers.len();
+        if self.timers.len() > 4 * flows + 1024 {
+            self.rebuild_timers();
+        }
+        let next = self.next_timer();
         self.next_due = next.map(|(d, _)| d);
         self.credit_due = next.is_some_and(|(_, c)| c);
+    }
+
+    /// The earliest registered deadline (stale entries at the top are dropped).
+    fn next_timer(&mut self) -> Option<Timer> {
+        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
+            let timer = match dir {
+                Dir::Send => self.senders.get(&key).and_then(|s| s.timer),
+                Dir::Recv => self.receivers.get(&key).and_then(|r| r.timer),
+            };
+            if timer == Some((at, credit)) {
+                return timer;
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    fn rebuild_timers(&mut self) {
+        let mut v = std::mem::take(&mut self.timers).into_vec();
+        v.clear();
+        v.extend(
+            self.senders
+                .iter()
+                .filter_map(|(&k, s)| s.timer.map(|(at, c)| Reverse((at, c, Dir::Send, k)))),
+        );
+        v.extend(
+            self.receivers
+                .iter()
+                .filter_map(|(&k, r)| r.timer.map(|(at, c)| Reverse((at, c, Dir::Recv, k)))),
+        );
+        self.timers = BinaryHeap::from(v);
+    }
+
+    /// Heap entries and dirty flows (the scale test and the memory report).
+    pub fn timer_entries(&self) -> (usize, usize) {
+        (self.timers.len(), self.dirty.len())
     }
 
     fn transmit(&mut self, peer: SocketAddr, t: Transmit, now: Nanos) {
@@ -1163,6 +1357,6 @@ impl Endpoint {
 
     /// Bytes queued by `write` on a flow.
     pub fn write(&mut self, key: FlowKey, data: Bytes) -> bool {
-        self.senders.get_mut(&key).is_some_and(|s| s.write(data))
+        self.sender_mut(key).is_some_and(|s| s.write(data))
     }
 }

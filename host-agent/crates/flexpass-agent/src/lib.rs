@@ -2,9 +2,10 @@
 
 pub mod daemon;
 pub mod endpoint;
+pub mod poller;
 pub mod socket;
 pub mod tcp;
 
-pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, FlowKey};
+pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey};
 /// Flow-size CDFs, Poisson arrivals and FCT summaries (shared with the network model).
 pub use flexpass_workload as workload;

@@ -513,3 +513,91 @@ fn the_api_socket_refuses_other_users() {
     h.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Many API clients at once (docs/agent-api.md, "Scale"): 300 clients send a flow each
+/// through one agent, 300 clients accept them on another, every client stays connected
+/// until all flows are open (so the agents serve them together), and every flow arrives
+/// byte-exact at one acceptor. The daemon's turn only looks at clients epoll reports or
+/// whose flow the network touched.
+#[test]
+fn many_api_clients_at_once_each_flow_byte_exact() {
+    const N: usize = 300;
+    let dir = std::env::temp_dir().join(format!("fp-daemon-many-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (tx_sock, _, tx_stop, tx_agent) = start_agent(&dir, "tx.sock", None);
+    let (rx_sock, rx_addr, rx_stop, rx_agent) = start_agent(&dir, "rx.sock", None);
+    let payload = |i: usize| -> Vec<u8> {
+        let mut v = (i as u64).to_be_bytes().to_vec();
+        v.extend(
+            (0..(3000 + i * 97 % 20_000)).map(|k| (k as u32 ^ (i as u32 * 2_654_435_761)) as u8),
+        );
+        v
+    };
+    // Acceptors first: each waits in `accept` (its reply comes with a flow).
+    let acceptors: Vec<UnixStream> = (0..N)
+        .map(|_| {
+            let mut s = UnixStream::connect(&rx_sock).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            s.write_all(b"{\"op\":\"accept\"}\n").unwrap();
+            s
+        })
+        .collect();
+    // Senders: open every flow and send its first bytes, keep it open, then finish all.
+    let mut senders: Vec<BufReader<UnixStream>> = (0..N)
+        .map(|i| {
+            let (mut r, hello) = request(
+                &tx_sock,
+                &format!(
+                    "{{\"op\":\"connect\",\"peer\":\"{rx_addr}\",\"transport\":\"{}\"}}\n",
+                    ["flexpass", "expresspass", "dctcp"][i % 3]
+                ),
+            );
+            assert_eq!(hello["ok"], true, "{hello}");
+            r.get_mut().write_all(&payload(i)[..8]).unwrap();
+            r
+        })
+        .collect();
+    let readers: Vec<_> = acceptors
+        .into_iter()
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(v["ok"], true, "{v}");
+                let mut got = vec![];
+                r.read_to_end(&mut got).unwrap();
+                got
+            })
+        })
+        .collect();
+    for (i, s) in senders.iter_mut().enumerate() {
+        s.get_mut().write_all(&payload(i)[8..]).unwrap();
+        s.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    for s in &mut senders {
+        let mut done = String::new();
+        s.read_line(&mut done).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&done).unwrap();
+        assert_eq!(v["event"], "flow_sent", "{v}");
+    }
+    let mut seen = vec![false; N];
+    for h in readers {
+        let got = h.join().unwrap();
+        let i = u64::from_be_bytes(got[..8].try_into().unwrap()) as usize;
+        assert!(i < N && !seen[i], "flow {i} twice or unknown");
+        seen[i] = true;
+        assert_exact(&got, &payload(i), &format!("flow {i}"));
+    }
+    tx_stop.store(true, Ordering::Relaxed);
+    rx_stop.store(true, Ordering::Relaxed);
+    let tx = tx_agent.join().unwrap();
+    rx_agent.join().unwrap();
+    assert_eq!(
+        tx.endpoint().flows().0,
+        0,
+        "senders closed once acknowledged"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,8 +46,9 @@ pub struct NetArgs {
     /// one UDP_SEGMENT send where the kernel and device support it).
     #[arg(long)]
     pub no_gso: bool,
-    /// Incoming flows at most (lingering ones included; about 20 kB each): beyond, HELLOs
-    /// get cookies (as with a full half-open table) and then HELLO_ACK refused.
+    /// Incoming flows at most (lingering ones included; about 2.5 kB each idle, 16 KiB more
+    /// while sending credits): beyond, HELLOs get cookies (as with a full half-open table)
+    /// and then HELLO_ACK refused.
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
     /// Half-open flows (created by a HELLO without a cookie, no data yet) kept at most;

@@ -61,7 +61,8 @@ pub struct Receiver {
     base_period: Nanos,
     /// Smoothed credit → data RTT: Algorithm 1 runs once per this period ("RTT by default").
     credit_rtt: Option<f64>,
-    /// Send times of recent credits, indexed by credit_seq % len, for RTT samples.
+    /// Send times of recent credits, indexed by credit_seq % len, for RTT samples. Empty
+    /// while no credits flow (16 KiB a flow otherwise: idle and DCTCP flows do without).
     credit_sent_at: Vec<(u32, Nanos)>,
     next_update: Option<Nanos>,
     next_credit_seq: u32,
@@ -94,7 +95,7 @@ impl Receiver {
             pacer: CreditPacer::new(cfg.credit.jitter, cfg.credit.randomize_size),
             base_period: cfg.credit.update_period,
             credit_rtt: None,
-            credit_sent_at: vec![(u32::MAX, 0); CREDIT_RTT_SLOTS],
+            credit_sent_at: Vec::new(),
             next_update: None,
             next_credit_seq: 0,
             rng: SmallRng::seed_from_u64(
@@ -197,6 +198,8 @@ impl Receiver {
     fn stop_credits(&mut self) {
         self.pacer.stop();
         self.next_update = None;
+        // Credits still in flight lose their RTT sample only.
+        self.credit_sent_at = Vec::new();
     }
 
     /// `ce`: the packet's IP header carried ECN CE.
@@ -289,7 +292,11 @@ impl Receiver {
                 self.stats.packets_proactive += 1;
                 self.stats.bytes_proactive += len;
                 if recorded == Recorded::New && uses_credits(self.transport) {
-                    let (seq, sent) = self.credit_sent_at[d.credit_seq as usize % CREDIT_RTT_SLOTS];
+                    let (seq, sent) = self
+                        .credit_sent_at
+                        .get(d.credit_seq as usize % CREDIT_RTT_SLOTS)
+                        .copied()
+                        .unwrap_or((u32::MAX, 0));
                     let sent_at = (seq == d.credit_seq).then_some(sent);
                     self.feedback.on_credit_echo(d.credit_seq, sent_at);
                     if seq == d.credit_seq && now >= sent {
@@ -357,6 +364,9 @@ impl Receiver {
             credit_seq: self.next_credit_seq,
             padding,
         };
+        if self.credit_sent_at.is_empty() {
+            self.credit_sent_at = vec![(u32::MAX, 0); CREDIT_RTT_SLOTS];
+        }
         self.credit_sent_at[self.next_credit_seq as usize % CREDIT_RTT_SLOTS] =
             (self.next_credit_seq, now);
         self.next_credit_seq = self.next_credit_seq.wrapping_add(1);
