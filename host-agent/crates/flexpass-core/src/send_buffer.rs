@@ -10,9 +10,10 @@
 //!
 //! PPT (SIGCOMM'24 §3) sends from both ends of the buffer: the HCP from the first byte not
 //! yet acknowledged that it has not sent itself (`next_for_hcp`), the LCP opportunistic
-//! packets from the last unsent byte (`next_from_tail`). Taking the tail cuts every pending
-//! byte into segments; segments cut but not yet sent stay Pending in `unsent`, keyed by flow
-//! offset. Opportunistic packets are never retransmitted by the LCP and never declared lost:
+//! packets from the last unsent byte below the receiver's limit (`next_from_tail`). Taking
+//! the tail cuts every pending byte below that limit into segments (one MSS each: the
+//! metadata ahead of the HCP is bounded by the limit / MSS); segments cut but not yet sent
+//! stay Pending in `unsent`, keyed by flow offset. Opportunistic packets are never retransmitted by the LCP and never declared lost:
 //! as in the paper's kernel implementation, where they stay in the write queue beyond
 //! `snd_nxt` until SACKed, the HCP sends again those still unacknowledged when it reaches
 //! them in order ("SACK across both loops").
@@ -255,9 +256,13 @@ impl SendBuffer {
     }
 
     /// PPT's LCP: the last Pending segment that ends within `limit` (the flow offset up to
-    /// which the receiver can buffer), cutting all pending bytes first.
+    /// which the receiver can buffer), cutting the pending bytes below `limit` first (the
+    /// segments ahead of the HCP are bounded by the receiver's buffer, not by the write).
     pub fn next_from_tail(&mut self, limit: u64) -> Option<u64> {
-        while let Some(idx) = self.cut_pending() {
+        while self.next_flow_seq < limit {
+            let Some(idx) = self.cut_pending() else {
+                break;
+            };
             let seg = self.get(idx).expect("just cut");
             let (seq, len) = (seg.flow_seq, seg.payload.len() as u64);
             self.unsent_bytes += len;
@@ -540,6 +545,36 @@ mod tests {
         assert_eq!(order, vec![100, 200, 300, 500, 600, 700, 800, 900]);
         assert_eq!(b.pending_bytes(), 0);
         assert!(b.next_from_tail(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_tail_is_cut_only_below_the_limit() {
+        // 1 MB written, MSS 100, the receiver buffers up to 1000 bytes ahead: the LCP's tail
+        // is the last segment below 1000, and only the bytes below it are cut (10 segments,
+        // not 10 000); the HCP then cuts the rest as it goes.
+        let mut b = buf_with(1_000_000, 100);
+        let t = b.next_from_tail(1000).unwrap();
+        assert_eq!(b.get(t).unwrap().flow_seq, 900);
+        assert_eq!(b.segs.len(), 10);
+        assert_eq!(b.pending_bytes(), 1_000_000 - 100, "all but the tail taken");
+        b.on_sent(t, SubFlow::Proactive, 0);
+        b.on_sent_opportunistic(t);
+        let t2 = b.next_from_tail(1000).unwrap();
+        assert_eq!(b.get(t2).unwrap().flow_seq, 800);
+        b.on_sent(t2, SubFlow::Proactive, 1);
+        b.on_sent_opportunistic(t2);
+        let mut offsets = vec![];
+        for _ in 0..12 {
+            let i = b.next_for_hcp().unwrap();
+            offsets.push(b.get(i).unwrap().flow_seq);
+            b.on_sent(i, SubFlow::Reactive, 0);
+        }
+        // In flow order: the cut segments, the two opportunistic ones still unacknowledged,
+        // then new cuts past the limit.
+        assert_eq!(
+            offsets,
+            [0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100]
+        );
     }
 
     #[test]

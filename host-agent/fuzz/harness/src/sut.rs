@@ -133,6 +133,7 @@ pub fn receiver_config(max_reorder: u64, seed: u64, rate_scaled: bool) -> Receiv
 pub struct SenderSut {
     pub s: Sender,
     pub transport: TransportKind,
+    mss: usize,
     pub now: Nanos,
     /// Bytes the application wrote (accepted by `write`).
     pub written: u64,
@@ -165,6 +166,7 @@ impl SenderSut {
         SenderSut {
             s,
             transport,
+            mss: mss.max(1),
             now: start,
             written: 0,
             finished: false,
@@ -205,6 +207,11 @@ impl SenderSut {
             self.written += len as u64;
         }
         self.cost += PER_BYTE * len + PER_PACKET;
+        if self.transport == TransportKind::Ppt {
+            // PPT cuts written bytes into segments before sending them (the LCP sends from
+            // the tail of the buffer): a segment per MSS written, ahead of its packet.
+            self.cost += PER_PACKET * len.div_ceil(self.mss);
+        }
     }
 
     pub fn finish(&mut self) {
@@ -330,7 +337,7 @@ impl SenderSut {
                         );
                         let above = self.segments.range(d.flow_seq..).next();
                         assert!(
-                            above.is_none_or(|(&s, _)| end <= s && (end < s || d.payload.len() > 0)),
+                            above.is_none_or(|(&s, _)| end <= s && (end < s || !d.payload.is_empty())),
                             "new segment at {} overlaps a later one",
                             d.flow_seq
                         );
