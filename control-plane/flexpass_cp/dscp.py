@@ -1,7 +1,9 @@
 """DSCP plan and ECN code points (docs/protocol.md, "DSCP plan and queues").
 
 Mirrors ``DscpPlan``/``TrafficClass``/``Ecn``/``tos`` in the Rust crate
-``flexpass-wire``.
+``flexpass-wire``: the five FlexPass classes, and PPT's eight priorities P0..P7
+(``PptPriority``, Rust ``TrafficClass::Priority(p)``; SIGCOMM'24 §4.2: P0-P3
+carry the high-priority loop, P4-P7 the low-priority loop).
 """
 
 from __future__ import annotations
@@ -54,7 +56,45 @@ def split_tos(tos_byte: int) -> Tuple[int, Ecn]:
     return (tos_byte & 0xFF) >> 2, Ecn(tos_byte & 0x3)
 
 
-ClassLike = Union[TrafficClass, str]
+#: PPT priority levels (P0 highest).
+PRIORITY_LEVELS = 8
+#: Default DSCP of P0..P7: 32 + p (``0b100ppp``).
+DEFAULT_PRIORITY_DSCP: Tuple[int, ...] = tuple(32 + p for p in range(PRIORITY_LEVELS))
+
+
+@dataclass(frozen=True)
+class PptPriority:
+    """PPT priority class Pp (0 = highest); a PPT switch serves queue p."""
+
+    level: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.level, bool) or not isinstance(self.level, int) \
+                or not 0 <= self.level < PRIORITY_LEVELS:
+            raise ValueError(f"PPT priority must be an int in 0..{PRIORITY_LEVELS - 1}, got {self.level!r}")
+
+    @property
+    def queue(self) -> int:
+        return self.level
+
+    @property
+    def is_lcp(self) -> bool:
+        """P4..P7: the low-priority loop's half."""
+        return self.level >= PRIORITY_LEVELS // 2
+
+    @property
+    def is_red(self) -> bool:
+        return False
+
+    @property
+    def value(self) -> str:
+        return f"priority{self.level}"
+
+
+#: The eight PPT priority classes, P0 first.
+PRIORITIES: Tuple[PptPriority, ...] = tuple(PptPriority(p) for p in range(PRIORITY_LEVELS))
+
+ClassLike = Union[TrafficClass, str, PptPriority]
 
 
 @dataclass(frozen=True)
@@ -63,7 +103,7 @@ class DscpPlan:
 
     Defaults: credit 46 (EF), proactive_data 26 (AF31), reactive_data 30
     (AF33: highest drop precedence of AF3x, i.e. "red"), control 24 (CS3),
-    legacy 0 (best effort).
+    legacy 0 (best effort); PPT priorities P0..P7 32..39.
     """
 
     credit: int = 46
@@ -71,14 +111,17 @@ class DscpPlan:
     reactive_data: int = 30
     control: int = 24
     legacy: int = 0
+    priority: Tuple[int, ...] = DEFAULT_PRIORITY_DSCP
 
     def dscp(self, cls: ClassLike) -> int:
-        """DSCP of a class (a :class:`TrafficClass` or its name)."""
+        """DSCP of a class (a :class:`TrafficClass`, its name, or a :class:`PptPriority`)."""
+        if isinstance(cls, PptPriority):
+            return int(self.priority[cls.level])
         return int(getattr(self, TrafficClass(cls).value))
 
-    def classify(self, dscp: int) -> Optional[TrafficClass]:
+    def classify(self, dscp: int) -> Optional[Union[TrafficClass, PptPriority]]:
         """Class assigned to a DSCP value, or None if unassigned."""
-        for cls in TrafficClass:
+        for cls in all_classes():
             if self.dscp(cls) == dscp:
                 return cls
         return None
@@ -88,10 +131,13 @@ class DscpPlan:
         return tos(self.dscp(cls), ecn)
 
     def validate(self) -> None:
-        """Raise ValueError unless every value is an int in 0..63 and all are distinct."""
+        """Raise ValueError unless every value is an int in 0..63 and all thirteen (five
+        classes, eight PPT priorities) are distinct."""
+        if not isinstance(self.priority, (tuple, list)) or len(self.priority) != PRIORITY_LEVELS:
+            raise ValueError(f"priority must list {PRIORITY_LEVELS} DSCPs (P0..P7), got {self.priority!r}")
         seen = {}
-        for cls in TrafficClass:
-            v = getattr(self, cls.value)
+        for cls in all_classes():
+            v = self.priority[cls.level] if isinstance(cls, PptPriority) else getattr(self, cls.value)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 63:
                 raise ValueError(f"DSCP for {cls.value} is {v!r}, must be an int in 0..63")
             if v in seen:
@@ -100,4 +146,11 @@ class DscpPlan:
 
     def to_dict(self) -> dict:
         """Plain dict (same keys as the Rust serde form)."""
-        return asdict(self)
+        d = asdict(self)
+        d["priority"] = list(self.priority)
+        return d
+
+
+def all_classes() -> Tuple[Union[TrafficClass, PptPriority], ...]:
+    """Every class a DSCP plan assigns: the five FlexPass classes, then P0..P7."""
+    return tuple(TrafficClass) + PRIORITIES

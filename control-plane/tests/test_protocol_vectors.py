@@ -15,7 +15,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Padding, Raw
 
 from flexpass_cp import scapy_flexpass as fp
-from flexpass_cp.dscp import DscpPlan, Ecn, TrafficClass, split_tos, tos
+from flexpass_cp.dscp import DscpPlan, Ecn, PptPriority, TrafficClass, split_tos, tos
 from flexpass_cp.scapy_flexpass import (
     FlexPass,
     FlexPassAck,
@@ -43,7 +43,7 @@ INVALID = VECTORS["invalid"]
 
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
               "hello_ack": 8, "reset": 9}
-TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3}
+TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4}
 STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
 REASON = {"unspecified": 0, "unknown_flow": 1, "protocol_violation": 2, "shutdown": 3}
 SUBFLOW = {"proactive": 0, "reactive": 1}
@@ -360,9 +360,14 @@ def test_dscp_plan_defaults():
     plan = DscpPlan()
     plan.validate()
     assert plan.to_dict() == {"credit": 46, "proactive_data": 26, "reactive_data": 30,
-                              "control": 24, "legacy": 0}
+                              "control": 24, "legacy": 0,
+                              "priority": [32, 33, 34, 35, 36, 37, 38, 39]}
     for cls in TrafficClass:
         assert plan.classify(plan.dscp(cls)) is cls
+    for p in range(8):
+        assert plan.classify(32 + p) == PptPriority(p)
+        assert plan.dscp(PptPriority(p)) == 32 + p
+        assert PptPriority(p).queue == p and PptPriority(p).is_lcp == (p >= 4)
     assert plan.classify(63) is None
     assert plan.dscp("reactive_data") == 30
     assert plan.tos(TrafficClass.CREDIT, Ecn.NOT_ECT) == 0xB8
@@ -374,7 +379,8 @@ def test_dscp_plan_defaults():
 
 @pytest.mark.parametrize("bad", [
     {"legacy": 64}, {"credit": -1}, {"control": 46}, {"reactive_data": 26}, {"legacy": 1.5},
-    {"legacy": True},
+    {"legacy": True}, {"priority": (32, 33, 34, 35, 36, 37, 38)},
+    {"priority": (0, 33, 34, 35, 36, 37, 38, 39)}, {"priority": (32, 33, 34, 35, 36, 37, 38, 64)},
 ])
 def test_dscp_plan_validation(bad):
     with pytest.raises(ValueError):

@@ -273,6 +273,12 @@ fn figure_chart(
         body
     };
     let areas = body.split_evenly((rows, cols));
+    if !f.x_categories.is_empty() {
+        for (panel, area) in f.panels.iter().zip(areas.iter()) {
+            bar_panel(f, panel, area)?;
+        }
+        return Ok(());
+    }
     for (panel, area) in f.panels.iter().zip(areas.iter()) {
         let pts = panel.series.iter().flat_map(|s| s.points.iter());
         let x_min = pts.clone().map(|p| p.0).fold(f64::INFINITY, f64::min);
@@ -314,4 +320,73 @@ fn figure_chart(
         draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 15)?;
     }
     Ok(())
+}
+
+/// A panel of a figure whose x is categorical (a scheme per group): grouped bars, one per
+/// series, the value printed above each.
+fn bar_panel(
+    f: &FigureData,
+    panel: &flexpass_sim::sweep::Panel,
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+) -> DrawResult {
+    let n = f.x_categories.len();
+    let y_max = panel
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    let y_top = if y_max > 0.0 {
+        y_max * (1.25 + 0.07 * panel.series.len() as f64)
+    } else {
+        1.0
+    };
+    let widest = tick(y_top).len().max(tick(y_top / 2.0).len()) as u32;
+    let mut chart = ChartBuilder::on(area)
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(40 + 9 * widest)
+        .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_top)?;
+    let cats = f.x_categories.clone();
+    chart
+        .configure_mesh()
+        .x_desc(f.x_label.as_str())
+        .y_desc(panel.label.as_str())
+        .x_labels(n)
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                cats.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|v| tick(*v))
+        .axis_desc_style(("sans-serif", 20))
+        .label_style(("sans-serif", 16))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .disable_x_mesh()
+        .draw()?;
+    let k = panel.series.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (j, s) in panel.series.iter().enumerate() {
+        let c = color(j);
+        let x0 = |x: f64| x - 0.4 + j as f64 * width;
+        chart
+            .draw_series(s.points.iter().map(|&(x, y)| {
+                Rectangle::new([(x0(x), 0.0), (x0(x) + width * 0.92, y)], c.filled())
+            }))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + LEGEND_LINE, y + 6)], c.filled())
+            });
+        chart.draw_series(s.points.iter().map(|&(x, y)| {
+            Text::new(
+                tick(y),
+                (x0(x), y + y_top * 0.01),
+                ("sans-serif", 13).into_font(),
+            )
+        }))?;
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 15)
 }

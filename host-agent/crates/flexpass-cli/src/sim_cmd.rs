@@ -99,6 +99,9 @@ pub struct SweepArgs {
     pub print_commands: bool,
 }
 
+/// An experiment as loaded: its source, overrides, the experiment and its sweep points.
+type Loaded = (Source, Vec<Override>, Experiment, Vec<Vec<Override>>);
+
 impl ExperimentArgs {
     fn overrides(&self) -> Result<Vec<Override>, String> {
         let mut o: Vec<Override> = self
@@ -131,7 +134,7 @@ impl ExperimentArgs {
     }
 
     /// The experiment, its overrides, and its runs (sweep points).
-    fn load(&self) -> Result<(Source, Vec<Override>, Experiment, Vec<Vec<Override>>), String> {
+    fn load(&self) -> Result<Loaded, String> {
         let src = Source::load(&self.experiment)?;
         let overrides = self.overrides()?;
         let mut exp = src.experiment(&overrides)?;

@@ -239,6 +239,99 @@ impl DctcpConfig {
     }
 }
 
+/// PPT (Suo et al., SIGCOMM'24): the low-priority loop (LCP) next to DCTCP (the HCP) and
+/// buffer-aware flow scheduling. Names follow the paper (I, α_min, W_max, λ).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PptConfig {
+    /// Bandwidth-delay product of the host's path, bytes: the initial LCP window in the
+    /// first RTT (or the second, for flows identified as large) is I = BDP − the DCTCP
+    /// initial window (§3.1, case 1).
+    pub bdp_bytes: u64,
+    /// RTT that paces the initial window (I/RTT) before the HCP has an RTT sample.
+    pub base_rtt: Nanos,
+    /// Buffer-aware identification (§4.1): a flow whose first write put more than this many
+    /// bytes in the send buffer is large from its first packet. The testbed's value (Table 3:
+    /// 100 KB) is the default.
+    pub large_flow_threshold: u64,
+    /// PIAS-style demotion of flows not identified as large (§4.1, §4.2): bytes sent (both
+    /// loops) at which the HCP priority goes P0 → P1, P1 → P2 and P2 → P3 (LCP: P4 → … → P7).
+    /// The paper gives no values; the default is the identification threshold × 1, 10, 100
+    /// (100 KB, 1 MB, 10 MB): a flow that sent as much as a large one's first write is
+    /// demoted, and streams go on down by decades.
+    pub demotion_thresholds: [u64; 3],
+    /// α_min is the minimum of the last this-many α updates (one per window, §3.1: "the
+    /// minimum value α_min in the past RTTs"); a new LCP loop opens when α is at it.
+    pub alpha_history: usize,
+    /// The LCP loop closes after this many RTTs without a low-priority ACK (§3.2: 2).
+    pub close_after_rtts: f64,
+    /// Exponential window decrease (§3.2). Off (the Fig. 16 ablation "w.o. EWD"): the
+    /// initial window goes out at line rate and every unmarked low-priority ACK releases two
+    /// opportunistic packets, so the LCP window does not shrink until the loop closes.
+    pub ewd: bool,
+    /// Flow scheduling (§4). Off (the Fig. 17 ablation "w.o. scheduling"): every HCP packet
+    /// is P0 and every LCP packet P4.
+    pub scheduling: bool,
+    /// Buffer-aware identification (§4.1). Off (Fig. 18 "w.o. identification"): every flow
+    /// starts unidentified and is only demoted by bytes sent.
+    pub identification: bool,
+    /// The LCP itself; off, PPT is DCTCP with PPT's priority tagging (for tests).
+    pub lcp: bool,
+    /// Opportunistic packets are sent only where the receiver can buffer them: within this
+    /// many bytes of the flow's acknowledged in-order point (the receiver's reorder limit,
+    /// `ReceiverConfig::max_reorder_bytes`; TCP's receive window plays this role in the
+    /// paper's kernel implementation).
+    pub max_ahead_bytes: u64,
+}
+
+impl PptConfig {
+    /// Defaults for a host on a `link_bps` link with base RTT `rtt`.
+    pub fn for_link(link_bps: f64, rtt: Nanos) -> Self {
+        let bdp = (link_bps * rtt as f64 / 8e9).round() as u64;
+        PptConfig {
+            bdp_bytes: bdp,
+            base_rtt: rtt,
+            large_flow_threshold: 100_000,
+            demotion_thresholds: [100_000, 1_000_000, 10_000_000],
+            alpha_history: 8,
+            close_after_rtts: 2.0,
+            ewd: true,
+            scheduling: true,
+            identification: true,
+            lcp: true,
+            max_ahead_bytes: 64 << 20,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.base_rtt == 0 {
+            return Err("ppt.base_rtt must be > 0".into());
+        }
+        if self.alpha_history == 0 {
+            return Err("ppt.alpha_history must be >= 1".into());
+        }
+        if !(self.close_after_rtts.is_finite() && self.close_after_rtts > 0.0) {
+            return Err(format!(
+                "ppt.close_after_rtts must be > 0, got {}",
+                self.close_after_rtts
+            ));
+        }
+        let t = self.demotion_thresholds;
+        if !(t[0] <= t[1] && t[1] <= t[2]) {
+            return Err(format!(
+                "ppt.demotion_thresholds must not decrease, got {t:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for PptConfig {
+    /// 10 Gbit/s, 25 µs.
+    fn default() -> Self {
+        PptConfig::for_link(10e9, 25 * MICROS)
+    }
+}
+
 /// Per-flow sender parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SenderConfig {
@@ -271,6 +364,9 @@ pub struct SenderConfig {
     /// when that window allows; otherwise the credit is wasted. Ignored by other transports.
     #[serde(default)]
     pub layered_window: bool,
+    /// PPT's low-priority loop and flow scheduling (transport ppt only).
+    #[serde(default)]
+    pub ppt: PptConfig,
 }
 
 impl SenderConfig {
@@ -287,6 +383,7 @@ impl SenderConfig {
             hello_retries: 7,
             seed: 0,
             layered_window: false,
+            ppt: PptConfig::default(),
         }
     }
 
@@ -303,6 +400,9 @@ impl SenderConfig {
         }
         if self.recovery_timeout == 0 || self.hello_timeout == 0 {
             return Err("timeouts must be > 0".into());
+        }
+        if self.transport == TransportKind::Ppt {
+            self.ppt.validate()?;
         }
         self.dctcp.validate()
     }

@@ -82,6 +82,8 @@ pub struct DctcpWindow {
     reduce_window_end: Option<u32>,
     pub rtt: RttEstimator,
     backoff: u32,
+    /// α updates so far (one per window of acknowledged data).
+    alpha_updates: u64,
 }
 
 /// Wrapping "a ≥ b" for 32-bit sequence numbers.
@@ -101,6 +103,7 @@ impl DctcpWindow {
             reduce_window_end: None,
             rtt: RttEstimator::new(),
             backoff: 0,
+            alpha_updates: 0,
             cfg: cfg.clone(),
         }
     }
@@ -116,6 +119,12 @@ impl DctcpWindow {
 
     pub fn ssthresh(&self) -> f64 {
         self.ssthresh
+    }
+
+    /// Number of α updates so far (DCTCP updates α once per window of data; PPT §3.1 opens
+    /// an LCP loop at an update that finds α at its recent minimum).
+    pub fn alpha_updates(&self) -> u64 {
+        self.alpha_updates
     }
 
     fn may_reduce(&self, ack_seq: u32) -> bool {
@@ -134,6 +143,7 @@ impl DctcpWindow {
         if seq_ge(ack_seq, self.alpha_window_end) {
             let f = self.marked_in_window as f64 / self.acked_in_window as f64;
             self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g * f;
+            self.alpha_updates += 1;
             self.acked_in_window = 0;
             self.marked_in_window = 0;
             self.alpha_window_end = next_seq;

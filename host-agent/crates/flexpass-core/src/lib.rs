@@ -1,4 +1,5 @@
-//! Sans-IO transport core for FlexPass (EuroSys'23), ExpressPass (SIGCOMM'17) and DCTCP.
+//! Sans-IO transport core for FlexPass (EuroSys'23), ExpressPass (SIGCOMM'17), DCTCP and
+//! PPT (SIGCOMM'24).
 //!
 //! Nothing here reads a clock or touches a socket: every entry point takes `now`
 //! (nanoseconds on the caller's clock), packets go in through `handle_packet`, and
@@ -10,6 +11,10 @@
 //! - [`credit_feedback`]: ExpressPass Algorithm 1 (credit feedback control at the receiver).
 //! - [`pacer`]: credit pacing with random jitter and credit-size randomisation (ExpressPass §3.1).
 //! - [`dctcp`]: the DCTCP window (α EWMA, ECN cut, slow start, loss and RTO reaction).
+//! - [`lcp`]: PPT's low-priority loop (SIGCOMM'24 §3): intermittent loop initialization,
+//!   pacing at I/RTT, exponential window decrease, closing after 2 RTTs without LP ACKs.
+//! - [`flow_scheduling`]: PPT's buffer-aware identification and mirror-symmetric priority
+//!   tagging (§4).
 //! - [`scoreboard`]: per-sub-flow send scoreboard: sub-flow sequence space, cumulative ACK +
 //!   SACK processing, loss detection by duplicate ACK.
 //! - [`send_buffer`]: the single FlexPass send buffer with per-packet states and the
@@ -23,6 +28,8 @@ pub mod ack_tracker;
 pub mod config;
 pub mod credit_feedback;
 pub mod dctcp;
+pub mod flow_scheduling;
+pub mod lcp;
 pub mod pacer;
 pub mod reassembly;
 pub mod receiver;
@@ -31,7 +38,9 @@ pub mod send_buffer;
 pub mod sender;
 mod transmit;
 
-pub use config::{CreditConfig, DctcpConfig, ReceiverConfig, SenderConfig, TargetLossRule};
+pub use config::{
+    CreditConfig, DctcpConfig, PptConfig, ReceiverConfig, SenderConfig, TargetLossRule,
+};
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};
 pub use transmit::Transmit;

@@ -1,6 +1,8 @@
 //! Per-flow receiver: reassembly, per-sub-flow ACKs with SACK and ECN echo, and — for
 //! credit-based transports — the credit generator (request/stop state machine, Algorithm 1
-//! feedback control, paced and jittered credits).
+//! feedback control, paced and jittered credits). PPT receivers acknowledge the LCP's
+//! opportunistic packets (sub-flow 0) with one low-priority ACK per two packets
+//! (SIGCOMM'24 §3.2, exponential window decrease).
 
 use crate::ack_tracker::{AckTracker, Recorded};
 use crate::config::{uses_credits, ReceiverConfig};
@@ -30,6 +32,8 @@ pub struct ReceiverStats {
     pub rejected_packets: u64,
     /// Packets acknowledged only through `ack_seq` because the sub-flow's hole list was full.
     pub untracked: u64,
+    /// PPT: low-priority ACKs sent (one per two opportunistic packets).
+    pub lp_acks_sent: u64,
 }
 
 /// Why an incoming packet was dropped (counted; the flow keeps going).
@@ -68,6 +72,10 @@ pub struct Receiver {
     /// The sender aborted the flow (RESET).
     reset: bool,
     stats: ReceiverStats,
+    /// PPT: opportunistic packets received since the last low-priority ACK, and whether one
+    /// of them carried CE.
+    lcp_unacked: u32,
+    lcp_ce: bool,
 }
 
 impl Receiver {
@@ -97,6 +105,8 @@ impl Receiver {
             delivered: 0,
             reset: false,
             stats: ReceiverStats::default(),
+            lcp_unacked: 0,
+            lcp_ce: false,
         })
     }
 
@@ -253,6 +263,7 @@ impl Receiver {
             (TransportKind::FlexPass, _) => true,
             (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
             (TransportKind::Dctcp, s) => s == SubFlow::Reactive,
+            (TransportKind::Ppt, _) => true,
         };
         if !allowed {
             return Err(Rejected::UnexpectedType(self.transport));
@@ -280,7 +291,7 @@ impl Receiver {
             SubFlow::Proactive => {
                 self.stats.packets_proactive += 1;
                 self.stats.bytes_proactive += len;
-                if recorded == Recorded::New {
+                if recorded == Recorded::New && uses_credits(self.transport) {
                     let (seq, sent) = self
                         .credit_sent_at
                         .get(d.credit_seq as usize % CREDIT_RTT_SLOTS)
@@ -308,10 +319,24 @@ impl Receiver {
         if ce {
             self.stats.ce_marked += 1;
         }
+        let mut ece = ce;
+        if self.transport == TransportKind::Ppt && d.subflow == SubFlow::Proactive {
+            // §3.2: one low-priority ACK per two opportunistic packets (ECE if either carried
+            // CE), so the sender, releasing one packet per ACK, halves the LCP each RTT. The
+            // packet that completes the flow is acknowledged at once: nothing follows it.
+            self.lcp_unacked += 1;
+            self.lcp_ce |= ce;
+            if self.lcp_unacked < 2 && !self.reassembly.is_complete() {
+                return Ok(());
+            }
+            ece = std::mem::take(&mut self.lcp_ce);
+            self.lcp_unacked = 0;
+            self.stats.lp_acks_sent += 1;
+        }
         let ack = Ack {
             flow_id: self.flow_id,
             subflow: d.subflow,
-            ece: ce,
+            ece,
             cum_ack: tracker.cum_ack(),
             ack_seq: d.subflow_seq,
             tsecr: d.tsval,

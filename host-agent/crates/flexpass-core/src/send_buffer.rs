@@ -7,10 +7,20 @@
 //! ("proactive retransmission", only when nothing is Lost or Pending). The reactive
 //! sub-flow takes only Pending in FlexPass (it never retransmits); standalone DCTCP
 //! retransmits its Lost segments on the same sub-flow.
+//!
+//! PPT (SIGCOMM'24 §3) sends from both ends of the buffer: the HCP from the first byte not
+//! yet acknowledged that it has not sent itself (`next_for_hcp`), the LCP opportunistic
+//! packets from the last unsent byte below the receiver's limit (`next_from_tail`). Taking
+//! the tail cuts every pending byte below that limit into segments (one MSS each: the
+//! metadata ahead of the HCP is bounded by the limit / MSS); segments cut but not yet sent
+//! stay Pending in `unsent`, keyed by flow offset. Opportunistic packets are never retransmitted by the LCP and never declared lost:
+//! as in the paper's kernel implementation, where they stay in the write queue beyond
+//! `snd_nxt` until SACKed, the HCP sends again those still unacknowledged when it reaches
+//! them in order ("SACK across both loops").
 
 use bytes::{Bytes, BytesMut};
 use flexpass_wire::SubFlow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum SegmentState {
@@ -64,6 +74,11 @@ pub struct SendBuffer {
     pending_bytes: u64,
     /// Flow offset of the first pending byte.
     next_flow_seq: u64,
+    /// Segments cut but never sent (Pending), by flow offset → index (PPT's tail sending).
+    unsent: BTreeMap<u64, u64>,
+    unsent_bytes: u64,
+    /// PPT: segments sent only by the LCP and not acknowledged, by flow offset → index.
+    lcp_unacked: BTreeMap<u64, u64>,
     fin_requested: bool,
     fin_cut: bool,
     lost: BTreeSet<u64>,
@@ -84,6 +99,9 @@ impl SendBuffer {
             pending: VecDeque::new(),
             pending_bytes: 0,
             next_flow_seq: 0,
+            unsent: BTreeMap::new(),
+            unsent_bytes: 0,
+            lcp_unacked: BTreeMap::new(),
             fin_requested: false,
             fin_cut: false,
             lost: BTreeSet::new(),
@@ -114,8 +132,9 @@ impl SendBuffer {
         self.fin_requested
     }
 
+    /// Bytes never transmitted: pending application bytes and cut-but-unsent segments.
     pub fn pending_bytes(&self) -> u64 {
-        self.pending_bytes
+        self.pending_bytes + self.unsent_bytes
     }
 
     /// Bytes handed to the buffer so far (pending or cut).
@@ -123,9 +142,12 @@ impl SendBuffer {
         self.next_flow_seq + self.pending_bytes
     }
 
-    /// End offset of all data cut into segments so far (what an ACK may acknowledge).
+    /// What an ACK's `flow_ack` may cover: the end of the data cut into segments so far, or
+    /// the first byte never sent if a cut segment is still unsent (PPT).
     pub fn sent_limit(&self) -> u64 {
-        self.next_flow_seq
+        self.unsent
+            .first_key_value()
+            .map_or(self.next_flow_seq, |(&seq, _)| seq)
     }
 
     pub fn acked_bytes(&self) -> u64 {
@@ -133,7 +155,7 @@ impl SendBuffer {
     }
 
     pub fn has_pending(&self) -> bool {
-        self.pending_bytes > 0 || (self.fin_requested && !self.fin_cut)
+        self.pending_bytes > 0 || (self.fin_requested && !self.fin_cut) || !self.unsent.is_empty()
     }
 
     pub fn has_lost(&self) -> bool {
@@ -167,7 +189,7 @@ impl SendBuffer {
 
     /// Cut the next Pending segment (up to one MSS).
     fn cut_pending(&mut self) -> Option<u64> {
-        if !self.has_pending() {
+        if self.pending_bytes == 0 && (self.fin_cut || !self.fin_requested) {
             return None;
         }
         let take = (self.pending_bytes as usize).min(self.mss);
@@ -224,6 +246,71 @@ impl SendBuffer {
         }
     }
 
+    /// The first Pending segment: a cut-but-unsent one, else the next cut.
+    fn next_pending(&mut self) -> Option<u64> {
+        if let Some((_, idx)) = self.unsent.pop_first() {
+            self.unsent_bytes -= self.get(idx).map_or(0, |s| s.payload.len() as u64);
+            return Some(idx);
+        }
+        self.cut_pending()
+    }
+
+    /// PPT's LCP: the last Pending segment that ends within `limit` (the flow offset up to
+    /// which the receiver can buffer), cutting the pending bytes below `limit` first (the
+    /// segments ahead of the HCP are bounded by the receiver's buffer, not by the write).
+    pub fn next_from_tail(&mut self, limit: u64) -> Option<u64> {
+        while self.next_flow_seq < limit {
+            let Some(idx) = self.cut_pending() else {
+                break;
+            };
+            let seg = self.get(idx).expect("just cut");
+            let (seq, len) = (seg.flow_seq, seg.payload.len() as u64);
+            self.unsent_bytes += len;
+            self.unsent.insert(seq, idx);
+        }
+        let (&seq, &idx) = self.unsent.range(..limit).next_back()?;
+        let seg = self.get(idx).expect("unsent segments are held");
+        if seg.end() > limit {
+            // The segment straddles the limit: the one before it, if any.
+            let (&seq, &idx) = self.unsent.range(..seq).next_back()?;
+            return self.take_unsent(seq, idx);
+        }
+        self.take_unsent(seq, idx)
+    }
+
+    /// PPT's HCP: its own losses first, then, in flow order, the first segment neither it
+    /// nor an acknowledgement has covered: unsent, or sent only by the LCP and not yet
+    /// acknowledged.
+    pub fn next_for_hcp(&mut self) -> Option<u64> {
+        if let Some(idx) = self.lost.pop_first() {
+            return Some(idx);
+        }
+        let unsent = self.unsent.first_key_value().map(|(&k, _)| k);
+        let lcp = self.lcp_unacked.first_key_value().map(|(&k, _)| k);
+        match (unsent, lcp) {
+            (None, None) => self.cut_pending(),
+            (Some(u), Some(l)) if l < u => self.lcp_unacked.pop_first().map(|(_, i)| i),
+            (None, Some(_)) => self.lcp_unacked.pop_first().map(|(_, i)| i),
+            (Some(_), _) => self.next_pending(),
+        }
+    }
+
+    /// PPT: segment `idx` went out as an opportunistic (LCP) packet.
+    pub fn on_sent_opportunistic(&mut self, idx: u64) {
+        if let Some(seg) = self.get(idx) {
+            if seg.state == SegmentState::SentAsProactive {
+                let seq = seg.flow_seq;
+                self.lcp_unacked.insert(seq, idx);
+            }
+        }
+    }
+
+    fn take_unsent(&mut self, seq: u64, idx: u64) -> Option<u64> {
+        self.unsent.remove(&seq);
+        self.unsent_bytes -= self.get(idx).map_or(0, |s| s.payload.len() as u64);
+        Some(idx)
+    }
+
     /// The proactive sub-flow's choice for one credit: Lost, else Pending, else (when
     /// `proactive_retransmission`) the oldest unACKed segment sent as reactive.
     pub fn next_for_credit(
@@ -233,7 +320,7 @@ impl SendBuffer {
         if let Some(idx) = self.lost.pop_first() {
             return Some((idx, CreditChoice::Lost));
         }
-        if let Some(idx) = self.cut_pending() {
+        if let Some(idx) = self.next_pending() {
             return Some((idx, CreditChoice::Pending));
         }
         if proactive_retransmission {
@@ -253,7 +340,7 @@ impl SendBuffer {
                 return Some(idx);
             }
         }
-        self.cut_pending()
+        self.next_pending()
     }
 
     /// Record a transmission of segment `idx` on `subflow` as sub-flow sequence `seq`.
@@ -300,10 +387,15 @@ impl SendBuffer {
         if seg.state == SegmentState::Acked {
             return None;
         }
+        let was_unsent = seg.state == SegmentState::Pending;
         seg.state = SegmentState::Acked;
         let copy = seg.clone();
         self.acked_bytes += copy.payload.len() as u64;
         self.lost.remove(&idx);
+        if was_unsent && self.unsent.remove(&copy.flow_seq).is_some() {
+            self.unsent_bytes -= copy.payload.len() as u64;
+        }
+        self.lcp_unacked.remove(&copy.flow_seq);
         Some(copy)
     }
 
@@ -420,6 +512,69 @@ mod tests {
         b.mark_acked(i);
         b.trim();
         assert!(b.is_complete());
+    }
+
+    #[test]
+    fn tail_and_head_meet_without_sending_a_byte_twice() {
+        let mut b = buf_with(1000, 100);
+        let t = b.next_from_tail(u64::MAX).unwrap();
+        assert_eq!(b.get(t).unwrap().flow_seq, 900);
+        assert!(b.get(t).unwrap().fin, "the tail carries the FIN");
+        b.on_sent(t, SubFlow::Proactive, 0);
+        assert_eq!(b.pending_bytes(), 900);
+        assert_eq!(b.sent_limit(), 0, "nothing below an unsent byte may be acknowledged");
+        let h = b.next_for_reactive(true).unwrap();
+        assert_eq!(b.get(h).unwrap().flow_seq, 0);
+        b.on_sent(h, SubFlow::Reactive, 0);
+        assert_eq!(b.sent_limit(), 100);
+        // The tail within a limit: segments ending at or below 550.
+        let t2 = b.next_from_tail(550).unwrap();
+        assert_eq!(b.get(t2).unwrap().flow_seq, 400);
+        b.on_sent(t2, SubFlow::Proactive, 1);
+        b.on_sent_opportunistic(t);
+        b.on_sent_opportunistic(t2);
+        // The LCP packet at 400 is acknowledged (SACK across both loops); the one at 900 is
+        // not: the HCP sends it again when it gets there.
+        assert!(b.mark_acked(t2).is_some());
+        let mut order = vec![];
+        while let Some(i) = b.next_for_hcp() {
+            assert!(order.len() < 100, "the HCP keeps getting segments: {order:?}");
+            order.push(b.get(i).unwrap().flow_seq);
+            b.on_sent(i, SubFlow::Reactive, 9);
+        }
+        assert_eq!(order, vec![100, 200, 300, 500, 600, 700, 800, 900]);
+        assert_eq!(b.pending_bytes(), 0);
+        assert!(b.next_from_tail(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_tail_is_cut_only_below_the_limit() {
+        // 1 MB written, MSS 100, the receiver buffers up to 1000 bytes ahead: the LCP's tail
+        // is the last segment below 1000, and only the bytes below it are cut (10 segments,
+        // not 10 000); the HCP then cuts the rest as it goes.
+        let mut b = buf_with(1_000_000, 100);
+        let t = b.next_from_tail(1000).unwrap();
+        assert_eq!(b.get(t).unwrap().flow_seq, 900);
+        assert_eq!(b.segs.len(), 10);
+        assert_eq!(b.pending_bytes(), 1_000_000 - 100, "all but the tail taken");
+        b.on_sent(t, SubFlow::Proactive, 0);
+        b.on_sent_opportunistic(t);
+        let t2 = b.next_from_tail(1000).unwrap();
+        assert_eq!(b.get(t2).unwrap().flow_seq, 800);
+        b.on_sent(t2, SubFlow::Proactive, 1);
+        b.on_sent_opportunistic(t2);
+        let mut offsets = vec![];
+        for _ in 0..12 {
+            let i = b.next_for_hcp().unwrap();
+            offsets.push(b.get(i).unwrap().flow_seq);
+            b.on_sent(i, SubFlow::Reactive, 0);
+        }
+        // In flow order: the cut segments, the two opportunistic ones still unacknowledged,
+        // then new cuts past the limit.
+        assert_eq!(
+            offsets,
+            [0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100]
+        );
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! Per-flow sender: FlexPass (proactive + reactive sub-flows over one send buffer),
-//! ExpressPass (proactive only) and DCTCP (reactive only, with its own retransmissions).
+//! ExpressPass (proactive only), DCTCP (reactive only, with its own retransmissions) and PPT
+//! (SIGCOMM'24): DCTCP as the high-priority loop (HCP) on the reactive sub-flow, sending from
+//! the head of the send buffer and retransmitting every loss, and the low-priority loop
+//! (LCP, `lcp`) on sub-flow 0, sending opportunistic packets from the tail of the buffer;
+//! every packet tagged with a priority by `flow_scheduling`.
 
 use crate::config::{uses_credits, SenderConfig};
 use crate::dctcp::DctcpWindow;
+use crate::flow_scheduling::FlowScheduler;
+use crate::lcp::{Lcp, LcpStats, OpenCase};
 use crate::scoreboard::{AckError, AckEvents, Scoreboard};
 use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
 use bytes::Bytes;
 use flexpass_wire::{
-    Ack, CreditRequest, Data, Hello, HelloConn, HelloStatus, Packet, SubFlow, TransportKind,
+    Ack, CreditRequest, Data, Hello, HelloConn, HelloStatus, Packet, SubFlow, TrafficClass,
+    TransportKind,
 };
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -76,6 +83,12 @@ pub struct SenderStats {
     /// (docs/protocol.md §11, "Half-open flows and cookies").
     pub cookie_retries: u64,
     pub rejected_packets: u64,
+    /// PPT: the low-priority loop's counters (all zero for other transports).
+    #[serde(skip_serializing_if = "LcpStats::is_zero")]
+    pub lcp: LcpStats,
+    /// PPT: identified as large by the buffer-aware approach (§4.1).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub identified_large: bool,
 }
 
 /// At most this many HELLO_ACK `retry` answers make the sender re-send its HELLO at once;
@@ -92,6 +105,16 @@ enum Handshake {
     },
     Established,
     Failed(SenderError),
+}
+
+/// PPT's per-flow state next to the DCTCP window (the HCP).
+struct Ppt {
+    sched: FlowScheduler,
+    lcp: Lcp,
+    /// The window's α-update count last seen (an update may open an LCP loop).
+    alpha_updates: u64,
+    /// Highest `flow_ack` received: opportunistic packets stay within `max_ahead_bytes` of it.
+    flow_ack: u64,
 }
 
 /// Sender half of the credit request / stop state machine (ExpressPass Fig. 7).
@@ -142,6 +165,7 @@ pub struct Sender {
     events: AckEvents,
     acked_scratch: Vec<(u64, Segment)>,
     stats: SenderStats,
+    ppt: Option<Box<Ppt>>,
 }
 
 impl Sender {
@@ -172,7 +196,7 @@ impl Sender {
             buf: SendBuffer::new(cfg.mss),
             proactive: Scoreboard::new(cfg.subflow_dupthresh),
             reactive: Scoreboard::new(match cfg.transport {
-                TransportKind::Dctcp => cfg.dctcp.dupthresh,
+                TransportKind::Dctcp | TransportKind::Ppt => cfg.dctcp.dupthresh,
                 _ => cfg.subflow_dupthresh,
             }),
             window: DctcpWindow::new(&cfg.dctcp),
@@ -193,6 +217,14 @@ impl Sender {
             events: AckEvents::default(),
             acked_scratch: Vec::new(),
             stats: SenderStats::default(),
+            ppt: (cfg.transport == TransportKind::Ppt).then(|| {
+                Box::new(Ppt {
+                    sched: FlowScheduler::new(&cfg.ppt),
+                    lcp: Lcp::new(&cfg.ppt),
+                    alpha_updates: 0,
+                    flow_ack: 0,
+                })
+            }),
             cfg,
         })
     }
@@ -239,6 +271,18 @@ impl Sender {
     }
     pub fn is_established(&self) -> bool {
         self.handshake == Handshake::Established
+    }
+
+    /// PPT: the low-priority loop (None for other transports).
+    pub fn lcp(&self) -> Option<&Lcp> {
+        self.ppt.as_ref().map(|p| &p.lcp)
+    }
+
+    /// PPT: the priorities of the next HCP and LCP packets (§4.2).
+    pub fn ppt_priorities(&self) -> Option<(u8, u8)> {
+        self.ppt
+            .as_ref()
+            .map(|p| (p.sched.hcp_priority(), p.sched.lcp_priority()))
     }
 
     /// Queue application bytes. Returns false after `finish` or failure.
@@ -300,6 +344,7 @@ impl Sender {
             self.stats.rejected_packets += 1;
         } else {
             self.recovery_expiries = 0; // the peer is alive
+            self.ppt_second_rtt(now);
         }
         self.update_credit_state(now);
         r
@@ -427,6 +472,30 @@ impl Sender {
         }
     }
 
+    /// PPT §3.1, case 1 for a flow identified as large: its first LCP loop opens in the
+    /// second RTT, i.e. with the first answer from the peer.
+    fn ppt_second_rtt(&mut self, now: Nanos) {
+        let rtt = self.ppt_rtt();
+        let window = self.ppt_case1_window();
+        if let Some(p) = self.ppt.as_mut() {
+            if p.sched.is_large() && self.handshake == Handshake::Established {
+                p.lcp.open_first(now, OpenCase::SecondRtt, window, rtt);
+            }
+        }
+    }
+
+    /// PPT: the RTT that paces the LCP and times its loops: the HCP's smoothed RTT, or the
+    /// configured base RTT before a sample.
+    fn ppt_rtt(&self) -> Nanos {
+        self.window.rtt.srtt().unwrap_or(self.cfg.ppt.base_rtt).max(1)
+    }
+
+    /// PPT §3.1 case 1: I = BDP − the DCTCP initial window, in packets.
+    fn ppt_case1_window(&self) -> u32 {
+        let bdp = self.cfg.ppt.bdp_bytes as f64 / self.cfg.mss as f64;
+        (bdp - self.cfg.dctcp.init_cwnd).max(0.0).floor() as u32
+    }
+
     fn on_ack(&mut self, now: Nanos, ack: &Ack) -> Result<(), Rejected> {
         let allowed = !matches!(
             (self.cfg.transport, ack.subflow),
@@ -452,8 +521,10 @@ impl Sender {
         self.established(now);
         let next_seq = self.scoreboard(ack.subflow).next_seq();
         let mut progress = false;
+        // PPT's low-priority ACKs time the LCP's queueing, not the HCP's path.
+        let rtt_sample = !(self.ppt.is_some() && ack.subflow == SubFlow::Proactive);
         for &(seq, seg, was_outstanding) in &events.acked {
-            if seq == ack.ack_seq {
+            if seq == ack.ack_seq && rtt_sample {
                 let rtt = (wire_timestamp(now).wrapping_sub(ack.tsecr) as Nanos) * MICROS;
                 if rtt < 10_000 * crate::MILLIS {
                     self.window.rtt.on_sample(rtt.max(1));
@@ -465,7 +536,10 @@ impl Sender {
             }
             progress |= self.segment_acked(seg);
         }
-        for &(seq, seg) in &events.lost {
+        // PPT never declares an opportunistic packet lost: the HCP covers what is still
+        // unacknowledged when it reaches it (`SendBuffer::next_for_hcp`).
+        let lcp_ack = self.ppt.is_some() && ack.subflow == SubFlow::Proactive;
+        for &(seq, seg) in events.lost.iter().filter(|_| !lcp_ack) {
             if self.buf.mark_lost(seg, ack.subflow, seq) {
                 match ack.subflow {
                     SubFlow::Proactive => {
@@ -496,7 +570,31 @@ impl Sender {
             self.recovery_anchor = now;
         }
         self.buf.trim();
+        self.ppt_on_ack(now, ack);
         Ok(())
+    }
+
+    /// PPT: an accepted ACK. An HCP ACK updates W_max and may find α at its recent minimum
+    /// (§3.1 case 2); a low-priority ACK clocks the LCP (§3.2).
+    fn ppt_on_ack(&mut self, now: Nanos, ack: &Ack) {
+        let rtt = self.ppt_rtt();
+        let Some(p) = self.ppt.as_mut() else { return };
+        p.flow_ack = p.flow_ack.max(ack.flow_ack);
+        match ack.subflow {
+            SubFlow::Reactive => {
+                p.lcp
+                    .on_hcp_window(self.window.cwnd(), self.window.ssthresh());
+                let updates = self.window.alpha_updates();
+                if updates != p.alpha_updates {
+                    p.alpha_updates = updates;
+                    let in_flight = self.proactive.outstanding();
+                    p.lcp
+                        .on_alpha_update(now, self.window.alpha(), in_flight, rtt);
+                }
+            }
+            SubFlow::Proactive => p.lcp.on_lp_ack(now, ack.ece),
+        }
+        self.stats.lcp = p.lcp.stats().clone();
     }
 
     /// Segment `idx` was ACKed through some transmission. Returns whether that was news.
@@ -540,6 +638,7 @@ impl Sender {
             TransportKind::FlexPass => {
                 self.buf.has_lost() || self.buf.has_pending() || self.buf.has_unacked_reactive()
             }
+            TransportKind::Ppt => false,
         }
     }
 
@@ -638,15 +737,59 @@ impl Sender {
                 None => self.stats.credits_wasted += 1,
             }
         }
+        self.ppt_first_data(now);
         if self.cfg.transport != TransportKind::ExpressPass
             && f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0)
         {
-            let retransmit = self.cfg.transport == TransportKind::Dctcp;
-            if let Some(idx) = self.buf.next_for_reactive(retransmit) {
+            let next = match self.cfg.transport {
+                TransportKind::Ppt => self.buf.next_for_hcp(),
+                t => self.buf.next_for_reactive(t == TransportKind::Dctcp),
+            };
+            if let Some(idx) = next {
                 return self.send_segment(idx, SubFlow::Reactive, 0, now);
             }
         }
-        None
+        self.next_opportunistic(now)
+    }
+
+    /// PPT: the first time the flow has data to send, look at the send buffer (§4.1
+    /// identification) and, unless the flow is large, open the first LCP loop (§3.1 case 1,
+    /// first RTT).
+    fn ppt_first_data(&mut self, now: Nanos) {
+        let rtt = self.ppt_rtt();
+        let window = self.ppt_case1_window();
+        let Some(p) = self.ppt.as_mut() else { return };
+        if p.sched.is_identified() || !self.buf.has_pending() {
+            return;
+        }
+        p.sched.identify(self.buf.written_bytes());
+        self.stats.identified_large = p.sched.is_large();
+        if !p.sched.is_large() {
+            p.lcp.open_first(now, OpenCase::FirstRtt, window, rtt);
+        }
+    }
+
+    /// PPT's LCP: an opportunistic packet from the tail of the send buffer when the loop
+    /// lets one go (paced initial window, or released by a low-priority ACK).
+    fn next_opportunistic(&mut self, now: Nanos) -> Option<Transmit> {
+        let max_ahead = self.cfg.ppt.max_ahead_bytes;
+        let p = self.ppt.as_mut()?;
+        if !p.lcp.ready(now) {
+            return None;
+        }
+        let limit = p.flow_ack.saturating_add(max_ahead);
+        match self.buf.next_from_tail(limit) {
+            Some(idx) => {
+                p.lcp.on_sent(now);
+                let t = self.send_segment(idx, SubFlow::Proactive, 0, now);
+                self.buf.on_sent_opportunistic(idx);
+                t
+            }
+            None => {
+                p.lcp.exhausted();
+                None
+            }
+        }
     }
 
     fn send_segment(
@@ -689,7 +832,17 @@ impl Sender {
                 self.stats.bytes_reactive += len;
             }
         }
-        Some(Transmit::new(Packet::Data(data), self.cfg.transport))
+        let mut t = Transmit::new(Packet::Data(data), self.cfg.transport);
+        if let Some(p) = self.ppt.as_mut() {
+            // Mirror-symmetric tagging (§4.2): the priority before this packet's bytes count.
+            let level = match subflow {
+                SubFlow::Reactive => p.sched.hcp_priority(),
+                SubFlow::Proactive => p.sched.lcp_priority(),
+            };
+            t.class = TrafficClass::Priority(level);
+            p.sched.on_sent(len);
+        }
+        Some(t)
     }
 
     /// HELLO retransmission timeout after `tries` retransmissions: doubles each time (as a TCP
@@ -753,10 +906,24 @@ impl Sender {
             (CreditState::Requested, Some(t)) => Some(t + self.cfg.credit_stop_timeout),
             _ => None,
         };
-        [hello, self.rto_deadline(), self.recovery_deadline(), stop]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            hello,
+            self.rto_deadline(),
+            self.recovery_deadline(),
+            stop,
+            self.lcp_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// PPT: the LCP's next paced packet (when there is data for it) or the loop's close.
+    fn lcp_deadline(&self) -> Option<Nanos> {
+        let p = self.ppt.as_ref()?;
+        let rtt = self.ppt_rtt();
+        let pace = p.lcp.next_pace().filter(|_| self.buf.has_pending());
+        [pace, p.lcp.close_deadline(rtt)].into_iter().flatten().min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
@@ -833,6 +1000,18 @@ impl Sender {
                 self.send_credit_stop(now);
             }
         }
+        self.ppt_close_loop(now);
         self.update_credit_state(now);
+    }
+
+    /// PPT §3.2: no low-priority ACK for 2 RTTs closes the LCP loop (its packets still
+    /// unacknowledged are left to the HCP, which sends them when it reaches them).
+    fn ppt_close_loop(&mut self, now: Nanos) {
+        let rtt = self.ppt_rtt();
+        let Some(p) = self.ppt.as_mut() else { return };
+        if p.lcp.close_deadline(rtt).is_some_and(|d| now >= d) {
+            p.lcp.close();
+            self.stats.lcp = p.lcp.stats().clone();
+        }
     }
 }

@@ -128,6 +128,7 @@ fn flow_completes_over_a_lossless_loop_for_every_transport() {
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
         TransportKind::Dctcp,
+        TransportKind::Ppt,
     ] {
         let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + 3) as u8).collect();

@@ -133,6 +133,21 @@ pub struct SwitchSpec {
     /// oWF's queue weight and credit share; default: the oracle, the true fraction of
     /// ExpressPass bytes in the traffic of the enabled racks (`traffic::owf_oracle_weight`).
     pub owf_weight: Option<f64>,
+    /// PPT profile: K of the LCP queues P4–P7, kB (the HCP queues P0–P3 use `k_kb`);
+    /// default `k_kb` · 0.1/0.17, the ratio of PPT's λ_LCP to λ_HCP.
+    pub k_lcp_kb: Option<f64>,
+    /// PPT profile: K = λ·C·RTT (PPT Eq. 3) per port, from its link rate C and the base RTT,
+    /// for the HCP queues (λ_HCP; the paper: 0.17) and the LCP queues (λ_LCP: 0.1);
+    /// each, when set, replaces `k_kb` / `k_lcp_kb`.
+    pub lambda_hcp: Option<f64>,
+    pub lambda_lcp: Option<f64>,
+    /// PPT profile: what K is compared with: "port" (default: the bytes of all the port's
+    /// queues, PPT §3.2's "buffer occupancy") or "queue" (the packet's own queue).
+    pub ecn_basis: Option<String>,
+    /// PPT profile, switch ports: an LCP packet (P4–P7) is dropped when the port's occupancy
+    /// would exceed this, kB (default: never; not in the paper — a sensitivity knob that keeps
+    /// the LCP out of the buffer the HCP needs).
+    pub lcp_drop_kb: Option<f64>,
 }
 
 impl Default for SwitchSpec {
@@ -151,6 +166,11 @@ impl Default for SwitchSpec {
             credit_burst: 2.0,
             nic_credit_share: None,
             owf_weight: None,
+            k_lcp_kb: None,
+            lambda_hcp: None,
+            lambda_lcp: None,
+            ecn_basis: None,
+            lcp_drop_kb: None,
         }
     }
 }
@@ -172,6 +192,42 @@ pub struct HostSpec {
     pub target_loss_rule: Option<String>,
     /// The rate-scaled rule's scaling (default 0.125, the authors' scripts).
     pub target_loss_scaling: Option<f64>,
+    /// PPT senders (`[host.ppt]`).
+    pub ppt: PptSpec,
+}
+
+/// PPT's host parameters (SIGCOMM'24) and the switches of its ablations.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PptSpec {
+    /// Exponential window decrease (§3.2); false: Fig. 16's "w.o. EWD".
+    pub ewd: bool,
+    /// Flow scheduling (§4); false: Fig. 17's "w.o. scheduling" (HCP P0, LCP P4).
+    pub scheduling: bool,
+    /// Buffer-aware identification (§4.1); false: Fig. 18's "w.o. identification".
+    pub identification: bool,
+    /// The low-priority loop; false: DCTCP with PPT's priorities.
+    pub lcp: bool,
+    /// Identification threshold on the first write, kB (testbed Table 3: 100).
+    pub large_flow_kb: f64,
+    /// PIAS-style demotion of unidentified flows: bytes sent for P0→P1, P1→P2, P2→P3, kB.
+    pub demotion_kb: [f64; 3],
+    /// α_min is taken over the last this-many α updates.
+    pub alpha_history: usize,
+}
+
+impl Default for PptSpec {
+    fn default() -> Self {
+        PptSpec {
+            ewd: true,
+            scheduling: true,
+            identification: true,
+            lcp: true,
+            large_flow_kb: 100.0,
+            demotion_kb: [100.0, 1000.0, 10_000.0],
+            alpha_history: 8,
+        }
+    }
 }
 
 impl Default for HostSpec {
@@ -183,6 +239,7 @@ impl Default for HostSpec {
             w_init: None,
             target_loss_rule: None,
             target_loss_scaling: None,
+            ppt: PptSpec::default(),
         }
     }
 }
@@ -269,6 +326,11 @@ pub struct WorkloadSpec {
     pub cdf: String,
     /// Offered load on the topology's load capacity (ToR / leaf uplinks, else host links).
     pub load: f64,
+    /// What `load` is relative to: "uplinks" (default: the ToR / leaf uplinks where the
+    /// topology has them, FlexPass §6.2) or "hosts" (every host's link, as the simulators of
+    /// Homa and HPCC generate traffic: λ = load · C · hosts / mean size).
+    #[serde(default)]
+    pub load_on: Option<String>,
     /// Background flows.
     pub flows: usize,
     #[serde(default)]
@@ -925,6 +987,55 @@ impl Experiment {
         check(red * 1000.0 >= frame as f64, || {
             format!("switch.red_kb ({red}) must hold at least one frame ({frame} B)")
         })?;
+        if let Some(v) = s.k_lcp_kb {
+            positive(v, "switch.k_lcp_kb")?;
+        }
+        if let Some(v) = s.lcp_drop_kb {
+            positive(v, "switch.lcp_drop_kb")?;
+        }
+        for (key, v) in [("lambda_hcp", s.lambda_hcp), ("lambda_lcp", s.lambda_lcp)] {
+            if let Some(v) = v {
+                check(v > 0.0 && v.is_finite(), || {
+                    format!("switch.{key} must be > 0, got {v}")
+                })?;
+            }
+        }
+        check(
+            matches!(s.ecn_basis.as_deref(), None | Some("port") | Some("queue")),
+            || {
+                format!(
+                    "switch.ecn_basis must be \"port\" or \"queue\", got {:?}",
+                    s.ecn_basis.as_deref().unwrap_or("")
+                )
+            },
+        )?;
+        for (key, set) in [
+            ("ecn_basis", s.ecn_basis.is_some()),
+            ("lcp_drop_kb", s.lcp_drop_kb.is_some()),
+            ("k_lcp_kb", s.k_lcp_kb.is_some()),
+            ("lambda_hcp", s.lambda_hcp.is_some()),
+            ("lambda_lcp", s.lambda_lcp.is_some()),
+        ] {
+            check(!set || s.profile == Profile::Ppt, || {
+                format!("switch.{key} applies to profile \"ppt\" only")
+            })?;
+        }
+        let pp = &self.host.ppt;
+        positive(pp.large_flow_kb, "host.ppt.large_flow_kb")?;
+        check(
+            pp.demotion_kb.iter().all(|v| *v >= 0.0 && v.is_finite())
+                && pp.demotion_kb[0] <= pp.demotion_kb[1]
+                && pp.demotion_kb[1] <= pp.demotion_kb[2],
+            || {
+                format!(
+                    "host.ppt.demotion_kb must be three non-decreasing sizes, got {:?}",
+                    pp.demotion_kb
+                )
+            },
+        )?;
+        check(pp.alpha_history >= 1, || {
+            "host.ppt.alpha_history must be >= 1".into()
+        })?;
         positive(s.buffer_kb, "switch.buffer_kb")?;
         if let Some(b) = s.shared_buffer_mb {
             positive(b, "switch.shared_buffer_mb")?;
@@ -1015,6 +1126,15 @@ impl Experiment {
                 format!("workload.load must be in (0, 1], got {}", w.load)
             })?;
             check(w.flows >= 1, || "workload.flows must be >= 1".into())?;
+            check(
+                matches!(w.load_on.as_deref(), None | Some("uplinks") | Some("hosts")),
+                || {
+                    format!(
+                        "workload.load_on must be \"uplinks\" or \"hosts\", got {:?}",
+                        w.load_on.as_deref().unwrap_or("")
+                    )
+                },
+            )?;
             non_negative(w.start_ms, "workload.start_ms")?;
             if let Some(fg) = &w.foreground {
                 check(fg.volume_fraction > 0.0 && fg.volume_fraction < 1.0, || {
@@ -1036,7 +1156,7 @@ impl Experiment {
         })?;
         if let Some(t) = self.deployment.transport {
             check(t != TransportKind::Dctcp, || {
-                "deployment.transport is the new transport: flexpass or expresspass".into()
+                "deployment.transport is the new transport: flexpass, expresspass or ppt".into()
             })?;
         }
         let m = &self.measure;
@@ -1044,7 +1164,7 @@ impl Experiment {
         non_negative(m.warmup_ms, "measure.warmup_ms")?;
         positive(m.small_flow_kb, "measure.small_flow_kb")?;
         check(
-            self.flows.is_empty() == false || !self.incast.is_empty() || self.workload.is_some(),
+            !self.flows.is_empty() || !self.incast.is_empty() || self.workload.is_some(),
             || "the experiment has no traffic: add [[flow]], [[incast]] or [workload]".into(),
         )?;
         if let Some(c) = &self.convergence {
@@ -1126,6 +1246,7 @@ impl Experiment {
             .transport
             .unwrap_or(match self.switch.profile {
                 Profile::FlexPass => TransportKind::FlexPass,
+                Profile::Ppt => TransportKind::Ppt,
                 _ => TransportKind::ExpressPass,
             })
     }
@@ -1282,7 +1403,10 @@ transport = "flexpass"
         let e = src(STAR)
             .experiment(&[Override::parse("switch.red_kb=1").unwrap()])
             .unwrap_err();
-        assert!(e.contains("switch.red_kb (1) must hold at least one frame"), "{e}");
+        assert!(
+            e.contains("switch.red_kb (1) must hold at least one frame"),
+            "{e}"
+        );
         let e = src("[topology]\nkind = \"ring\"\nhosts = 2\n[[flow]]\nsrc = 0\ndst = 1\n")
             .experiment(&[])
             .unwrap_err();

@@ -176,7 +176,8 @@ pub struct Sample {
     /// each sub-flow in this interval.
     pub proactive: Vec<u64>,
     pub reactive: Vec<u64>,
-    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant.
+    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant (PPT
+    /// profile: nothing, the HCP queues P0–P3, the LCP queues P4–P7).
     pub queue_bytes: [u64; 3],
 }
 
@@ -184,7 +185,8 @@ pub struct Sample {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct QueueTrace {
     pub port: String,
-    /// Bytes in Q1, of which red (reactive), and in Q2, per sample.
+    /// Bytes in Q1, of which red (reactive), and in Q2, per sample (PPT profile: q1 = the
+    /// HCP queues P0–P3, q2 = the LCP queues P4–P7).
     pub q1: Vec<u64>,
     pub q1_red: Vec<u64>,
     pub q2: Vec<u64>,
@@ -267,6 +269,9 @@ pub struct Network {
     receiver_cfg: ReceiverConfigFn,
     /// Encode and decode every packet on delivery (exercises the wire format end to end).
     pub wire_check: bool,
+    /// Debugging: every packet of this flow is printed to stderr as it is sent, dropped and
+    /// received (environment variable FLEXPASS_TRACE_FLOW=<flow id>).
+    trace_flow: Option<u32>,
     /// Release the transport state of a completed flow (its statistics are kept) once it has
     /// been quiet for this long: long runs with many flows stay small. None: keep everything.
     pub retire_after: Option<Nanos>,
@@ -311,6 +316,9 @@ impl Network {
             sender_cfg,
             receiver_cfg,
             wire_check: false,
+            trace_flow: std::env::var("FLEXPASS_TRACE_FLOW")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             retire_after: None,
             sample_interval: 0,
             samples: vec![],
@@ -811,6 +819,14 @@ impl Network {
     }
 
     fn host_send(&mut self, host: HostId, dst: HostId, t: Transmit) {
+        if self.trace_flow == Some(t.packet.flow_id()) {
+            eprintln!(
+                "{:>10} SEND h{host} {:?} {}",
+                self.now,
+                t.class,
+                brief(&t.packet)
+            );
+        }
         let pkt = Box::new(SimPacket {
             src: host,
             dst,
@@ -865,7 +881,17 @@ impl Network {
         if n.host.is_none() {
             pkt.path.cross(node, pkt.packet.is_sender_to_receiver());
         }
-        if n.ports[port].queue.enqueue(pkt, n.shared.as_mut()) == Enqueued::Accepted {
+        let traced = (self.trace_flow == Some(pkt.packet.flow_id())).then(|| brief(&pkt.packet));
+        let r = n.ports[port]
+            .queue
+            .enqueue_at(self.now, pkt, n.shared.as_mut());
+        if let (Some(b), Enqueued::Dropped(why)) = (&traced, r) {
+            eprintln!(
+                "{:>10} DROP {why:?} at {} port {port}: {b}",
+                self.now, n.name
+            );
+        }
+        if r == Enqueued::Accepted {
             self.try_send(node, port);
         }
     }
@@ -950,13 +976,21 @@ impl Network {
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {
         match self.nodes[node].host {
-            Some(h) if h == pkt.dst => self.host_receive(h, pkt),
+            Some(h) if h == pkt.dst => self.host_receive(h, *pkt),
             Some(_) => self.stray_packets += 1,
             None => self.forward(node, pkt),
         }
     }
 
-    fn host_receive(&mut self, host: HostId, pkt: Box<SimPacket>) {
+    fn host_receive(&mut self, host: HostId, pkt: SimPacket) {
+        if self.trace_flow == Some(pkt.packet.flow_id()) {
+            let ce = pkt.ecn == Ecn::Ce;
+            eprintln!(
+                "{:>10} RECV h{host} ce={ce} {}",
+                self.now,
+                brief(&pkt.packet)
+            );
+        }
         let path = pkt.path.value();
         let packet = if self.wire_check {
             match Packet::decode(&pkt.packet.encode_to_vec()) {
@@ -967,7 +1001,7 @@ impl Network {
                 }
             }
         } else {
-            (*pkt).packet
+            pkt.packet
         };
         let Some(&flow) = self.flow_index.get(&packet.flow_id()) else {
             self.stray_packets += 1;
@@ -1073,13 +1107,20 @@ impl Network {
         }
         for (i, &(n, p)) in self.monitors.iter().enumerate() {
             let q = &self.nodes[n].ports[p].queue;
+            let b = if q.cfg.profile == crate::queue::Profile::Ppt {
+                let half = crate::queue::MAX_QUEUES / 2;
+                let sum = |r: std::ops::Range<usize>| r.map(|x| q.bytes(x)).sum::<u64>();
+                [0, sum(0..half), sum(half..2 * half)]
+            } else {
+                [q.bytes(0), q.bytes(1), q.bytes(2)]
+            };
             if i == 0 {
-                s.queue_bytes = [q.bytes(0), q.bytes(1), q.bytes(2)];
+                s.queue_bytes = b;
             }
             let t = &mut self.queue_traces[i];
-            t.q1.push(q.bytes(1));
+            t.q1.push(b[1]);
             t.q1_red.push(q.red_bytes());
-            t.q2.push(q.bytes(2));
+            t.q2.push(b[2]);
         }
         self.samples.push(s);
         let next = self.now + self.sample_interval;
@@ -1098,7 +1139,8 @@ impl Network {
                     towards: self.nodes[p.peer].name.clone(),
                     link_bps: p.link.bps,
                     tx_bytes: p.tx_bytes,
-                    queues: p.queue.stats,
+                    queues: p.queue.stats().to_vec(),
+                    data_queues: p.queue.cfg.profile.data_queues(),
                 });
             }
         }
@@ -1109,8 +1151,8 @@ impl Network {
         self.nodes[node].ports[port].tx_bytes
     }
 
-    pub fn port_stats(&self, node: NodeId, port: usize) -> [QueueStats; 3] {
-        self.nodes[node].ports[port].queue.stats
+    pub fn port_stats(&self, node: NodeId, port: usize) -> Vec<QueueStats> {
+        self.nodes[node].ports[port].queue.stats().to_vec()
     }
 
     pub fn port_link_bps(&self, node: NodeId, port: usize) -> f64 {
@@ -1135,5 +1177,34 @@ pub struct PortReport {
     pub towards: String,
     pub link_bps: f64,
     pub tx_bytes: u64,
-    pub queues: [QueueStats; 3],
+    /// Per queue: 3 (credits, FlexPass, legacy) or the 8 priorities of the PPT profile.
+    pub queues: Vec<QueueStats>,
+    /// The queues holding data (all but the credit queue).
+    #[serde(skip)]
+    pub data_queues: std::ops::Range<usize>,
+}
+
+/// One line per packet for FLEXPASS_TRACE_FLOW.
+fn brief(p: &Packet) -> String {
+    match p {
+        Packet::Data(d) => format!(
+            "DATA {:?} seq {} off {} len {} fin {} retx {}",
+            d.subflow,
+            d.subflow_seq,
+            d.flow_seq,
+            d.payload.len(),
+            d.fin,
+            d.retransmission
+        ),
+        Packet::Ack(a) => format!(
+            "ACK {:?} ece {} cum {} ack_seq {} flow_ack {} sack {:?}",
+            a.subflow,
+            a.ece,
+            a.cum_ack,
+            a.ack_seq,
+            a.flow_ack,
+            a.sack.as_slice()
+        ),
+        p => format!("{p:?}"),
+    }
 }

@@ -15,6 +15,12 @@
 //! ExpressPass traffic, no red packets); `Naive` (ExpressPass data and legacy traffic share one
 //! data queue, credits shaped to the full link's credit rate) and `Layering` (the naive
 //! queues; the hosts add a DCTCP window on top of ExpressPass).
+//!
+//! The fifth profile, `Ppt`, is PPT's switch (SIGCOMM'24 §4.2, §5): eight strict-priority
+//! queues, Q0 (P0) served first, each with its own ECN threshold K (PPT Eq. 3, K = λ·C·RTT:
+//! λ 0.17 for the HCP queues P0–P3, 0.1 for the LCP queues P4–P7) and one data buffer per
+//! port (or the shared buffer) for all eight. A `Priority(p)` packet goes to queue p; any
+//! other class (legacy DCTCP) to Q3, the HCP priority of large flows.
 
 use flexpass_wire::{Ecn, TrafficClass};
 use serde::Serialize;
@@ -23,7 +29,14 @@ use std::collections::VecDeque;
 use crate::packet::SimPacket;
 use flexpass_core::Nanos;
 
+/// Queues of a FlexPass-family port: Q0 credits, Q1 FlexPass, Q2 legacy.
 pub const NUM_QUEUES: usize = 3;
+/// Queues a port can have: the eight priorities of the PPT profile.
+pub const MAX_QUEUES: usize = flexpass_wire::PRIORITY_LEVELS;
+/// PPT profile: the queue of traffic without a PPT priority (legacy DCTCP), P3.
+pub const PPT_LEGACY_QUEUE: usize = 3;
+/// PPT profile: the LCP's queues P4–P7 (the HCP's are P0–P3).
+pub const PPT_LCP_QUEUES: std::ops::Range<usize> = 4..MAX_QUEUES;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -38,14 +51,17 @@ pub enum Profile {
     Owf,
     /// Layering: the naive queues; the hosts' ExpressPass senders keep a DCTCP window.
     Layering,
+    /// PPT (SIGCOMM'24): eight strict-priority queues with per-queue ECN, no credits.
+    Ppt,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 4] = [
+    pub const ALL: [Profile; 5] = [
         Profile::FlexPass,
         Profile::Naive,
         Profile::Owf,
         Profile::Layering,
+        Profile::Ppt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +70,23 @@ impl Profile {
             Profile::Naive => "naive",
             Profile::Owf => "owf",
             Profile::Layering => "layering",
+            Profile::Ppt => "ppt",
+        }
+    }
+
+    /// Queues of a port: 3 (credits, FlexPass, legacy) or 8 strict priorities (PPT).
+    pub fn num_queues(self) -> usize {
+        match self {
+            Profile::Ppt => MAX_QUEUES,
+            _ => NUM_QUEUES,
+        }
+    }
+
+    /// The queues that hold data (and count against the data buffer): Q1–Q2, or all eight.
+    pub fn data_queues(self) -> std::ops::Range<usize> {
+        match self {
+            Profile::Ppt => 0..MAX_QUEUES,
+            _ => 1..NUM_QUEUES,
         }
     }
 
@@ -69,7 +102,7 @@ impl std::str::FromStr for Profile {
         Profile::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown profile '{s}' (flexpass, naive, owf, layering)"))
+            .ok_or_else(|| format!("unknown profile '{s}' (flexpass, naive, owf, layering, ppt)"))
     }
 }
 
@@ -132,8 +165,17 @@ pub struct PortConfig {
     pub credit_burst_bytes: f64,
     /// Q0 buffer in credits.
     pub credit_capacity: usize,
-    /// ECN marking threshold K per queue, bytes (u64::MAX: never).
-    pub ecn_k: [u64; NUM_QUEUES],
+    /// ECN marking threshold K per queue, bytes (u64::MAX: never); the profile's first
+    /// `num_queues()` entries are used.
+    pub ecn_k: [u64; MAX_QUEUES],
+    /// ECN compares K with the bytes of the packet's queue (false) or of every data queue of
+    /// the port (true: PPT §3.2, an opportunistic packet "will be marked with ECN if buffer
+    /// occupancy is greater than a predefined threshold upon its arrival"; with K_LCP <
+    /// K_HCP < buffer the LCP is told to stop before the HCP, and both before drops).
+    pub ecn_on_port: bool,
+    /// PPT profile: an LCP packet (P4–P7) that would take the port's data bytes beyond this
+    /// is dropped (counted as `dropped_red`); u64::MAX: never.
+    pub lcp_drop: u64,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
     /// Data buffer of the port.
@@ -143,6 +185,9 @@ pub struct PortConfig {
 impl PortConfig {
     /// The profile's queue for a traffic class.
     pub fn queue_of(&self, class: TrafficClass) -> usize {
+        if self.profile == Profile::Ppt {
+            return class.priority().map_or(PPT_LEGACY_QUEUE, usize::from);
+        }
         match class {
             TrafficClass::Credit => 0,
             TrafficClass::Legacy if self.profile.separates_legacy() => 2,
@@ -171,6 +216,10 @@ impl PortConfig {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct QueueStats {
     pub enqueued: u64,
@@ -178,6 +227,21 @@ pub struct QueueStats {
     pub ecn_marked: u64,
     /// Dropped because the queue (Q0) or port buffer was full.
     pub dropped_full: u64,
+    /// PPT profile: of `dropped_full`, packets refused while lower-priority queues of the
+    /// port held bytes (strict priority never lets those delay this packet on the wire, but
+    /// they took the buffer it needed).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_full_lower_held: u64,
+    /// Of those, HCP packets (P0–P3) refused while LCP queues (P4–P7) held bytes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_full_lcp_held: u64,
+    /// PPT profile, HCP queues (P0–P3): packets that arrived while an LCP frame (P4–P7) was
+    /// on the wire (strict priority does not preempt a frame in transmission), and the
+    /// longest such wait, ns: at most one frame's serialization.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub arrived_behind_lcp: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_wait_behind_lcp_ns: u64,
     /// Red packets dropped by selective dropping.
     pub dropped_red: u64,
     /// Packets lost to a failed link (held by the port when it failed, or routed to it
@@ -213,17 +277,20 @@ pub enum Dequeued {
 
 pub struct PortQueue {
     pub cfg: PortConfig,
-    queues: [VecDeque<Box<SimPacket>>; NUM_QUEUES],
-    bytes: [u64; NUM_QUEUES],
+    queues: [VecDeque<Box<SimPacket>>; MAX_QUEUES],
+    bytes: [u64; MAX_QUEUES],
     /// Red (reactive) bytes in Q1.
     red_bytes: u64,
-    pub stats: [QueueStats; NUM_QUEUES],
+    stats: [QueueStats; MAX_QUEUES],
     tokens: f64,
     tokens_at: Nanos,
     deficit: [f64; NUM_QUEUES],
     /// DWRR pointer (1 or 2) and whether it already got its quantum this visit.
     current: usize,
     credited: bool,
+    /// PPT profile: the queue of the frame last put on the wire and when its transmission
+    /// ends.
+    on_wire: (usize, Nanos),
 }
 
 impl PortQueue {
@@ -232,18 +299,50 @@ impl PortQueue {
             tokens: cfg.credit_burst_bytes,
             cfg,
             queues: Default::default(),
-            bytes: [0; NUM_QUEUES],
+            bytes: [0; MAX_QUEUES],
             red_bytes: 0,
             stats: Default::default(),
             tokens_at: 0,
             deficit: [0.0; NUM_QUEUES],
             current: 1,
             credited: false,
+            on_wire: (0, 0),
         }
+    }
+
+    /// `enqueue` at time `now`: on a PPT port, an HCP packet arriving while an LCP frame is
+    /// still on the wire counts the time it waits for that frame.
+    pub fn enqueue_at(
+        &mut self,
+        now: Nanos,
+        pkt: Box<SimPacket>,
+        shared: Option<&mut SharedBuffer>,
+    ) -> Enqueued {
+        if self.cfg.profile == Profile::Ppt {
+            let q = self.cfg.queue_of(pkt.class);
+            let (wire_q, end) = self.on_wire;
+            let r = self.enqueue(pkt, shared);
+            if r == Enqueued::Accepted
+                && q < PPT_LCP_QUEUES.start
+                && wire_q >= PPT_LCP_QUEUES.start
+                && end > now
+            {
+                let st = &mut self.stats[q];
+                st.arrived_behind_lcp += 1;
+                st.max_wait_behind_lcp_ns = st.max_wait_behind_lcp_ns.max(end - now);
+            }
+            return r;
+        }
+        self.enqueue(pkt, shared)
     }
 
     pub fn bytes(&self, q: usize) -> u64 {
         self.bytes[q]
+    }
+
+    /// Counters of the profile's queues.
+    pub fn stats(&self) -> &[QueueStats] {
+        &self.stats[..self.cfg.profile.num_queues()]
     }
 
     /// Red (reactive) bytes waiting in Q1.
@@ -256,7 +355,11 @@ impl PortQueue {
     }
 
     fn data_bytes(&self) -> u64 {
-        self.bytes[1] + self.bytes[2]
+        self.bytes[self.cfg.profile.data_queues()].iter().sum()
+    }
+
+    fn is_data_queue(&self, q: usize) -> bool {
+        self.cfg.profile.data_queues().contains(&q)
     }
 
     /// Admit `pkt` (or refuse it and count why). `shared` is the node's shared buffer when
@@ -270,8 +373,9 @@ impl PortQueue {
         let len = u64::from(pkt.wire_len);
         let data_bytes = self.data_bytes();
         let red = self.cfg.is_red(pkt.class);
+        let data = self.is_data_queue(q);
         let st = &mut self.stats[q];
-        if q == 0 {
+        if !data {
             if self.queues[0].len() >= self.cfg.credit_capacity {
                 st.dropped_full += 1;
                 return Enqueued::Dropped(Refused::CreditQueueFull);
@@ -284,13 +388,30 @@ impl PortQueue {
             };
             if !fits {
                 st.dropped_full += 1;
+                if self.cfg.profile == Profile::Ppt && self.bytes[q + 1..].iter().any(|&b| b > 0) {
+                    st.dropped_full_lower_held += 1;
+                    if q < PPT_LCP_QUEUES.start && self.bytes[PPT_LCP_QUEUES].iter().any(|&b| b > 0)
+                    {
+                        st.dropped_full_lcp_held += 1;
+                    }
+                }
                 return Enqueued::Dropped(Refused::BufferFull);
+            }
+            let lcp = self.cfg.profile == Profile::Ppt && PPT_LCP_QUEUES.contains(&q);
+            if lcp && data_bytes + len > self.cfg.lcp_drop {
+                st.dropped_red += 1;
+                return Enqueued::Dropped(Refused::SelectiveDrop);
             }
             if red && self.bytes[q] >= self.cfg.red_threshold {
                 st.dropped_red += 1;
                 return Enqueued::Dropped(Refused::SelectiveDrop);
             }
-            if self.bytes[q] > self.cfg.ecn_k[q] && pkt.ecn != Ecn::NotEct {
+            let occupancy = if self.cfg.ecn_on_port {
+                data_bytes
+            } else {
+                self.bytes[q]
+            };
+            if occupancy > self.cfg.ecn_k[q] && pkt.ecn != Ecn::NotEct {
                 if pkt.ecn != Ecn::Ce {
                     st.ecn_marked += 1;
                 }
@@ -318,7 +439,7 @@ impl PortQueue {
         let len = u64::from(pkt.wire_len);
         self.bytes[q] -= len;
         self.stats[q].dequeued_bytes += len;
-        if q > 0 {
+        if self.is_data_queue(q) {
             if let (BufferLimit::Shared, Some(b)) = (self.cfg.buffer, shared) {
                 b.release(len);
             }
@@ -338,7 +459,7 @@ impl PortQueue {
 
     /// The link failed: everything queued is lost.
     pub fn flush(&mut self, mut shared: Option<&mut SharedBuffer>) {
-        for q in 0..NUM_QUEUES {
+        for q in 0..self.cfg.profile.num_queues() {
             while !self.queues[q].is_empty() {
                 let p = self.pop(q, shared.as_deref_mut());
                 self.stats[q].dropped_link += 1;
@@ -354,6 +475,18 @@ impl PortQueue {
 
     /// Next packet to put on the wire at `now`.
     pub fn dequeue(&mut self, now: Nanos, shared: Option<&mut SharedBuffer>) -> Dequeued {
+        if self.cfg.profile == Profile::Ppt {
+            // Strict priority: the lowest non-empty queue (P0 first).
+            return match (0..MAX_QUEUES).find(|&q| !self.queues[q].is_empty()) {
+                Some(q) => {
+                    let pkt = self.pop(q, shared);
+                    let ser = (f64::from(pkt.wire_len) * 8.0 / self.cfg.link_bps * 1e9).round();
+                    self.on_wire = (q, now + ser as Nanos);
+                    Dequeued::Packet(pkt)
+                }
+                None => Dequeued::Empty,
+            };
+        }
         let mut credit_wait = None;
         if let Some(need) = self.queues[0].front().map(|h| f64::from(h.wire_len)) {
             self.refill(now);
@@ -408,7 +541,9 @@ mod tests {
             credit_rate_bps: flexpass_core::config::credit_queue_bps(10e9, 0.5),
             credit_burst_bytes: 2.0 * 84.0,
             credit_capacity: 8,
-            ecn_k: [u64::MAX, 60_000, 60_000],
+            ecn_k: [u64::MAX, 60_000, 60_000, 0, 0, 0, 0, 0],
+            ecn_on_port: false,
+            lcp_drop: u64::MAX,
             red_threshold: 100_000,
             buffer: BufferLimit::PerPort { bytes: 1_000_000 },
         }
@@ -542,6 +677,129 @@ mod tests {
         assert_eq!(shared.used, a.bytes(1) + b.bytes(1));
         // Refusals are counted as buffer drops, never as selective drops.
         assert!(a.stats[1].dropped_full > 0 && a.stats[1].dropped_red == 0);
+    }
+
+    fn ppt_cfg() -> PortConfig {
+        let mut c = cfg(Profile::Ppt);
+        c.ecn_k = [
+            96_000, 96_000, 96_000, 96_000, 86_000, 86_000, 86_000, 86_000,
+        ];
+        c.buffer = BufferLimit::PerPort { bytes: 120_000 };
+        c
+    }
+
+    #[test]
+    fn ppt_lcp_packets_never_leave_before_hcp_packets() {
+        // PPT §4.2 / §4.3: the LCP (P4–P7) never delays the HCP (P0–P3). Packets of every
+        // priority arrive interleaved; whatever the arrival order, no LCP packet leaves
+        // while an HCP packet waits, and within each half a higher priority goes first.
+        let mut pq = PortQueue::new(ppt_cfg());
+        let mut rng = 12345u64;
+        let mut order = vec![];
+        for round in 0..2000 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let p = (rng >> 61) as u8;
+            let len = if rng & 1 == 0 { 1538 } else { 98 };
+            pq.enqueue(test_packet(TrafficClass::Priority(p), len), None);
+            // Serve roughly one packet per two arrivals, so the queues build up.
+            if round % 2 == 0 {
+                if let Dequeued::Packet(pkt) = pq.dequeue(0, None) {
+                    let served = pkt.class.priority().unwrap() as usize;
+                    assert!(
+                        (0..served).all(|q| pq.bytes(q) == 0),
+                        "P{served} left while a higher priority waited"
+                    );
+                    order.push(served);
+                }
+            }
+        }
+        // Served one per two arrivals, the lowest priorities starved; drained, they leave
+        // highest first.
+        let mut drained = vec![];
+        while let Dequeued::Packet(pkt) = pq.dequeue(0, None) {
+            drained.push(pkt.class.priority().unwrap() as usize);
+        }
+        assert!(drained.windows(2).all(|w| w[0] <= w[1]), "{drained:?}");
+        assert!(order.contains(&0) && drained.contains(&7));
+        // Legacy traffic goes with the large flows' HCP (P3), above every LCP queue.
+        assert_eq!(pq.cfg.queue_of(TrafficClass::Legacy), 3);
+        assert_eq!(pq.stats().len(), 8);
+    }
+
+    #[test]
+    fn ppt_hcp_waits_at_most_the_lcp_frame_on_the_wire_and_lcp_drop() {
+        let mut c = ppt_cfg();
+        c.link_bps = 40e9;
+        c.lcp_drop = 86_000;
+        let mut pq = PortQueue::new(c);
+        // An LCP frame goes on the wire at t = 0 (307.6 ns at 40 Gbit/s); an HCP packet
+        // arriving 100 ns later waits the remaining 208 ns, one arriving after it none.
+        pq.enqueue_at(0, test_packet(TrafficClass::Priority(6), 1538), None);
+        assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(_)));
+        pq.enqueue_at(100, test_packet(TrafficClass::Priority(1), 1538), None);
+        pq.enqueue_at(400, test_packet(TrafficClass::Priority(2), 1538), None);
+        // An LCP packet behind an LCP frame is not counted (the wait is among LCP packets).
+        pq.enqueue_at(200, test_packet(TrafficClass::Priority(7), 1538), None);
+        assert_eq!(pq.stats()[1].arrived_behind_lcp, 1);
+        assert_eq!(pq.stats()[1].max_wait_behind_lcp_ns, 208);
+        assert_eq!(pq.stats()[2].arrived_behind_lcp, 0);
+        assert_eq!(pq.stats()[7].arrived_behind_lcp, 0);
+        // lcp_drop: LCP packets are refused once the port would hold more than 86 kB; HCP
+        // packets still fit up to the buffer, and a refused HCP packet while LCP bytes are
+        // held is counted as such.
+        let mut pq = PortQueue::new(pq.cfg.clone());
+        let mut lcp_ok = 0;
+        while pq.enqueue(test_packet(TrafficClass::Priority(5), 1538), None) == Enqueued::Accepted {
+            lcp_ok += 1;
+        }
+        assert_eq!(lcp_ok, 86_000 / 1538);
+        assert_eq!(pq.stats()[5].dropped_red, 1);
+        while pq.enqueue(test_packet(TrafficClass::Priority(0), 1538), None) == Enqueued::Accepted {
+        }
+        assert_eq!(pq.data_bytes(), 120_000 / 1538 * 1538);
+        assert_eq!(pq.stats()[0].dropped_full, 1);
+        assert_eq!(pq.stats()[0].dropped_full_lcp_held, 1);
+        assert_eq!(pq.stats()[0].dropped_full_lower_held, 1);
+    }
+
+    #[test]
+    fn ppt_per_queue_ecn_and_one_port_buffer() {
+        let mut pq = PortQueue::new(ppt_cfg());
+        let ect = |p: u8| {
+            let mut pkt = test_packet(TrafficClass::Priority(p), 1538);
+            pkt.ecn = Ecn::Ect0;
+            pkt
+        };
+        // 60 LCP frames (92 kB): marked above K_LCP = 86 kB.
+        for _ in 0..60 {
+            assert_eq!(pq.enqueue(ect(5), None), Enqueued::Accepted);
+        }
+        assert_eq!(pq.stats()[5].ecn_marked, 60 - 56);
+        // The buffer (120 kB) is one for all queues: 18 more frames fit, the 19th does not.
+        for _ in 0..18 {
+            assert_eq!(pq.enqueue(ect(0), None), Enqueued::Accepted);
+        }
+        assert_eq!(pq.stats()[0].ecn_marked, 0, "P0 holds 27 kB < K_HCP");
+        assert_eq!(
+            pq.enqueue(ect(0), None),
+            Enqueued::Dropped(Refused::BufferFull)
+        );
+        // Marking on the port's occupancy: the first P0 packet behind 92 kB of LCP packets is
+        // not marked (92 kB ≤ K_HCP 96 kB), the fourth is; an LCP packet is at once (> 86 kB).
+        let mut c = ppt_cfg();
+        c.ecn_on_port = true;
+        let mut pq = PortQueue::new(c);
+        for _ in 0..60 {
+            pq.enqueue(ect(5), None);
+        }
+        for _ in 0..4 {
+            pq.enqueue(ect(0), None);
+        }
+        assert_eq!(pq.stats()[0].ecn_marked, 1);
+        pq.enqueue(ect(6), None);
+        assert_eq!(pq.stats()[6].ecn_marked, 1);
     }
 
     #[test]

@@ -72,9 +72,10 @@ pub struct BottleneckReport {
     pub utilization: f64,
     /// Data bytes on the wire / capacity over the window.
     pub data_utilization: f64,
-    pub max_queue_bytes: [u64; 3],
-    pub max_queue_packets: [usize; 3],
-    pub queues: [QueueStats; 3],
+    /// Per queue (3, or the 8 priorities of the PPT profile).
+    pub max_queue_bytes: Vec<u64>,
+    pub max_queue_packets: Vec<usize>,
+    pub queues: Vec<QueueStats>,
 }
 
 /// FCTs of a set of flows.
@@ -127,6 +128,111 @@ fn queue_report(port: String, q1: &[u64], q1_red: &[u64], q2: &[u64]) -> QueueRe
         q1_busy: occupancy(&pick(q1)),
         q1_red_busy: occupancy(&pick(q1_red)),
     }
+}
+
+/// PPT (SIGCOMM'24) in a run: what the high- and low-priority loops sent, how the LCP's
+/// loops opened (§3.1) and were clocked (§3.2), and the switch ports' priority queues.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PptReport {
+    pub flows: usize,
+    /// Flows identified as large by their first write (§4.1).
+    pub identified_large: usize,
+    pub hcp_packets: u64,
+    pub lcp_packets: u64,
+    /// Opportunistic payload bytes over all payload bytes the PPT senders sent.
+    pub lcp_byte_share: f64,
+    /// HCP transmissions of bytes sent before (its own losses, and opportunistic packets
+    /// still unacknowledged when it reached them).
+    pub retransmissions: u64,
+    pub loops_first_rtts: u64,
+    pub loops_alpha_min: u64,
+    pub lcp_initial_window_packets: u64,
+    pub lp_acks: u64,
+    pub lp_acks_ece: u64,
+    /// Switch ports (not NICs), per priority queue P0..P7: packets dropped because the port
+    /// buffer was full, ECN marks, and the largest occupancy of any port, bytes.
+    pub switch_drops: Vec<u64>,
+    /// Of `switch_drops`, per queue: packets refused while lower-priority queues held bytes
+    /// (for P0–P3: HCP packets that found LCP packets in the buffer they needed).
+    pub switch_drops_lower_held: Vec<u64>,
+    /// HCP packets (P0–P3) the switches dropped for want of buffer while LCP packets held
+    /// some of it; HCP packets (P0–P3, switches and NICs) that arrived while an LCP frame (P4–P7) was on
+    /// the wire, and the longest wait that caused, ns (strict priority without preemption:
+    /// at most one frame's serialization).
+    pub hcp_drops_lcp_held: u64,
+    pub hcp_arrivals_behind_lcp: u64,
+    pub hcp_max_wait_behind_lcp_ns: u64,
+    pub switch_ecn_marks: Vec<u64>,
+    pub switch_max_bytes: Vec<u64>,
+}
+
+fn ppt_report(net: &crate::net::Network, ports: &[PortReport]) -> Option<PptReport> {
+    let flows: Vec<&Flow> = net
+        .flows
+        .iter()
+        .filter(|f| f.spec.transport == TransportKind::Ppt)
+        .collect();
+    let ppt_ports: Vec<&PortReport> = ports
+        .iter()
+        .filter(|p| !p.host && p.queues.len() == crate::queue::MAX_QUEUES)
+        .collect();
+    if flows.is_empty() && ppt_ports.is_empty() {
+        return None;
+    }
+    let mut r = PptReport {
+        flows: flows.len(),
+        ..Default::default()
+    };
+    let (mut lcp_bytes, mut all_bytes) = (0u64, 0u64);
+    for s in flows.iter().filter_map(|f| f.sender_stats()) {
+        r.identified_large += usize::from(s.identified_large);
+        r.hcp_packets += s.packets_reactive;
+        r.lcp_packets += s.packets_proactive;
+        lcp_bytes += s.bytes_proactive;
+        all_bytes += s.bytes_proactive + s.bytes_reactive;
+        r.retransmissions += s.retransmissions;
+        r.loops_first_rtts += s.lcp.loops_case1;
+        r.loops_alpha_min += s.lcp.loops_case2;
+        r.lcp_initial_window_packets += s.lcp.initial_window_packets;
+        r.lp_acks += s.lcp.lp_acks;
+        r.lp_acks_ece += s.lcp.lp_acks_ece;
+    }
+    r.lcp_byte_share = lcp_bytes as f64 / all_bytes.max(1) as f64;
+    let q = crate::queue::MAX_QUEUES;
+    r.switch_drops = (0..q)
+        .map(|i| ppt_ports.iter().map(|p| p.queues[i].dropped_full).sum())
+        .collect();
+    r.switch_drops_lower_held = (0..q)
+        .map(|i| {
+            ppt_ports
+                .iter()
+                .map(|p| p.queues[i].dropped_full_lower_held)
+                .sum()
+        })
+        .collect();
+    for p in ports.iter().filter(|p| p.queues.len() == q) {
+        for st in &p.queues[..crate::queue::PPT_LCP_QUEUES.start] {
+            r.hcp_arrivals_behind_lcp += st.arrived_behind_lcp;
+            if !p.host {
+                r.hcp_drops_lcp_held += st.dropped_full_lcp_held;
+            }
+            r.hcp_max_wait_behind_lcp_ns =
+                r.hcp_max_wait_behind_lcp_ns.max(st.max_wait_behind_lcp_ns);
+        }
+    }
+    r.switch_ecn_marks = (0..q)
+        .map(|i| ppt_ports.iter().map(|p| p.queues[i].ecn_marked).sum())
+        .collect();
+    r.switch_max_bytes = (0..q)
+        .map(|i| {
+            ppt_ports
+                .iter()
+                .map(|p| p.queues[i].max_bytes)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    Some(r)
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -196,6 +302,10 @@ pub struct RunReport {
     pub max_shared_buffer_bytes: Option<u64>,
     pub timeouts: u64,
     pub recovery_timeouts: u64,
+    /// PPT flows' two loops and the switches' priority queues (runs with PPT flows or the
+    /// ppt profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppt: Option<PptReport>,
     pub corrupted_bytes: u64,
     pub jain_index: Option<f64>,
     pub paths: PathReport,
@@ -353,6 +463,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             TransportKind::FlexPass,
             TransportKind::ExpressPass,
             TransportKind::Dctcp,
+            TransportKind::Ppt,
         ] {
             let idx: Vec<usize> = (0..net.flows.len())
                 .filter(|&i| net.flows[i].spec.transport == t)
@@ -385,12 +496,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             port: net.port_name(node, port),
             utilization: net.port_tx_bytes(node, port) as f64 * 8.0 / (cap_bps * duration_s),
             data_utilization: flows.iter().map(|f| f.share).sum::<f64>(),
-            max_queue_bytes: [stats[0].max_bytes, stats[1].max_bytes, stats[2].max_bytes],
-            max_queue_packets: [
-                stats[0].max_packets,
-                stats[1].max_packets,
-                stats[2].max_packets,
-            ],
+            max_queue_bytes: stats.iter().map(|q| q.max_bytes).collect(),
+            max_queue_packets: stats.iter().map(|q| q.max_packets).collect(),
             queues: stats,
         }
     });
@@ -436,7 +543,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         .map(|q| q.dropped_link)
         .sum();
     for p in &ports {
-        let data: u64 = p.queues[1..]
+        let data_queues = &p.queues[p.data_queues.clone()];
+        let data: u64 = data_queues
             .iter()
             .map(|q| q.dropped_full + q.dropped_red)
             .sum();
@@ -444,8 +552,10 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             nic += data;
             continue;
         }
-        credit += p.queues[0].dropped_full;
-        for q in &p.queues[1..] {
+        if p.data_queues.start > 0 {
+            credit += p.queues[0].dropped_full;
+        }
+        for q in data_queues {
             full += q.dropped_full;
             red += q.dropped_red;
         }
@@ -506,6 +616,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         max_shared_buffer_bytes: net.max_shared_buffer_used(),
         timeouts: sender_sum(|s| s.timeouts),
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
+        ppt: ppt_report(net, &ports),
         corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
         jain_index: (flows.len() > 1 && sampled).then(|| jain(&shares)),
         paths,

@@ -2,14 +2,15 @@
 //! the traffic, run the model, and hand the finished network to `report`.
 
 use crate::convergence;
-use crate::experiment::{Experiment, Override};
+use crate::experiment::{Experiment, Override, PptSpec};
 use crate::net::{FlowSpec, Network, NodeId};
-use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer};
+use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::report::{self, RunReport};
 use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
 use flexpass_core::config::credit_queue_bps_mtu;
-use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, MILLIS};
+use flexpass_core::{CreditConfig, Nanos, PptConfig, ReceiverConfig, SenderConfig, MILLIS};
+use flexpass_wire::TransportKind;
 use flexpass_wire::{max_frame_wire, max_payload_for_mtu, MIN_ETHERNET_WIRE};
 use std::time::Instant;
 
@@ -23,6 +24,16 @@ pub struct Stack {
     pub credit_share: f64,
     pub k_legacy: u64,
     pub k_q1: u64,
+    /// PPT profile: K of the LCP queues P4–P7 (the HCP queues P0–P3 use `k_legacy`), or
+    /// λ_HCP / λ_LCP for K = λ·C·RTT per port.
+    pub k_lcp: u64,
+    pub lambda_hcp: Option<f64>,
+    pub lambda_lcp: Option<f64>,
+    /// PPT profile: ECN compares K with the port's occupancy (all queues), not the queue's.
+    pub ecn_on_port: bool,
+    /// PPT profile, switch ports: LCP packets are dropped beyond this occupancy.
+    pub lcp_drop: u64,
+    pub ppt: PptSpec,
     pub red_threshold: u64,
     pub buffer: u64,
     pub shared_buffer: Option<(u64, f64)>,
@@ -42,6 +53,12 @@ pub struct Stack {
     /// IP MTU of the links: segment size, credit rates (docs/protocol.md §9).
     pub mtu: usize,
 }
+
+/// PPT receivers in the model buffer this much out of order (the LCP sends from the tail of
+/// flows up to a few hundred MB in the data-mining workload; the model's payloads are
+/// slices of one shared pattern, so holding them costs no copy), and senders send
+/// opportunistic packets only within it.
+const PPT_REORDER_BYTES: u64 = 1 << 30;
 
 fn ms(v: f64) -> Nanos {
     (v * MILLIS as f64).round() as Nanos
@@ -64,6 +81,8 @@ impl Stack {
                 (w, w)
             }
             Profile::Naive | Profile::Layering => (s.w_q, 1.0),
+            // No credits: the share only sizes the (unused) credit queue.
+            Profile::Ppt => (s.w_q, 1.0),
         };
         Stack {
             profile: s.profile,
@@ -71,6 +90,12 @@ impl Stack {
             credit_share,
             k_legacy: kb(s.k_kb),
             k_q1: kb(s.k_q1_kb.unwrap_or(s.k_kb)),
+            k_lcp: kb(s.k_lcp_kb.unwrap_or(s.k_kb * 0.1 / 0.17)),
+            lambda_hcp: s.lambda_hcp,
+            lambda_lcp: s.lambda_lcp,
+            ecn_on_port: s.ecn_basis.as_deref() != Some("queue"),
+            lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
+            ppt: exp.host.ppt.clone(),
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
             shared_buffer: s
@@ -92,12 +117,34 @@ impl Stack {
         }
     }
 
-    fn port(&self, link_bps: f64, credit_share: f64, buffer: BufferLimit) -> PortConfig {
+    /// ECN thresholds of a port's queues: Q1 (FlexPass, oWF) and the legacy / shared data
+    /// queue; for PPT, K_HCP on P0–P3 and K_LCP on P4–P7, each λ·C·RTT (PPT Eq. 3) when λ
+    /// is given.
+    fn ecn_k(&self, link_bps: f64) -> [u64; MAX_QUEUES] {
+        if self.profile == Profile::Ppt {
+            let k = |lambda: Option<f64>, kb: u64| {
+                lambda.map_or(kb, |l| {
+                    (l * link_bps / 8.0 * self.base_rtt as f64 * 1e-9) as u64
+                })
+            };
+            let (hcp, lcp) = (
+                k(self.lambda_hcp, self.k_legacy),
+                k(self.lambda_lcp, self.k_lcp),
+            );
+            return [hcp, hcp, hcp, hcp, lcp, lcp, lcp, lcp];
+        }
         let k_q1 = if self.profile.separates_legacy() {
             self.k_q1
         } else {
             self.k_legacy
         };
+        let mut k = [u64::MAX; MAX_QUEUES];
+        k[1] = k_q1;
+        k[2] = self.k_legacy;
+        k
+    }
+
+    fn port(&self, link_bps: f64, credit_share: f64, buffer: BufferLimit) -> PortConfig {
         PortConfig {
             profile: self.profile,
             link_bps,
@@ -105,7 +152,9 @@ impl Stack {
             credit_rate_bps: credit_queue_bps_mtu(link_bps, credit_share, self.mtu),
             credit_burst_bytes: self.credit_burst * MIN_ETHERNET_WIRE as f64,
             credit_capacity: self.credit_queue,
-            ecn_k: [u64::MAX, k_q1, self.k_legacy],
+            ecn_k: self.ecn_k(link_bps),
+            ecn_on_port: self.profile == Profile::Ppt && self.ecn_on_port,
+            lcp_drop: u64::MAX,
             red_threshold: self.red_threshold,
             buffer,
         }
@@ -122,7 +171,28 @@ impl Stack {
         }
         c.layered_window = self.profile == Profile::Layering;
         c.seed = self.seed;
+        if f.transport == TransportKind::Ppt {
+            c.ppt = self.ppt_config();
+        }
         c
+    }
+
+    /// PPT senders: I for case 1 from the host link's BDP (C·base RTT), the identification
+    /// threshold, demotion thresholds and ablations of `[host.ppt]`.
+    pub fn ppt_config(&self) -> PptConfig {
+        let p = &self.ppt;
+        let kb = |v: f64| (v * 1000.0) as u64;
+        PptConfig {
+            large_flow_threshold: kb(p.large_flow_kb),
+            demotion_thresholds: p.demotion_kb.map(kb),
+            alpha_history: p.alpha_history,
+            ewd: p.ewd,
+            scheduling: p.scheduling,
+            identification: p.identification,
+            lcp: p.lcp,
+            max_ahead_bytes: PPT_REORDER_BYTES,
+            ..PptConfig::for_link(self.host_bps, self.base_rtt.max(1))
+        }
     }
 
     pub fn receiver_config(&self, _f: &FlowSpec) -> ReceiverConfig {
@@ -136,6 +206,9 @@ impl Stack {
         credit.target_loss_rule = self.target_loss_rule;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
+        if _f.transport == TransportKind::Ppt {
+            c.max_reorder_bytes = PPT_REORDER_BYTES;
+        }
         c
     }
 }
@@ -146,7 +219,10 @@ impl PortFactory for Stack {
             Some(_) => BufferLimit::Shared,
             None => BufferLimit::PerPort { bytes: self.buffer },
         };
-        self.port(link_bps, self.credit_share, buffer)
+        PortConfig {
+            lcp_drop: self.lcp_drop,
+            ..self.port(link_bps, self.credit_share, buffer)
+        }
     }
 
     /// A host NIC is an edge switch (FlexPass §4.3 footnote 6; ExpressPass: "host and switch

@@ -156,12 +156,27 @@ pub struct FigureData {
     pub x_label: String,
     pub paper: String,
     pub panels: Vec<Panel>,
+    /// A sweep key whose values are not numbers (a scheme's name) is a categorical x axis:
+    /// x is the index of the value here, in the order the runs first show it; empty for a
+    /// numeric x.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub x_categories: Vec<String>,
 }
 
 /// The figure's lines: per panel, one series per value of `series`, points (x, y) sorted by
-/// x; runs without the metric are left out.
+/// x; runs without the metric are left out. An x key whose values are not all numbers is
+/// categorical (`FigureData::x_categories`).
 pub fn figure(fig: &FigureSpec, runs: &[Finished]) -> Result<FigureData, String> {
     let mut panels = vec![];
+    let xs: Vec<Option<Value>> = runs.iter().map(|r| lookup(r, &fig.x)).collect();
+    let mut x_categories: Vec<String> = vec![];
+    if xs.iter().all(Option::is_some) && xs.iter().flatten().any(|v| !v.is_number()) {
+        for t in xs.iter().flatten().map(text) {
+            if !x_categories.contains(&t) {
+                x_categories.push(t);
+            }
+        }
+    }
     for p in &fig.panels {
         let mut series: Vec<Series> = vec![];
         for r in runs {
@@ -172,9 +187,14 @@ pub fn figure(fig: &FigureSpec, runs: &[Finished]) -> Result<FigureData, String>
             if !selected {
                 continue;
             }
-            let x = lookup(r, &fig.x)
-                .and_then(|v| v.as_f64())
-                .ok_or_else(|| format!("figure.x '{}' is not a number in every run", fig.x))?;
+            let x = if x_categories.is_empty() {
+                lookup(r, &fig.x)
+                    .and_then(|v| v.as_f64())
+                    .ok_or_else(|| format!("figure.x '{}' is not a number in every run", fig.x))?
+            } else {
+                let t = lookup(r, &fig.x).map_or("-".into(), |v| text(&v));
+                x_categories.iter().position(|c| *c == t).expect("listed") as f64
+            };
             let name = match &fig.series {
                 Some(k) => lookup(r, k).map_or("-".into(), |v| text(&v)),
                 None => p.label.clone(),
@@ -182,7 +202,12 @@ pub fn figure(fig: &FigureSpec, runs: &[Finished]) -> Result<FigureData, String>
             let Some(y) = metric(&r.report, &p.y).and_then(|v| v.as_f64()) else {
                 continue;
             };
-            let pt = (x * fig.x_scale, y * p.scale);
+            let x = if x_categories.is_empty() {
+                x * fig.x_scale
+            } else {
+                x
+            };
+            let pt = (x, y * p.scale);
             match series.iter_mut().find(|s| s.name == name) {
                 Some(s) => s.points.push(pt),
                 None => series.push(Series {
@@ -222,6 +247,7 @@ pub fn figure(fig: &FigureSpec, runs: &[Finished]) -> Result<FigureData, String>
         x_label: fig.x_label.clone(),
         paper: fig.paper.clone(),
         panels,
+        x_categories,
     })
 }
 
@@ -236,14 +262,48 @@ pub fn figure_csv(f: &FigureData) -> String {
     for p in &f.panels {
         for s in &p.series {
             for (x, y) in &s.points {
-                rows.push(vec![
-                    p.y.clone(),
-                    s.name.clone(),
-                    format!("{x}"),
-                    format!("{y}"),
-                ]);
+                let x = match f.x_categories.get(x.round() as usize) {
+                    Some(c) if !f.x_categories.is_empty() => c.clone(),
+                    _ => format!("{x}"),
+                };
+                rows.push(vec![p.y.clone(), s.name.clone(), x, format!("{y}")]);
             }
         }
     }
     csv(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, avg: f64) -> Finished {
+        Finished {
+            point: vec![Override::parse(&format!("name={name}")).unwrap()],
+            report: serde_json::json!({ "fct": { "avg": avg }, "params": { "load": 0.5 } }),
+        }
+    }
+
+    #[test]
+    fn a_categorical_x_axis_numbers_its_values_in_order() {
+        let fig: FigureSpec = toml::from_str(
+            "name = \"f\"\ntitle = \"t\"\nx = \"name\"\n[[panel]]\ny = \"fct.avg\"\nlabel = \"avg\"\n",
+        )
+        .unwrap();
+        let runs = [run("dctcp", 3.0), run("ppt", 1.0), run("dctcp", 3.0)];
+        let f = figure(&fig, &runs).unwrap();
+        assert_eq!(f.x_categories, ["dctcp", "ppt"]);
+        assert_eq!(f.panels[0].series[0].points[..2], [(0.0, 3.0), (0.0, 3.0)]);
+        assert_eq!(f.panels[0].series[0].points[2], (1.0, 1.0));
+        let csv = figure_csv(&f);
+        assert!(csv.lines().nth(3).unwrap().contains(",ppt,"), "{csv}");
+        // A numeric x stays numeric.
+        let fig: FigureSpec = toml::from_str(
+            "name = \"f\"\ntitle = \"t\"\nx = \"params.load\"\nx_scale = 100\n[[panel]]\ny = \"fct.avg\"\nlabel = \"avg\"\n",
+        )
+        .unwrap();
+        let f = figure(&fig, &runs).unwrap();
+        assert!(f.x_categories.is_empty());
+        assert_eq!(f.panels[0].series[0].points[0], (50.0, 3.0));
+    }
 }

@@ -94,7 +94,10 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         let cdf = FlowSizeCdf::load(&w.cdf)?;
         let mut rng = ChaCha8Rng::seed_from_u64(exp.seed ^ TRAFFIC_SEED_SALT);
         let fg_fraction = w.foreground.as_ref().map_or(0.0, |f| f.volume_fraction);
-        let capacity = built.load_capacity_bps;
+        let capacity = match w.load_on.as_deref() {
+            Some("hosts") => hosts as f64 * exp.topology.link_bps(),
+            _ => built.load_capacity_bps,
+        };
         // Flow sizes are payload bytes; the load counts them on the wire (FlexPass's
         // simulator: avgFlowSize · 8 / maxPayload · maxEthernetSize).
         let mean_wire = cdf.mean() * wire_factor(exp.topology.mtu());

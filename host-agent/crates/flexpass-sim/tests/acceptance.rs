@@ -49,6 +49,7 @@ fn incast(t: TransportKind, n: usize, extra: &[String]) -> RunReport {
         TransportKind::ExpressPass => ("expresspass", "naive"),
         TransportKind::FlexPass => ("flexpass", "flexpass"),
         TransportKind::Dctcp => ("dctcp", "flexpass"),
+        TransportKind::Ppt => ("ppt", "ppt"),
     };
     let mut s = sets(&[
         &format!("incast.0.transport={name}"),
@@ -305,6 +306,7 @@ fn byte_exact_delivery_under_loss_reordering_and_duplication() {
             TransportKind::FlexPass,
             TransportKind::ExpressPass,
             TransportKind::Dctcp,
+            TransportKind::Ppt,
         ] {
             let r = incast(
                 t,

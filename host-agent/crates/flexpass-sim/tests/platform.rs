@@ -327,3 +327,90 @@ fn flows_survive_a_link_failure_and_repair() {
         );
     }
 }
+
+#[test]
+fn ppt_on_a_scaled_fabric() {
+    // PPT §6.2's fabric scaled down: 24 hosts (4 leaves × 6, 2 spines, 40/100 Gbit/s, 120 kB
+    // per port, K 96 kB HCP / 86 kB LCP), 600 web-search flows at load 0.5; DCTCP and PPT on
+    // the same switches (8 strict priorities). The 144-host runs are in docs/results-ppt.md.
+    let points = ["0.0", "1.0"];
+    let runs: Vec<RunReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = points
+            .iter()
+            .map(|f| {
+                s.spawn(move || {
+                    run(
+                        "ppt-websearch",
+                        &[
+                            "topology.leaves=4",
+                            "topology.hosts_per_leaf=6",
+                            "topology.spines=2",
+                            "workload.flows=600",
+                            &format!("deployment.fraction={f}"),
+                        ],
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let [dctcp, ppt] = &runs[..] else {
+        unreachable!()
+    };
+    for r in &runs {
+        assert_eq!(r.fct.overall.incomplete, 0);
+        assert_eq!(r.corrupted_bytes, 0);
+    }
+    assert!(dctcp
+        .flows
+        .iter()
+        .all(|f| f.transport == TransportKind::Dctcp));
+    assert!(ppt.flows.iter().all(|f| f.transport == TransportKind::Ppt));
+    let lcp = ppt
+        .ppt
+        .as_ref()
+        .expect("PPT flows: the report's ppt section");
+    assert_eq!(lcp.flows, 600);
+    assert!(lcp.lcp_packets > 0 && lcp.lcp_byte_share > 0.0, "{lcp:?}");
+    // 1. Small flows (≤ 100 kB) finish faster: the LCP sends their tail in the first RTT, and
+    //    their HCP packets leave before every large flow's (P0 vs P3). Compared on the median
+    //    and on the average over the flows without a retransmission timeout (a 10 ms RTO
+    //    dominates the average of a few hundred flows either way).
+    let small = |r: &RunReport| -> Vec<f64> {
+        r.flows
+            .iter()
+            .filter(|f| f.size.unwrap() <= 100_000 && f.timeouts == 0)
+            .map(|f| f.fct_us.unwrap())
+            .collect()
+    };
+    let avg = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let p50 = |r: &RunReport| r.fct.overall.buckets.small.p50_us;
+    assert!(
+        p50(ppt) < 0.75 * p50(dctcp),
+        "small-flow median: PPT {} µs, DCTCP {} µs",
+        p50(ppt),
+        p50(dctcp)
+    );
+    let (a_ppt, a_dctcp) = (avg(small(ppt)), avg(small(dctcp)));
+    assert!(
+        a_ppt < 0.75 * a_dctcp,
+        "small-flow average without RTOs: PPT {a_ppt} µs, DCTCP {a_dctcp} µs"
+    );
+    // 2. LCP never delays HCP packets: strict priority sends an LCP packet only when no HCP
+    //    packet is queued, so an HCP packet waits for an LCP packet only when it arrives while
+    //    one is already on the wire — at most one full frame's serialization on the slowest
+    //    link (1538 B at 40 Gbit/s) — on every switch port and NIC.
+    let frame_ns = (1538.0 * 8.0 / 40.0f64).ceil() as u64;
+    assert!(
+        lcp.hcp_arrivals_behind_lcp > 0,
+        "no contention at all: {lcp:?}"
+    );
+    assert!(
+        lcp.hcp_max_wait_behind_lcp_ns <= frame_ns,
+        "an HCP packet waited {} ns behind LCP packets (one frame: {frame_ns} ns)",
+        lcp.hcp_max_wait_behind_lcp_ns
+    );
+    // Both loops' queues were used: HCP packets in P0–P3, LCP packets in P4–P7.
+    assert!(lcp.switch_max_bytes[..4].iter().any(|&b| b > 0));
+    assert!(lcp.switch_max_bytes[4..].iter().any(|&b| b > 0));
+}

@@ -77,6 +77,7 @@ fn transport_str(t: TransportKind) -> &'static str {
         TransportKind::FlexPass => "flexpass",
         TransportKind::ExpressPass => "expresspass",
         TransportKind::Dctcp => "dctcp",
+        TransportKind::Ppt => "ppt",
     }
 }
 
@@ -320,6 +321,11 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             data(9, Proactive, u64::MAX - 2, 1, 1, 1, true, false, &[1, 2]),
         ),
         (
+            "ppt_lcp_data_tail",
+            "PPT opportunistic (LCP) packet: PROACTIVE_DATA with credit_seq 0, the last 4 bytes of a 1 MiB flow with FIN, sent first from the tail of the send buffer (LCP packet 0)",
+            data(21, Proactive, (1 << 20) - 4, 0, 0, 77, true, false, b"tail"),
+        ),
+        (
             "ack_no_sack",
             "ACK for the proactive sub-flow, no SACK blocks, no ECE",
             ack(0x0a0b_0c0d, Proactive, false, 1, 0, 1_000_000, 8, &[]),
@@ -347,6 +353,16 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 144_400,
                 &[(170, 181), (150, 160), (120, 130), (102, 110)],
             ),
+        ),
+        (
+            "ppt_low_priority_ack",
+            "PPT low-priority ACK (sub-flow 0) sent when the second of LCP packets 4 and 5 arrived (0 and 1 received, 2 and 3 lost): cum_ack 2, SACK [4, 6); flow_ack 8664 from the HCP",
+            ack(21, Proactive, false, 2, 5, 1234, 8664, &[(4, 6)]),
+        ),
+        (
+            "ppt_low_priority_ack_ece",
+            "PPT low-priority ACK with ECE: one of the two opportunistic packets it acknowledges carried CE (it releases no new LCP packet)",
+            ack(21, Proactive, true, 2, 1, 1300, 0, &[]),
         ),
         (
             "ack_sack_max_values",
@@ -478,6 +494,17 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             }),
         ),
         (
+            "hello_ppt",
+            "HELLO, transport ppt (4), 64 kB flow",
+            Packet::Hello(Hello {
+                flow_id: 21,
+                transport: TransportKind::Ppt,
+                flow_size: 64_000,
+                conn: None,
+                cookie: None,
+            }),
+        ),
+        (
             "hello_ack_accepted",
             "HELLO_ACK accepted",
             Packet::HelloAck(HelloAck {
@@ -493,6 +520,15 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 3,
                 transport: TransportKind::Dctcp,
                 status: HelloStatus::UnsupportedTransport,
+            }),
+        ),
+        (
+            "hello_ack_ppt",
+            "HELLO_ACK accepted, transport ppt",
+            Packet::HelloAck(HelloAck {
+                flow_id: 21,
+                transport: TransportKind::Ppt,
+                status: HelloStatus::Accepted,
             }),
         ),
         (
@@ -731,7 +767,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(ack4.clone(), 56, &[0, 0, 0, 50, 0, 0, 0, 60]), "BadSackBlock"),
         // --- HELLO / HELLO_ACK / RESET ---------------------------------------------------------------
         ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
-        ("hello_unknown_transport_4", "HELLO transport 4", with(hello.clone(), 8, &[4]), "UnknownTransport"),
+        ("hello_unknown_transport_5", "HELLO transport 5 (4 is ppt)", with(hello.clone(), 8, &[5]), "UnknownTransport"),
         ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
         ("hello_conn_role_0", "HELLO (CONN) role 0", with(hconn.clone(), 28, &[0]), "BadConnRole"),
         ("hello_conn_role_3", "HELLO (CONN) role 3", with(hconn.clone(), 28, &[3]), "BadConnRole"),

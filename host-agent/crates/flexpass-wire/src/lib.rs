@@ -30,7 +30,9 @@ mod error;
 mod packet;
 mod sack;
 
-pub use dscp::{split_tos, tos, DscpPlan, Ecn, TrafficClass};
+pub use dscp::{
+    split_tos, tos, DscpPlan, Ecn, TrafficClass, DEFAULT_PRIORITY_DSCP, PRIORITY_LEVELS,
+};
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
     Ack, ConnRole, Credit, CreditRequest, Data, Hello, HelloAck, HelloConn, HelloStatus, Packet,

@@ -134,6 +134,9 @@ pub enum TransportKind {
     ExpressPass,
     /// DCTCP-style window transport (reactive sub-flow only); wire 3.
     Dctcp,
+    /// PPT (SIGCOMM'24): DCTCP as the high-priority loop (HCP) on the reactive sub-flow and
+    /// the low-priority loop (LCP) of opportunistic packets on sub-flow 0; no credits; wire 4.
+    Ppt,
 }
 
 impl TransportKind {
@@ -143,6 +146,7 @@ impl TransportKind {
             1 => Some(TransportKind::FlexPass),
             2 => Some(TransportKind::ExpressPass),
             3 => Some(TransportKind::Dctcp),
+            4 => Some(TransportKind::Ppt),
             _ => None,
         }
     }
@@ -153,6 +157,7 @@ impl TransportKind {
             TransportKind::FlexPass => 1,
             TransportKind::ExpressPass => 2,
             TransportKind::Dctcp => 3,
+            TransportKind::Ppt => 4,
         }
     }
 
@@ -575,12 +580,27 @@ impl Packet {
     /// Credit-based transports: CREDIT → (Credit, Not-ECT); proactive data →
     /// (ProactiveData, ECT(0)); reactive data → (ReactiveData, ECT(0));
     /// everything else → (Control, ECT(0)). `Dctcp`: data → (Legacy, ECT(0)),
-    /// everything else → (Legacy, Not-ECT).
+    /// everything else → (Legacy, Not-ECT). `Ppt` (defaults; a PPT sender overrides the
+    /// priority of its data by flow scheduling, SIGCOMM'24 §4.2): reactive data (HCP) →
+    /// (P0, ECT(0)); proactive-sub-flow data (LCP) → (P4, ECT(0)); an ACK of sub-flow 0 (a
+    /// low-priority ACK) → (P4, Not-ECT); everything else → (P0, Not-ECT).
     pub fn marking(&self, transport: TransportKind) -> (TrafficClass, Ecn) {
         if transport == TransportKind::Dctcp {
             return match self {
                 Packet::Data(_) => (TrafficClass::Legacy, Ecn::Ect0),
                 _ => (TrafficClass::Legacy, Ecn::NotEct),
+            };
+        }
+        if transport == TransportKind::Ppt {
+            return match self {
+                Packet::Data(d) => match d.subflow {
+                    SubFlow::Reactive => (TrafficClass::Priority(0), Ecn::Ect0),
+                    SubFlow::Proactive => (TrafficClass::Priority(4), Ecn::Ect0),
+                },
+                Packet::Ack(a) if a.subflow == SubFlow::Proactive => {
+                    (TrafficClass::Priority(4), Ecn::NotEct)
+                }
+                _ => (TrafficClass::Priority(0), Ecn::NotEct),
             };
         }
         match self {
@@ -1024,7 +1044,16 @@ mod tests {
             c.marking(TransportKind::ExpressPass),
             (TrafficClass::Credit, Ecn::NotEct)
         );
+        assert_eq!(
+            p.marking(TransportKind::Ppt),
+            (TrafficClass::Priority(4), Ecn::Ect0),
+            "PPT: proactive-sub-flow data is the LCP"
+        );
         let s = Packet::CreditStop { flow_id: 1 };
+        assert_eq!(
+            s.marking(TransportKind::Ppt),
+            (TrafficClass::Priority(0), Ecn::NotEct)
+        );
         assert_eq!(
             s.marking(TransportKind::FlexPass),
             (TrafficClass::Control, Ecn::Ect0)

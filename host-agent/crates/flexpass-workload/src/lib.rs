@@ -149,6 +149,9 @@ pub struct FctSummary {
     pub medium: FctStats,
     /// ≥ 10 MB
     pub large: FctStats,
+    /// Every flow that is not small (medium and large together): PPT's "large flows"
+    /// (> 100 KB, SIGCOMM'24 §6).
+    pub not_small: FctStats,
 }
 
 /// The `q`-quantile of sorted values (nearest rank: the smallest value with at least a
@@ -194,6 +197,7 @@ pub fn summarize_with(records: &[(u64, f64)], small: u64) -> FctSummary {
         small: pick(&|s| s < small),
         medium: pick(&|s| s >= small && s < LARGE_FLOW),
         large: pick(&|s| s >= LARGE_FLOW),
+        not_small: pick(&|s| s >= small),
     }
 }
 

@@ -68,7 +68,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn transport(&mut self) -> TransportKind {
-        TransportKind::from_wire(1 + self.tag(3)).expect("1..=3")
+        TransportKind::from_wire(1 + self.tag(4)).expect("1..=4")
     }
 
     pub fn subflow(&mut self) -> SubFlow {

@@ -43,6 +43,7 @@ pub fn specs() -> Vec<TraceSpec> {
         (TransportKind::FlexPass, "flexpass"),
         (TransportKind::ExpressPass, "expresspass"),
         (TransportKind::Dctcp, "dctcp"),
+        (TransportKind::Ppt, "ppt"),
     ] {
         let base = TraceSpec {
             name: "",

@@ -49,6 +49,7 @@ pub fn subflow_allowed(transport: TransportKind, subflow: SubFlow) -> bool {
         TransportKind::FlexPass => true,
         TransportKind::ExpressPass => subflow == SubFlow::Proactive,
         TransportKind::Dctcp => subflow == SubFlow::Reactive,
+        TransportKind::Ppt => true,
     }
 }
 
@@ -72,7 +73,18 @@ fn check_emitted(t: &Transmit, transport: TransportKind) {
         "emitted packet must be encodable: {p:?}"
     );
     assert_eq!(p.flow_id(), FLOW, "emitted packet of another flow: {p:?}");
-    assert_eq!((t.class, t.ecn), p.marking(transport), "marking of {p:?}");
+    let (class, ecn) = p.marking(transport);
+    match (transport, p) {
+        // PPT data carries its flow's priority (SIGCOMM'24 §4.2): the HCP one of P0–P3, the
+        // LCP the mirror image P4–P7; the marking gives each half's top.
+        (TransportKind::Ppt, Packet::Data(d)) => {
+            let level = t.class.priority().expect("PPT data has a priority");
+            let lcp = d.subflow == SubFlow::Proactive;
+            assert_eq!(level >= 4, lcp, "PPT {:?} data at P{level}", d.subflow);
+            assert_eq!(t.ecn, ecn, "marking of {p:?}");
+        }
+        _ => assert_eq!((t.class, t.ecn), (class, ecn), "marking of {p:?}"),
+    }
     assert_eq!(
         Packet::decode(&p.encode_to_vec()).as_ref(),
         Ok(p),
@@ -121,12 +133,15 @@ pub fn receiver_config(max_reorder: u64, seed: u64, rate_scaled: bool) -> Receiv
 pub struct SenderSut {
     pub s: Sender,
     pub transport: TransportKind,
+    mss: usize,
     pub now: Nanos,
     /// Bytes the application wrote (accepted by `write`).
     pub written: u64,
     pub finished: bool,
     /// End of the highest byte ever transmitted.
     pub max_end_sent: u64,
+    /// Distinct bytes transmitted (PPT sends the tail first, so not `max_end_sent`).
+    sent_distinct: u64,
     /// Sub-flow sequence numbers seen on the wire so far (next expected).
     pub next_seq: [u32; 2],
     /// Every data packet transmitted (the sender target's honest receiver picks from it).
@@ -151,10 +166,12 @@ impl SenderSut {
         SenderSut {
             s,
             transport,
+            mss: mss.max(1),
             now: start,
             written: 0,
             finished: false,
             max_end_sent: 0,
+            sent_distinct: 0,
             next_seq: [0; 2],
             sent: Vec::new(),
             last_cum: [0; 2],
@@ -190,6 +207,11 @@ impl SenderSut {
             self.written += len as u64;
         }
         self.cost += PER_BYTE * len + PER_PACKET;
+        if self.transport == TransportKind::Ppt {
+            // PPT cuts written bytes into segments before sending them (the LCP sends from
+            // the tail of the buffer): a segment per MSS written, ahead of its packet.
+            self.cost += PER_PACKET * len.div_ceil(self.mss);
+        }
     }
 
     pub fn finish(&mut self) {
@@ -304,14 +326,38 @@ impl SenderSut {
                         assert_eq!(seg, (d.payload.len(), d.fin), "segment boundaries change");
                         assert!(d.retransmission, "a retransmission without RETX");
                     }
+                    None if self.transport == TransportKind::Ppt => {
+                        // PPT: the LCP cuts from the tail; segments never overlap.
+                        assert!(!d.retransmission, "RETX on a first transmission");
+                        let below = self.segments.range(..d.flow_seq).next_back();
+                        assert!(
+                            below.is_none_or(|(&s, &(l, _))| s + l as u64 <= d.flow_seq),
+                            "new segment at {} overlaps an earlier one",
+                            d.flow_seq
+                        );
+                        let above = self.segments.range(d.flow_seq..).next();
+                        assert!(
+                            above.is_none_or(|(&s, _)| end <= s && (end < s || !d.payload.is_empty())),
+                            "new segment at {} overlaps a later one",
+                            d.flow_seq
+                        );
+                        self.segments.insert(d.flow_seq, (d.payload.len(), d.fin));
+                        self.max_end_sent = self.max_end_sent.max(end);
+                        self.sent_distinct += d.payload.len() as u64;
+                    }
                     None => {
                         assert!(!d.retransmission, "RETX on a first transmission");
                         assert_eq!(d.flow_seq, self.max_end_sent, "new data is cut in order");
                         self.segments.insert(d.flow_seq, (d.payload.len(), d.fin));
                         self.max_end_sent = end;
+                        self.sent_distinct += d.payload.len() as u64;
                     }
                 }
                 match d.subflow {
+                    // PPT's opportunistic packets consume no credit.
+                    SubFlow::Proactive if self.transport == TransportKind::Ppt => {
+                        assert_eq!(d.credit_seq, 0)
+                    }
                     SubFlow::Proactive => {
                         // One proactive packet per credit, echoing it; skipped credits were wasted.
                         loop {
@@ -384,7 +430,7 @@ impl SenderSut {
         assert_eq!(s.unacked_bytes(), self.written - acked, "unacked_bytes");
         assert_eq!(
             s.pending_bytes(),
-            self.written - self.max_end_sent,
+            self.written - self.sent_distinct,
             "pending = written − transmitted"
         );
         for sub in SUBFLOWS {
@@ -450,6 +496,9 @@ pub struct ReceiverSut {
     expected: VecDeque<Expect>,
     /// Sub-flow sequences of accepted data.
     received: [BTreeSet<u32>; 2],
+    /// PPT: opportunistic packets accepted since the last low-priority ACK, any with CE.
+    lcp_pending: u32,
+    lcp_ce: bool,
     /// Highest cum_ack / flow_ack seen in an emitted ACK.
     ack_cum: [u32; 2],
     /// Sub-flow cumulative ACKs at the last check.
@@ -486,6 +535,8 @@ impl ReceiverSut {
             delivered: 0,
             expected: VecDeque::new(),
             received: [BTreeSet::new(), BTreeSet::new()],
+            lcp_pending: 0,
+            lcp_ce: false,
             ack_cum: [0; 2],
             last_cum: [0; 2],
             ack_flow: 0,
@@ -589,12 +640,27 @@ impl ReceiverSut {
         match &p {
             Packet::Data(d) => {
                 let end = d.flow_seq + d.payload.len() as u64;
-                self.expected.push_back(Expect::Ack {
-                    subflow: d.subflow,
-                    ack_seq: d.subflow_seq,
-                    tsecr: d.tsval,
-                    ece: ce,
-                });
+                let mut ece = ce;
+                let mut acked = true;
+                if self.transport == TransportKind::Ppt && d.subflow == SubFlow::Proactive {
+                    // One low-priority ACK per two opportunistic packets (ECE if either
+                    // carried CE), or at once for the packet that completes the flow.
+                    self.lcp_pending += 1;
+                    self.lcp_ce |= ce;
+                    acked = self.lcp_pending >= 2 || self.r.is_complete();
+                    if acked {
+                        ece = std::mem::take(&mut self.lcp_ce);
+                        self.lcp_pending = 0;
+                    }
+                }
+                if acked {
+                    self.expected.push_back(Expect::Ack {
+                        subflow: d.subflow,
+                        ack_seq: d.subflow_seq,
+                        tsecr: d.tsval,
+                        ece,
+                    });
+                }
                 self.received[sf(d.subflow)].insert(d.subflow_seq);
                 self.add_range(d.flow_seq, end);
                 if d.fin {
