@@ -17,12 +17,15 @@ and keeps each switch equal to what the config and the link state
 * **Mastership.**  Arbitration with ``election_id``; a restarted controller gets
   mastership back with the same id as soon as the switch dropped the old stream
   (at once when the old process is gone); ``takeover`` bids above a live primary.
+  When a controller with a higher id becomes primary (an operator's
+  ``flexpass-ctl apply --election-id 2``), this one stays connected as a backup,
+  writes nothing, and reconciles when the switch says it is primary again.
   Switches keep every entry while no controller is connected (P4Runtime: state
   belongs to the device), so a restart costs no writes: the first reconcile
   reads back and finds nothing to do.
 
 Events are reported as dicts (``flexpass-ctl run`` prints one JSON line each,
-with ``t``: Unix time) — ``start``, ``primary``, ``unreachable``, ``lost``,
+with ``t``: Unix time) — ``start``, ``primary``, ``backup``, ``unreachable``, ``lost``,
 ``links``, ``reconciled`` (reason, pipeline pushed, writes by operation,
 duration), ``error``, ``stop``.
 
@@ -52,6 +55,7 @@ class Session:
     last_error: Optional[str] = None
     next_attempt: float = 0.0
     reconciles: int = 0
+    backup: bool = False
 
 
 def _stat(path: Path):
@@ -167,12 +171,26 @@ class Controller:
         s.client = None
 
     def _ensure_session(self, s: Session, now: float) -> bool:
-        if s.client is not None and s.client.alive and s.client.is_primary:
-            return True
+        if s.client is not None and s.client.alive:
+            if s.client.is_primary:
+                if s.backup:  # told we are primary again (the higher controller left)
+                    s.backup = False
+                    self.emit({"event": "primary", "switch": s.name, "election_id": s.client.election_id[1],
+                               "took_over": False, "regained": True})
+                    s.reason = s.reason or "primary regained"
+                return True
+            # Another controller with a higher election id is primary: stay connected as a
+            # backup (P4Runtime tells us when we are primary again); write nothing.
+            if not s.backup:
+                s.backup = True
+                pid = s.client.primary_election_id
+                self.emit({"event": "backup", "switch": s.name,
+                           "primary_election_id": None if pid is None else pid[1]})
+            return False
         if s.client is not None:
-            why = "stream ended (switch restarted or gone)" if not s.client.alive else "another controller became primary"
-            self.emit({"event": "lost", "switch": s.name, "error": why})
+            self.emit({"event": "lost", "switch": s.name, "error": "stream ended (switch restarted or gone)"})
             self._drop(s)
+            s.backup = False
             s.reason = "reconnect"
         if now < s.next_attempt:
             return False

@@ -428,9 +428,15 @@ def test_resident_controller_links_switch_restart_and_its_own_restart(tmp_path, 
     assert _wait(ctl4.in_sync, tick=ctl4.tick)
     assert all(e["election_id"] == 2 and e["took_over"] for e in ev.of("primary"))
     assert all(e["writes"] == 0 for e in ev.of("reconciled"))
-    ctl2.retry_s = 10  # so it does not bid back with id 1 during the check
-    assert _wait(lambda: len(ev.of("lost")) == len(fakes), tick=ctl2.tick)
+    # ctl2 stays connected as a backup (no write), and is primary again when ctl4 goes.
+    writes = {n: s.writes for n, s in fakes.items()}
+    assert _wait(lambda: len(ev.of("backup")) == len(fakes), tick=ctl2.tick)
+    assert not ev.of("lost") and {n: s.writes for n, s in fakes.items()} == writes
+    ev.clear()
     ctl4.close()
+    assert _wait(lambda: len(ev.of("reconciled")) == len(fakes), tick=ctl2.tick)
+    assert all(e["regained"] for e in ev.of("primary")) and len(ev.of("primary")) == len(fakes)
+    assert all(e["writes"] == 0 and e["reason"] == "primary regained" for e in ev.of("reconciled"))
     ctl2.close()
 
 

@@ -91,3 +91,44 @@ def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Pa
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], link_bps: float, title: str,
+                        path: Path) -> None:
+    """Per-flow throughput (Mbit/s) over time with the faults marked: shaded while
+    a link is down, a switch is dead or the controller is gone."""
+    faults = [e for e in timeline if "fault" in e]
+    t_ref = faults[0]["t"] if faults else min((r[0][0] for r in series.values() if r), default=0.0)
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    styles = {"flexpass": "-", "expresspass": "--", "dctcp": ":"}
+    for key, rows in sorted(series.items()):
+        if not rows:
+            continue
+        transport = key.split()[1] if len(key.split()) > 1 else ""
+        ax.plot([t - t_ref for t, *_ in rows], [b * 8 / dt / 1e6 for _, dt, b, *_ in rows],
+                linestyle=styles.get(transport, "-"), linewidth=1.2, label=key)
+    colours = {"link down": "tab:red", "link up": "tab:green", "killed": "tab:purple", "controller": "tab:orange"}
+    top = link_bps / 1e6 * 1.1
+    down_at = None
+    for e in faults:
+        x = e["t"] - t_ref
+        kind = next((k for k in colours if k in e["event"]), "link down")
+        ax.axvline(x, color=colours[kind], linewidth=1, alpha=0.8)
+        ax.text(x, top * 0.98, " " + e["event"], rotation=90, va="top", fontsize=7, color=colours[kind])
+        if e["event"] == "link down":
+            down_at = x
+        elif e["event"] == "link up" and down_at is not None:
+            ax.axvspan(down_at, x, color="tab:red", alpha=0.08)
+            down_at = None
+        elif "reconciled_s" in e:
+            ax.axvspan(x, x + e["reconciled_s"], color="tab:purple", alpha=0.08)
+        elif "mastership_s" in e:
+            ax.axvspan(x, x + (e.get("mastership_s") or 0), color="tab:orange", alpha=0.08)
+    ax.set_xlabel("time since the first fault (s)")
+    ax.set_ylabel("throughput per flow (Mbit/s)")
+    ax.set_ylim(0, top)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
