@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build switch-target test demo demo-mininet bench bench-model figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps build switch-target test demo demo-mininet bench bench-floods bench-model figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -127,7 +127,7 @@ test-netns:
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
-	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
+	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine,
 # network faults (link down, switch and controller restarts).
@@ -183,6 +183,12 @@ bench: build
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
+
+## bench-floods: the agent under floods (root): spoofed HELLO/CREDIT_REQUEST floods per cookie
+## mode and rate with flows of every transport (FCT, memory, half-open table), forged credit
+## floods against a sender (docs/reliability.md; several minutes)
+bench-floods: build
+	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_floods.py
 
 ## bench-model: one 10 000-flow web-search run on the 192-host Clos at load 0.5, on one core:
 ## wall time, events/s, simulated seconds per wall second, peak memory

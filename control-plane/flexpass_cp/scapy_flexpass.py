@@ -97,7 +97,9 @@ CREDIT_REQUEST_LEN = 16
 CREDIT_STOP_LEN = 8
 HELLO_LEN = 20
 HELLO_CONN_LEN = 32
+COOKIE_LEN = 8
 HELLO_ACK_LEN = 12
+HELLO_ACK_COOKIE_LEN = 20
 RESET_LEN = 12
 MAX_MESSAGE_LEN = 0xFFFF
 IPV4_UDP_OVERHEAD = 28
@@ -136,16 +138,19 @@ FLAG_FIN = 0x01
 FLAG_ECE = 0x02
 FLAG_RETX = 0x04
 FLAG_CONN = 0x08
+FLAG_COOKIE = 0x10
 
 ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
 ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
-ALLOWED_FLAGS[T_HELLO] = FLAG_CONN
+ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE
+ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
 TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp"}
-HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused"}
+HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused", 3: "retry"}
+STATUS_RETRY = 3  # only with flag COOKIE, which only it allows
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
 CONN_ROLES = {1: "open", 2: "reply"}
 
@@ -312,7 +317,9 @@ def decode(buf: bytes) -> Dict[str, Any]:
 
     if t == T_HELLO:
         with_conn = bool(flags & FLAG_CONN)
-        _exact_len(n, HELLO_CONN_LEN if with_conn else HELLO_LEN)
+        with_cookie = bool(flags & FLAG_COOKIE)
+        base = HELLO_CONN_LEN if with_conn else HELLO_LEN
+        _exact_len(n, base + (COOKIE_LEN if with_cookie else 0))
         if buf[8] not in TRANSPORTS:
             raise FlexPassDecodeError("UnknownTransport", f"transport {buf[8]}")
         if buf[9:12] != b"\x00\x00\x00":
@@ -328,18 +335,25 @@ def decode(buf: bytes) -> Dict[str, Any]:
             conn_id, src_port, dst_port = struct.unpack_from("!IHH", buf, 20)
             hello["conn"] = {"conn_id": conn_id, "src_port": src_port, "dst_port": dst_port,
                              "role": CONN_ROLES[buf[28]]}
+        if with_cookie:
+            (hello["cookie"],) = struct.unpack_from("!Q", buf, base)
         return hello
 
     if t == T_HELLO_ACK:
-        _exact_len(n, HELLO_ACK_LEN)
+        with_cookie = bool(flags & FLAG_COOKIE)
+        _exact_len(n, HELLO_ACK_COOKIE_LEN if with_cookie else HELLO_ACK_LEN)
         if buf[8] not in TRANSPORTS:
             raise FlexPassDecodeError("UnknownTransport", f"transport {buf[8]}")
-        if buf[9] not in HELLO_STATUSES:
+        # Status retry and flag COOKIE go together: either without the other is BadStatus.
+        if buf[9] not in HELLO_STATUSES or (buf[9] == STATUS_RETRY) != with_cookie:
             raise FlexPassDecodeError("BadStatus", f"status {buf[9]}")
         if buf[10:12] != b"\x00\x00":
             raise FlexPassDecodeError("NonZeroReserved", "HELLO_ACK reserved")
-        return {"type": "hello_ack", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
-                "status": HELLO_STATUSES[buf[9]]}
+        ack = {"type": "hello_ack", "flow_id": flow_id, "transport": TRANSPORTS[buf[8]],
+               "status": HELLO_STATUSES[buf[9]]}
+        if with_cookie:
+            (ack["cookie"],) = struct.unpack_from("!Q", buf, HELLO_ACK_LEN)
+        return ack
 
     # T_RESET (the only remaining type)
     _exact_len(n, RESET_LEN)
@@ -442,10 +456,19 @@ def encode(pkt: Dict[str, Any]) -> bytes:
             flags = FLAG_CONN
             body += struct.pack("!IHHB3x", _uint(conn, "conn_id", 32), _uint(conn, "src_port", 16),
                                 _uint(conn, "dst_port", 16), _reverse(CONN_ROLES, conn.get("role"), "role"))
+        if pkt.get("cookie") is not None:
+            flags |= FLAG_COOKIE
+            body += struct.pack("!Q", _uint(pkt, "cookie", 64))
     elif kind == "hello_ack":
         t = T_HELLO_ACK
-        body = struct.pack("!BBH", _reverse(TRANSPORTS, pkt.get("transport"), "transport"),
-                           _reverse(HELLO_STATUSES, pkt.get("status"), "status"), 0)
+        status = _reverse(HELLO_STATUSES, pkt.get("status"), "status")
+        body = struct.pack("!BBH", _reverse(TRANSPORTS, pkt.get("transport"), "transport"), status, 0)
+        # A retry carries its cookie (flag COOKIE); no other status has one.
+        if (status == STATUS_RETRY) != (pkt.get("cookie") is not None):
+            raise FlexPassEncodeError("BadValue", "a cookie goes with status retry, and only with it")
+        if status == STATUS_RETRY:
+            flags = FLAG_COOKIE
+            body += struct.pack("!Q", _uint(pkt, "cookie", 64))
     elif kind == "reset":
         t = T_RESET
         body = struct.pack("!B3x", _reverse(RESET_REASONS, pkt.get("reason"), "reason"))
@@ -459,7 +482,7 @@ def encode(pkt: Dict[str, Any]) -> bytes:
 # Scapy layers
 # ---------------------------------------------------------------------------
 
-_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "F4", "F5", "F6", "F7"]  # bit 0 first
+_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "COOKIE", "F5", "F6", "F7"]  # bit 0 first
 
 
 class _FixedBody(Packet):
@@ -554,6 +577,12 @@ def _hello_has_conn(p) -> bool:
     return under is not None and bool(int(under.flags) & FLAG_CONN)
 
 
+def _has_cookie(p) -> bool:
+    """The header has flag COOKIE: an 8-byte cookie ends the HELLO / HELLO_ACK."""
+    under = p.underlayer
+    return under is not None and bool(int(under.flags) & FLAG_COOKIE)
+
+
 class FlexPassHello(_FixedBody):
     """HELLO body; with flag CONN in the header also the connection extension (conn_id,
     src_port, dst_port, role, reserved)."""
@@ -568,6 +597,7 @@ class FlexPassHello(_FixedBody):
         ConditionalField(ShortField("dst_port", 0), _hello_has_conn),
         ConditionalField(ByteEnumField("role", 1, CONN_ROLES), _hello_has_conn),
         ConditionalField(ThreeBytesField("conn_reserved", 0), _hello_has_conn),
+        ConditionalField(LongField("cookie", 0), _has_cookie),
     ]
 
 
@@ -579,6 +609,7 @@ class FlexPassHelloAck(_FixedBody):
         ByteEnumField("transport", 1, TRANSPORTS),
         ByteEnumField("status", 0, HELLO_STATUSES),
         ShortField("reserved", 0),
+        ConditionalField(LongField("cookie", 0), _has_cookie),
     ]
 
 
@@ -644,12 +675,15 @@ def to_scapy(pkt: Dict[str, Any]) -> Packet:
         extra = {} if conn is None else {
             "conn_id": conn["conn_id"], "src_port": conn["src_port"], "dst_port": conn["dst_port"],
             "role": _reverse(CONN_ROLES, conn["role"], "role")}
+        if pkt.get("cookie") is not None:
+            extra["cookie"] = pkt["cookie"]
         return hdr / FlexPassHello(transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
                                    flow_size=pkt["flow_size"], **extra)
     if kind == "hello_ack":
+        extra = {} if pkt.get("cookie") is None else {"cookie": pkt["cookie"]}
         return hdr / FlexPassHelloAck(
             transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
-            status=_reverse(HELLO_STATUSES, pkt["status"], "status"))
+            status=_reverse(HELLO_STATUSES, pkt["status"], "status"), **extra)
     return hdr / FlexPassReset(reason=_reverse(RESET_REASONS, pkt["reason"], "reason"))
 
 

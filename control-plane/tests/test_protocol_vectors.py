@@ -44,7 +44,7 @@ INVALID = VECTORS["invalid"]
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
               "hello_ack": 8, "reset": 9}
 TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3}
-STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2}
+STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
 REASON = {"unspecified": 0, "unknown_flow": 1, "protocol_violation": 2, "shutdown": 3}
 SUBFLOW = {"proactive": 0, "reactive": 1}
 
@@ -64,8 +64,10 @@ def _flags(pkt):
         return (0x01 if pkt["fin"] else 0) | (0x04 if pkt["retransmission"] else 0)
     if pkt["type"] == "ack":
         return 0x02 if pkt["ece"] else 0
-    if pkt["type"] == "hello" and "conn" in pkt:
-        return 0x08
+    if pkt["type"] == "hello":
+        return (0x08 if "conn" in pkt else 0) | (0x10 if "cookie" in pkt else 0)
+    if pkt["type"] == "hello_ack" and "cookie" in pkt:
+        return 0x10
     return 0
 
 
@@ -158,11 +160,18 @@ def _check_scapy_fields(p, vec):
             assert (b.conn_id, b.src_port, b.dst_port) == (conn["conn_id"], conn["src_port"], conn["dst_port"])
             assert b.role == {"open": 1, "reply": 2}[conn["role"]]
             assert b.conn_reserved == 0
+        if "cookie" in pkt:
+            assert b.cookie == pkt["cookie"]
+        else:
+            assert b.getfieldval("cookie") is None or not int(p.flags) & 0x10
     elif kind == "hello_ack":
         b = p[FlexPassHelloAck]
         assert b.transport == TRANSPORT[pkt["transport"]]
         assert b.status == STATUS[pkt["status"]]
         assert b.reserved == 0
+        assert ("cookie" in pkt) == (pkt["status"] == "retry")
+        if "cookie" in pkt:
+            assert b.cookie == pkt["cookie"]
     elif kind == "reset":
         b = p[FlexPassReset]
         assert b.reason == REASON[pkt["reason"]]
@@ -196,11 +205,14 @@ def _build_scapy(pkt):
         extra = {} if conn is None else {"conn_id": conn["conn_id"], "src_port": conn["src_port"],
                                          "dst_port": conn["dst_port"],
                                          "role": {"open": 1, "reply": 2}[conn["role"]]}
+        if "cookie" in pkt:
+            extra["cookie"] = pkt["cookie"]
         return hdr / FlexPassHello(transport=TRANSPORT[pkt["transport"]],
                                    flow_size=pkt["flow_size"], **extra)
     if kind == "hello_ack":
+        extra = {"cookie": pkt["cookie"]} if "cookie" in pkt else {}
         return hdr / FlexPassHelloAck(transport=TRANSPORT[pkt["transport"]],
-                                      status=STATUS[pkt["status"]])
+                                      status=STATUS[pkt["status"]], **extra)
     return hdr / FlexPassReset(reason=REASON[pkt["reason"]])
 
 

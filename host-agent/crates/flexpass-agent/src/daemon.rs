@@ -14,6 +14,11 @@
 //!   `status` reports counters and connection records.
 //!
 //! Errors are one JSON line `{"ok":false,"error":"…"}` followed by close.
+//!
+//! Access: the socket file is created with mode 0600 (0660 and the group with
+//! `ApiAccess::allow_gids`, 0666 with `allow_uids`), and every connection's peer credentials
+//! (SO_PEERCRED) are checked: root, the agent's own user and the allowed users / groups
+//! only; anyone else gets one error line and is disconnected (logged).
 
 use crate::tcp::{
     connect_local, local_ip_towards, Conn, ConnectState, Connecting, Local, Side, Step,
@@ -26,8 +31,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,9 +42,36 @@ const SEND_WINDOW: u64 = 8 << 20;
 /// Received bytes held for a client that reads slower than the network delivers.
 const MAX_PENDING_OUT: usize = 64 << 20;
 
+const NOT_OK: &[u8] = b"\"ok\":false";
+/// Longest request line (bytes, without its `\n`).
+pub const MAX_REQUEST_LINE: usize = 4096;
+/// A client must send its request line within this long after connecting.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// While accept(2) fails (EMFILE, ENFILE, ENOBUFS…) the listener is left alone this long.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Who may use the API besides root and the agent's own user (docs/agent-api.md,
+/// "Access").
+#[derive(Clone, Debug, Default)]
+pub struct ApiAccess {
+    /// More users (the socket file becomes 0666: the peer-credential check is the gate).
+    pub allow_uids: Vec<u32>,
+    /// Groups whose members may connect (primary or supplementary group of the client
+    /// process); the socket file becomes 0660 owned by the first one.
+    pub allow_gids: Vec<u32>,
+}
+
+/// Connections refused by the access check (and the last log of them).
+#[derive(Default)]
+struct Refusals {
+    count: u64,
+    logged_at: Option<Instant>,
+    unlogged: u64,
+}
+
 enum Role {
-    /// Waiting for the request line.
-    Handshake(Vec<u8>),
+    /// Waiting for the request line (since when).
+    Handshake(Vec<u8>, Instant),
     Sending {
         key: FlowKey,
         started: Instant,
@@ -72,6 +105,15 @@ pub struct Daemon {
     wake: Vec<(RawFd, i16)>,
     /// Read buffer for the connections' local sockets (allocated once).
     buf: Vec<u8>,
+    socket: PathBuf,
+    access: ApiAccess,
+    euid: u32,
+    refusals: Refusals,
+    /// Malformed or incomplete requests answered with an error.
+    bad_requests: u64,
+    /// accept(2) failures, and until when the listener is left alone after one.
+    accept_errors: u64,
+    accept_paused_until: Option<Instant>,
 }
 
 /// How long a peer that did not answer a connection's HELLO is reached by kernel TCP
@@ -135,12 +177,14 @@ fn parse_transport(s: &str) -> Option<TransportKind> {
 }
 
 impl Daemon {
-    /// Serve the API on `socket` (removed first if it is a stale socket file).
+    /// Serve the API on `socket` (removed first if it is a stale socket file), mode 0600:
+    /// root and this process's user only (see `set_access`).
     pub fn new(ep: Endpoint, socket: &Path) -> io::Result<Self> {
         if socket.exists() {
             std::fs::remove_file(socket)?;
         }
         let listener = UnixListener::bind(socket)?;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
         let peer_port = ep.local_addr()?.port();
         Ok(Daemon {
@@ -167,7 +211,94 @@ impl Daemon {
             },
             wake: Vec::new(),
             buf: vec![0u8; 256 << 10],
+            socket: socket.to_path_buf(),
+            access: ApiAccess::default(),
+            // SAFETY: geteuid(2) cannot fail and touches no memory.
+            euid: unsafe { nix::libc::geteuid() },
+            refusals: Refusals::default(),
+            bad_requests: 0,
+            accept_errors: 0,
+            accept_paused_until: None,
         })
+    }
+
+    /// Let more users or groups use the API: the socket file becomes 0660 with the first
+    /// group (`allow_gids`), or 0666 (`allow_uids`; the peer-credential check then does all
+    /// the work). Root and the agent's own user are always allowed.
+    pub fn set_access(&mut self, access: ApiAccess) -> io::Result<()> {
+        let mode = if !access.allow_uids.is_empty() {
+            0o666
+        } else if let Some(&gid) = access.allow_gids.first() {
+            std::os::unix::fs::chown(&self.socket, None, Some(gid))?;
+            0o660
+        } else {
+            0o600
+        };
+        std::fs::set_permissions(&self.socket, std::fs::Permissions::from_mode(mode))?;
+        self.access = access;
+        Ok(())
+    }
+
+    /// Whether the process at the other end of `stream` may use the API; `Err` names it.
+    fn check_peer(&self, stream: &UnixStream) -> Result<(), String> {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let cred = getsockopt(stream, PeerCredentials)
+            .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+        let (uid, gid, pid) = (cred.uid(), cred.gid(), cred.pid());
+        if uid == 0 || uid == self.euid || self.access.allow_uids.contains(&uid) {
+            return Ok(());
+        }
+        if !self.access.allow_gids.is_empty() {
+            if self.access.allow_gids.contains(&gid) {
+                return Ok(());
+            }
+            // Supplementary groups of the client process.
+            if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                let groups = st
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Groups:"))
+                    .unwrap_or("");
+                if groups
+                    .split_whitespace()
+                    .filter_map(|g| g.parse::<u32>().ok())
+                    .any(|g| self.access.allow_gids.contains(&g))
+                {
+                    return Ok(());
+                }
+            }
+        }
+        Err(format!(
+            "uid {uid} (gid {gid}, pid {pid}) is not allowed: the agent (uid {}) serves root, \
+             its own user and --allow-uid / --allow-gid",
+            self.euid
+        ))
+    }
+
+    /// Refuse a client that failed the access check: one error line, then close.
+    fn refuse(&mut self, mut stream: UnixStream, why: String) {
+        self.refusals.count += 1;
+        let now = Instant::now();
+        // One log line per second at most: a local process cannot flood the log.
+        if self
+            .refusals
+            .logged_at
+            .is_none_or(|t| now - t >= Duration::from_secs(1))
+        {
+            let more = std::mem::take(&mut self.refusals.unlogged);
+            log::warn!(
+                "flexpass agent: API connection refused: {why}{}",
+                if more > 0 {
+                    format!(" ({more} more refused since the last message)")
+                } else {
+                    String::new()
+                }
+            );
+            self.refusals.logged_at = Some(now);
+        } else {
+            self.refusals.unlogged += 1;
+        }
+        let _ = stream.set_nonblocking(true);
+        let _ = stream.write(&err_line(format!("permission denied: {why}")));
     }
 
     /// UDP port of the peers' agents for TCP connections (default: this agent's port).
@@ -193,23 +324,51 @@ impl Daemon {
         Ok(())
     }
 
-    /// One turn: accept API connections, move bytes between clients and flows, run the
-    /// network for at most `wait`.
-    pub fn turn(&mut self, wait: Duration) -> io::Result<()> {
+    /// Accept the API connections waiting (unless accepting is paused after an error).
+    fn accept_clients(&mut self) {
+        if self.accept_paused_until.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    stream.set_nonblocking(true)?;
+                    if let Err(why) = self.check_peer(&stream) {
+                        self.refuse(stream, why);
+                        continue;
+                    }
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
                     self.clients.push(Client {
                         stream,
-                        role: Role::Handshake(vec![]),
+                        role: Role::Handshake(vec![], Instant::now()),
                         reply: vec![],
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of file descriptors or buffers: a problem of this host, not a reason
+                    // to stop serving the flows; leave the listener alone for a while.
+                    self.accept_errors += 1;
+                    if self.accept_errors.is_power_of_two() {
+                        log::warn!(
+                            "flexpass agent: accepting an API connection failed: {e} \
+                             ({} times so far)",
+                            self.accept_errors
+                        );
+                    }
+                    self.accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+                    break;
+                }
             }
         }
+    }
+
+    /// One turn: accept API connections, move bytes between clients and flows, run the
+    /// network for at most `wait`.
+    pub fn turn(&mut self, wait: Duration) -> io::Result<()> {
+        self.accept_clients();
         while let Some(k) = self.ep.accept() {
             match self.ep.hello_conn(k) {
                 None => self.unclaimed.push_back(k),
@@ -229,8 +388,11 @@ impl Daemon {
         self.service_conns();
         // Sleep until the network or one of the local sockets needs us.
         self.wake.clear();
-        self.wake
-            .push((self.listener.as_raw_fd(), nix::libc::POLLIN));
+        if self.accept_paused_until.is_none_or(|t| Instant::now() >= t) {
+            self.accept_paused_until = None;
+            self.wake
+                .push((self.listener.as_raw_fd(), nix::libc::POLLIN));
+        }
         for c in &self.clients {
             let mut ev = if c.reply.is_empty() {
                 0
@@ -238,7 +400,7 @@ impl Daemon {
                 nix::libc::POLLOUT
             };
             match &c.role {
-                Role::Handshake(_) | Role::Accepting => ev |= nix::libc::POLLIN,
+                Role::Handshake(..) | Role::Accepting => ev |= nix::libc::POLLIN,
                 Role::Sending { key, eof, .. }
                     if !*eof
                         && self
@@ -472,8 +634,25 @@ impl Daemon {
                 }
             }
             let conn = &mut conns[i];
-            Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
-            let step = conn.pump(&mut self.ep, &mut buf);
+            // The incoming flow of a connection is half-open until the peer answers this
+            // side's flow (docs/protocol.md §11): its HELLO_ACK proves the address.
+            if let (Some(k), Some(out)) = (conn.in_key, conn.out_key) {
+                if self.ep.is_half_open(k)
+                    && self.ep.sender(out).is_some_and(|s| s.is_established())
+                {
+                    self.ep.confirm_receiver(k);
+                }
+            }
+            // A half-open incoming flow dropped by the endpoint (its table was full and it
+            // was the oldest, or too old): the connection cannot go on.
+            let gone = conn.in_key.is_some_and(|k| self.ep.receiver(k).is_none());
+            let step = if gone {
+                conn.in_key = None;
+                Step::Aborted("incoming flow dropped while half-open".into())
+            } else {
+                Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
+                conn.pump(&mut self.ep, &mut buf)
+            };
             let (done, outcome) = match step {
                 Step::Keep => {
                     i += 1;
@@ -534,6 +713,12 @@ impl Daemon {
                 "closed": t.records.iter().collect::<Vec<_>>(),
             },
             "endpoint": self.ep.stats,
+            "api": {"clients": self.clients.len(), "refused": self.refusals.count,
+                    "bad_requests": self.bad_requests, "accept_errors": self.accept_errors},
+            "memory": memory_report(),
+            "tables": {"endpoint": self.ep.table_sizes(), "unclaimed": self.unclaimed.len(),
+                       "conns": t.conns.len(), "records": t.records.len(),
+                       "peers": t.peers.len(), "no_agent": t.no_agent.len()},
         })
     }
 
@@ -567,23 +752,53 @@ impl Daemon {
         }
         match &mut c.role {
             Role::Closing | Role::Moved => false,
-            Role::Handshake(line) => {
+            Role::Handshake(line, since) => {
                 match c.stream.read(&mut buf) {
-                    Ok(0) => return false,
+                    // Half-closed before the end of the line: say so (the client can still
+                    // read), unless it sent nothing at all.
+                    Ok(0) if line.is_empty() => return false,
+                    Ok(0) => {
+                        self.bad_requests += 1;
+                        c.reply = err_line(
+                            "incomplete request: the connection was shut down before the \
+                             request line's \\n",
+                        );
+                        c.role = Role::Closing;
+                        return true;
+                    }
                     Ok(n) => line.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if since.elapsed() > REQUEST_TIMEOUT {
+                            self.bad_requests += 1;
+                            c.reply = err_line(format!(
+                                "no request line within {} s",
+                                REQUEST_TIMEOUT.as_secs()
+                            ));
+                            c.role = Role::Closing;
+                        }
+                        return true;
+                    }
                     Err(_) => return false,
                 }
-                let Some(pos) = line.iter().position(|&b| b == b'\n') else {
-                    if line.len() > 4096 {
-                        c.reply = err_line("request line too long");
-                        c.role = Role::Closing;
-                    }
+                let pos = line.iter().position(|&b| b == b'\n');
+                if pos.unwrap_or(line.len()) > MAX_REQUEST_LINE {
+                    self.bad_requests += 1;
+                    c.reply = err_line(format!(
+                        "request line too long (more than {MAX_REQUEST_LINE} bytes)"
+                    ));
+                    c.role = Role::Closing;
                     return true;
-                };
+                }
+                let Some(pos) = pos else { return true };
                 let rest = line.split_off(pos + 1);
                 let req = std::mem::take(line);
                 self.request(i, &req, rest);
+                let c = &self.clients[i];
+                if matches!(c.role, Role::Closing)
+                    && c.reply.windows(NOT_OK.len()).any(|w| w == NOT_OK)
+                {
+                    self.bad_requests += 1;
+                }
                 true
             }
             Role::Accepting => {
@@ -870,4 +1085,18 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The agent's memory as the kernel counts it (/proc/self/status): resident now and at
+/// most so far, and the virtual size, in KiB.
+pub fn memory_report() -> serde_json::Value {
+    let st = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |key: &str| -> Option<u64> {
+        st.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    serde_json::json!({"rss_kb": kb("VmRSS:"), "rss_peak_kb": kb("VmHWM:"),
+                       "virtual_kb": kb("VmSize:")})
 }

@@ -4,14 +4,17 @@
 
 use crate::socket::{TosSocket, BATCH};
 use bytes::Bytes;
+use flexpass_core::config::credit_rate_for_link;
 use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
 };
 use flexpass_wire::{
-    DscpPlan, Ecn, HelloConn, Packet, Reset, ResetReason, TransportKind, MIN_ETHERNET_WIRE,
+    CreditRequest, DscpPlan, Ecn, Hello, HelloAck, HelloConn, HelloStatus, Packet, Reset,
+    ResetReason, TransportKind, MIN_ETHERNET_WIRE,
 };
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
@@ -58,7 +61,60 @@ pub struct EndpointConfig {
     /// Send runs of equal-sized datagrams to one peer as one UDP GSO send (UDP_SEGMENT)
     /// when the kernel supports it; falls back to one datagram per message otherwise.
     pub gso: bool,
+    /// Incoming flows (receivers, lingering ones included) at most: beyond, a HELLO is a
+    /// pressure like a full half-open table (cookies), and a HELLO with a valid cookie is
+    /// answered HELLO_ACK refused.
+    pub max_flows: usize,
+    /// Half-open flows (created by a HELLO without a valid cookie, no proof yet that the
+    /// sender's address is real: docs/protocol.md §11, "Half-open flows and cookies") kept
+    /// at most. What happens to a HELLO beyond it: `hello_cookies`.
+    pub max_half_open: usize,
+    /// When the half-open table is full, half-open flows older than this are dropped first
+    /// (never otherwise: an idle half-open flow is kept while there is room).
+    pub half_open_timeout: Nanos,
+    /// Credits a half-open flow may send per HELLO or CREDIT_REQUEST it receives (its
+    /// credits then stop until its first data packet, or the sender asks again).
+    pub half_open_credits: u32,
+    /// Share of the link's credit rate all half-open flows together may use.
+    pub half_open_credit_share: f64,
+    pub hello_cookies: CookieMode,
 }
+
+/// When a HELLO is answered with HELLO_ACK `retry` and a cookie, without keeping state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CookieMode {
+    /// Never: a HELLO beyond `max_half_open` evicts the oldest half-open flow (for senders
+    /// that do not know cookies; under a flood, a real flow may be evicted before its first
+    /// data arrives).
+    Off,
+    /// While the half-open table is full (like TCP SYN cookies): no cost without a flood.
+    Auto,
+    /// For every HELLO without a valid cookie: no half-open state ever, one more RTT for
+    /// every flow.
+    Always,
+}
+
+impl std::str::FromStr for CookieMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(CookieMode::Off),
+            "auto" => Ok(CookieMode::Auto),
+            "always" => Ok(CookieMode::Always),
+            _ => Err(format!(
+                "cookie mode must be off, auto or always, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// Defaults of the half-open bounds (docs/protocol.md §11, "Half-open flows and cookies").
+pub const DEFAULT_MAX_HALF_OPEN: usize = 256;
+pub const DEFAULT_MAX_FLOWS: usize = 8192;
+pub const DEFAULT_HALF_OPEN_TIMEOUT: Nanos = 5_000_000_000;
+pub const DEFAULT_HALF_OPEN_CREDITS: u32 = 16;
+pub const DEFAULT_HALF_OPEN_CREDIT_SHARE: f64 = 0.125;
 
 impl EndpointConfig {
     pub fn new(bind: SocketAddr) -> Self {
@@ -75,6 +131,12 @@ impl EndpointConfig {
             spin: DEFAULT_SPIN,
             gso: true,
             busy_poll: DEFAULT_BUSY_POLL,
+            max_flows: DEFAULT_MAX_FLOWS,
+            max_half_open: DEFAULT_MAX_HALF_OPEN,
+            half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+            half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
+            half_open_credit_share: DEFAULT_HALF_OPEN_CREDIT_SHARE,
+            hello_cookies: CookieMode::Auto,
         }
     }
 
@@ -90,6 +152,21 @@ impl EndpointConfig {
         }
         if self.base_rtt == 0 {
             return Err("base RTT must be > 0".into());
+        }
+        if !(self.half_open_credit_share > 0.0 && self.half_open_credit_share <= 1.0) {
+            return Err(format!(
+                "half-open credit share must be in (0, 1], got {}",
+                self.half_open_credit_share
+            ));
+        }
+        if self.half_open_credits == 0 {
+            return Err("half-open credits must be ≥ 1 (credit-based flows need them)".into());
+        }
+        if self.max_flows == 0 {
+            return Err("max flows must be ≥ 1".into());
+        }
+        if self.max_half_open == 0 && self.hello_cookies != CookieMode::Always {
+            return Err("max half-open 0 needs cookies always".into());
         }
         self.dscp.validate()
     }
@@ -133,6 +210,31 @@ pub struct EndpointStats {
     /// Credit pacing error (actual send time − pacer's due time), ns: p50 / p99 / max over
     /// the credits sent so far (see `Endpoint::pacing_error`).
     pub credit_pacing_error_ns: [u64; 3],
+    /// Half-open flows now (created by a HELLO without a valid cookie, no data yet) and at
+    /// most so far.
+    pub half_open: u64,
+    pub half_open_peak: u64,
+    /// Half-open flows confirmed (first data, connection answered, or a cookie HELLO).
+    pub half_open_confirmed: u64,
+    /// Half-open flows dropped: older than the timeout when the table was full, or the
+    /// oldest with cookies off.
+    pub half_open_expired: u64,
+    pub half_open_evicted: u64,
+    /// HELLOs answered with HELLO_ACK retry and a cookie, keeping no state.
+    pub cookies_sent: u64,
+    /// HELLOs with a cookie: valid (flow created, confirmed) or not (handled as without).
+    pub cookies_valid: u64,
+    pub cookies_invalid: u64,
+    /// Credits of half-open flows not sent: beyond the half-open share of the credit rate,
+    /// and half-open flows whose credits were stopped after `half_open_credits`.
+    pub half_open_credits_limited: u64,
+    pub half_open_credit_stops: u64,
+    /// Credits of half-open flows sent (within the half-open share).
+    pub half_open_credits_sent: u64,
+    /// HELLOs refused (HELLO_ACK refused) because `max_flows` flows exist.
+    pub flows_refused: u64,
+    /// Credits received for our flows above the link's credit rate, dropped on arrival.
+    pub credits_in_rate_limited: u64,
 }
 
 fn libc_pollfd(fd: RawFd, events: i16) -> nix::libc::pollfd {
@@ -152,6 +254,23 @@ const PACING_SAMPLES: usize = 200_000;
 
 /// A flow is named by its peer and the flow id the opening side chose.
 pub type FlowKey = (SocketAddr, u32);
+
+/// A receiver created by a HELLO without a valid cookie, not confirmed yet.
+struct HalfOpen {
+    since: Nanos,
+    /// Credits it may still send before they are stopped (refilled by HELLO and
+    /// CREDIT_REQUEST).
+    credits_left: u32,
+    /// Its credits were stopped here (not by its sender): restarted on confirmation.
+    stopped: bool,
+    /// Already handed to the application (connections are, at once).
+    delivered: bool,
+}
+
+/// Cookie time slot (docs/protocol.md §11): a cookie is valid in its slot and the next.
+const COOKIE_SLOT: Nanos = 8_000_000_000;
+/// Depth of the incoming credit bucket (credits).
+const CREDIT_IN_BURST: f64 = 32.0;
 
 /// Token bucket (starts full): the host credit shaper (bytes at the link's credit rate, two
 /// credits deep, as Q0) and the RESET rate limit (one token per RESET).
@@ -216,6 +335,16 @@ pub struct Endpoint {
     forgotten_order: VecDeque<(Nanos, FlowKey)>,
     /// Connection extension of the HELLO that opened each accepted flow that had one.
     hello_conn: HashMap<FlowKey, HelloConn>,
+    /// Receivers not confirmed yet (docs/protocol.md §11, "Half-open flows and cookies"),
+    /// and their creation order (entries of flows no longer half-open are skipped).
+    half_open: HashMap<FlowKey, HalfOpen>,
+    half_open_order: VecDeque<(Nanos, FlowKey)>,
+    /// Credits of all half-open flows together: a share of the link's credit rate.
+    half_open_shaper: TokenBucket,
+    /// Credits accepted for our senders: at most the link's credit rate (a credit is a
+    /// licence for one frame of at most 1538 B).
+    credit_in: TokenBucket,
+    cookie_secret: [u8; 32],
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
     /// (the daemon's API and application sockets).
     wake_fds: Vec<(RawFd, i16)>,
@@ -291,6 +420,9 @@ impl Endpoint {
         let credit_bps =
             cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
         let shaper = TokenBucket::new(credit_bps / 8.0, 2.0 * 92.0);
+        let half_open_shaper =
+            TokenBucket::new(credit_bps / 8.0 * cfg.half_open_credit_share, 2.0 * 92.0);
+        let credit_in = TokenBucket::new(credit_rate_for_link(cfg.link_bps, 1.0), CREDIT_IN_BURST);
         let seed = cfg.seed;
         Ok(Endpoint {
             sock,
@@ -311,6 +443,11 @@ impl Endpoint {
             forgotten: HashMap::new(),
             forgotten_order: VecDeque::new(),
             hello_conn: HashMap::new(),
+            half_open: HashMap::new(),
+            half_open_order: VecDeque::new(),
+            half_open_shaper,
+            credit_in,
+            cookie_secret: rand::random(),
             wake_fds: Vec::new(),
             stats: EndpointStats::default(),
             cfg,
@@ -364,6 +501,9 @@ impl Endpoint {
     pub fn close_receiver(&mut self, key: FlowKey) -> Option<Receiver> {
         let r = self.receivers.remove(&key)?;
         self.hello_conn.remove(&key);
+        if self.half_open.remove(&key).is_some() {
+            self.stats.half_open = self.half_open.len() as u64;
+        }
         self.forget(key);
         Some(r)
     }
@@ -627,25 +767,15 @@ impl Endpoint {
         }
         let to_receiver = packet.is_sender_to_receiver();
         if to_receiver {
+            let mut cookie_ok = false;
             if !self.receivers.contains_key(&key) {
                 match (&packet, self.cfg.accept) {
-                    (Packet::Hello(h), true) => match Receiver::new(
-                        h.flow_id,
-                        h.transport,
-                        &self.cfg.receiver_config(h.transport),
-                    ) {
-                        Ok(r) => {
-                            self.receivers.insert(key, r);
-                            if let Some(c) = h.conn {
-                                self.hello_conn.insert(key, c);
-                            }
-                            self.accepted.push_back(key);
-                        }
-                        Err(_) => {
-                            self.stats.rejected_by_flow += 1;
+                    (Packet::Hello(h), true) => {
+                        cookie_ok = self.check_cookie(src, h, now);
+                        if !self.admit_hello(key, h, cookie_ok, now) {
                             return;
                         }
-                    },
+                    }
                     (Packet::Hello(_), false) => {
                         self.stats.unknown_flow += 1;
                         return;
@@ -655,14 +785,35 @@ impl Endpoint {
                         return;
                     }
                 }
+            } else if let (Packet::Hello(h), true) = (&packet, self.half_open.contains_key(&key)) {
+                cookie_ok = self.check_cookie(src, h, now);
             }
             let r = self.receivers.get_mut(&key).expect("present");
             if r.handle_packet(now, &packet, ce).is_err() {
                 self.stats.rejected_by_flow += 1;
+                return;
+            }
+            if let Some(h) = self.half_open.get_mut(&key) {
+                match packet {
+                    Packet::Data(_) => self.confirm_receiver(key),
+                    Packet::Hello(_) if cookie_ok => self.confirm_receiver(key),
+                    // The receiver (re)starts its credits: a new allowance.
+                    Packet::Hello(_) | Packet::CreditRequest(_) => {
+                        h.credits_left = self.cfg.half_open_credits;
+                        h.stopped = false;
+                    }
+                    _ => {}
+                }
             }
         } else {
             match self.senders.get_mut(&key) {
                 Some(s) => {
+                    // Credits beyond the link's credit rate cannot be used (one frame each):
+                    // dropped here, as the sender's switch port would (forged credit floods).
+                    if matches!(packet, Packet::Credit(_)) && !self.credit_in.admit(now, 1) {
+                        self.stats.credits_in_rate_limited += 1;
+                        return;
+                    }
                     if s.handle_packet(now, &packet).is_err() {
                         self.stats.rejected_by_flow += 1;
                     }
@@ -670,6 +821,205 @@ impl Endpoint {
                 None => self.unknown_flow(src, &packet, now),
             }
         }
+    }
+
+    /// The reference cookie (docs/protocol.md §11): slot byte, then 7 bytes of
+    /// SHA-256(secret ‖ slot ‖ address ‖ port ‖ flow_id ‖ transport).
+    fn cookie(&self, src: SocketAddr, h: &Hello, slot: u8) -> u64 {
+        let ip = match src.ip() {
+            std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
+            std::net::IpAddr::V6(a) => a,
+        };
+        let mut d = Sha256::new();
+        d.update(self.cookie_secret);
+        d.update([slot]);
+        d.update(ip.octets());
+        d.update(src.port().to_be_bytes());
+        d.update(h.flow_id.to_be_bytes());
+        d.update([h.transport.to_wire()]);
+        let out = d.finalize();
+        let mut b = [0u8; 8];
+        b[0] = slot;
+        b[1..].copy_from_slice(&out[..7]);
+        u64::from_be_bytes(b)
+    }
+
+    fn cookie_slot(now: Nanos) -> u8 {
+        (now / COOKIE_SLOT) as u8
+    }
+
+    /// Whether the HELLO carries a cookie this endpoint issued, for this sender and flow, in
+    /// the current slot or the previous one (counted).
+    fn check_cookie(&mut self, src: SocketAddr, h: &Hello, now: Nanos) -> bool {
+        let Some(c) = h.cookie else { return false };
+        let slot = (c >> 56) as u8;
+        let cur = Self::cookie_slot(now);
+        let ok = (slot == cur || slot == cur.wrapping_sub(1)) && self.cookie(src, h, slot) == c;
+        if ok {
+            self.stats.cookies_valid += 1;
+        } else {
+            self.stats.cookies_invalid += 1;
+        }
+        ok
+    }
+
+    /// A HELLO for a flow this endpoint does not have: create the receiver (confirmed with a
+    /// valid cookie, half-open otherwise) or, under the half-open bound, answer HELLO_ACK
+    /// retry with a cookie and keep nothing (or evict, cookies off). Whether it was created.
+    fn admit_hello(&mut self, key: FlowKey, h: &Hello, cookie_ok: bool, now: Nanos) -> bool {
+        let flows_full = |e: &Self| e.receivers.len() >= e.cfg.max_flows;
+        if !cookie_ok {
+            // Pressure: the half-open table is full, or the flows are (a forger that also
+            // sends data confirms its flows: they leave the half-open table, but not this).
+            let full = |e: &Self| e.half_open.len() >= e.cfg.max_half_open || flows_full(e);
+            if full(self) && self.cfg.hello_cookies != CookieMode::Always {
+                self.expire_half_open(now);
+            }
+            if self.cfg.hello_cookies == CookieMode::Always
+                || (full(self) && self.cfg.hello_cookies == CookieMode::Auto)
+            {
+                let ack = Packet::HelloAck(HelloAck {
+                    flow_id: h.flow_id,
+                    transport: h.transport,
+                    status: HelloStatus::Retry {
+                        cookie: self.cookie(key.0, h, Self::cookie_slot(now)),
+                    },
+                });
+                self.stats.cookies_sent += 1;
+                self.transmit(key.0, Transmit::new(ack, h.transport), now);
+                return false;
+            }
+            while full(self) {
+                match self.oldest_half_open() {
+                    Some(old) => {
+                        self.stats.half_open_evicted += 1;
+                        self.drop_half_open(old);
+                    }
+                    None => break,
+                }
+            }
+        }
+        if flows_full(self) {
+            // As many flows as allowed: busy (the sender fails; a connection falls back).
+            self.stats.flows_refused += 1;
+            let ack = Packet::HelloAck(HelloAck {
+                flow_id: h.flow_id,
+                transport: h.transport,
+                status: HelloStatus::Refused,
+            });
+            self.transmit(key.0, Transmit::new(ack, h.transport), now);
+            return false;
+        }
+        let r = match Receiver::new(
+            h.flow_id,
+            h.transport,
+            &self.cfg.receiver_config(h.transport),
+        ) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.rejected_by_flow += 1;
+                return false;
+            }
+        };
+        self.receivers.insert(key, r);
+        if let Some(c) = h.conn {
+            self.hello_conn.insert(key, c);
+        }
+        // Connections are handed over at once (their server side answers first); other
+        // flows once confirmed.
+        let deliver = cookie_ok || h.conn.is_some();
+        if deliver {
+            self.accepted.push_back(key);
+        }
+        if !cookie_ok {
+            self.half_open.insert(
+                key,
+                HalfOpen {
+                    since: now,
+                    credits_left: self.cfg.half_open_credits,
+                    stopped: false,
+                    delivered: deliver,
+                },
+            );
+            self.half_open_order.push_back((now, key));
+            self.stats.half_open = self.half_open.len() as u64;
+            self.stats.half_open_peak = self.stats.half_open_peak.max(self.stats.half_open);
+        }
+        true
+    }
+
+    /// The oldest flow still half-open (stale order entries are dropped on the way).
+    fn oldest_half_open(&mut self) -> Option<FlowKey> {
+        while let Some(&(since, key)) = self.half_open_order.front() {
+            if self.half_open.get(&key).is_some_and(|h| h.since == since) {
+                return Some(key);
+            }
+            self.half_open_order.pop_front();
+        }
+        None
+    }
+
+    /// Drop the half-open flows older than the timeout (the table is full).
+    fn expire_half_open(&mut self, now: Nanos) {
+        while let Some(key) = self.oldest_half_open() {
+            let since = self.half_open[&key].since;
+            if since + self.cfg.half_open_timeout > now {
+                break;
+            }
+            self.stats.half_open_expired += 1;
+            self.drop_half_open(key);
+        }
+    }
+
+    /// Forget a half-open flow: its sender, if real, is answered RESET if it sends again.
+    fn drop_half_open(&mut self, key: FlowKey) {
+        self.accepted.retain(|k| *k != key);
+        self.close_receiver(key);
+    }
+
+    /// The peer of a half-open flow proved to receive what it is sent (its first data, a
+    /// cookie, or — for a connection — the answer to the reverse flow's HELLO): the flow
+    /// leaves the half-open table, is handed to the application if it was not yet, and
+    /// gets its credits again if they were stopped here. No-op for other flows.
+    pub fn confirm_receiver(&mut self, key: FlowKey) {
+        let Some(h) = self.half_open.remove(&key) else {
+            return;
+        };
+        self.stats.half_open = self.half_open.len() as u64;
+        self.stats.half_open_confirmed += 1;
+        if !h.delivered {
+            self.accepted.push_back(key);
+        }
+        if h.stopped {
+            let now = self.now();
+            if let Some(r) = self.receivers.get_mut(&key) {
+                if !r.is_complete() {
+                    let _ = r.handle_packet(
+                        now,
+                        &Packet::CreditRequest(CreditRequest {
+                            flow_id: key.1,
+                            pending_bytes: 0,
+                        }),
+                        false,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether a receiver is half-open (not confirmed yet).
+    pub fn is_half_open(&self, key: FlowKey) -> bool {
+        self.half_open.contains_key(&key)
+    }
+
+    /// Sizes of the endpoint's tables (memory report).
+    pub fn table_sizes(&self) -> serde_json::Value {
+        serde_json::json!({
+            "senders": self.senders.len(), "receivers": self.receivers.len(),
+            "half_open": self.half_open.len(), "half_open_order": self.half_open_order.len(),
+            "accepted": self.accepted.len(), "retired": self.retired.len(),
+            "forgotten": self.forgotten.len(), "hello_conn": self.hello_conn.len(),
+        })
     }
 
     /// A valid packet for a flow this endpoint does not have: count it; if the flow is one
@@ -714,6 +1064,8 @@ impl Endpoint {
             stats,
             cfg,
             pacing_errors,
+            half_open,
+            half_open_shaper,
             ..
         } = self;
         let mut tx = Tx {
@@ -740,17 +1092,41 @@ impl Endpoint {
             }
             earliest(s.poll_timeout(), false);
         }
-        for (&(peer, _), r) in receivers.iter_mut() {
+        for (&key, r) in receivers.iter_mut() {
+            let peer = key.0;
             let due = r.poll_timeout();
             if due.is_some_and(|d| d <= now) {
                 r.handle_timeout(now);
             }
             let mut first_credit = true;
+            let mut ho = None;
+            let any_half_open = !half_open.is_empty();
             while let Some(t) = r.poll_transmit(now) {
-                if first_credit && matches!(t.packet, Packet::Credit(_)) {
-                    first_credit = false;
-                    if let (Some(d), true) = (due, pacing_errors.len() < PACING_SAMPLES) {
-                        pacing_errors.push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
+                if let Packet::Credit(c) = &t.packet {
+                    if first_credit {
+                        first_credit = false;
+                        if let (Some(d), true) = (due, pacing_errors.len() < PACING_SAMPLES) {
+                            pacing_errors.push(now.saturating_sub(d).min(u32::MAX as u64) as u32);
+                        }
+                        // Looked up only for flows that send a credit now.
+                        if any_half_open {
+                            ho = half_open.get_mut(&key);
+                        }
+                    }
+                    if let Some(h) = ho.as_deref_mut() {
+                        // Half-open: its own allowance, then the half-open share of the link.
+                        h.credits_left = h.credits_left.saturating_sub(1);
+                        if h.credits_left == 0 {
+                            let stop = Packet::CreditStop { flow_id: c.flow_id };
+                            let _ = r.handle_packet(now, &stop, false);
+                            h.stopped = true;
+                            tx.stats.half_open_credit_stops += 1;
+                        }
+                        if !half_open_shaper.admit(now, t.packet.wire_len()) {
+                            tx.stats.half_open_credits_limited += 1;
+                            continue;
+                        }
+                        tx.stats.half_open_credits_sent += 1;
                     }
                 }
                 tx.send(peer, t, now);

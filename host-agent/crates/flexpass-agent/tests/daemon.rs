@@ -284,3 +284,232 @@ fn tcp_connect_to_a_closed_agent_port_falls_back_at_once() {
     agent.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One raw exchange: write `bytes`, optionally shut the write side down, read the reply
+/// line (empty if the agent closed without one).
+fn raw_request(sock: &std::path::Path, bytes: &[u8], shut: bool) -> String {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The agent may close before reading everything (line too long): ignore EPIPE.
+    let _ = s.write_all(bytes);
+    if shut {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut line = String::new();
+    let _ = BufReader::new(s).read_line(&mut line);
+    line
+}
+
+/// Malformed API requests — bad JSON, binary garbage, a huge line, unknown ops, wrong
+/// types, a request cut by a half-close, a silent client — each get one error line, and the
+/// daemon keeps serving (a status request and a flow afterwards).
+#[test]
+fn malformed_api_requests_get_an_error_and_the_daemon_keeps_serving() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock, addr, stop, agent) = start_agent(&dir, "bad.sock", None);
+    let deep = format!("{}{}\n", "[".repeat(2000), "]".repeat(2000));
+    let huge_line = format!("{{\"op\":\"status\",\"x\":\"{}\"}}\n", "a".repeat(10_000));
+    let cases: Vec<(&str, Vec<u8>, bool, &str)> = vec![
+        ("not JSON", b"hello agent\n".to_vec(), false, "not JSON"),
+        (
+            "binary garbage",
+            vec![0u8, 0xff, 0xfe, 0x80, 0x10, b'\n'],
+            false,
+            "not JSON",
+        ),
+        (
+            "non-UTF-8 in a string",
+            b"{\"op\":\"\xff\xfe\"}\n".to_vec(),
+            false,
+            "not JSON",
+        ),
+        ("nested 2000 deep", deep.into_bytes(), false, "not JSON"),
+        ("a line of 10 kB", huge_line.into_bytes(), false, "too long"),
+        (
+            "64 kB without a newline",
+            vec![b'x'; 64 << 10],
+            false,
+            "too long",
+        ),
+        (
+            "unknown op",
+            b"{\"op\":\"format_disk\"}\n".to_vec(),
+            false,
+            "unknown op",
+        ),
+        (
+            "op not a string",
+            b"{\"op\":5}\n".to_vec(),
+            false,
+            "unknown op",
+        ),
+        ("not an object", b"[1,2,3]\n".to_vec(), false, "unknown op"),
+        ("null", b"null\n".to_vec(), false, "unknown op"),
+        ("empty line", b"\n".to_vec(), false, "not JSON"),
+        (
+            "peer of the wrong type",
+            b"{\"op\":\"connect\",\"peer\":7890}\n".to_vec(),
+            false,
+            "connect needs",
+        ),
+        (
+            "bad transport",
+            b"{\"op\":\"connect\",\"peer\":\"127.0.0.1:1\",\"transport\":\"tcp\"}\n".to_vec(),
+            false,
+            "connect needs",
+        ),
+        (
+            "port out of range",
+            b"{\"op\":\"tcp_listen\",\"port\":70000}\n".to_vec(),
+            false,
+            "tcp_listen needs",
+        ),
+        (
+            "port a string",
+            b"{\"op\":\"tcp_listen\",\"port\":\"80\"}\n".to_vec(),
+            false,
+            "tcp_listen needs",
+        ),
+        (
+            "port negative",
+            b"{\"op\":\"tcp_peer\",\"port\":-1}\n".to_vec(),
+            false,
+            "not a FlexPass connection",
+        ),
+        (
+            "tcp_connect to IPv6",
+            b"{\"op\":\"tcp_connect\",\"dst\":\"[::1]:80\"}\n".to_vec(),
+            false,
+            "tcp_connect needs",
+        ),
+        (
+            "tcp_connect with bytes before the reply",
+            b"{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:80\"}\nGET /".to_vec(),
+            false,
+            "no bytes may follow",
+        ),
+        (
+            "half-closed mid-request",
+            b"{\"op\":\"sta".to_vec(),
+            true,
+            "incomplete request",
+        ),
+    ];
+    for (what, bytes, shut, want) in &cases {
+        let line = raw_request(&sock, bytes, *shut);
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{what}: reply {line:?} is not JSON: {e}"));
+        assert_eq!(v["ok"], false, "{what}: {v}");
+        let err = v["error"].as_str().unwrap_or_default();
+        assert!(err.contains(want), "{what}: {err:?} does not say {want:?}");
+    }
+    // A client that connects and says nothing, one that connects and goes away, and one
+    // that half-closes at once: no reply needed, nothing breaks.
+    let idle = UnixStream::connect(&sock).unwrap();
+    drop(UnixStream::connect(&sock).unwrap());
+    let empty = raw_request(&sock, b"", true);
+    assert!(empty.is_empty(), "{empty:?}");
+    // Still serving: status (which counts the bad requests), then a whole flow.
+    let (_, st) = request(&sock, "{\"op\":\"status\"}\n");
+    assert_eq!(st["ok"], true, "{st}");
+    assert_eq!(st["api"]["bad_requests"], cases.len() as u64, "{st}");
+    assert!(st["memory"]["rss_kb"].as_u64().unwrap() > 0, "{st}");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 3) as u8).collect();
+    let sock2 = sock.clone();
+    let data2 = data.clone();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let (mut r, ok) = request(
+            &sock2,
+            &format!("{{\"op\":\"connect\",\"peer\":\"{addr}\",\"transport\":\"dctcp\"}}\n"),
+        );
+        assert_eq!(ok["ok"], true, "{ok}");
+        r.get_mut().write_all(&data2).unwrap();
+        r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+        let mut done = String::new();
+        r.read_line(&mut done).unwrap();
+    });
+    let (mut acc, accepted) = request(&sock, "{\"op\":\"accept\"}\n");
+    assert_eq!(accepted["ok"], true, "{accepted}");
+    let mut got = vec![];
+    acc.read_to_end(&mut got).unwrap();
+    assert_exact(&got, &data, "flow after the bad requests");
+    sender.join().unwrap();
+    drop(idle);
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The API socket is 0600 and checks its peers' credentials: another user (nobody) is
+/// refused by the kernel, and — with the file opened up by hand — by the agent itself with
+/// an error line; `allow_uids` lets it in. Needs root (to run a client as another user).
+#[test]
+fn the_api_socket_refuses_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { nix::libc::geteuid() } != 0 {
+        eprintln!("SKIPPED the_api_socket_refuses_other_users: not root (needs a second user)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fp-daemon-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = dir.join("perm.sock");
+    let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.link_bps = 1e9;
+    let mut daemon = Daemon::new(Endpoint::bind(cfg).unwrap(), &sock).unwrap();
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    // A client as user nobody (65534): prints the agent's reply or the connect error.
+    let as_nobody = |sock: &std::path::Path| -> String {
+        let script = "import socket,sys\n\
+            s=socket.socket(socket.AF_UNIX)\n\
+            try:\n s.connect(sys.argv[1])\nexcept OSError as e:\n print('connect:', e.strerror); sys.exit(0)\n\
+            try:\n s.sendall(b'{\"op\":\"status\"}\\n')\nexcept OSError:\n pass\n\
+            print(s.makefile().readline().strip())\n";
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(sock)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("python3");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = |mut daemon: Daemon, stop: Arc<AtomicBool>| {
+        std::thread::spawn(move || {
+            daemon.run(&stop).unwrap();
+            daemon
+        })
+    };
+    let h = run(daemon, Arc::clone(&stop));
+    let out = as_nobody(&sock);
+    assert!(out.contains("connect: Permission denied"), "{out}");
+    // Opened by hand: the peer-credential check refuses it with a reason.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody(&sock);
+    assert!(out.contains("permission denied: uid 65534"), "{out}");
+    // Root (this process) is served.
+    let (_, st) = request(&sock, "{\"op\":\"status\"}\n");
+    assert_eq!(st["api"]["refused"], 1, "{st}");
+    stop.store(true, Ordering::Relaxed);
+    daemon = h.join().unwrap();
+    daemon
+        .set_access(flexpass_agent::daemon::ApiAccess {
+            allow_uids: vec![65534],
+            allow_gids: vec![],
+        })
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = run(daemon, Arc::clone(&stop));
+    let out = as_nobody(&sock);
+    assert!(out.contains("\"ok\":true"), "{out}");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -127,7 +127,13 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
 #[test]
 fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
     use flexpass_wire::{CreditRequest, Hello, ResetReason};
-    let mut server = endpoint(true);
+    let mut server = {
+        // Room for 300 half-open flows (HELLOs without data, docs/protocol.md §11).
+        let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.link_bps = 1e9;
+        cfg.max_half_open = 300;
+        Endpoint::bind(cfg).unwrap()
+    };
     let addr = server.local_addr().unwrap();
     let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
     let me = peer.local_addr().unwrap();
@@ -146,28 +152,28 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
             server.poll(Duration::from_millis(2)).unwrap();
         }
     };
-    // Open flows 1..=300 with HELLOs, let the server accept them, then drop them.
+    // Open flows 1..=300 with HELLOs (half-open: not handed to the application before
+    // their first data), then drop them.
     for flow_id in 1..=300u32 {
         send(Packet::Hello(Hello {
             flow_id,
             transport: TransportKind::ExpressPass,
             flow_size: 0,
             conn: None,
+            cookie: None,
         }));
         if flow_id % 20 == 0 {
             server.poll(Duration::ZERO).unwrap();
         }
     }
     drain_until(&mut server, 100);
-    let mut accepted = vec![];
-    while let Some(k) = server.accept() {
-        accepted.push(k);
+    assert!(server.accept().is_none());
+    assert_eq!(server.stats.half_open, 300);
+    for flow_id in 1..=300u32 {
+        assert!(server.is_half_open((me, flow_id)));
+        server.close_receiver((me, flow_id)).unwrap();
     }
-    assert_eq!(accepted.len(), 300);
-    for k in &accepted {
-        assert_eq!(k.0, me);
-        server.close_receiver(*k).unwrap();
-    }
+    assert_eq!(server.stats.half_open, 0);
     // Drain what the server sent while the flows were open (HELLO_ACKs, credits).
     let mut buf = [0u8; 2048];
     while peer.recv_from(&mut buf).is_ok() {}

@@ -46,6 +46,27 @@ pub struct NetArgs {
     /// one UDP_SEGMENT send where the kernel and device support it).
     #[arg(long)]
     pub no_gso: bool,
+    /// Incoming flows at most (lingering ones included; about 20 kB each): beyond, HELLOs
+    /// get cookies (as with a full half-open table) and then HELLO_ACK refused.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
+    /// Half-open flows (created by a HELLO without a cookie, no data yet) kept at most;
+    /// beyond, see --hello-cookies (docs/protocol.md §11, "Half-open flows and cookies").
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_MAX_HALF_OPEN)]
+    pub max_half_open: usize,
+    /// When the half-open table is full, half-open flows older than this are dropped first.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_HALF_OPEN_TIMEOUT / 1_000_000)]
+    pub half_open_timeout_ms: u64,
+    /// Credits a half-open flow may send per HELLO / CREDIT_REQUEST before its first data.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_HALF_OPEN_CREDITS)]
+    pub half_open_credits: u32,
+    /// Share of the link's credit rate all half-open flows together may use.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_HALF_OPEN_CREDIT_SHARE)]
+    pub half_open_credit_share: f64,
+    /// HELLO_ACK retry with a cookie, no state kept: `auto` while the half-open table is
+    /// full (SYN-cookie style), `always`, or `off` (evict the oldest half-open flow).
+    #[arg(long, default_value = "auto")]
+    pub hello_cookies: flexpass_agent::endpoint::CookieMode,
 }
 
 impl NetArgs {
@@ -86,6 +107,12 @@ impl NetArgs {
         c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
         c.gso = !self.no_gso;
         c.busy_poll = (self.busy_poll_us.max(0.0) * 1e3) as u64;
+        c.max_flows = self.max_flows;
+        c.max_half_open = self.max_half_open;
+        c.half_open_timeout = self.half_open_timeout_ms.saturating_mul(1_000_000);
+        c.half_open_credits = self.half_open_credits;
+        c.half_open_credit_share = self.half_open_credit_share;
+        c.hello_cookies = self.hello_cookies;
         Endpoint::bind(c).map_err(|e| format!("cannot open UDP {bind}: {e}"))
     }
 }
@@ -173,6 +200,10 @@ pub struct FlowRecord {
     pub timeouts: u64,
     pub credits_received: u64,
     pub credits_wasted: u64,
+    /// HELLOs sent again: timeouts, and answers HELLO_ACK retry (a cookie: the receiver was
+    /// under a flood of HELLOs; docs/protocol.md §11).
+    pub hello_retransmissions: u64,
+    pub cookie_retries: u64,
     pub error: Option<String>,
 }
 
@@ -434,6 +465,8 @@ fn record(
         timeouts: st.timeouts,
         credits_received: st.credits_received,
         credits_wasted: st.credits_wasted,
+        hello_retransmissions: st.hello_retransmissions,
+        cookie_retries: st.cookie_retries,
         error,
     }
 }
@@ -559,6 +592,8 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 timeouts: 0,
                 credits_received: 0,
                 credits_wasted: 0,
+                hello_retransmissions: 0,
+                cookie_retries: 0,
                 error: None,
             };
             let transport = r.transport();
@@ -740,6 +775,8 @@ fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
         timeouts: 0,
         credits_received: 0,
         credits_wasted: 0,
+        hello_retransmissions: 0,
+        cookie_retries: 0,
         error,
     }
 }
@@ -760,6 +797,15 @@ pub struct AgentArgs {
     /// FlexPass: the application connects to it with kernel TCP (cached per peer for 60 s).
     #[arg(long, default_value_t = 300)]
     pub conn_fallback_ms: u64,
+    /// Also let this user (uid) use the API socket (repeatable; the socket file is then
+    /// mode 0666 and the peer-credential check is the gate). Root and the agent's own user
+    /// always may.
+    #[arg(long, value_name = "UID")]
+    pub allow_uid: Vec<u32>,
+    /// Also let members of this group (gid; primary or supplementary) use the API socket
+    /// (repeatable; the socket file is then mode 0660, group the first one).
+    #[arg(long, value_name = "GID")]
+    pub allow_gid: Vec<u32>,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -780,6 +826,12 @@ pub fn agent(args: AgentArgs) -> Result<(), String> {
         daemon.set_peer_port(p);
     }
     daemon.set_conn_fallback(Duration::from_millis(args.conn_fallback_ms));
+    daemon
+        .set_access(flexpass_agent::daemon::ApiAccess {
+            allow_uids: args.allow_uid.clone(),
+            allow_gids: args.allow_gid.clone(),
+        })
+        .map_err(|e| format!("cannot set the access of {}: {e}", args.socket.display()))?;
     log::info!(
         "flexpass agent: udp {} api {}",
         daemon.endpoint().local_addr().map_err(|e| e.to_string())?,

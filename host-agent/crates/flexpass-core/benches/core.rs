@@ -161,6 +161,7 @@ fn receiver(c: &mut Criterion) {
         transport: TransportKind::FlexPass,
         flow_size: 0,
         conn: None,
+        cookie: None,
     });
     rx.handle_packet(0, &hello, false).expect("HELLO accepted");
     assert!(matches!(

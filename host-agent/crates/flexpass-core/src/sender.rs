@@ -72,8 +72,16 @@ pub struct SenderStats {
     pub credit_requests: u64,
     pub credit_stops: u64,
     pub hello_retransmissions: u64,
+    /// HELLO_ACK `retry` answers: the HELLO was sent again with the receiver's cookie
+    /// (docs/protocol.md §11, "Half-open flows and cookies").
+    pub cookie_retries: u64,
     pub rejected_packets: u64,
 }
+
+/// At most this many HELLO_ACK `retry` answers make the sender re-send its HELLO at once;
+/// after that only the HELLO timer does (a receiver, or a forger, answering every HELLO with
+/// a fresh cookie cannot make it ping-pong).
+const MAX_COOKIE_RETRIES: u64 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Handshake {
@@ -129,6 +137,8 @@ pub struct Sender {
     flow_size: u64,
     /// Connection extension carried by this flow's HELLOs (docs/protocol.md §6.6).
     conn: Option<HelloConn>,
+    /// Cookie of the receiver's last HELLO_ACK `retry`, echoed by every HELLO from then on.
+    cookie: Option<u64>,
     events: AckEvents,
     acked_scratch: Vec<(u64, Segment)>,
     stats: SenderStats,
@@ -150,6 +160,7 @@ impl Sender {
             transport: cfg.transport,
             flow_size,
             conn: None,
+            cookie: None,
         }));
         let credit_state = if uses_credits(cfg.transport) {
             CreditState::Requested
@@ -178,6 +189,7 @@ impl Sender {
             last_stop_at: None,
             flow_size,
             conn: None,
+            cookie: None,
             events: AckEvents::default(),
             acked_scratch: Vec::new(),
             stats: SenderStats::default(),
@@ -312,6 +324,7 @@ impl Sender {
                         self.fail(SenderError::UnsupportedTransport)
                     }
                     HelloStatus::Refused => self.fail(SenderError::Refused),
+                    HelloStatus::Retry { cookie } => self.retry(now, cookie),
                 }
                 Ok(())
             }
@@ -354,6 +367,48 @@ impl Sender {
             }
             self.handshake = Handshake::Established;
             self.recovery_anchor = now;
+        }
+    }
+
+    /// HELLO_ACK `retry`: the receiver kept no state for this flow (it is under a flood of
+    /// HELLOs, or always asks for cookies). Send the HELLO again at once with the cookie
+    /// (the RTT sample then comes from that HELLO). Reactive data already sent (the first
+    /// RTT's) found no flow and was dropped: it is marked lost at once, without a congestion
+    /// signal, instead of waiting for the RTO. A retry once the flow is established, or the
+    /// same cookie again, changes nothing (the HELLO timer re-sends it).
+    fn retry(&mut self, now: Nanos, cookie: u64) {
+        let Handshake::Pending { tries, .. } = self.handshake else {
+            return;
+        };
+        let fresh = self.cookie != Some(cookie);
+        self.cookie = Some(cookie);
+        if !fresh || self.stats.cookie_retries >= MAX_COOKIE_RETRIES {
+            return;
+        }
+        self.stats.cookie_retries += 1;
+        self.handshake = Handshake::Pending { at: now, tries };
+        self.control.retain(|p| !matches!(p, Packet::Hello(_)));
+        self.control.push_back(Packet::Hello(self.hello()));
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        self.reactive.mark_all_lost(now, &mut events);
+        let moved = events
+            .lost
+            .iter()
+            .filter(|&&(seq, seg)| self.buf.mark_lost(seg, SubFlow::Reactive, seq))
+            .count();
+        self.events = events;
+        self.stats.losses_reactive += moved as u64;
+    }
+
+    /// This flow's HELLO as sent now (connection extension, cookie).
+    fn hello(&self) -> Hello {
+        Hello {
+            flow_id: self.flow_id,
+            transport: self.cfg.transport,
+            flow_size: self.flow_size,
+            conn: self.conn,
+            cookie: self.cookie,
         }
     }
 
@@ -719,12 +774,7 @@ impl Sender {
                     tries: tries + 1,
                 };
                 self.stats.hello_retransmissions += 1;
-                let hello = Hello {
-                    flow_id: self.flow_id,
-                    transport: self.cfg.transport,
-                    flow_size: self.flow_size,
-                    conn: self.conn,
-                };
+                let hello = self.hello();
                 self.control.push_back(Packet::Hello(hello));
             }
         }

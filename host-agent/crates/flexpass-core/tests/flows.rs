@@ -559,3 +559,113 @@ fn layered_expresspass_spends_credits_only_within_its_dctcp_window() {
         }
     }
 }
+
+/// HELLO_ACK `retry` (a receiver under a flood of HELLOs kept no state): the HELLO goes out
+/// again at once with the cookie, and so does every later HELLO; the first RTT's reactive
+/// data, dropped with the stateless answer, is marked lost without waiting for the RTO;
+/// the same cookie again, or a retry after the flow is established, changes nothing.
+#[test]
+fn a_retry_with_a_cookie_resends_the_hello_with_it() {
+    use flexpass_wire::{Hello, HelloAck, HelloStatus};
+    for t in [
+        TransportKind::FlexPass,
+        TransportKind::Dctcp,
+        TransportKind::ExpressPass,
+    ] {
+        let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
+        s.write(Bytes::from(vec![5u8; 4 * 1444]));
+        let first = drain(&mut s, 0);
+        assert!(matches!(
+            &first[0],
+            Packet::Hello(Hello { cookie: None, .. })
+        ));
+        let reactive = first
+            .iter()
+            .filter(|p| matches!(p, Packet::Data(_)))
+            .count();
+        let retry = |cookie| {
+            Packet::HelloAck(HelloAck {
+                flow_id: 7,
+                transport: t,
+                status: HelloStatus::Retry { cookie },
+            })
+        };
+        s.handle_packet(100 * MICROS, &retry(0xc0ffee)).unwrap();
+        let again = drain(&mut s, 100 * MICROS);
+        assert!(
+            matches!(
+                &again[0],
+                Packet::Hello(Hello {
+                    cookie: Some(0xc0ffee),
+                    ..
+                })
+            ),
+            "{t:?}: {again:?}"
+        );
+        assert_eq!(s.stats().cookie_retries, 1);
+        assert!(!s.is_established());
+        // DCTCP sends the dropped first-RTT data again at once (FlexPass keeps it for
+        // credits), and it goes after the HELLO.
+        let resent = again
+            .iter()
+            .filter(|p| matches!(p, Packet::Data(_)))
+            .count();
+        match t {
+            TransportKind::Dctcp => assert_eq!(resent, reactive, "{again:?}"),
+            _ => assert_eq!(resent, 0, "{again:?}"),
+        }
+        assert_eq!(s.stats().losses_reactive, reactive as u64);
+        // The same cookie again: nothing new (the HELLO with it is on its way).
+        s.handle_packet(150 * MICROS, &retry(0xc0ffee)).unwrap();
+        assert!(drain(&mut s, 150 * MICROS)
+            .iter()
+            .all(|p| !matches!(p, Packet::Hello(_))));
+        // A HELLO retransmission carries the cookie too.
+        let at = s.poll_timeout().unwrap();
+        s.handle_timeout(at);
+        assert!(drain(&mut s, at).iter().any(|p| matches!(
+            p,
+            Packet::Hello(Hello {
+                cookie: Some(0xc0ffee),
+                ..
+            })
+        )));
+        let ok = Packet::HelloAck(HelloAck {
+            flow_id: 7,
+            transport: t,
+            status: HelloStatus::Accepted,
+        });
+        s.handle_packet(at + 1, &ok).unwrap();
+        assert!(s.is_established());
+        // Established: a (late or forged) retry is ignored.
+        s.handle_packet(at + 2, &retry(1)).unwrap();
+        assert!(drain(&mut s, at + 2)
+            .iter()
+            .all(|p| !matches!(p, Packet::Hello(_))));
+        assert!(s.is_established() && s.error().is_none());
+    }
+}
+
+/// A peer answering every HELLO with a fresh cookie cannot make the sender ping-pong:
+/// after 8 immediate re-sends only the HELLO timer sends it.
+#[test]
+fn fresh_cookies_forever_do_not_make_the_sender_ping_pong() {
+    use flexpass_wire::{HelloAck, HelloStatus};
+    let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+    drain(&mut s, 0);
+    let mut hellos = 0;
+    for i in 0..100u64 {
+        let p = Packet::HelloAck(HelloAck {
+            flow_id: 7,
+            transport: TransportKind::ExpressPass,
+            status: HelloStatus::Retry { cookie: i },
+        });
+        s.handle_packet(i, &p).unwrap();
+        hellos += drain(&mut s, i)
+            .iter()
+            .filter(|p| matches!(p, Packet::Hello(_)))
+            .count();
+    }
+    assert_eq!(hellos, 8);
+    assert_eq!(s.stats().cookie_retries, 8);
+}

@@ -112,16 +112,26 @@ fn packet_json(p: &Packet) -> Value {
                     "role": match c.role { ConnRole::Open => "open", ConnRole::Reply => "reply" },
                 });
             }
+            if let Some(c) = h.cookie {
+                v["cookie"] = json!(c);
+            }
             v
         }
-        Packet::HelloAck(h) => json!({
-            "type": "hello_ack", "flow_id": h.flow_id, "transport": transport_str(h.transport),
-            "status": match h.status {
-                HelloStatus::Accepted => "accepted",
-                HelloStatus::UnsupportedTransport => "unsupported_transport",
-                HelloStatus::Refused => "refused",
-            },
-        }),
+        Packet::HelloAck(h) => {
+            let mut v = json!({
+                "type": "hello_ack", "flow_id": h.flow_id, "transport": transport_str(h.transport),
+                "status": match h.status {
+                    HelloStatus::Accepted => "accepted",
+                    HelloStatus::UnsupportedTransport => "unsupported_transport",
+                    HelloStatus::Refused => "refused",
+                    HelloStatus::Retry { .. } => "retry",
+                },
+            });
+            if let Some(c) = h.status.cookie() {
+                v["cookie"] = json!(c);
+            }
+            v
+        }
         Packet::Reset(r) => json!({
             "type": "reset", "flow_id": r.flow_id,
             "reason": match r.reason {
@@ -383,6 +393,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 transport: TransportKind::FlexPass,
                 flow_size: 1 << 20,
                 conn: None,
+                cookie: None,
             }),
         ),
         (
@@ -393,6 +404,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 transport: TransportKind::ExpressPass,
                 flow_size: 0,
                 conn: None,
+                cookie: None,
             }),
         ),
         (
@@ -403,6 +415,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 transport: TransportKind::Dctcp,
                 flow_size: u64::MAX,
                 conn: None,
+                cookie: None,
             }),
         ),
         (
@@ -418,6 +431,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                     dst_port: 5201,
                     role: ConnRole::Open,
                 }),
+                cookie: None,
             }),
         ),
         (
@@ -433,6 +447,34 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                     dst_port: 1,
                     role: ConnRole::Reply,
                 }),
+                cookie: None,
+            }),
+        ),
+        (
+            "hello_cookie",
+            "HELLO sent again with the cookie of a HELLO_ACK retry (flag COOKIE): 28 bytes",
+            Packet::Hello(Hello {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::ExpressPass,
+                flow_size: 1 << 20,
+                conn: None,
+                cookie: Some(0x0123_4567_89ab_cdef),
+            }),
+        ),
+        (
+            "hello_conn_cookie",
+            "HELLO with the connection extension and a cookie (flags CONN | COOKIE): 40 bytes, the cookie last",
+            Packet::Hello(Hello {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::FlexPass,
+                flow_size: 0,
+                conn: Some(HelloConn {
+                    conn_id: 0x0a0b_0c0d,
+                    src_port: 43210,
+                    dst_port: 5201,
+                    role: ConnRole::Open,
+                }),
+                cookie: Some(u64::MAX),
             }),
         ),
         (
@@ -460,6 +502,17 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_id: 2,
                 transport: TransportKind::ExpressPass,
                 status: HelloStatus::Refused,
+            }),
+        ),
+        (
+            "hello_ack_retry",
+            "HELLO_ACK retry with a cookie (flag COOKIE, status 3): 20 bytes; the receiver kept no state",
+            Packet::HelloAck(HelloAck {
+                flow_id: 0x0a0b_0c0d,
+                transport: TransportKind::ExpressPass,
+                status: HelloStatus::Retry {
+                    cookie: 0x0123_4567_89ab_cdef,
+                },
             }),
         ),
         (
@@ -546,6 +599,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         transport: TransportKind::FlexPass,
         flow_size: 4096,
         conn: None,
+        cookie: None,
     }));
     let hconn = enc(&Packet::Hello(Hello {
         flow_id: 5,
@@ -557,11 +611,26 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             dst_port: 80,
             role: ConnRole::Open,
         }),
+        cookie: None,
     }));
     let hack = enc(&Packet::HelloAck(HelloAck {
         flow_id: 5,
         transport: TransportKind::FlexPass,
         status: HelloStatus::Accepted,
+    }));
+    let hcookie = enc(&Packet::Hello(Hello {
+        flow_id: 5,
+        transport: TransportKind::FlexPass,
+        flow_size: 4096,
+        conn: None,
+        cookie: Some(0x1122_3344_5566_7788),
+    }));
+    let hretry = enc(&Packet::HelloAck(HelloAck {
+        flow_id: 5,
+        transport: TransportKind::FlexPass,
+        status: HelloStatus::Retry {
+            cookie: 0x1122_3344_5566_7788,
+        },
     }));
     let rst = enc(&Packet::Reset(Reset {
         flow_id: 5,
@@ -674,9 +743,29 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("hello_conn_flag_short", "flag CONN on a 20-byte HELLO (the extension is missing)",
             with(hello.clone(), 1, &[0x08]), "Truncated"),
         ("hello_conn_flag_missing", "32-byte HELLO without flag CONN", with(hconn.clone(), 1, &[0]), "LengthMismatch"),
-        ("hello_flag_0x10", "HELLO with flag 0x10 (only CONN, 0x08, is allowed)", with(hello.clone(), 1, &[0x10]), "InvalidFlags"),
+        ("hello_flag_0x20", "HELLO with flag 0x20 (only CONN, 0x08, and COOKIE, 0x10, are allowed)", with(hello.clone(), 1, &[0x20]), "InvalidFlags"),
+        ("hello_cookie_flag_short", "flag COOKIE on a 20-byte HELLO (the cookie is missing)",
+            with(hello.clone(), 1, &[0x10]), "Truncated"),
+        ("hello_conn_cookie_flag_short", "flags CONN | COOKIE on a 32-byte HELLO (the cookie is missing)",
+            with(hconn.clone(), 1, &[0x18]), "Truncated"),
+        ("hello_cookie_flag_missing", "28-byte HELLO (with a cookie) without flag COOKIE",
+            with(hcookie.clone(), 1, &[0]), "LengthMismatch"),
+        ("hello_cookie_as_conn", "28-byte HELLO with flag CONN instead of COOKIE: 32 bytes expected",
+            with(hcookie.clone(), 1, &[0x08]), "Truncated"),
+        ("hello_cookie_reserved_nonzero", "HELLO with a cookie and reserved byte 10 = 1", with(hcookie.clone(), 10, &[1]), "NonZeroReserved"),
         ("hello_ack_unknown_transport", "HELLO_ACK transport 0xff", with(hack.clone(), 8, &[0xff]), "UnknownTransport"),
-        ("hello_ack_bad_status", "HELLO_ACK status 3", with(hack.clone(), 9, &[3]), "BadStatus"),
+        ("hello_ack_bad_status", "HELLO_ACK status 3 (retry) without flag COOKIE", with(hack.clone(), 9, &[3]), "BadStatus"),
+        ("hello_ack_bad_status_4", "HELLO_ACK status 4", with(hack.clone(), 9, &[4]), "BadStatus"),
+        ("hello_ack_cookie_not_retry", "HELLO_ACK with flag COOKIE and a cookie but status 0 (accepted)",
+            with(hretry.clone(), 9, &[0]), "BadStatus"),
+        ("hello_ack_cookie_short", "flag COOKIE on a 12-byte HELLO_ACK (the cookie is missing)",
+            with(hack.clone(), 1, &[0x10]), "Truncated"),
+        ("hello_ack_retry_flag_missing", "20-byte HELLO_ACK retry without flag COOKIE: length is checked before status",
+            with(hretry.clone(), 1, &[0]), "LengthMismatch"),
+        ("hello_ack_flag_conn", "HELLO_ACK with flag CONN (0x08; only COOKIE is allowed)", with(hack.clone(), 1, &[0x08]), "InvalidFlags"),
+        ("hello_ack_retry_reserved_nonzero", "HELLO_ACK retry with reserved byte 11 = 1", with(hretry.clone(), 11, &[1]), "NonZeroReserved"),
+        ("hello_ack_retry_status_before_reserved", "HELLO_ACK with flag COOKIE, status 2 and reserved byte 10 = 1: the status is checked first",
+            with(with(hretry.clone(), 9, &[2]), 10, &[1]), "BadStatus"),
         ("hello_ack_reserved_nonzero", "HELLO_ACK reserved 0x8000", with(hack.clone(), 10, &[0x80, 0]), "NonZeroReserved"),
         ("reset_bad_reason", "RESET reason 4", with(rst.clone(), 8, &[4]), "BadReason"),
         ("reset_reserved_nonzero", "RESET reserved byte 9 = 1", with(rst.clone(), 9, &[1]), "NonZeroReserved"),

@@ -85,7 +85,7 @@ pub enum DecodeError {
     /// HELLO / HELLO_ACK transport byte is not 1, 2 or 3.
     #[error("unknown transport {0}")]
     UnknownTransport(u8),
-    /// HELLO_ACK status byte is not 0, 1 or 2.
+    /// HELLO_ACK status byte is not 0..=3, or `retry` (3) and flag COOKIE are not both set.
     #[error("bad HELLO_ACK status {0}")]
     BadStatus(u8),
     /// RESET reason byte is not 0..=3.

@@ -33,7 +33,7 @@ pub use dscp::{split_tos, tos, DscpPlan, Ecn, TrafficClass};
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
     Ack, ConnRole, Credit, CreditRequest, Data, Hello, HelloAck, HelloConn, HelloStatus, Packet,
-    PacketType, Reset, ResetReason, SubFlow, TransportKind,
+    PacketType, Reset, ResetReason, SubFlow, TransportKind, STATUS_RETRY,
 };
 pub use sack::SackBlocks;
 
@@ -69,8 +69,12 @@ pub const CREDIT_STOP_LEN: usize = 8;
 pub const HELLO_LEN: usize = 20;
 /// Length of a HELLO message with the connection extension (flag CONN).
 pub const HELLO_CONN_LEN: usize = 32;
+/// Bytes a HELLO cookie adds (flag COOKIE): a HELLO is 28 bytes with it, 40 with CONN too.
+pub const COOKIE_LEN: usize = 8;
 /// Length of a HELLO_ACK message.
 pub const HELLO_ACK_LEN: usize = 12;
+/// Length of a HELLO_ACK carrying a cookie (flag COOKIE, status retry).
+pub const HELLO_ACK_COOKIE_LEN: usize = 20;
 /// Length of a RESET message.
 pub const RESET_LEN: usize = 12;
 /// Largest value the 16-bit `length` field can carry.
@@ -92,6 +96,9 @@ pub const FLAG_ECE: u8 = 0x02;
 pub const FLAG_RETX: u8 = 0x04;
 /// CONN flag (HELLO only): the HELLO carries the connection extension (32 bytes).
 pub const FLAG_CONN: u8 = 0x08;
+/// COOKIE flag (HELLO, HELLO_ACK): a HELLO_ACK with status retry carries a cookie that the
+/// HELLO sent again echoes (8 bytes at the end of both; docs/protocol.md §6.6, §6.7).
+pub const FLAG_COOKIE: u8 = 0x10;
 
 /// Bytes on an Ethernet wire (incl. preamble, IFG, min-frame padding) for a
 /// FlexPass message of `msg_len` bytes over IPv4/UDP:

@@ -10,10 +10,11 @@ use crate::dscp::{Ecn, TrafficClass};
 use crate::error::{DecodeError, EncodeError};
 use crate::sack::SackBlocks;
 use crate::{
-    ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX,
-    CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN,
-    DATA_HEADER_LEN, FLAG_CONN, FLAG_ECE, FLAG_FIN, FLAG_RETX, HELLO_ACK_LEN, HELLO_CONN_LEN,
-    HELLO_LEN, MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
+    CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
+    CREDIT_STOP_LEN, DATA_HEADER_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_RETX,
+    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_MESSAGE_LEN,
+    MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -71,7 +72,8 @@ impl PacketType {
         match self {
             PacketType::ProactiveData | PacketType::ReactiveData => FLAG_FIN | FLAG_RETX,
             PacketType::Ack => FLAG_ECE,
-            PacketType::Hello => FLAG_CONN,
+            PacketType::Hello => FLAG_CONN | FLAG_COOKIE,
+            PacketType::HelloAck => FLAG_COOKIE,
             _ => 0,
         }
     }
@@ -169,10 +171,20 @@ pub enum HelloStatus {
     UnsupportedTransport,
     /// 2: refused / busy.
     Refused,
+    /// 3 (with flag COOKIE): no state was kept; send the HELLO again with this cookie
+    /// (docs/protocol.md §6.7, §11 "Half-open flows and cookies").
+    Retry {
+        /// Opaque to the sender; the HELLO sent again echoes it.
+        cookie: u64,
+    },
 }
 
+/// `status` byte of [`HelloStatus::Retry`].
+pub const STATUS_RETRY: u8 = 3;
+
 impl HelloStatus {
-    /// Parses the `status` byte.
+    /// Parses a `status` byte that carries no cookie (0..=2). `retry` (3) carries the cookie
+    /// of its HELLO_ACK: the decoder builds [`HelloStatus::Retry`] itself.
     pub fn from_wire(v: u8) -> Option<HelloStatus> {
         match v {
             0 => Some(HelloStatus::Accepted),
@@ -188,6 +200,15 @@ impl HelloStatus {
             HelloStatus::Accepted => 0,
             HelloStatus::UnsupportedTransport => 1,
             HelloStatus::Refused => 2,
+            HelloStatus::Retry { .. } => STATUS_RETRY,
+        }
+    }
+
+    /// The cookie of a `Retry`.
+    pub fn cookie(self) -> Option<u64> {
+        match self {
+            HelloStatus::Retry { cookie } => Some(cookie),
+            _ => None,
         }
     }
 }
@@ -311,6 +332,9 @@ pub struct Hello {
     /// Connection extension (flag CONN): this flow is one direction of a TCP-like
     /// connection (docs/protocol.md §6.6).
     pub conn: Option<HelloConn>,
+    /// Cookie (flag COOKIE): the echo of a HELLO_ACK `retry`'s cookie, sent by a sender whose
+    /// first HELLO the receiver answered without keeping state (docs/protocol.md §6.6).
+    pub cookie: Option<u64>,
 }
 
 /// Role of a flow in a connection (HELLO `role` byte, with flag CONN).
@@ -509,7 +533,11 @@ impl Packet {
                 (if d.fin { FLAG_FIN } else { 0 }) | (if d.retransmission { FLAG_RETX } else { 0 })
             }
             Packet::Ack(a) if a.ece => FLAG_ECE,
-            Packet::Hello(h) if h.conn.is_some() => FLAG_CONN,
+            Packet::Hello(h) => {
+                (if h.conn.is_some() { FLAG_CONN } else { 0 })
+                    | (if h.cookie.is_some() { FLAG_COOKIE } else { 0 })
+            }
+            Packet::HelloAck(h) if h.status.cookie().is_some() => FLAG_COOKIE,
             _ => 0,
         }
     }
@@ -523,8 +551,14 @@ impl Packet {
             Packet::Ack(a) => ACK_BASE_LEN + SACK_BLOCK_LEN * a.sack.len(),
             Packet::CreditRequest(_) => CREDIT_REQUEST_LEN,
             Packet::CreditStop { .. } => CREDIT_STOP_LEN,
-            Packet::Hello(h) if h.conn.is_some() => HELLO_CONN_LEN,
-            Packet::Hello(_) => HELLO_LEN,
+            Packet::Hello(h) => {
+                (if h.conn.is_some() {
+                    HELLO_CONN_LEN
+                } else {
+                    HELLO_LEN
+                }) + if h.cookie.is_some() { COOKIE_LEN } else { 0 }
+            }
+            Packet::HelloAck(h) if h.status.cookie().is_some() => HELLO_ACK_COOKIE_LEN,
             Packet::HelloAck(_) => HELLO_ACK_LEN,
             Packet::Reset(_) => RESET_LEN,
         }
@@ -657,11 +691,17 @@ impl Packet {
                     out.push(c.role.to_wire());
                     out.extend_from_slice(&[0, 0, 0]); // reserved
                 }
+                if let Some(cookie) = h.cookie {
+                    out.extend_from_slice(&cookie.to_be_bytes());
+                }
             }
             Packet::HelloAck(h) => {
                 out.push(h.transport.to_wire());
                 out.push(h.status.to_wire());
                 out.extend_from_slice(&[0, 0]); // reserved
+                if let Some(cookie) = h.status.cookie() {
+                    out.extend_from_slice(&cookie.to_be_bytes());
+                }
             }
             Packet::Reset(r) => {
                 out.push(r.reason.to_wire());
@@ -848,7 +888,9 @@ fn decode_inner<'a>(
         }
         PacketType::Hello => {
             let with_conn = flags & FLAG_CONN != 0;
-            exact_len(len, if with_conn { HELLO_CONN_LEN } else { HELLO_LEN })?;
+            let with_cookie = flags & FLAG_COOKIE != 0;
+            let base = if with_conn { HELLO_CONN_LEN } else { HELLO_LEN };
+            exact_len(len, base + if with_cookie { COOKIE_LEN } else { 0 })?;
             let t = u8_at(buf, 8)?;
             let transport = TransportKind::from_wire(t).ok_or(DecodeError::UnknownTransport(t))?;
             if array_at::<3>(buf, 9)? != [0; 3] {
@@ -874,14 +916,34 @@ fn decode_inner<'a>(
                 transport,
                 flow_size: u64_at(buf, 12)?,
                 conn,
+                cookie: if with_cookie {
+                    Some(u64_at(buf, base)?)
+                } else {
+                    None
+                },
             })
         }
         PacketType::HelloAck => {
-            exact_len(len, HELLO_ACK_LEN)?;
+            let with_cookie = flags & FLAG_COOKIE != 0;
+            exact_len(
+                len,
+                if with_cookie {
+                    HELLO_ACK_COOKIE_LEN
+                } else {
+                    HELLO_ACK_LEN
+                },
+            )?;
             let t = u8_at(buf, 8)?;
             let transport = TransportKind::from_wire(t).ok_or(DecodeError::UnknownTransport(t))?;
             let s = u8_at(buf, 9)?;
-            let status = HelloStatus::from_wire(s).ok_or(DecodeError::BadStatus(s))?;
+            // Status `retry` and flag COOKIE go together: either without the other is BadStatus.
+            let status = match (s, with_cookie) {
+                (STATUS_RETRY, true) => HelloStatus::Retry {
+                    cookie: u64_at(buf, HELLO_ACK_LEN)?,
+                },
+                (_, false) => HelloStatus::from_wire(s).ok_or(DecodeError::BadStatus(s))?,
+                (_, true) => return Err(DecodeError::BadStatus(s)),
+            };
             if u16_at(buf, 10)? != 0 {
                 return Err(DecodeError::NonZeroReserved);
             }

@@ -20,7 +20,8 @@ fn status() -> impl Strategy<Value = HelloStatus> {
     prop_oneof![
         Just(HelloStatus::Accepted),
         Just(HelloStatus::UnsupportedTransport),
-        Just(HelloStatus::Refused)
+        Just(HelloStatus::Refused),
+        any::<u64>().prop_map(|cookie| HelloStatus::Retry { cookie })
     ]
 }
 
@@ -161,14 +162,16 @@ fn valid_packet() -> impl Strategy<Value = Packet> {
             any_u32(),
             transport(),
             any_u64(),
-            proptest::option::of(conn())
+            proptest::option::of(conn()),
+            proptest::option::of(any::<u64>())
         )
-            .prop_map(|(flow_id, transport, flow_size, conn)| {
+            .prop_map(|(flow_id, transport, flow_size, conn, cookie)| {
                 Packet::Hello(Hello {
                     flow_id,
                     transport,
                     flow_size,
                     conn,
+                    cookie,
                 })
             }),
         (any_u32(), transport(), status()).prop_map(|(flow_id, transport, status)| {

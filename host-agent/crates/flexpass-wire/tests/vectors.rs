@@ -174,6 +174,8 @@ fn packet_from_json(v: &Value) -> Packet {
                 c.finish();
                 conn
             }),
+            // Optional: present exactly when the HELLO has flag COOKIE.
+            cookie: o.opt("cookie").map(|c| c.as_u64().expect("cookie u64")),
         }),
         "hello_ack" => Packet::HelloAck(HelloAck {
             flow_id,
@@ -182,6 +184,10 @@ fn packet_from_json(v: &Value) -> Packet {
                 "accepted" => HelloStatus::Accepted,
                 "unsupported_transport" => HelloStatus::UnsupportedTransport,
                 "refused" => HelloStatus::Refused,
+                // The cookie is present exactly with status retry (flag COOKIE).
+                "retry" => HelloStatus::Retry {
+                    cookie: o.u64("cookie"),
+                },
                 s => panic!("bad status {s}"),
             },
         }),

@@ -207,6 +207,7 @@ impl ReceiverPkt {
                 transport: *transport,
                 flow_size: *flow_size,
                 conn: None,
+                cookie: None,
             }),
             ReceiverPkt::CreditRequest { pending } => Packet::CreditRequest(CreditRequest {
                 flow_id: FLOW,

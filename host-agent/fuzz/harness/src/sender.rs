@@ -302,6 +302,7 @@ fn stray_for_sender(kind: u8) -> Packet {
             transport: TransportKind::FlexPass,
             flow_size: 0,
             conn: None,
+            cookie: None,
         }),
         2 => Packet::CreditRequest(CreditRequest {
             flow_id: FLOW,
