@@ -56,6 +56,10 @@ class Session:
     next_attempt: float = 0.0
     reconciles: int = 0
     backup: bool = False
+    queues_pending: bool = False  # set when the pipeline was pushed, until the settings are applied
+    pushed_unreported: bool = False
+    unreported: list = field(default_factory=list)
+    first_reason: Optional[str] = None
 
 
 def _stat(path: Path):
@@ -212,24 +216,33 @@ class Controller:
 
     def reconcile(self, s: Session, reason: str) -> Optional[dict]:
         t0 = time.monotonic()
+        queues = None
         try:
-            pushed = s.client.set_pipeline(self.p4info, self.bmv2_json)
+            if s.client.set_pipeline(self.p4info, self.bmv2_json):
+                # A fresh (restarted) switch: its queue / TM settings are gone too.
+                s.queues_pending = s.pushed_unreported = True
             updates = s.client.apply(self.desired[s.name])
-            queues = self._apply_queues(s.name) if pushed else None
+            s.unreported.extend(updates)
+            if s.queues_pending and self.queues:  # after the entries: forwarding first
+                queues = self._apply_queues(s.name)
+            s.queues_pending = False
         except Exception as e:  # noqa: BLE001
             self.emit({"event": "error", "switch": s.name, "reason": reason, "error": str(e)})
             self._drop(s)
-            s.reason = "retry"
+            s.reason = s.first_reason or reason
+            s.first_reason = s.reason
             return None
+        # Writes of an attempt that failed half-way count with the one that finished.
+        updates, s.unreported = s.unreported, []
         counts: Dict[str, int] = {}
         for u in updates:
             counts[u.op] = counts.get(u.op, 0) + 1
-        ev = {"event": "reconciled", "switch": s.name, "reason": reason, "pipeline_pushed": pushed,
+        ev = {"event": "reconciled", "switch": s.name, "reason": reason, "pipeline_pushed": s.pushed_unreported,
               "writes": len(updates), "updates": counts, "queues": queues,
               "ms": round((time.monotonic() - t0) * 1e3, 1),
               "changes": [u.describe() for u in updates][:50]}
         self.emit(ev)
-        s.reason, s.last_sync = None, self.clock()
+        s.reason, s.first_reason, s.pushed_unreported, s.last_sync = None, None, False, self.clock()
         s.reconciles += 1
         return ev
 

@@ -396,9 +396,15 @@ def test_resident_controller_links_switch_restart_and_its_own_restart(tmp_path, 
     fakes["leaf2"].stop()
     assert _wait(lambda: ev.of("lost", switch="leaf2"), tick=ctl.tick)
     fakes["leaf2"] = switches(port, fakes["leaf2"].device_id)
+    # Its queue API is not up yet the first time: the settings are retried, not forgotten.
+    ctl.apply_queues = lambda cfg, n: (_ for _ in ()).throw(ConnectionRefusedError("TM API not up"))
+    assert _wait(lambda: ev.of("error", switch="leaf2"), tick=ctl.tick)
+    ctl.apply_queues = lambda cfg, n: queued.append(n) or 3
     assert _wait(lambda: ev.of("reconciled", switch="leaf2"), tick=ctl.tick)
     (r,) = ev.of("reconciled", switch="leaf2")
-    assert r["pipeline_pushed"] and r["writes"] > 0 and queued == ["leaf2"]
+    assert r["pipeline_pushed"] and r["queues"] == 3 and queued == ["leaf2"] and r["reason"] == "reconnect"
+    # The entries went in the first time (reported with the attempt that finished).
+    assert fakes["leaf2"].pipeline_pushes == 1 and r["writes"] == fakes["leaf2"].writes > 0
     (members,) = fakes["leaf2"].groups().values()
     assert [_spine_of_member(f, None, m, cfg, "leaf2") for m in members] == ["spine2"]
     # Link back up.
