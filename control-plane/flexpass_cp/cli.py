@@ -466,13 +466,16 @@ def cmd_run(args) -> int:
         sys.stdout.flush()
 
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    ctl = Controller(Path(args.config), args.p4info, args.bmv2_json, links=args.links, switches=args.switch,
-                     election_id=(0, args.election_id), takeover=args.takeover, resync_s=args.resync,
-                     connect_timeout_s=min(args.timeout, 0.5), rpc_timeout_s=args.timeout,
-                     queues=not args.no_queues, emit=emit)
-    ok = ctl.run(args.interval, stop, once_within_s=args.timeout if args.once else None)
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        ctl = Controller(Path(args.config), args.p4info, args.bmv2_json, links=args.links, switches=args.switch,
+                         election_id=(0, args.election_id), takeover=args.takeover, resync_s=args.resync,
+                         connect_timeout_s=min(args.timeout, 0.5), rpc_timeout_s=args.timeout,
+                         queues=not args.no_queues, emit=emit)
+        ok = ctl.run(args.interval, stop, once_within_s=args.timeout if args.once else None)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return 0 if ok or not args.once else 2
 
 

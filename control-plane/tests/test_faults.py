@@ -342,6 +342,12 @@ def test_cli_link_down_and_up_rewrite_every_switch(tmp_path, switches, build, ca
     for n in fakes:
         assert cli.main(["diff", "--switch", n, *common]) == 0
         assert "in sync" in capsys.readouterr().out
+    # The resident controller, once: primary everywhere, nothing to write.
+    assert cli.main(["run", "--once", "--no-queues", *common]) == 0
+    evs = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in evs][0] == "start" and evs[-1]["event"] == "stop"
+    rec = [e for e in evs if e["event"] == "reconciled"]
+    assert sorted(e["switch"] for e in rec) == sorted(fakes) and all(e["writes"] == 0 for e in rec)
 
 
 class _Events(list):
