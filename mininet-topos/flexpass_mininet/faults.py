@@ -5,9 +5,11 @@ An experiment is a TOML file (mininet-topos/experiments/): the fabric, the long
 flows (each pinned to a spine through its source port, :func:`fabric.ecmp_member_index`),
 and the faults, run in order while the flows run:
 
-* ``link-down``: a spine link goes down in Mininet (both veths), then
-  ``flexpass-ctl link-down`` records it; the resident controller (``flexpass-ctl
-  run``) rewrites the ECMP groups of every switch.  After ``hold_s`` the link
+* ``link-down``: a spine link fails — both veths drop every frame (``method =
+  "drop"``, tc; ``"ifdown"`` takes them down in Mininet, which stalls the whole
+  BMv2 switch, see LINK_METHODS) — then ``flexpass-ctl link-down`` records it;
+  the resident controller (``flexpass-ctl run``) rewrites the ECMP groups of
+  every switch.  After ``hold_s`` the link
   comes back (``flexpass-ctl link-up``).  The groups are read back from the
   switches after each change and checked symmetric (both directions of every
   leaf pair over the same spines, same order).
@@ -49,6 +51,12 @@ from .scaling import Scaled
 AGENT_PORT = 7890
 TRANSPORTS = ("flexpass", "expresspass", "dctcp")
 FAULT_KINDS = ("link-down", "switch-restart", "controller-restart")
+#: How a link fails.  "drop": both veths stay up and drop every frame they would send
+#: (tc pfifo limit 0): a cut link as the switches see it.  "ifdown": Mininet takes both
+#: veths down — which stalls EVERY port of a BMv2 switch while the veth is down (BMv2
+#: reads all ports in one thread, and libpcap 1.10's blocking read on a downed
+#: interface polls until the interface is up again), so the whole leaf stops.
+LINK_METHODS = ("drop", "ifdown")
 EXPERIMENTS = env.REPO / "mininet-topos" / "experiments"
 
 
@@ -74,6 +82,7 @@ class Fault:
     switch: Optional[str] = None
     down_s: float = 0.5
     settle_s: float = 3.0
+    method: str = "drop"
 
 
 @dataclass
@@ -87,7 +96,7 @@ class Experiment:
     warmup_s: float = 3.0
     tail_s: float = 1.0
     completion_timeout_s: float = 120.0
-    recovery_bound_s: float = 2.5
+    recovery_bound_s: float = 1.5
     reconcile: str = "controller"
     spines: int = 2
     leaves: int = 2
@@ -159,12 +168,14 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
         if f.kind not in FAULT_KINDS:
             raise ExperimentError(f"{p}.kind: one of {', '.join(FAULT_KINDS)}, got {f.kind!r}")
         for key, typ in (("link", str), ("hold_s", float), ("switch", str), ("down_s", float),
-                         ("settle_s", float)):
+                         ("settle_s", float), ("method", str)):
             v = _take(fr, key, typ, p)
             if v is not None:
                 setattr(f, key, v)
         if f.kind == "link-down" and not f.link:
             raise ExperimentError(f"{p}: link-down needs link = 'switch:port'")
+        if f.method not in LINK_METHODS:
+            raise ExperimentError(f"{p}.method: one of {', '.join(LINK_METHODS)}, got {f.method!r}")
         if f.kind == "switch-restart" and f.switch not in fab.switches:
             raise ExperimentError(f"{p}.switch: one of {', '.join(fab.switches)}, got {f.switch!r}")
         if fr:
@@ -305,6 +316,25 @@ class ControlPlane:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def set_link(net, a: str, b: str, intfs: List[str], down: bool, method: str) -> Optional[int]:
+    """Fail (or restore) the link between switches a and b; on restore with "drop",
+    returns the frames the link dropped while it was down."""
+    if method == "ifdown":
+        net.net.configLinkStatus(a, b, "down" if down else "up")
+        return None
+    if down:
+        for d in intfs:
+            subprocess.run(["tc", "qdisc", "replace", "dev", d, "root", "pfifo", "limit", "0"], check=True)
+        return None
+    dropped = 0
+    for d in intfs:
+        out = subprocess.run(["tc", "-s", "qdisc", "show", "dev", d], capture_output=True, text=True).stdout
+        for tok in out.replace(",", " ").replace("(", " ").split("dropped")[1:]:
+            dropped += int(tok.split()[0])
+        subprocess.run(["tc", "qdisc", "del", "dev", d, "root"], check=True)
+    return dropped
 
 
 def _ctl(run_dir: Path, name: str, args: List[str]) -> subprocess.CompletedProcess:
@@ -466,20 +496,32 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
                     if len(ends) != 2:
                         raise ExperimentError(f"fault {k}: {f.link} is not a link between two switches")
                     (a, _), (b, _) = ends
+                    intfs = [i.name for pair in net.net.get(a).connectionsTo(net.net.get(b)) for i in pair]
                     for down in (True, False):
                         verb = "down" if down else "up"
                         t0 = time.time()
-                        net.net.configLinkStatus(a, b, verb)
+                        dropped = set_link(net, a, b, intfs, down, f.method)
                         t_mn = time.time()
+                        # --no-apply: the running controller applies it (without, the CLI finds
+                        # every switch held by it and says so — tested in control-plane/tests —
+                        # at the cost of a P4Runtime session per switch on the loaded machine).
                         _ctl(run_dir, f"fault{k}-link-{verb}",
-                             [f"link-{verb}", "--config", str(cfg_path), "--link", f.link, "--json", *build])
+                             [f"link-{verb}", "--config", str(cfg_path), "--link", f.link, "--no-apply"])
                         t_cli = time.time()
                         evs = cp.wait_in_sync(t0, sorted(fab.switches), timeout=30, reason="links")
                         t_done = max(e["t"] for e in evs)
+                        from flexpass_cp.links import default_state_path, read_state as read_links
+
+                        _, t_rec = read_links(default_state_path(cfg_path))
                         state = read_state(fab, load_cfg(cfg_path))
                         timeline.append({
                             "t": t0, "event": f"link {verb}", "fault": k, "link": describe_link(cfg, ends),
+                            "method": f.method, "interfaces": intfs, "frames_dropped_on_link": dropped,
                             "mininet_s": round(t_mn - t0, 3), "cli_s": round(t_cli - t0, 3),
+                            # failure -> link state recorded (flexpass-ctl link-down's start-up) ->
+                            # every switch rewritten (the controller).
+                            "recorded_s": round(t_rec - t0, 3) if t_rec else None,
+                            "controller_ms": round((t_done - t_rec) * 1e3, 1) if t_rec else None,
                             "groups_written_s": round(t_done - t0, 3),
                             "writes": {e["switch"]: e["writes"] for e in evs},
                             "updates": {e["switch"]: e["changes"] for e in evs if e["changes"]},
@@ -530,6 +572,7 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
                     timeline.append({
                         "t": t0, "event": "controller killed and restarted", "fault": k,
                         "mastership_s": round(max(e["t"] for e in prim) - t_start, 3) if prim else None,
+                        "absent_s": round(max(e["t"] for e in prim) - t0, 3) if prim else None,
                         "election_ids": sorted({e["election_id"] for e in prim}),
                         "took_over": any(e["took_over"] for e in prim),
                         "writes": sum(e["writes"] for e in evs),
@@ -599,6 +642,10 @@ def analyse(exp: Experiment, fab, sc: Scaled, run_dir: Path, timeline: List[dict
             per[f["flow"]] = r
             rec_rows.append({"event": ev["event"], "flow": f["flow"], "transport": f["transport"],
                              "spine": f["spine"], **r})
+        # The control plane's repair: the path is whole again from then on.
+        ev["repair_s"] = ev.get("groups_written_s", ev.get("reconciled_s", 0.0))
+        for r in per.values():
+            r["within_bound"] = (not r["active"]) or r["gap_s"] <= ev["repair_s"] + exp.recovery_bound_s
         ev["recovery"] = per
         active = [r["gap_s"] for r in per.values() if r["active"]]
         ev["max_gap_s"] = max(active, default=None)
@@ -614,6 +661,9 @@ def analyse(exp: Experiment, fab, sc: Scaled, run_dir: Path, timeline: List[dict
             "corrupted_bytes": sum(f["bytes"] for f in flows
                                    if f["bytes_received"] == f["bytes"] and not f["byte_exact"]),
             "max_gap_s_by_event": {f"{e['event']}": e["max_gap_s"] for e in faults},
+            "beyond_bound": [f"{e['event']}: {k} gap {r['gap_s']} s > repair {e['repair_s']} s + "
+                             f"{exp.recovery_bound_s} s" for e in faults for k, r in e["recovery"].items()
+                             if not r["within_bound"]],
             "asymmetric_after_changes": sum(len(e.get("asymmetric", [])) for e in timeline)
             + len(checks.get("final_asymmetric", [])),
             "final_apply_writes": sum(checks.get("final_apply_writes", {}).values()),
@@ -642,14 +692,15 @@ def summary(r: dict) -> str:
     s = r["summary"]
     lines = [f"== faults: {r['experiment']} ({r['switch']}, {r['scale']}) ==",
              f"  flows complete {s['complete']}/{s['flows']}, byte-exact {s['byte_exact']}/{s['flows']}, "
-             f"corrupted or lost bytes {s['corrupted_or_lost_bytes']}"]
+             f"lost bytes {s['lost_bytes']}, corrupted bytes {s['corrupted_bytes']}"]
     for ev in r["timeline"]:
         if "fault" not in ev:
             continue
         extra = []
         if "groups_written_s" in ev:
             extra.append(f"groups rewritten on every switch {ev['groups_written_s'] * 1e3:.0f} ms after the "
-                         f"link went {ev['event'].split()[-1]} (writes {sum(ev['writes'].values())}), "
+                         f"link went {ev['event'].split()[-1]} (recorded after {ev['recorded_s']} s, controller "
+                         f"{ev['controller_ms']} ms; writes {sum(ev['writes'].values())}), "
                          f"asymmetric pairs {len(ev['asymmetric'])}")
         if "reconcile_writes" in ev:
             extra.append(f"reconciled by {ev['reconciled_by']} {ev['reconciled_s']:.2f} s after the kill "
@@ -663,4 +714,6 @@ def summary(r: dict) -> str:
                 lines.append(f"      {k}: gap {rc['gap_s']:.2f} s")
     lines.append(f"  after the last change: asymmetric pairs {len(r['checks'].get('final_asymmetric', []))}, "
                  f"apply on every switch wrote {s['final_apply_writes']}")
+    lines.append(f"  recovery bound (gap <= repair + {r['recovery_bound_s']} s): "
+                 + ("every flow within it" if not s["beyond_bound"] else "; ".join(s["beyond_bound"])))
     return "\n".join(lines)

@@ -122,8 +122,8 @@ def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], li
             down_at = None
         elif "reconciled_s" in e:
             ax.axvspan(x, x + e["reconciled_s"], color="tab:purple", alpha=0.08)
-        elif "mastership_s" in e:
-            ax.axvspan(x, x + (e.get("mastership_s") or 0), color="tab:orange", alpha=0.08)
+        elif "absent_s" in e:
+            ax.axvspan(x, x + (e.get("absent_s") or 0), color="tab:orange", alpha=0.08)
     ax.set_xlabel("time since the first fault (s)")
     ax.set_ylabel("throughput per flow (Mbit/s)")
     ax.set_ylim(0, top)

@@ -12,10 +12,10 @@ the controller is killed and restarted.  Asserted:
   (both directions of every leaf pair over the same spines, same order), a link
   change is a handful of writes (group MODIFYs, withdrawn routes), and `apply`
   on every switch at the end writes nothing;
-* recovery: each flow's longest throughput gap after the link failure is within
-  the file's recovery_bound_s (its comment justifies the bound); after the
-  leaf restart every flow moves again (gap below the restart's duration plus
-  the bound);
+* recovery: at every fault, each flow's longest throughput gap is at most the
+  control plane's repair time (groups rewritten on every switch, the restarted
+  leaf reconciled) plus the file's recovery_bound_s (its comment justifies the
+  bound); flows on the other spine stay within the bound alone;
 * the controller restart: mastership back with the same election id, 0 writes,
   no entry lost, no throughput gap beyond one sample interval.
 
@@ -57,25 +57,27 @@ def test_spine_link_leaf_and_controller_failures_lose_nothing(tmp_path):
         assert sum(ev["writes"].values()) == 4, ev  # a group MODIFY per leaf + spine1's 2 routes
     assert all(p == ["spine2"] for p in (down["paths"]["leaf1"]["h3"], down["paths"]["leaf2"]["h1"]))
     assert up["paths"]["leaf1"]["h3"] == up["paths"]["leaf2"]["h1"] == ["spine1", "spine2"]
-    # Every flow was running at the failure; those on spine1 stalled at most `bound`, the
-    # others kept going.
+    assert up["frames_dropped_on_link"] > 0, up  # the failed link did carry flows (pinned there)
+    # Every flow was running at the failure.  Recovery: no flow stalled longer than the
+    # control plane's repair (groups rewritten on every switch; the restarted leaf
+    # reconciled) plus the file's recovery_bound_s (its comment justifies it), at every
+    # fault; the flows the link failure does not touch (spine2) within the bound alone.
     for f in r["flows"]:
-        rc = down["recovery"][f["flow"]]
-        assert rc["active"], (f["flow"], down)
-        assert rc["gap_s"] <= bound, (f["flow"], rc)
-    # Leaf2 killed: reconciled (pipeline + entries + TM), apply afterwards writes nothing,
-    # every flow moves again.
+        assert down["recovery"][f["flow"]]["active"], (f["flow"], down)
+        if f["spine"] == "spine2":
+            assert down["recovery"][f["flow"]]["gap_s"] <= bound, (f["flow"], down["recovery"])
+    assert s["beyond_bound"] == [], s["beyond_bound"]
+    # Leaf2 killed: reconciled (pipeline + entries + TM), apply afterwards writes nothing.
     (rs,) = [e for e in r["timeline"] if "killed and restarted" in e["event"] and "leaf2" in e["event"]]
-    assert rs["pipeline_pushed"] and rs["reconcile_writes"] > 0 and rs["apply_again_writes"] == 0, rs
-    for flow, rc in rs["recovery"].items():
-        if rc["active"]:
-            assert rc["gap_s"] <= rs["reconciled_s"] + bound, (flow, rc, rs)
-    # Controller killed and restarted: same election id, nothing written, nothing lost.
+    assert rs["pipeline_pushed"] and rs["reconcile_writes"] > 0 and rs["queues"], rs
+    assert rs["apply_again_writes"] == 0 and not rs["apply_again_pipeline_pushed"], rs
+    # Controller killed and restarted: same election id, nothing written, nothing lost, and
+    # no flow stalled anywhere near the controller's absence (seconds).
     (cr,) = _events(r, "controller killed and restarted")
     assert cr["election_ids"] == [1] and not cr["took_over"], cr
     assert cr["writes"] == 0 and not cr["pipeline_pushed"] and cr["entries_lost"] == {}, cr
     assert not cr["entries_changed_while_down"], cr
-    assert all(rc["gap_s"] <= 2 * exp.sample_ms / 1e3 for rc in cr["recovery"].values() if rc["active"]), cr
+    assert cr["max_gap_s"] is None or cr["max_gap_s"] <= bound < cr["absent_s"], cr
     # The end: groups symmetric, apply on every switch writes nothing.
     assert r["checks"]["final_asymmetric"] == [] and s["final_apply_writes"] == 0, r["checks"]
     assert (tmp_path / f"{exp.name}-{exp.switch}" / "timeline.png").is_file()
