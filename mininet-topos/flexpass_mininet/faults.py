@@ -248,6 +248,59 @@ def _proc_start_unix(pid: int) -> Optional[float]:
         return None
 
 
+class SampleClock:
+    """Puts a ``serve --sample-ms`` log on the wall clock.  A sample line carries the ms
+    since that serve started; it is written (line-buffered) the moment it is taken.  A
+    thread reads the new lines every 10 ms: each gives t0 <= arrival - t_ms, so the
+    smallest such value is serve's start within about the poll period (the process's
+    start time from /proc would be early by the agent's own start-up, which was up to
+    ~0.5 s on the loaded test machine)."""
+
+    def __init__(self, paths: Dict[str, Path], poll_s: float = 0.01):
+        import threading
+
+        self.paths, self.poll_s = paths, poll_s
+        self.t0: Dict[str, float] = {}
+        self._pos = {h: 0 for h in paths}
+        self._buf = {h: "" for h in paths}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        now = time.time()
+        for h, p in self.paths.items():
+            try:
+                with open(p, "r", errors="replace") as f:
+                    f.seek(self._pos[h])
+                    data = f.read()
+                    self._pos[h] = f.tell()
+            except FileNotFoundError:
+                continue
+            lines = (self._buf[h] + data).split("\n")
+            self._buf[h] = lines.pop()
+            for line in lines:
+                if '"sample"' not in line:
+                    continue
+                try:
+                    t_ms = json.loads(line)["t_ms"]
+                except (ValueError, KeyError):
+                    continue
+                est = now - t_ms / 1e3
+                if h not in self.t0 or est < self.t0[h]:
+                    self.t0[h] = est
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._read()
+            self._stop.wait(self.poll_s)
+
+    def stop(self) -> Dict[str, float]:
+        self._stop.set()
+        self._thread.join(5)
+        return dict(self.t0)
+
+
 class ControlPlane:
     """The resident controller (``flexpass-ctl run``) as a process the runner can
     kill and restart; its JSON event log is appended to controller.jsonl."""
@@ -473,8 +526,8 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
                 serve_procs[h] = net.popen(h, agent + ["serve", "--listen", f"{ip}:{AGENT_PORT}", "--sample-ms",
                                                        f"{exp.sample_ms:g}", *net_args, "--log-level", "warn"],
                                            run_dir / f"{h}-serve.jsonl", run_dir / f"{h}-serve.err")
-                # Samples carry ms since serve started; its start puts them on the wall clock.
-                serve_t0[h] = _proc_start_unix(serve_procs[h].pid) or time.time()
+                serve_t0[h] = _proc_start_unix(serve_procs[h].pid) or time.time()  # fallback
+            clock = SampleClock({h: run_dir / f"{h}-serve.jsonl" for h in receivers})
             time.sleep(0.5)
             t_flows = time.time()
             senders = []
@@ -589,6 +642,7 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
             timeline.append({"t": time.time(), "event": "flows done",
                              "running": sum(p.poll() is None for p in senders)})
             time.sleep(1.0)  # the receivers report the last flows
+            serve_t0.update(clock.stop())
             # Final checks with the controller stopped: groups symmetric, and what apply would
             # write on every switch (its plan, read back as primary) is nothing.
             cfg = load_cfg(cfg_path)
@@ -654,6 +708,7 @@ def analyse(exp: Experiment, fab, sc: Scaled, run_dir: Path, timeline: List[dict
         "experiment": exp.name, "description": exp.description, "switch": exp.switch, "scale": sc.describe(),
         "link_rate_bps": sc.link_rate_bps, "sample_ms": exp.sample_ms, "recovery_bound_s": exp.recovery_bound_s,
         "reconcile": exp.reconcile, "flows": flows, "timeline": timeline, "checks": checks,
+        "serve_start_unix": serve_t0,
         "summary": {
             "flows": len(flows), "complete": sum(f["complete"] for f in flows),
             "byte_exact": sum(f["byte_exact"] for f in flows),
