@@ -8,7 +8,8 @@ and keeps each switch equal to what the config and the link state
   link state file (or the config changes), every switch is reconciled at once
   (checked every ``interval``, 20 ms by default): the affected ECMP groups are
   MODIFYed on every switch, routes that lost every next hop are withdrawn, and
-  nothing else is written.
+  nothing else is written — computed from what each switch held after its last
+  reconcile, without reading it back first (its stream never broke).
 * **A switch that restarts** (its stream breaks) is reconnected as soon as its
   P4Runtime server is back; it runs no pipeline then, so the pipeline is pushed,
   every entity inserted and its queue / traffic-manager settings applied.
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .config import TOFINO_CHIPS, Config, ConfigError, describe_link, switch_entries
+from .entities import plan_updates
 from . import links as links_mod
 
 
@@ -60,6 +62,7 @@ class Session:
     pushed_unreported: bool = False
     unreported: list = field(default_factory=list)
     first_reason: Optional[str] = None
+    synced: Optional[list] = None  # what the switch held after the last reconcile
 
 
 def _stat(path: Path):
@@ -193,6 +196,7 @@ class Controller:
             return False
         if s.client is not None:
             self.emit({"event": "lost", "switch": s.name, "error": "stream ended (switch restarted or gone)"})
+            s.synced = None
             self._drop(s)
             s.backup = False
             s.reason = "reconnect"
@@ -217,17 +221,27 @@ class Controller:
     def reconcile(self, s: Session, reason: str) -> Optional[dict]:
         t0 = time.monotonic()
         queues = None
+        desired = self.desired[s.name]
         try:
-            if s.client.set_pipeline(self.p4info, self.bmv2_json):
-                # A fresh (restarted) switch: its queue / TM settings are gone too.
-                s.queues_pending = s.pushed_unreported = True
-            updates = s.client.apply(self.desired[s.name])
+            if reason == "links" and s.synced is not None and not s.queues_pending:
+                # Fast path for a link change: the switch held `s.synced` at the last
+                # reconcile and its stream never broke (same process, same pipeline), so
+                # the difference is written without reading it back first (the periodic
+                # resync reads; a write that fails drops the session: full reconcile).
+                updates = plan_updates(desired, s.synced)
+                s.client.write(updates)
+            else:
+                if s.client.set_pipeline(self.p4info, self.bmv2_json):
+                    # A fresh (restarted) switch: its queue / TM settings are gone too.
+                    s.queues_pending = s.pushed_unreported = True
+                updates = s.client.apply(desired)
             s.unreported.extend(updates)
             if s.queues_pending and self.queues:  # after the entries: forwarding first
                 queues = self._apply_queues(s.name)
             s.queues_pending = False
         except Exception as e:  # noqa: BLE001
             self.emit({"event": "error", "switch": s.name, "reason": reason, "error": str(e)})
+            s.synced = None
             self._drop(s)
             s.reason = s.first_reason or reason
             s.first_reason = s.reason
@@ -243,6 +257,7 @@ class Controller:
               "changes": [u.describe() for u in updates][:50]}
         self.emit(ev)
         s.reason, s.first_reason, s.pushed_unreported, s.last_sync = None, None, False, self.clock()
+        s.synced = desired
         s.reconciles += 1
         return ev
 
