@@ -129,14 +129,15 @@ test-netns:
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
 	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
 
-# Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine.
+# Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine,
+# network faults (link down, switch and controller restarts).
 test-mininet:
 	@if [ ! -x build/switch-target/flexpass_switch ] && command -v simple_switch_grpc >/dev/null && command -v cmake >/dev/null; then \
 	  $(MAKE) --no-print-directory switch-target >/dev/null; fi
 	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED mininet tier: $$reason" | tee -a $(SUMMARY); \
-	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py && \
-	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry)" >> $(SUMMARY); fi
+	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py mininet-topos/tests/test_mininet_faults.py && \
+	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply)" >> $(SUMMARY); fi
 
 # Every fuzz target for 20 s (about 2 minutes with the build): the decoder and the
 # stateful targets (sender, receiver, pair; docs/fuzzing.md). The summary quotes the

@@ -6,6 +6,17 @@ Tofino) from a YAML config.
     flexpass-ctl apply    --config C --switch S [...]    # pipeline + entries + meters + queues
     flexpass-ctl counters --config C --switch S [...]    # per port/queue counters
     flexpass-ctl tm-stats --config C --switch S [...]    # flexpass_switch TM: depths, drops
+    flexpass-ctl link-down --config C --link leaf1:spine1 # take a link out of service (every switch)
+    flexpass-ctl link-up   --config C --link leaf1:spine1 # and back
+    flexpass-ctl run      --config C [...]               # resident controller: mastership,
+                                                         # link changes, restarted switches
+
+Links out of service are recorded in a state file next to the config
+(``<config stem>.links.yaml``, or ``--links FILE``) that every command reads
+with the config (flexpass_cp.links): a switch restarted while a link is down
+is reconciled without it.  ``link-down``/``link-up`` apply the change to every
+switch at once unless a running controller (``flexpass-ctl run``) holds them,
+which then applies it itself within its ``--interval``.
 
 Tofino targets (``target: tofino`` / ``tofino2``) go over BfRt gRPC with the
 SDE's bfrt_grpc client (flexpass_cp.bfrt_client); ``show`` lists the BfRt
@@ -17,8 +28,12 @@ Exit codes: 0 ok, 1 config error, 2 switch/transport error, 3 usage.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -31,7 +46,9 @@ from .config import (
     Config,
     ConfigError,
     Derived,
+    describe_link,
     load_config,
+    resolve_link,
     switch_entries,
     tm_settings,
 )
@@ -41,13 +58,20 @@ _BUILD = Path(os.environ.get("FLEXPASS_P4_BUILD", _REPO / "build" / "p4"))
 _TOFINO_BUILD = Path(os.environ.get("FLEXPASS_TOFINO_BUILD", _REPO / "build" / "p4-tofino"))
 
 
-def _add_common(p: argparse.ArgumentParser, switch_access: bool) -> None:
+def _add_common(p: argparse.ArgumentParser, switch_access: bool, one_switch: bool = True) -> None:
     p.add_argument("--config", required=True, help="YAML topology config")
-    p.add_argument("--switch", required=True, help="switch name in the config")
+    if one_switch:
+        p.add_argument("--switch", required=True, help="switch name in the config")
+    p.add_argument("--links", type=Path,
+                   help="link state file (default: <config stem>.links.yaml next to the config)")
     if switch_access:
-        p.add_argument("--grpc-addr", help="P4Runtime address (default: from the config)")
-        p.add_argument("--device-id", type=int, help="P4Runtime device id (default: from the config)")
+        if one_switch:
+            p.add_argument("--grpc-addr", help="P4Runtime address (default: from the config)")
+            p.add_argument("--device-id", type=int, help="P4Runtime device id (default: from the config)")
         p.add_argument("--election-id", type=int, default=1, help="election id (low 64 bits; default 1)")
+        p.add_argument("--takeover", action="store_true",
+                       help="if another live controller is primary (or holds our election id), bid "
+                            "one above it and become primary (it becomes a backup)")
         p.add_argument("--p4info", type=Path, default=_BUILD / "flexpass.p4info.txtpb")
         p.add_argument("--bmv2-json", type=Path, default=_BUILD / "flexpass.json")
         p.add_argument("--timeout", type=float, default=5.0, help="connect/RPC timeout in seconds")
@@ -74,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-queues", action="store_true",
                    help="skip the queue settings (BMv2 queue depth/rate, or the flexpass_switch TM)")
     p.add_argument("--force-pipeline", action="store_true", help="push the pipeline even if already loaded")
+    p.add_argument("--json", action="store_true",
+                   help="P4Runtime switches: end with one JSON line (pipeline pushed, writes by operation)")
     p = sub.add_parser("counters", help="per port/queue counters and ingress events")
     _add_common(p, True)
     p.add_argument("--all", action="store_true", help="also print all-zero rows")
@@ -82,6 +108,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tm-addr", default="127.0.0.1", help="TM API host (default 127.0.0.1)")
     p.add_argument("--tm-port", type=int, help="TM API port (default: from the config)")
     p.add_argument("--clear", action="store_true", help="reset the watermarks after reading")
+    for name, verb in (("link-down", "take a link out of service"), ("link-up", "put a link back in service")):
+        p = sub.add_parser(name, help=f"{verb}: record it and rewrite the ECMP groups and routes of every switch")
+        _add_common(p, True, one_switch=False)
+        p.add_argument("--link", action="append", required=True,
+                       help="switch:port (number or name, e.g. leaf1:3 or leaf1:spine1); repeatable")
+        p.add_argument("--no-apply", action="store_true",
+                       help="only record the link state (a running controller applies it)")
+        p.add_argument("--json", action="store_true", help="end with one JSON line per switch")
+    p = sub.add_parser("run", help="resident controller: holds mastership, applies link changes, "
+                                   "reconciles restarted switches (JSON line per event)")
+    _add_common(p, True, one_switch=False)
+    p.add_argument("--switch", action="append",
+                   help="a switch to control (repeatable; default: every P4Runtime switch of the config)")
+    p.add_argument("--interval", type=float, default=0.02,
+                   help="seconds between checks of the link state, streams and pending work (default 0.02)")
+    p.add_argument("--resync", type=float, default=5.0,
+                   help="seconds between read-backs that repair divergence (default 5)")
+    p.add_argument("--no-queues", action="store_true",
+                   help="do not apply queue / TM settings to restarted switches")
+    p.add_argument("--once", action="store_true",
+                   help="reconcile every switch once and exit (exit 2 if one stays unreachable for --timeout)")
     return ap
 
 
@@ -183,13 +230,16 @@ def apply_tm_settings(cfg: Config, switch: str, host: str, port: int) -> list:
     return ports
 
 
-def _connect(args, cfg: Config):
+def _connect(args, cfg: Config, arbitrate: bool = True, switch: Optional[str] = None):
+    """A P4Runtime session: primary (``arbitrate``, for writes) or read-only (no
+    stream: diff and counters never disturb the primary controller)."""
     from .p4runtime_client import P4RuntimeClient
 
-    sw = cfg.switch(args.switch)
-    addr = args.grpc_addr or sw.grpc_addr
-    dev = args.device_id if args.device_id is not None else sw.device_id
-    return P4RuntimeClient(addr, dev, (0, args.election_id), timeout=args.timeout)
+    sw = cfg.switch(switch or args.switch)
+    addr = getattr(args, "grpc_addr", None) or sw.grpc_addr
+    dev = args.device_id if getattr(args, "device_id", None) is not None else sw.device_id
+    return P4RuntimeClient(addr, dev, (0, args.election_id), timeout=args.timeout, arbitrate=arbitrate,
+                           takeover=getattr(args, "takeover", False))
 
 
 def _check_build(args) -> None:
@@ -285,7 +335,7 @@ def cmd_diff(args, cfg: Config) -> int:
         return cmd_diff_tofino(args, cfg)
     _check_build(args)
     desired = switch_entries(cfg, args.switch)
-    with _connect(args, cfg) as c:
+    with _connect(args, cfg, arbitrate=False) as c:
         cookie = pipeline_cookie(Path(args.p4info).read_bytes(), Path(args.bmv2_json).read_bytes())
         c.load_p4info(args.p4info)
         if c.current_cookie() != cookie:
@@ -309,26 +359,124 @@ def cmd_apply(args, cfg: Config) -> int:
         return cmd_apply_tofino(args, cfg)
     _check_build(args)
     desired = switch_entries(cfg, args.switch)
+    _print_down_links(cfg)
     with _connect(args, cfg) as c:
         pushed = c.set_pipeline(args.p4info, args.bmv2_json, force=args.force_pipeline)
         print(f"pipeline: {'pushed' if pushed else 'already loaded (unchanged)'}")
         updates = c.apply(desired)
+        election_id = c.election_id
     counts = {}
     for u in updates:
         counts[u.op] = counts.get(u.op, 0) + 1
         print(f"  {u.describe()}")
     print(f"entities: {len(desired)} desired; " +
           (", ".join(f"{n} {op.lower()}" for op, n in sorted(counts.items())) or "no change"))
-    if args.no_queues:
-        return 0
+    summary = {"switch": args.switch, "pipeline_pushed": pushed, "desired": len(desired),
+               "writes": len(updates), "updates": counts, "election_id": election_id[1], "queues": None}
     sw = cfg.switch(args.switch)
-    if sw.target == "flexpass_switch":
-        ports = apply_tm_settings(cfg, args.switch, args.thrift_ip, args.tm_port or sw.tm_port)
-        print(f"traffic manager: {len(ports)} ports configured")
-    else:
-        cmds = apply_queue_settings(cfg, args.switch, args.thrift_port, args.thrift_ip)
-        print(f"queues: {len(cmds)} settings applied over thrift")
+    if not args.no_queues:
+        if sw.target == "flexpass_switch":
+            ports = apply_tm_settings(cfg, args.switch, args.thrift_ip, args.tm_port or sw.tm_port)
+            print(f"traffic manager: {len(ports)} ports configured")
+            summary["queues"] = len(ports)
+        else:
+            cmds = apply_queue_settings(cfg, args.switch, args.thrift_port or sw.thrift_port, args.thrift_ip)
+            print(f"queues: {len(cmds)} settings applied over thrift")
+            summary["queues"] = len(cmds)
+    if args.json:
+        print(json.dumps(summary))
     return 0
+
+
+def _print_down_links(cfg: Config) -> None:
+    from .config import link_peer
+
+    if cfg.down_ports:
+        ends = {tuple(sorted({(s, p)} | ({link_peer(cfg, s, p)} if link_peer(cfg, s, p) else set())))
+                for s, p in cfg.down_ports}
+        print("links out of service: " + "; ".join(describe_link(cfg, e) for e in sorted(ends)))
+
+
+def cmd_link(args, cfg: Config) -> int:
+    """link-down / link-up: record, then apply to every switch that no running
+    controller holds."""
+    from . import links as links_mod
+
+    down = args.cmd == "link-down"
+    path = links_mod.state_path(args.config, args.links)
+    for spec in args.link:
+        changed, ends, now_down = links_mod.set_link(args.config, spec, down, args.links)
+        print(f"{'down' if down else 'up'}: {describe_link(cfg, ends)}"
+              + ("" if changed else " (already " + ("down" if down else "up") + ")"))
+    print(f"link state: {path} ({len(now_down)} link(s) down)")
+    if args.no_apply:
+        return 0
+    cfg = links_mod.load(args.config, args.links)
+    status = 0
+    results = []
+    for name in sorted(cfg.switches):
+        sw = cfg.switches[name]
+        if sw.target in TOFINO_CHIPS:
+            print(f"  {name}: {sw.target}: run flexpass-ctl apply --switch {name}")
+            results.append({"switch": name, "skipped": "tofino"})
+            continue
+        res = _apply_forwarding(args, cfg, name)
+        results.append(res)
+        if "error" in res:
+            status = 2
+    if args.json:
+        for r in results:
+            print(json.dumps(r))
+    return status
+
+
+def _apply_forwarding(args, cfg: Config, name: str) -> dict:
+    """Entities only (no pipeline push, no queue settings) on one switch."""
+    from .p4runtime_client import NotPrimary, P4RuntimeError, pipeline_cookie
+
+    desired = switch_entries(cfg, name)
+    try:
+        with _connect(args, cfg, switch=name) as c:
+            cookie = pipeline_cookie(Path(args.p4info).read_bytes(), Path(args.bmv2_json).read_bytes())
+            c.load_p4info(args.p4info)
+            if c.current_cookie() != cookie:
+                print(f"  {name}: does not run this pipeline build: run flexpass-ctl apply --switch {name}")
+                return {"switch": name, "error": "pipeline not loaded"}
+            updates = c.apply(desired)
+    except NotPrimary as e:
+        print(f"  {name}: held by a running controller, which applies the change ({e})")
+        return {"switch": name, "deferred": True}
+    except P4RuntimeError as e:
+        print(f"  {name}: {e}")
+        return {"switch": name, "error": str(e)}
+    counts: dict = {}
+    for u in updates:
+        counts[u.op] = counts.get(u.op, 0) + 1
+        print(f"  {name}: {u.describe()}")
+    print(f"  {name}: " + (", ".join(f"{n} {op.lower()}" for op, n in sorted(counts.items())) or "no change"))
+    return {"switch": name, "writes": len(updates), "updates": counts}
+
+
+def cmd_run(args) -> int:
+    from .controller import Controller
+
+    def emit(ev: dict) -> None:
+        ev = {"t": round(time.time(), 6), **ev}
+        sys.stdout.write(json.dumps(ev) + "\n")
+        sys.stdout.flush()
+
+    stop = threading.Event()
+    old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        ctl = Controller(Path(args.config), args.p4info, args.bmv2_json, links=args.links, switches=args.switch,
+                         election_id=(0, args.election_id), takeover=args.takeover, resync_s=args.resync,
+                         connect_timeout_s=min(args.timeout, 0.5), rpc_timeout_s=args.timeout,
+                         queues=not args.no_queues, emit=emit)
+        ok = ctl.run(args.interval, stop, once_within_s=args.timeout if args.once else None)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return 0 if ok or not args.once else 2
 
 
 def cmd_counters(args, cfg: Config) -> int:
@@ -336,7 +484,7 @@ def cmd_counters(args, cfg: Config) -> int:
         return cmd_counters_tofino(args, cfg)
     _check_build(args)
     sw = cfg.switch(args.switch)
-    with _connect(args, cfg) as c:
+    with _connect(args, cfg, arbitrate=False) as c:
         c.load_p4info(args.p4info)
         data = {name: c.read_counter(name) for name in PORT_QUEUE_COUNTERS}
         events = c.read_counter(INGRESS_EVENTS)
@@ -383,15 +531,32 @@ def cmd_tm_stats(args, cfg: Config) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from . import links as links_mod
+
     args = build_parser().parse_args(argv)
     try:
-        cfg = load_config(args.config)
-        cfg.switch(args.switch)
+        cfg = links_mod.load(args.config, args.links)
+        if getattr(args, "switch", None) and isinstance(args.switch, str):
+            cfg.switch(args.switch)
+        if args.cmd in ("link-down", "link-up", "run"):
+            if args.cmd != "run":
+                for spec in args.link:
+                    resolve_link(cfg, spec, "--link")
+            if not getattr(args, "no_apply", False):
+                _check_build(args)
+            if args.cmd == "run":
+                return cmd_run(args)
+            return cmd_link(args, cfg)
     except ConfigError as e:
         print(f"flexpass-ctl: config error: {e}", file=sys.stderr)
         return 1
+    except FileNotFoundError as e:
+        print(f"flexpass-ctl: {e}", file=sys.stderr)
+        return 2
     try:
         if args.cmd == "show":
+            if not args.json:
+                _print_down_links(cfg)
             return cmd_show(cfg, args.switch, args.json)
         from .bfrt_client import BfrtError, BfrtUnavailable
         from .bmv2_queues import QueueConfigError

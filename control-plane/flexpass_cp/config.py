@@ -36,12 +36,13 @@ Units
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import frames
 from .dscp import DscpPlan, TrafficClass
@@ -312,6 +313,11 @@ class Config:
     bmv2_priority: Dict[str, int]
     switches: Dict[str, SwitchConfig]
     source: str = "<config>"
+    #: Switch ports taken out of service (``down_links``, or the link state that
+    #: ``flexpass-ctl link-down`` records), both ends of every link: next hops on
+    #: them, and next hops that can no longer reach a destination because of
+    #: them, leave the ECMP groups and routes (:func:`forwarding`).
+    down_ports: FrozenSet[Tuple[str, int]] = frozenset()
     # IP MTU of the links (credit.mtu); None only for a config that gives a
     # max_frame_bytes of no MTU.
     mtu: Optional[int] = frames.DEFAULT_MTU
@@ -692,7 +698,7 @@ def _queue_params(raw: Mapping, path: str) -> QueueParams:
 def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate a config already loaded from YAML/JSON into Python objects."""
     raw = _mapping(raw, "")
-    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches"),
+    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links"),
                 required=("switches",))
 
     credit = _mapping(raw.get("credit", {}), "credit")
@@ -755,7 +761,11 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     switches = {}
     for sname, sraw in switches_raw.items():
         switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
-    return Config(cw, mf, plan, prio, switches, source, mtu)
+    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu)
+    down = raw.get("down_links", [])
+    if not isinstance(down, list):
+        raise ConfigError("down_links", "must be a list of links like 'leaf1:3' or 'leaf1:spine1'")
+    return with_down_links(cfg, down, "down_links")
 
 
 def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
@@ -898,6 +908,207 @@ def load_config(path: Union[str, Path]) -> Config:
 
 
 # --------------------------------------------------------------------------
+# Links out of service and reachability (pure)
+# --------------------------------------------------------------------------
+#
+# The fabric is not described separately: a next hop whose dmac is another
+# switch's port MAC is a link to that port (switch-to-switch), any other next
+# hop leads to a host.  A link taken down removes, on EVERY switch, the next hops
+# that cross it or that lead to a switch which can no longer reach the
+# destination: leaf2's group towards a host behind leaf1 drops spine1 when the
+# leaf1-spine1 link fails, exactly as leaf1's group towards leaf2's hosts does,
+# so both directions of a flow keep hashing to the same spine (ExpressPass
+# §3.1).  Remaining members keep their deterministic (next-hop address) order,
+# group and member ids do not change (a group shrinks by a MODIFY), and a route
+# left with no usable next hop is withdrawn (the program counts "no route").
+
+
+def _port_at_mac(cfg: Config) -> Dict[str, Tuple[str, int]]:
+    return {p.mac: (s.name, p.port) for s in cfg.switches.values() for p in s.ports.values()}
+
+
+def link_peer(cfg: Config, switch: str, port: int) -> Optional[Tuple[str, int]]:
+    """The (switch, port) at the other end of `switch`'s `port`, when it is a
+    switch of the config (found through the next hops' MAC addresses)."""
+    at_mac = _port_at_mac(cfg)
+    sw = cfg.switch(switch)
+    for nh in sorted(sw.next_hops.values(), key=lambda n: n.sort_key):
+        if nh.port == port and nh.dmac in at_mac and at_mac[nh.dmac][0] != switch:
+            return at_mac[nh.dmac]
+    if port in sw.ports:
+        mine = sw.ports[port].mac
+        for other in sorted(cfg.switches.values(), key=lambda s: s.name):
+            for nh in sorted(other.next_hops.values(), key=lambda n: n.sort_key):
+                if other.name != switch and nh.dmac == mine:
+                    return (other.name, nh.port)
+    return None
+
+
+def resolve_link(cfg: Config, spec: Any, path: str = "link") -> Tuple[Tuple[str, int], ...]:
+    """Both ends of a link named ``"switch:port"`` (a port number or a port's
+    ``name``, e.g. ``leaf1:3`` or ``leaf1:spine1``); one end when the other is a
+    host.  Sorted, so the two names of a link resolve alike."""
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ConfigError(path, f"a link is 'switch:port' (port number or name), got {spec!r}")
+    sname, pname = (x.strip() for x in spec.split(":"))
+    if sname not in cfg.switches:
+        raise ConfigError(path, f"no switch named {sname!r} in {spec!r} "
+                                f"(switches: {', '.join(sorted(cfg.switches))})")
+    sw = cfg.switches[sname]
+    if pname.isdigit():
+        port = int(pname)
+        if port not in sw.ports:
+            raise ConfigError(path, f"{sname} has no port {port} (ports: {sorted(sw.ports)})")
+    else:
+        named = [p.port for p in sw.ports.values() if p.name == pname]
+        if len(named) != 1:
+            raise ConfigError(path, f"{sname} has {'no' if not named else 'several'} port named {pname!r} "
+                                    f"(ports: {', '.join(f'{p.port}={p.name}' for p in sw.ports.values())})")
+        port = named[0]
+    ends = {(sname, port)}
+    peer = link_peer(cfg, sname, port)
+    if peer is not None:
+        ends.add(peer)
+    return tuple(sorted(ends))
+
+
+def describe_link(cfg: Config, ends: Sequence[Tuple[str, int]]) -> str:
+    names = []
+    for s, p in ends:
+        pn = cfg.switches[s].ports[p].name if s in cfg.switches and p in cfg.switches[s].ports else ""
+        names.append(f"{s}:{p}" + (f" ({pn})" if pn and pn != f"port{p}" else ""))
+    return " <-> ".join(names)
+
+
+def with_down_links(cfg: Config, links: Iterable[Any], path: str = "down_links") -> Config:
+    """`cfg` with the given links (specs, see :func:`resolve_link`) out of service,
+    in addition to those already down."""
+    down = set(cfg.down_ports)
+    for i, spec in enumerate(links):
+        down.update(resolve_link(cfg, spec, f"{path}[{i}]"))
+    return dataclasses.replace(cfg, down_ports=frozenset(down))
+
+
+class _Reachability:
+    """Which next hops of a switch still lead to a prefix, given cfg.down_ports."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.at_mac = _port_at_mac(cfg)
+        self.memo: Dict[Tuple[str, ipaddress.IPv4Network], Tuple[str, ...]] = {}
+
+    @staticmethod
+    def route_for(sw: SwitchConfig, prefix: ipaddress.IPv4Network) -> Optional[Route]:
+        best = None
+        for r in sw.routes:
+            if prefix.subnet_of(r.prefix) and (best is None or r.prefix.prefixlen > best.prefix.prefixlen):
+                best = r
+        return best
+
+    def next_hop_ok(self, switch: str, nh: NextHop, prefix: ipaddress.IPv4Network,
+                    visiting: FrozenSet[str]) -> bool:
+        if (switch, nh.port) in self.cfg.down_ports:
+            return False
+        peer = self.at_mac.get(nh.dmac)
+        if peer is None or peer[0] == switch:
+            return True  # a host (or something outside the config): the link is all there is
+        if peer in self.cfg.down_ports:
+            return False
+        if peer[0] in visiting:
+            return False  # a loop: not a path
+        return bool(self.usable(peer[0], prefix, visiting | {switch}))
+
+    def usable(self, switch: str, prefix: ipaddress.IPv4Network,
+               visiting: FrozenSet[str] = frozenset()) -> Tuple[str, ...]:
+        """Names of `switch`'s next hops for `prefix` that still reach it, in group order."""
+        key = (switch, prefix)
+        if key in self.memo:
+            return self.memo[key]
+        sw = self.cfg.switches[switch]
+        r = self.route_for(sw, prefix)
+        if r is None:
+            out: Tuple[str, ...] = ()
+        else:
+            cands = (r.next_hop,) if r.next_hop is not None else sw.ecmp_groups[r.ecmp_group]
+            out = tuple(n for n in cands if self.next_hop_ok(switch, sw.next_hops[n], prefix, visiting))
+        self.memo[key] = out
+        return out
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """A switch's forwarding state given the links out of service.
+
+    ``groups``: group id -> member ids (the configured order); ``routes``:
+    (route, member id, group id) with exactly one id set; ``withdrawn``: routes
+    with no usable next hop (not installed).  Group ids of the configured groups
+    never change; a route whose usable members differ from those of the other
+    routes sharing its group gets an extra group (ids after the configured ones)."""
+
+    groups: Dict[int, Tuple[int, ...]]
+    routes: Tuple[Tuple[Route, Optional[int], Optional[int]], ...]
+    withdrawn: Tuple[Route, ...]
+
+
+def usable_next_hops(cfg: Config, switch: str, prefix: Union[str, ipaddress.IPv4Network]) -> Tuple[str, ...]:
+    """`switch`'s next hops (names, group order) that still reach `prefix`."""
+    return _Reachability(cfg).usable(switch, ipaddress.IPv4Network(prefix))
+
+
+def forwarding(cfg: Config, switch: str) -> Forwarding:
+    sw = cfg.switch(switch)
+    mids, gids = member_ids(sw), group_ids(sw)
+    reach = _Reachability(cfg) if cfg.down_ports else None
+    ordered = sorted(sw.routes, key=lambda r: (-r.prefix.prefixlen, int(r.prefix.network_address)))
+    # Usable members of every route (all of them when nothing is down).
+    usable: Dict[Route, Tuple[str, ...]] = {}
+    for r in ordered:
+        cands = (r.next_hop,) if r.next_hop is not None else sw.ecmp_groups[r.ecmp_group]
+        usable[r] = cands if reach is None else reach.usable(switch, r.prefix)
+    groups: Dict[int, Tuple[int, ...]] = {}
+    extra: List[Tuple[str, Tuple[int, ...]]] = []
+    subset_gid: Dict[Tuple[str, Tuple[int, ...]], int] = {}
+    for gname in sorted(sw.ecmp_groups):
+        full = tuple(mids[m] for m in sw.ecmp_groups[gname])
+        users = [tuple(mids[m] for m in usable[r]) for r in ordered if r.ecmp_group == gname]
+        subsets = [u for u in users if u]
+        if not users:  # configured but unused: only its own links matter
+            own = tuple(mids[m] for m in sw.ecmp_groups[gname]
+                        if (switch, sw.next_hops[m].port) not in cfg.down_ports)
+            if own:
+                groups[gids[gname]] = own
+            continue
+        if not subsets:
+            continue  # every route through it is withdrawn: the group goes too
+        # The configured id keeps the full set if any route still uses it (untouched
+        # destinations cost no write), else the most used subset.
+        counts: Dict[Tuple[int, ...], int] = {}
+        for u in subsets:
+            counts[u] = counts.get(u, 0) + 1
+        keep = full if full in counts else sorted(counts, key=lambda u: (-counts[u], -len(u), u))[0]
+        groups[gids[gname]] = keep
+        subset_gid[(gname, keep)] = gids[gname]
+        for u in sorted(counts):
+            if u != keep:
+                extra.append((gname, u))
+    next_gid = max(gids.values(), default=0) + 1
+    for gname, u in sorted(extra):
+        subset_gid[(gname, u)] = next_gid
+        groups[next_gid] = u
+        next_gid += 1
+    routes, withdrawn = [], []
+    for r in ordered:
+        u = usable[r]
+        if not u:
+            withdrawn.append(r)
+        elif r.next_hop is not None:
+            routes.append((r, mids[r.next_hop], None))
+        else:
+            routes.append((r, None, subset_gid[(r.ecmp_group, tuple(mids[m] for m in u))]))
+    return Forwarding(groups, tuple(routes), tuple(withdrawn))
+
+
+# --------------------------------------------------------------------------
 # Config -> entities (pure)
 # --------------------------------------------------------------------------
 
@@ -938,16 +1149,17 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
         nh = sw.next_hops[name]
         out.append(ActionProfileMember(AP_ECMP, mid, "set_nexthop",
                                        {"port": nh.port, "dmac": mac_to_int(nh.dmac)}))
-    gids = group_ids(sw)
-    for gname, gid in sorted(gids.items(), key=lambda kv: kv[1]):
-        out.append(ActionProfileGroup(AP_ECMP, gid, tuple(mids[m] for m in sw.ecmp_groups[gname]),
-                                      ECMP_MAX_GROUP_SIZE))
-    for r in sorted(sw.routes, key=lambda r: (-r.prefix.prefixlen, int(r.prefix.network_address))):
+    # Members stay even when their link is down: their ids (and BMv2 member
+    # handles, whose order is the selector's member order) never change.
+    fwd = forwarding(cfg, switch)
+    for gid in sorted(fwd.groups):
+        out.append(ActionProfileGroup(AP_ECMP, gid, fwd.groups[gid], ECMP_MAX_GROUP_SIZE))
+    for r, mid, gid in fwd.routes:
         match = (("dst_addr", (int(r.prefix.network_address), r.prefix.prefixlen)),)
-        if r.next_hop is not None:
-            out.append(TableEntry(T_ROUTING, match, member_id=mids[r.next_hop]))
+        if mid is not None:
+            out.append(TableEntry(T_ROUTING, match, member_id=mid))
         else:
-            out.append(TableEntry(T_ROUTING, match, group_id=gids[r.ecmp_group]))
+            out.append(TableEntry(T_ROUTING, match, group_id=gid))
 
     for port in sorted(sw.ports):
         d = Derived(cfg, sw, sw.ports[port])

@@ -49,6 +49,24 @@ class P4RuntimeError(RuntimeError):
     """A P4Runtime operation failed; the message says what and why."""
 
 
+class NotPrimary(P4RuntimeError):
+    """Another controller is primary for the device (``primary_election_id``,
+    when the switch said) or holds our election id."""
+
+    def __init__(self, message: str, primary_election_id: Optional[Tuple[int, int]]):
+        super().__init__(message)
+        self.primary_election_id = primary_election_id
+
+
+def _fmt_eid(eid: Tuple[int, int]) -> str:
+    return str(eid[1]) if eid[0] == 0 else f"{eid[0]}:{eid[1]}"
+
+
+def _next_eid(eid: Tuple[int, int]) -> Tuple[int, int]:
+    high, low = eid
+    return (high, low + 1) if low < (1 << 64) - 1 else (high + 1, 0)
+
+
 # --------------------------------------------------------------------------
 # P4Info helper
 # --------------------------------------------------------------------------
@@ -229,6 +247,20 @@ def pipeline_cookie(p4info_bytes: bytes, json_bytes: bytes) -> int:
     return int.from_bytes(hashlib.sha256(p4info_bytes + b"\0" + json_bytes).digest()[:8], "big")
 
 
+_BUILD_CACHE: Dict[tuple, Tuple["P4Info", bytes, int]] = {}
+
+
+def _load_build(p4info_path: Path, json_path: Path) -> Tuple["P4Info", bytes, int]:
+    """(P4Info, BMv2 JSON, cookie) of a build, parsed once per file version (a
+    resident controller checks the pipeline at every reconcile)."""
+    key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in (p4info_path, json_path))
+    if key not in _BUILD_CACHE:
+        p4info_bytes, json_bytes = p4info_path.read_bytes(), json_path.read_bytes()
+        _BUILD_CACHE.clear()
+        _BUILD_CACHE[key] = (P4Info.from_file(p4info_path), json_bytes, pipeline_cookie(p4info_bytes, json_bytes))
+    return _BUILD_CACHE[key]
+
+
 # --------------------------------------------------------------------------
 # Client
 # --------------------------------------------------------------------------
@@ -238,59 +270,138 @@ class P4RuntimeClient:
     """One P4Runtime session (primary controller) with one device."""
 
     def __init__(self, grpc_addr: str, device_id: int = 0, election_id: Tuple[int, int] = (0, 1),
-                 timeout: float = 5.0):
+                 timeout: float = 5.0, arbitrate: bool = True, takeover: bool = False):
+        """Connect and (``arbitrate``) become the primary controller of the device.
+
+        Mastership (P4Runtime §5): the switch makes the live stream with the highest
+        election id primary.  A controller that restarts gets it back with the same
+        election id as soon as the switch has dropped its old stream (at once when the
+        old process is gone).  If another live controller holds that election id, or a
+        higher one, :class:`NotPrimary` says so (with the primary's id when known);
+        ``takeover=True`` then bids one above it (the other becomes a backup and is
+        told so).  ``arbitrate=False`` opens no stream: reads only (diff, counters),
+        which never disturb the primary."""
         self.grpc_addr = grpc_addr
         self.device_id = device_id
-        self.election_id = election_id
+        self.election_id = tuple(election_id)
         self.timeout = timeout
+        self.takeover = takeover
         self.p4info: Optional[P4Info] = None
-        self._channel = grpc.insecure_channel(grpc_addr)
+        #: Mastership as last told by the switch (updated while the stream lives).
+        self.is_primary = False
+        self.primary_election_id: Optional[Tuple[int, int]] = None
+        self._stream = None
+        self._stream_error: Optional[grpc.RpcError] = None
+        self._channel = grpc.insecure_channel(grpc_addr, options=[
+            # A restarted switch is reconnected quickly (the default backoff starts at 1 s).
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000)])
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
             raise P4RuntimeError(
-                f"switch not reachable: no P4Runtime server at {grpc_addr} after {timeout:.0f} s "
+                f"switch not reachable: no P4Runtime server at {grpc_addr} after {timeout:.3g} s "
                 "(is simple_switch_grpc running with --grpc-server-addr on that address?)") from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
-        self._requests: "queue.Queue[Optional[p4runtime_pb2.StreamMessageRequest]]" = queue.Queue()
-        self._responses: "queue.Queue[object]" = queue.Queue()
-        self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
-        self._reader = threading.Thread(target=self._read_stream, daemon=True)
-        self._reader.start()
-        self._arbitrate()
+        if arbitrate:
+            try:
+                self._arbitrate()
+            except BaseException:
+                self.close()
+                raise
 
     # --- stream / mastership ----------------------------------------------
 
-    def _read_stream(self) -> None:
-        try:
-            for msg in self._stream:
-                self._responses.put(msg)
-        except grpc.RpcError as e:  # stream closed (normal at shutdown)
-            self._responses.put(e)
+    def _open_stream(self) -> None:
+        if self._stream is not None:
+            self._requests.put(None)
+            self._stream.cancel()
+        self._requests: "queue.Queue[Optional[p4runtime_pb2.StreamMessageRequest]]" = queue.Queue()
+        self._arbitration: "queue.Queue[object]" = queue.Queue()
+        self._stream_error = None
+        stream = self._stub.StreamChannel(iter(self._requests.get, None))
+        self._stream = stream
+        self._reader = threading.Thread(target=self._read_stream, args=(stream, self._arbitration),
+                                        daemon=True)
+        self._reader.start()
 
-    def _arbitrate(self) -> None:
+    def _read_stream(self, stream, arbitration: "queue.Queue[object]") -> None:
+        try:
+            for msg in stream:
+                if msg.HasField("arbitration"):
+                    a = msg.arbitration
+                    if stream is self._stream:
+                        self.is_primary = a.status.code == 0
+                        self.primary_election_id = (a.election_id.high, a.election_id.low)
+                    arbitration.put(msg)
+        except grpc.RpcError as e:  # stream ended: switch gone, or closed by us
+            if stream is self._stream:
+                self._stream_error = e
+                self.is_primary = False
+            arbitration.put(e)
+        else:  # the switch ended the stream without an error
+            if stream is self._stream:
+                self.is_primary = False
+            arbitration.put("the switch closed the stream")
+
+    @property
+    def alive(self) -> bool:
+        """The stream (and so mastership) still stands: False once the switch went away."""
+        return self._stream is not None and self._stream_error is None and self._reader.is_alive()
+
+    def _send_arbitration(self, election_id: Tuple[int, int]) -> object:
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = self.device_id
-        req.arbitration.election_id.high, req.arbitration.election_id.low = self.election_id
+        req.arbitration.election_id.high, req.arbitration.election_id.low = election_id
         self._requests.put(req)
         try:
-            msg = self._responses.get(timeout=self.timeout)
+            return self._arbitration.get(timeout=self.timeout)
         except queue.Empty:
             raise P4RuntimeError(f"no mastership answer from {self.grpc_addr} "
                                  f"(device_id {self.device_id})") from None
-        if isinstance(msg, grpc.RpcError):
-            raise P4RuntimeError(f"mastership request to {self.grpc_addr} failed: {msg.details()}")
-        if not msg.HasField("arbitration"):
-            raise P4RuntimeError(f"unexpected first stream message: {msg}")
-        status = msg.arbitration.status
-        if status.code != 0:  # google.rpc.OK
-            raise P4RuntimeError(
-                f"not primary controller for device {self.device_id} at {self.grpc_addr}: "
-                f"{status.message} (another controller holds a higher election id?)")
+
+    def _arbitrate(self) -> None:
+        eid = self.election_id
+        self._open_stream()
+        for _ in range(16):
+            msg = self._send_arbitration(eid)
+            if isinstance(msg, str):
+                raise P4RuntimeError(f"mastership request to {self.grpc_addr}: {msg}")
+            if isinstance(msg, grpc.RpcError):
+                details = msg.details() or ""
+                if msg.code() == grpc.StatusCode.INVALID_ARGUMENT and "already exists" in details:
+                    # PI: another live stream (a controller still running, or one whose
+                    # connection the switch has not dropped yet) has this election id.
+                    if not self.takeover:
+                        raise NotPrimary(
+                            f"device {self.device_id} at {self.grpc_addr}: election id {_fmt_eid(eid)} "
+                            "is held by another live controller (use another election id, or take over)",
+                            None)
+                    eid = _next_eid(eid)
+                    self._open_stream()
+                    continue
+                raise P4RuntimeError(f"mastership request to {self.grpc_addr} failed: "
+                                     f"{msg.code().name}: {details}")
+            a = msg.arbitration
+            primary = (a.election_id.high, a.election_id.low)
+            if a.status.code == 0:  # google.rpc.OK: we are primary
+                self.election_id = eid
+                self.is_primary, self.primary_election_id = True, eid
+                return
+            if not self.takeover:
+                raise NotPrimary(
+                    f"not primary controller for device {self.device_id} at {self.grpc_addr}: "
+                    f"{a.status.message or 'backup'} (the primary holds election id {_fmt_eid(primary)}, "
+                    f"ours is {_fmt_eid(eid)})", primary)
+            eid = _next_eid(max(eid, primary))  # bid above the primary on the same stream
+        raise P4RuntimeError(f"could not become primary for device {self.device_id} at {self.grpc_addr}")
 
     def close(self) -> None:
-        self._requests.put(None)
+        if self._stream is not None:
+            self._requests.put(None)
+            self._stream.cancel()
+        self.is_primary = False
         self._channel.close()
 
     def __enter__(self) -> "P4RuntimeClient":
@@ -312,10 +423,7 @@ class P4RuntimeClient:
     def set_pipeline(self, p4info_path: Path, bmv2_json_path: Path, force: bool = False) -> bool:
         """Push the pipeline unless the switch already runs it.  Returns True
         when it was (re)pushed (which clears all switch state)."""
-        p4info_bytes = Path(p4info_path).read_bytes()
-        json_bytes = Path(bmv2_json_path).read_bytes()
-        self.p4info = P4Info.from_file(Path(p4info_path))
-        cookie = pipeline_cookie(p4info_bytes, json_bytes)
+        self.p4info, json_bytes, cookie = _load_build(Path(p4info_path), Path(bmv2_json_path))
         if not force and self.current_cookie() == cookie:
             return False
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(

@@ -2,6 +2,9 @@
 
 Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 (path symmetry), all.  Results go to <out>/<experiment>-<switch>/.
+
+``python -m flexpass_mininet faults [EXPERIMENT.toml]``: network faults under
+running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
 """
 
 from __future__ import annotations
@@ -15,10 +18,42 @@ from typing import List
 from . import env
 
 
+def faults_main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet faults",
+                                 description="Network faults on the leaf-spine under running flows (issue #14)")
+    ap.add_argument("experiment", nargs="?", default="faults",
+                    help="experiment file (default: experiments/faults.toml; a bare name is looked up there)")
+    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
+    ap.add_argument("--reconcile", choices=["controller", "apply"], help="override who reconciles a restarted switch")
+    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
+    ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from . import faults as fl
+
+    overrides = {k: v for k, v in (("switch", a.switch), ("reconcile", a.reconcile)) if v}
+    try:
+        exp = fl.load_experiment(Path(a.experiment), overrides)
+    except fl.ExperimentError as e:
+        print(f"flexpass_mininet faults: {e}", file=sys.stderr)
+        return 1
+    problems = env.problems(exp.switch)
+    if problems:
+        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    r = fl.run(exp, a.out, a.pcap)
+    print(fl.summary(r))
+    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, throughput.csv, recovery.csv, timeline.png, logs)")
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "faults":
+        return faults_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

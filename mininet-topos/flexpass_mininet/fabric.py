@@ -216,3 +216,80 @@ def leaf_spine(spines: int = 2, leaves: int = 2, hosts_per_leaf: int = 2) -> Fab
 
 
 TOPOLOGIES = {"dumbbell": dumbbell, "incast": incast, "leafspine": leaf_spine}
+
+
+# -- ECMP paths ----------------------------------------------------------------------
+
+UDP = 17
+
+
+def crc16(data: bytes) -> int:
+    """BMv2's ``crc16`` (CRC-16/ARC: polynomial 0x8005 reflected, init 0, no final
+    xor), the hash of the program's action selector."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def _ip_int(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def ecmp_member_index(src_ip: str, dst_ip: str, sport: int, dport: int, n: int, proto: int = UDP) -> int:
+    """Index of the member the P4 program's selector picks in an n-member group for
+    this flow (either direction: the endpoints are hashed in canonical order, lower
+    address first, p4src/v1model/include/control/forwarding.p4): crc16 over
+    (addr_lo, addr_hi, port_lo, port_hi, protocol) modulo n; BMv2 orders a group's
+    members by member handle, i.e. by member id (next-hop order)."""
+    a, b = _ip_int(src_ip), _ip_int(dst_ip)
+    if a < b or (a == b and sport <= dport):
+        lo, hi = (a, sport), (b, dport)
+    else:
+        lo, hi = (b, dport), (a, sport)
+    key = lo[0].to_bytes(4, "big") + hi[0].to_bytes(4, "big") + lo[1].to_bytes(2, "big") \
+        + hi[1].to_bytes(2, "big") + bytes([proto])
+    return crc16(key) % n
+
+
+def ecmp_paths(fabric: Fabric, cfg, groups: Dict[str, Dict[int, Tuple[int, ...]]],
+               routes: Dict[str, Dict[str, Tuple[str, int]]]) -> Dict[str, Dict[str, List[str]]]:
+    """Per switch and destination host: the neighbours its route spreads over, in
+    the selector's order (member id order), from entities read back from the
+    switches.  ``groups[switch]``: group id -> member ids; ``routes[switch]``:
+    host ip -> ("member"|"group", id); ``cfg``: the flexpass_cp Config (member
+    ids -> next hops)."""
+    from flexpass_cp.config import member_ids
+
+    out: Dict[str, Dict[str, List[str]]] = {}
+    for sname, rts in routes.items():
+        mids = {v: k for k, v in member_ids(cfg.switch(sname)).items()}
+        by_port = {p: nb for p, nb, _ in fabric.neighbours(sname)}
+        hops = {}
+        for hname, h in fabric.hosts.items():
+            if h.ip not in rts:
+                hops[hname] = []
+                continue
+            kind, ident = rts[h.ip]
+            members = [ident] if kind == "member" else sorted(groups[sname].get(ident, ()))
+            hops[hname] = [by_port[cfg.switch(sname).next_hops[mids[m]].port] for m in members]
+        out[sname] = hops
+    return out
+
+
+def asymmetric_pairs(fabric: Fabric, paths: Dict[str, Dict[str, List[str]]]) -> List[str]:
+    """Host pairs on different leaves whose two directions do not spread over the
+    same spines in the same order (so a flow's credits and data could part)."""
+    bad = []
+    for a, ha in sorted(fabric.hosts.items()):
+        la = fabric.host_port(a)[0]
+        for b, hb in sorted(fabric.hosts.items()):
+            lb = fabric.host_port(b)[0]
+            if la >= lb or la not in paths or lb not in paths:
+                continue
+            if paths[la].get(b) != paths[lb].get(a):
+                bad.append(f"{a}->{b} via {paths[la].get(b)} but {b}->{a} via {paths[lb].get(a)}")
+    return bad

@@ -90,20 +90,37 @@ class P4RuntimeSwitch(Switch):
         for intf in self.intfList():
             if intf.name != "lo":
                 _offloads_off(self, intf.name)
-        log = open(self.log_path, "w")
+        self.log_path.write_text("")
+        self.launch()
+        self.apply(self.run_dir / f"{self.name}-apply.txt")
+
+    def launch(self) -> None:
+        """Start the switch process (no pipeline, empty tables) and wait for its APIs."""
+        log = open(self.log_path, "a")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         log.close()
         _wait_port(self.grpc_port, self.proc, f"{self.switch_kind} {self.name}", self.log_path)
         if self.switch_kind == "flexpass_switch":
             _wait_port(self.tm_port, self.proc, f"{self.name} TM API", self.log_path)
+
+    def apply(self, out: Path, *extra: str) -> subprocess.CompletedProcess:
+        """``flexpass-ctl apply`` for this switch (pipeline, entries, queue/TM settings)."""
         ctl = [sys.executable, "-m", "flexpass_cp.cli", "apply", "--config", str(self.config_path),
                "--switch", self.name, "--p4info", str(env.P4_BUILD / "flexpass.p4info.txtpb"),
-               "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20"]
-        r = subprocess.run(ctl, capture_output=True, text=True, env=_ctl_env())
-        (self.run_dir / f"{self.name}-apply.txt").write_text(r.stdout + r.stderr)
+               "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20", *extra]
+        r = subprocess.run(ctl, capture_output=True, text=True, env=ctl_env())
+        out.write_text(r.stdout + r.stderr)
         if r.returncode != 0:
             raise RuntimeError(f"flexpass-ctl apply for {self.name} failed: {env.first_line(r.stderr or r.stdout)}")
+        return r
+
+    def kill(self) -> None:
+        """The switch process dies (SIGKILL): its tables, pipeline and TM state are gone;
+        the veths stay, so :meth:`launch` brings the same switch back empty."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
     def stop(self, deleteIntfs=True) -> None:
         if self.proc and self.proc.poll() is None:
@@ -116,7 +133,7 @@ class P4RuntimeSwitch(Switch):
         super().stop(deleteIntfs)
 
 
-def _ctl_env() -> Dict[str, str]:
+def ctl_env() -> Dict[str, str]:
     e = dict(os.environ)
     e.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
     cp = str(env.REPO / "control-plane")
@@ -181,6 +198,10 @@ def start_network(fabric: Fabric, scaled: Scaled, switch_kind: str, run_dir: Pat
     config = fabric.control_plane_config(scaled, target, profile)
     config_path = run_dir / "switch-config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    from flexpass_cp.links import default_state_path
+
+    # Links recorded down by an earlier run in this directory (flexpass-ctl link-down).
+    default_state_path(config_path).unlink(missing_ok=True)
 
     net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                   waitConnected=False)

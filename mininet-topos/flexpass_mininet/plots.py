@@ -91,3 +91,57 @@ def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Pa
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], link_bps: float, title: str,
+                        path: Path, smooth: int = 4) -> None:
+    """Per-flow throughput (Mbit/s, moving average over `smooth` samples) over time, one
+    panel per spine the flows are pinned to, with the faults marked: shaded while a
+    link is down, a switch is being restarted and reconciled, or the controller is gone."""
+    faults = [e for e in timeline if "fault" in e]
+    t_ref = faults[0]["t"] if faults else min((r[0][0] for r in series.values() if r), default=0.0)
+    groups: Dict[str, List[str]] = {}
+    for key in sorted(series):
+        groups.setdefault(key.rsplit(" via ", 1)[-1], []).append(key)
+    fig, axes = plt.subplots(len(groups) or 1, 1, figsize=(10, 2.6 * max(1, len(groups)) + 0.8), sharex=True,
+                             squeeze=False)
+    styles = {"flexpass": "-", "expresspass": "--", "dctcp": ":"}
+    colours = {"link down": "tab:red", "link up": "tab:green", "killed": "tab:purple", "controller": "tab:orange"}
+    top = link_bps / 1e6 * 1.05
+    for ax, (via, keys) in zip(axes[:, 0], sorted(groups.items())):
+        for key in keys:
+            rows = series[key]
+            if not rows:
+                continue
+            transport = key.split()[1] if len(key.split()) > 1 else ""
+            mbps = [b * 8 / dt / 1e6 for _, dt, b, *_ in rows]
+            avg = [sum(mbps[max(0, i - smooth + 1):i + 1]) / len(mbps[max(0, i - smooth + 1):i + 1])
+                   for i in range(len(mbps))]
+            ax.plot([t - t_ref for t, *_ in rows], avg, linestyle=styles.get(transport, "-"), linewidth=1.3,
+                    label=key.split(" via ")[0])
+        down_at = None
+        for e in faults:
+            x = e["t"] - t_ref
+            kind = next((k for k in colours if k in e["event"]), "link down")
+            ax.axvline(x, color=colours[kind], linewidth=1, alpha=0.8)
+            if e["event"] == "link down":
+                down_at = x
+            elif e["event"] == "link up" and down_at is not None:
+                ax.axvspan(down_at, x, color="tab:red", alpha=0.08)
+                down_at = None
+            elif "reconciled_s" in e:
+                ax.axvspan(x, x + e["reconciled_s"], color="tab:purple", alpha=0.12)
+            elif "absent_s" in e:
+                ax.axvspan(x, x + (e.get("absent_s") or 0), color="tab:orange", alpha=0.08)
+        ax.set_ylim(0, top)
+        ax.set_ylabel("Mbit/s")
+        ax.set_title(f"flows via {via}", fontsize=9, loc="left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    for e in faults:
+        axes[0, 0].text(e["t"] - t_ref, top, " " + e["event"], rotation=30, va="bottom", fontsize=7,
+                        color=colours[next((k for k in colours if k in e["event"]), "link down")])
+    axes[-1, 0].set_xlabel(f"time since the first fault (s); {smooth * 50} ms moving average")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -85,3 +85,65 @@ def test_scaled_config_reaches_the_tm_in_bytes():
     assert q[5].red_threshold == SC.red_threshold and q[5].ecn_threshold == SC.ecn_threshold
     assert q[5].weight == q[6].weight == 0.5
     assert q[7].shaper_rate_bps == pytest.approx(0.5 * 20e6 * 84 / (84 + 1538))
+
+
+# -- network faults (issue #14): hashing, symmetry check, experiment files ------------------
+
+def test_crc16_is_bmv2s_and_the_selector_hash_is_symmetric():
+    from flexpass_mininet.fabric import crc16, ecmp_member_index
+
+    assert crc16(b"123456789") == 0xBB3D  # CRC-16/ARC check value (BMv2 "crc16")
+    for port in range(20000, 20064):
+        fwd = ecmp_member_index("10.0.0.1", "10.0.0.3", port, 7890, 2)
+        assert fwd == ecmp_member_index("10.0.0.3", "10.0.0.1", 7890, port, 2)
+    assert {ecmp_member_index("10.0.0.1", "10.0.0.3", p, 7890, 2) for p in range(20000, 20016)} == {0, 1}
+
+
+def test_asymmetric_pairs_spots_a_one_sided_group():
+    from flexpass_cp.config import member_ids
+    from flexpass_mininet.fabric import asymmetric_pairs, ecmp_paths
+
+    f = leaf_spine()
+    cfg = parse_config(f.control_plane_config(SC, "flexpass_switch"))
+    groups, routes = {}, {}
+    for s, k in (("leaf1", 1), ("leaf2", 2)):  # leafk is port k of every spine
+        mids = member_ids(cfg.switch(s))
+        groups[s] = {1: (mids[f"spine1-p{k}"], mids[f"spine2-p{k}"])}
+        routes[s] = {h.ip: ("member", mids[h.name]) if h.name in mids else ("group", 1) for h in f.hosts.values()}
+    paths = ecmp_paths(f, cfg, groups, routes)
+    assert paths["leaf1"]["h3"] == paths["leaf2"]["h1"] == ["spine1", "spine2"]
+    assert asymmetric_pairs(f, paths) == []
+    groups["leaf2"][1] = groups["leaf2"][1][1:]  # leaf2 dropped spine1, leaf1 did not
+    bad = asymmetric_pairs(f, ecmp_paths(f, cfg, groups, routes))
+    assert bad and "h1->h3 via ['spine1', 'spine2'] but h3->h1 via ['spine2']" in bad
+
+
+def test_fault_experiment_files_parse_and_pin_flows_to_spines():
+    from flexpass_mininet import faults as fl
+    from flexpass_mininet.fabric import ecmp_member_index
+
+    for name in ("faults", "faults-quick"):
+        e = fl.load_experiment(name)
+        assert {x.transport for x in e.flows} == {"flexpass", "expresspass", "dctcp"}
+        assert [x.kind for x in e.faults] == ["link-down", "switch-restart", "controller-restart"]
+        f = leaf_spine(e.spines, e.leaves, e.hosts_per_leaf)
+        fl.pick_source_ports(f, e.flows, ["spine1", "spine2"])
+        for x in e.flows:
+            assert ["spine1", "spine2"][ecmp_member_index(f.hosts[x.src].ip, f.hosts[x.dst].ip, x.sport,
+                                                          fl.AGENT_PORT, 2)] == x.spine
+        assert len({x.sport for x in e.flows}) == len(e.flows)
+    with pytest.raises(fl.ExperimentError, match="share a leaf"):
+        fl.parse_experiment({"flow": [{"src": "h1", "dst": "h2", "transport": "dctcp"}]}, "x")
+    with pytest.raises(fl.ExperimentError, match=r"fault\[0\].kind"):
+        fl.parse_experiment({"flow": [{"src": "h1", "dst": "h3", "transport": "dctcp"}],
+                             "fault": [{"kind": "meteor"}]}, "x")
+
+
+def test_recovery_is_the_longest_empty_run_after_the_fault():
+    from flexpass_mininet.faults import recovery
+
+    rows = [(10.0 + 0.05 * i, 0.05, 0 if 4 <= i < 12 else 1000, 1000, 0) for i in range(40)]
+    r = recovery(rows, 10.1, 1.5)
+    assert r["gap_s"] == pytest.approx(0.4) and r["active"]
+    assert r["bps_before"] == pytest.approx(1000 * 8 / 0.05, rel=0.3)
+    assert recovery(rows, 12.0, 0.5)["gap_s"] == 0
