@@ -7,17 +7,19 @@ footnote 6). On a Linux host, or a Linux router in a test network, this tool bui
 port from standard qdiscs:
 
     htb root (link rate C)
-    ├── 1:10 credits   rate = ceil = share·C·84/(84+1538), priority 0, pfifo of 8 credits
+    ├── 1:10 credits   rate = ceil = share·C·84/(84+F), priority 0, pfifo of 8 credits
     ├── 1:20 FlexPass  rate = w_q·C, ceil = C (proactive, reactive, control)
     └── 1:30 legacy    rate = (1−w_q)·C, ceil = C (default class)
 
+F is the maximum frame of the links' MTU on the wire, MTU + 38 (1538 at 1500, 9038 with
+jumbo frames: `--mtu 9000`; docs/protocol.md §9, control-plane/flexpass_cp/frames.py).
 Packets are classified by DSCP with u32 filters (the FlexPass DSCP plan). htb's guaranteed
 rates with borrowing up to the link rate play the role of DWRR weights w_q / 1−w_q; the
 credit class is served first and never borrows. `--aqm red` puts a RED qdisc with ECN
 marking at K (and a hard limit at the selective-drop threshold) on the FlexPass class for
 kernels that have sch_red; the default (pfifo) works everywhere.
 
-Usage: flexpass_nic.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W]
+Usage: flexpass_nic.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W] [--mtu 1500]
        flexpass_nic.py clear --dev eth0 | show --dev eth0 | print --dev eth0 ...
 """
 
@@ -26,9 +28,15 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-CREDIT_WIRE = 84
-MAX_DATA_WIRE = 1538
+# The frame sizes of an MTU: one definition for the control plane and this tool
+# (flexpass_cp.frames, no dependencies; checked against docs/mtu-vectors.json).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "control-plane"))
+from flexpass_cp import frames  # noqa: E402
+
+CREDIT_WIRE = frames.CREDIT_WIRE
+MAX_DATA_WIRE = frames.max_frame_wire(frames.DEFAULT_MTU)
 
 # FlexPass DSCP plan defaults (docs/protocol.md §10).
 DEFAULT_DSCP = {"credit": 46, "proactive_data": 26, "reactive_data": 30, "control": 24, "legacy": 0}
@@ -46,6 +54,7 @@ class NicConfig:
     k_bytes: int = 60_000
     red_bytes: int = 100_000
     dscp: dict = None
+    mtu: int = frames.DEFAULT_MTU
 
     def validate(self):
         if not self.dev:
@@ -61,6 +70,10 @@ class NicConfig:
             raise ValueError("--data-limit-pkts must be >= 1")
         if self.credit_buffer < 1:
             raise ValueError("--credit-buffer must be >= 1 credit")
+        try:
+            frames.check_mtu(self.mtu)
+        except ValueError as e:
+            raise ValueError(f"--mtu: {e}") from None
         if self.aqm not in ("pfifo", "red"):
             raise ValueError(f"--aqm must be pfifo or red, got {self.aqm}")
         if not 0 < self.k_bytes < self.red_bytes:
@@ -75,9 +88,14 @@ class NicConfig:
     def share(self):
         return self.w_q if self.credit_share is None else self.credit_share
 
+    def max_frame(self):
+        """The maximum frame of the MTU on the wire: MTU + 38."""
+        return frames.max_frame_wire(self.mtu)
+
     def credit_kbit(self):
-        """The credit rate limit: share·C·84/(84+1538) (FlexPass §4.1, ExpressPass §3.1)."""
-        return self.share() * self.link_mbit * 1000 * CREDIT_WIRE / (CREDIT_WIRE + MAX_DATA_WIRE)
+        """The credit rate limit: share·C·84/(84+F), F = MTU + 38 (FlexPass §4.1,
+        ExpressPass §3.1; docs/protocol.md §9–10)."""
+        return frames.credit_queue_bps(self.link_mbit * 1000, self.share(), self.mtu)
 
 
 def commands(cfg: NicConfig):
@@ -103,9 +121,10 @@ def commands(cfg: NicConfig):
     ]
     if cfg.aqm == "red":
         # RED with ECN: marks above K (min = max = K for a step), hard limit at the red threshold.
+        pkt = cfg.mtu
         cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:20", "handle", "20:", "red",
-                          "limit", str(cfg.red_bytes * 4), "min", str(cfg.k_bytes), "max", str(cfg.k_bytes + 1500),
-                          "avpkt", "1500", "burst", str(cfg.k_bytes // 1500 + 1), "probability", "1.0", "ecn"])
+                          "limit", str(cfg.red_bytes * 4), "min", str(cfg.k_bytes), "max", str(cfg.k_bytes + pkt),
+                          "avpkt", str(pkt), "burst", str(cfg.k_bytes // pkt + 1), "probability", "1.0", "ecn"])
     else:
         cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo",
                           "limit", str(cfg.data_limit_pkts)])
@@ -143,13 +162,16 @@ def main(argv=None):
         p.add_argument("--aqm", choices=["pfifo", "red"], default="pfifo")
         p.add_argument("--k-bytes", type=int, default=60_000)
         p.add_argument("--red-bytes", type=int, default=100_000)
+        p.add_argument("--mtu", type=int, default=frames.DEFAULT_MTU,
+                       help="IP MTU of the links (576..9000; 9000: jumbo frames): credits stand for frames of MTU + 38 B")
     for name in ("clear", "show"):
         sub.add_parser(name).add_argument("--dev", required=True)
     a = ap.parse_args(argv)
     try:
         if a.cmd in ("apply", "print"):
             cfg = NicConfig(dev=a.dev, link_mbit=a.link_mbit, w_q=a.w_q, credit_share=a.credit_share,
-                            credit_buffer=a.credit_buffer, data_limit_pkts=a.data_limit_pkts, aqm=a.aqm, k_bytes=a.k_bytes, red_bytes=a.red_bytes)
+                            credit_buffer=a.credit_buffer, data_limit_pkts=a.data_limit_pkts, aqm=a.aqm, k_bytes=a.k_bytes, red_bytes=a.red_bytes,
+                            mtu=a.mtu)
             run(commands(cfg), dry=a.cmd == "print")
         elif a.cmd == "clear":
             run([["tc", "qdisc", "del", "dev", a.dev, "root"]], dry=False)

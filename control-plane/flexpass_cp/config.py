@@ -21,7 +21,9 @@ Units
 * Thresholds are compared with ``standard_metadata.enq_qdepth``.  Stock BMv2
   (``target: simple_switch``) counts **packets**, so byte thresholds are
   converted to ``ceil(bytes / max_frame_bytes)`` packets (max_frame_bytes
-  defaults to 1538, a full-size Ethernet frame on the wire).  The project's
+  is the maximum frame of ``credit.mtu``, mtu + 38: 1538, a full-size
+  Ethernet frame on the wire, at the default MTU of 1500; 9038 at 9000 —
+  docs/protocol.md §9, :mod:`flexpass_cp.frames`).  The project's
   target (``target: flexpass_switch``, switch-target/) reports **bytes** as
   BMv2 counts them (no preamble, IFG or FCS), so thresholds are written as
   configured, and its traffic manager (:func:`tm_settings`) does the DWRR,
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import frames
 from .dscp import DscpPlan, TrafficClass
 from .entities import (
     ActionProfileGroup,
@@ -315,6 +318,9 @@ class Config:
     #: them, and next hops that can no longer reach a destination because of
     #: them, leave the ECMP groups and routes (:func:`forwarding`).
     down_ports: FrozenSet[Tuple[str, int]] = frozenset()
+    # IP MTU of the links (credit.mtu); None only for a config that gives a
+    # max_frame_bytes of no MTU.
+    mtu: Optional[int] = frames.DEFAULT_MTU
 
     def switch(self, name: str) -> SwitchConfig:
         if name not in self.switches:
@@ -347,7 +353,9 @@ class Derived:
 
     @property
     def credit_rate_bps(self) -> float:
-        """Credit limit in wire bits/s: w_q · C · credit / (credit + max_frame)."""
+        """Credit limit in wire bits/s: w_q · C · credit / (credit + max_frame), with
+        max_frame = max_frame_wire(credit.mtu) (``frames.credit_queue_bps`` for a
+        minimum credit)."""
         c, f = self.config.credit_wire_bytes, self.config.max_frame_bytes
         return self.effective_w_q * self.port.link_rate_bps * c / (c + f)
 
@@ -694,13 +702,27 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
                 required=("switches",))
 
     credit = _mapping(raw.get("credit", {}), "credit")
-    _check_keys(credit, "credit", ("wire_bytes", "max_frame_bytes"))
+    _check_keys(credit, "credit", ("wire_bytes", "max_frame_bytes", "mtu"))
     cw = parse_size(credit.get("wire_bytes", 84), "credit.wire_bytes")
     if not 84 <= cw <= 92:
         raise ConfigError("credit.wire_bytes", f"must be 84..92 (a CREDIT frame on the wire), got {cw}")
-    mf = parse_size(credit.get("max_frame_bytes", 1538), "credit.max_frame_bytes")
-    if mf < 84:
-        raise ConfigError("credit.max_frame_bytes", f"must be at least 84, got {mf}")
+    # The maximum frame comes from the links' MTU (docs/protocol.md §9): mtu + 38. An
+    # explicit max_frame_bytes must agree with it; without an MTU it stands alone.
+    mtu: Optional[int] = None
+    if "mtu" in credit or "max_frame_bytes" not in credit:
+        mtu = _int(credit.get("mtu", frames.DEFAULT_MTU), "credit.mtu", frames.MIN_MTU, frames.MAX_MTU)
+    if "max_frame_bytes" in credit:
+        mf = parse_size(credit["max_frame_bytes"], "credit.max_frame_bytes")
+        if mf < 84:
+            raise ConfigError("credit.max_frame_bytes", f"must be at least 84, got {mf}")
+        if mtu is not None and mf != frames.max_frame_wire(mtu):
+            raise ConfigError("credit.max_frame_bytes",
+                              f"must be the maximum frame of credit.mtu {mtu}: "
+                              f"{frames.max_frame_wire(mtu)} (mtu + 38), got {mf}")
+        if mtu is None and frames.MIN_MTU <= mf - frames.ETHERNET_WIRE_OVERHEAD <= frames.MAX_MTU:
+            mtu = mf - frames.ETHERNET_WIRE_OVERHEAD
+    else:
+        mf = frames.max_frame_wire(mtu)
 
     dscp_raw = _mapping(raw.get("dscp", {}), "dscp")
     names = [c.value for c in TrafficClass]
@@ -739,7 +761,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     switches = {}
     for sname, sraw in switches_raw.items():
         switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
-    cfg = Config(cw, mf, plan, prio, switches, source)
+    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu)
     down = raw.get("down_links", [])
     if not isinstance(down, list):
         raise ConfigError("down_links", "must be a list of links like 'leaf1:3' or 'leaf1:spine1'")

@@ -52,6 +52,8 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_layers, bind_top_down
 
+from .frames import DEFAULT_MTU, max_payload_for_mtu
+
 __all__ = [
     "VERSION",
     "FLEXPASS_UDP_PORT",
@@ -105,7 +107,7 @@ MAX_MESSAGE_LEN = 0xFFFF
 IPV4_UDP_OVERHEAD = 28
 ETHERNET_WIRE_OVERHEAD = 38
 MIN_ETHERNET_WIRE = 84
-MAX_PAYLOAD_1500 = 1444
+MAX_PAYLOAD_1500 = max_payload_for_mtu(DEFAULT_MTU)  # 1444; other MTUs: flexpass_cp.frames
 
 U32_MAX = 0xFFFFFFFF
 U64_MAX = 0xFFFFFFFFFFFFFFFF

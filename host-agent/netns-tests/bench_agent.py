@@ -3,7 +3,9 @@
 
 Reports: goodput of one FlexPass flow vs kernel TCP on the same path (ratio), agent CPU time
 per data packet (sender) and per credit (receiver), and the credit pacing error (p50/p99 of
-actual credit send time minus the pacer's due time). Needs root; skips loudly otherwise.
+actual credit send time minus the pacer's due time); then the same path with jumbo frames
+(veth MTU 9000, `--mtu 9000`): FlexPass and kernel TCP goodput at 9000 and the ratios to
+1500. Needs root; skips loudly otherwise. BENCH_JUMBO=0 skips the jumbo runs.
 """
 
 import json
@@ -25,6 +27,7 @@ GSO = os.environ.get("BENCH_GSO", "1") != "0"
 # Runs per configuration (the median goodput run is reported): one flow's goodput varies a
 # lot from run to run on 2 shared cores.
 REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
+JUMBO = os.environ.get("BENCH_JUMBO", "1") != "0"
 
 
 def sh(*a, check=True):
@@ -106,6 +109,12 @@ def main():
         run("idle", "expresspass", IDLE_BYTES, idle)
         run("idle-spin", "expresspass", IDLE_BYTES, idle + ["--spin-us", SPIN_US])
         run("idle-sleep", "expresspass", IDLE_BYTES, idle + ["--spin-us", "0"])
+        if JUMBO:
+            # Jumbo frames: the same veth at MTU 9000 (kernel TCP uses it too).
+            for h, dev in (("a", f"{P}va"), ("b", f"{P}vb")):
+                sh("ip", "netns", "exec", f"{P}{h}", "ip", "link", "set", dev, "mtu", "9000")
+            run("flexpass-9000", "flexpass", SIZE, net + ["--mtu", "9000"])
+            run("tcp-9000", "tcp", SIZE, net)
         fp = results["flexpass"]
         packets = fp["record"]["packets_proactive"] + fp["record"]["packets_reactive"]
         stats = fp["server_stats"]
@@ -160,6 +169,23 @@ def main():
             "sender_cpu_us_per_data_packet": round(gso["sender_cpu_s"] * 1e6 / max(gso_packets, 1), 3),
             "sender_datagrams_per_send_call": per_call(gso["sender_stats"], "datagrams_out", "send_calls"),
         }
+        j, jt = results.get("flexpass-9000"), results.get("tcp-9000")
+        if j:
+            jp = j["record"]["packets_proactive"] + j["record"]["packets_reactive"]
+            summary["mtu_9000"] = {
+                "flexpass_gbps": round(j["gbps"], 3),
+                "flexpass_gbps_min_max": j["gbps_min_max"],
+                "kernel_tcp_gbps": round(jt["gbps"], 3),
+                "kernel_tcp_gbps_min_max": jt["gbps_min_max"],
+                "goodput_ratio_flexpass_over_tcp": round(j["gbps"] / jt["gbps"], 3),
+                "flexpass_9000_over_1500": round(j["gbps"] / fp["gbps"], 3),
+                "kernel_tcp_9000_over_1500": round(jt["gbps"] / results["tcp"]["gbps"], 3),
+                "data_packets": jp,
+                "sender_cpu_us_per_data_packet": round(j["sender_cpu_s"] * 1e6 / max(jp, 1), 3),
+                "sender_cpu_s_per_gbyte": round(j["sender_cpu_s"] / (SIZE / 1e9), 3),
+                "sender_cpu_s_per_gbyte_at_1500": round(fp["sender_cpu_s"] / (SIZE / 1e9), 3),
+                "credit_pacing_error_ns_p50_p99_max": j["server_stats"].get("credit_pacing_error_ns"),
+            }
         summary[f"with_spin_{SPIN_US}us"] = timing(results["flexpass-spin"])
         summary["timing"] = {
             "under_load_default": timing(fp),

@@ -63,8 +63,9 @@ def ns(name, *args, check=True):
 
 
 class Net:
-    def __init__(self):
+    def __init__(self, mtu=1500):
         self.procs = []
+        self.mtu = mtu
         self.ip = {"h1": "10.77.1.2", "h2": "10.77.2.2", "h3": "10.77.3.2"}
 
     def up(self):
@@ -76,6 +77,9 @@ class Net:
             sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
             sh("ip", "link", "set", a, "netns", f"{PREFIX}{h}")
             sh("ip", "link", "set", b, "netns", f"{PREFIX}r")
+            if self.mtu != 1500:
+                ns(h, "ip", "link", "set", a, "mtu", str(self.mtu))
+                ns("r", "ip", "link", "set", b, "mtu", str(self.mtu))
             ns(h, "ip", "addr", "add", f"10.77.{i}.2/24", "dev", a)
             ns(h, "ip", "link", "set", a, "up")
             ns(h, "ip", "route", "add", "default", "via", f"10.77.{i}.1")
@@ -85,7 +89,7 @@ class Net:
         # Bottleneck towards h3: the FlexPass port built by nic/flexpass_nic.py (credit
         # class shaped and strict, FlexPass / legacy classes w_q : 1 − w_q, DSCP by u32).
         ns("r", sys.executable, str(NIC_TOOL), "apply", "--dev", f"{PREFIX}h3b", "--link-mbit", str(RATE_MBIT),
-           "--data-limit-pkts", "300")
+           "--data-limit-pkts", "300", "--mtu", str(self.mtu))
 
     def spawn(self, host, *args, stdin=None):
         p = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{host}", str(BIN), *args],
@@ -108,6 +112,18 @@ class Net:
 @pytest.fixture
 def net():
     n = Net()
+    try:
+        n.up()
+        yield n
+    finally:
+        n.down()
+
+
+@pytest.fixture
+def jumbo_net():
+    """The same network with jumbo frames: every veth at MTU 9000, the router's FlexPass
+    port built for 9038-byte frames (`flexpass_nic.py --mtu 9000`)."""
+    n = Net(mtu=9000)
     try:
         n.up()
         yield n
@@ -259,3 +275,25 @@ def test_message_mode_sends_one_flow_per_message(net):
     assert len(sent) == len(got) == count
     assert len({r["flow_id"] for r in sent}) == count
     assert all(r["sha256"] == expected_sha(size) for r in sent + got)
+
+
+@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp"])
+def test_jumbo_frames_byte_exact_through_router(jumbo_net, transport):
+    """MTU 9000 end to end (docs/protocol.md §9): both agents find it (`--mtu auto`: the
+    route towards the peer, the interfaces of the wildcard bind), send 8944-byte segments
+    through the router's NIC edge (credits shaped for 9038-byte frames) byte-exact."""
+    net = jumbo_net
+    size = 3_000_001
+    auto = ["--mtu", "auto", "--log-level", "info"]
+    srv = net.spawn("h3", "serve", "--listen", f"0.0.0.0:{PORT}", "--count", "1", *NET_ARGS, *auto)
+    time.sleep(0.3)
+    p = net.spawn("h1", "send", "--to", f"{net.ip['h3']}:{PORT}", "--transport", transport, "--size", str(size),
+                  "--timeout-s", "60", *NET_ARGS, *auto)
+    out, err = finish(p)
+    sout, serr = finish(srv)
+    assert "MTU 9000" in err and "MTU 9000" in serr, (err, serr)
+    sent, got = records(out)[0], records(sout)[0]
+    assert sent["sha256"] == got["sha256"] == expected_sha(size)
+    # Jumbo segments: every first transmission but the last carries 8944 bytes.
+    first = sent["packets_proactive"] + sent["packets_reactive"] - sent["retransmissions"]
+    assert first == -(-size // 8944), sent

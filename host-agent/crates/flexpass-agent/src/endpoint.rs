@@ -4,14 +4,13 @@
 
 use crate::socket::{TosSocket, BATCH};
 use bytes::Bytes;
-use flexpass_core::config::credit_rate_for_link;
-use flexpass_core::config::MAX_DATA_WIRE;
+use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
 use flexpass_core::{
     CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
 };
 use flexpass_wire::{
     CreditRequest, DscpPlan, Ecn, Hello, HelloAck, HelloConn, HelloStatus, Packet, Reset,
-    ResetReason, TransportKind, MIN_ETHERNET_WIRE,
+    ResetReason, TransportKind, DEFAULT_MTU, MAX_MTU, MIN_MTU,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -36,6 +35,11 @@ pub struct EndpointConfig {
     pub bind: SocketAddr,
     /// Rate of this host's link (bits/s): sets the credit rate limit and max_rate.
     pub link_bps: f64,
+    /// IP MTU of the path (576 ..= 9000; every host of a path must use the same): data
+    /// segments fill it (`max_payload_for_mtu`), and a credit stands for one frame of
+    /// `max_frame_wire(mtu)` bytes, so the credit rates are `share · C · 84 / (84 + mtu +
+    /// 38)` (docs/protocol.md §9, "Frame sizes and MTU").
+    pub mtu: usize,
     /// w_q: FlexPass credits may fill this share of the link.
     pub w_q: f64,
     /// Floor of the credit feedback update period (the path's base RTT).
@@ -122,6 +126,7 @@ impl EndpointConfig {
         EndpointConfig {
             bind,
             link_bps: 10e9,
+            mtu: DEFAULT_MTU,
             w_q: 0.5,
             base_rtt: 100_000,
             target_loss_rule: TargetLossRule::Fixed,
@@ -151,6 +156,12 @@ impl EndpointConfig {
         if !(self.w_q > 0.0 && self.w_q < 1.0) {
             return Err(format!("w_q must be in (0, 1), got {}", self.w_q));
         }
+        if !flexpass_wire::mtu_supported(self.mtu) {
+            return Err(format!(
+                "MTU must be in {MIN_MTU}..={MAX_MTU} bytes, got {}",
+                self.mtu
+            ));
+        }
         if self.base_rtt == 0 {
             return Err("base RTT must be > 0".into());
         }
@@ -178,7 +189,7 @@ impl EndpointConfig {
         } else {
             1.0
         };
-        let mut credit = CreditConfig::for_link(self.link_bps, share, self.base_rtt);
+        let mut credit = CreditConfig::for_link_mtu(self.link_bps, share, self.base_rtt, self.mtu);
         credit.target_loss_rule = self.target_loss_rule;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
@@ -397,7 +408,7 @@ pub struct Endpoint {
     /// Credits of all half-open flows together: a share of the link's credit rate.
     half_open_shaper: TokenBucket,
     /// Credits accepted for our senders: at most the link's credit rate (a credit is a
-    /// licence for one frame of at most 1538 B).
+    /// licence for one frame of at most `max_frame_wire(mtu)` B: 1538 at a 1500 B MTU).
     credit_in: TokenBucket,
     cookie_secret: [u8; 32],
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
@@ -472,12 +483,14 @@ impl Endpoint {
         let _ = nix::sys::prctl::set_timerslack(1_000);
         // Credits of all flows share the link's full credit rate at most; FlexPass flows
         // additionally stay within w_q through their max_rate (FlexPass §4.1).
-        let credit_bps =
-            cfg.link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64;
+        let credit_bps = credit_queue_bps_mtu(cfg.link_bps, 1.0, cfg.mtu);
         let shaper = TokenBucket::new(credit_bps / 8.0, 2.0 * 92.0);
         let half_open_shaper =
             TokenBucket::new(credit_bps / 8.0 * cfg.half_open_credit_share, 2.0 * 92.0);
-        let credit_in = TokenBucket::new(credit_rate_for_link(cfg.link_bps, 1.0), CREDIT_IN_BURST);
+        let credit_in = TokenBucket::new(
+            credit_rate_for_link_mtu(cfg.link_bps, 1.0, cfg.mtu),
+            CREDIT_IN_BURST,
+        );
         let seed = cfg.seed;
         Ok(Endpoint {
             sock,
@@ -531,7 +544,9 @@ impl Endpoint {
     ) -> io::Result<FlowKey> {
         let id = self.next_flow_id;
         self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
-        let cfg = (self.cfg.sender)(transport);
+        let mut cfg = (self.cfg.sender)(transport);
+        // Segments fill the path's MTU (docs/protocol.md §9).
+        cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let key = (peer, id);
@@ -1358,5 +1373,71 @@ impl Endpoint {
     /// Bytes queued by `write` on a flow.
     pub fn write(&mut self, key: FlowKey, data: Bytes) -> bool {
         self.sender_mut(key).is_some_and(|s| s.write(data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/mtu-vectors.json (shared with the core, the model and Python): the agent's
+    /// credit rates at 1500 and 9000 — its receivers' max_rate (FlexPass at w_q,
+    /// ExpressPass at the whole link), its credit shaper and its incoming-credit limit —
+    /// and its segment size.
+    #[test]
+    fn credit_rates_and_segments_follow_the_mtu_vectors() {
+        let p =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/mtu-vectors.json");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        let mut checked = 0;
+        for r in v["credit_rates"].as_array().unwrap() {
+            let mtu = r["mtu"].as_u64().unwrap() as usize;
+            let link = r["link_bps"].as_f64().unwrap();
+            let share = r["share"].as_f64().unwrap();
+            let cps = r["credits_per_second"].as_f64().unwrap();
+            let bps = r["credit_queue_bps"].as_f64().unwrap();
+            let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+            cfg.link_bps = link;
+            cfg.mtu = mtu;
+            if share == 1.0 {
+                let rc = cfg.receiver_config(TransportKind::ExpressPass);
+                assert!(close(rc.credit.max_rate, cps), "{r}");
+                let mut ep = Endpoint::bind(cfg).unwrap();
+                assert!(close(ep.shaper.per_ns * 8e9, bps), "{r}");
+                assert!(close(ep.credit_in.per_ns * 1e9, cps), "{r}");
+                let peer = ep.local_addr().unwrap();
+                let k = ep.open(peer, TransportKind::FlexPass, 0).unwrap();
+                ep.write(k, Bytes::from(vec![7u8; 20_000]));
+                let s = ep.senders.get_mut(&k).unwrap();
+                let now = 0;
+                let mut biggest = 0;
+                // Past the HELLO: the first-RTT reactive data (FlexPass) fills the MTU.
+                s.flow
+                    .handle_packet(
+                        now,
+                        &Packet::HelloAck(HelloAck {
+                            flow_id: k.1,
+                            transport: TransportKind::FlexPass,
+                            status: HelloStatus::Accepted,
+                        }),
+                    )
+                    .unwrap();
+                while let Some(t) = s.flow.poll_transmit(now) {
+                    if let Packet::Data(d) = &t.packet {
+                        biggest = biggest.max(d.payload.len());
+                        assert!(t.packet.encoded_len() + 28 <= mtu, "{r}");
+                    }
+                }
+                assert_eq!(biggest, flexpass_wire::max_payload_for_mtu(mtu), "{r}");
+            } else {
+                cfg.w_q = share;
+                let rc = cfg.receiver_config(TransportKind::FlexPass);
+                assert!(close(rc.credit.max_rate, cps), "{r}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 4);
     }
 }

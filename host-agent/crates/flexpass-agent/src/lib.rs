@@ -2,6 +2,7 @@
 
 pub mod daemon;
 pub mod endpoint;
+pub mod mtu;
 pub mod poller;
 pub mod socket;
 pub mod tcp;

@@ -23,6 +23,12 @@ pub struct NetArgs {
     /// Rate of this host's link, Gbit/s (credit rate limit and max credit rate).
     #[arg(long, default_value_t = 10.0)]
     pub link_gbps: f64,
+    /// IP MTU of the path, bytes (576..=9000; 9000: jumbo frames), or `auto`: the route's
+    /// MTU towards the peers (`send`, `workload`, `incast`), else the bound interface's.
+    /// Data segments fill it and credits stand for frames of MTU + 38 bytes
+    /// (docs/protocol.md §9); every host of a path must use the same.
+    #[arg(long, default_value = "1500")]
+    pub mtu: MtuArg,
     /// w_q: share of the link FlexPass credits may claim.
     #[arg(long, default_value_t = 0.5)]
     pub w_q: f64,
@@ -70,6 +76,33 @@ pub struct NetArgs {
     pub hello_cookies: flexpass_agent::endpoint::CookieMode,
 }
 
+/// `--mtu`: a number of bytes or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtuArg {
+    Auto,
+    Bytes(usize),
+}
+
+impl std::str::FromStr for MtuArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(MtuArg::Auto);
+        }
+        let m: usize = s
+            .parse()
+            .map_err(|_| format!("--mtu takes bytes or auto, got {s:?}"))?;
+        if !flexpass_wire::mtu_supported(m) {
+            return Err(format!(
+                "--mtu must be in {}..={} bytes, got {m}",
+                flexpass_wire::MIN_MTU,
+                flexpass_wire::MAX_MTU
+            ));
+        }
+        Ok(MtuArg::Bytes(m))
+    }
+}
+
 impl NetArgs {
     pub fn validate(&self) -> Result<(), String> {
         if !(self.link_gbps.is_finite() && self.link_gbps > 0.0) {
@@ -98,10 +131,28 @@ impl NetArgs {
     }
 
     pub fn endpoint(&self, bind: SocketAddr, accept: bool) -> Result<Endpoint, String> {
+        self.endpoint_towards(bind, accept, &[])
+    }
+
+    /// The endpoint, with `--mtu auto` resolved towards `peers` (logged).
+    pub fn endpoint_towards(
+        &self,
+        bind: SocketAddr,
+        accept: bool,
+        peers: &[SocketAddr],
+    ) -> Result<Endpoint, String> {
         self.validate()?;
         let mut c = EndpointConfig::new(bind);
         c.accept = accept;
         c.link_bps = self.link_gbps * 1e9;
+        c.mtu = match self.mtu {
+            MtuArg::Bytes(m) => m,
+            MtuArg::Auto => {
+                let (m, how) = flexpass_agent::mtu::detect(bind, peers);
+                log::info!("flexpass: MTU {m} ({how})");
+                m
+            }
+        };
         c.w_q = self.w_q;
         c.base_rtt = (self.rtt_us * 1e3) as u64;
         c.target_loss_rule = TargetLossRule::from_scaling(self.target_loss_scaling)?;
@@ -330,7 +381,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
         );
         return Ok(());
     };
-    let mut ep = args.net.endpoint(args.bind, false)?;
+    let mut ep = args.net.endpoint_towards(args.bind, false, &[args.to])?;
     let mut input = Some(input);
     for message in 0..args.messages {
         let input = match input.take() {

@@ -131,7 +131,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
         line(json!({"event": "summary", "transport": "tcp", "fct": summarize(&results)}));
         return Ok(());
     };
-    let mut ep = a.net.endpoint(a.bind, false)?;
+    let mut ep = a.net.endpoint_towards(a.bind, false, &a.to)?;
     let mut active: HashMap<FlowKey, Active> = HashMap::new();
     let mut next_sample = t0 + Duration::from_secs_f64(a.sample_ms.max(0.0) / 1e3);
     while launched < a.count || !active.is_empty() {
@@ -273,7 +273,7 @@ pub fn incast(a: IncastArgs) -> Result<(), String> {
             }
         }
         Some(t) => {
-            let mut ep = a.net.endpoint(a.bind, true)?;
+            let mut ep = a.net.endpoint_towards(a.bind, true, &a.servers)?;
             let mut pending = 0usize;
             for i in 0..a.flows {
                 let dst = a.servers[i % a.servers.len()];

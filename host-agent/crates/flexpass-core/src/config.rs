@@ -1,23 +1,39 @@
 //! Parameters of every mechanism, with the papers' names and defaults.
 
 use crate::{Nanos, MICROS, MILLIS};
-use flexpass_wire::{TransportKind, MAX_PAYLOAD_1500, MIN_ETHERNET_WIRE};
+use flexpass_wire::{
+    max_frame_wire, TransportKind, DEFAULT_MTU, MAX_PAYLOAD_1500, MIN_ETHERNET_WIRE,
+};
 use serde::{Deserialize, Serialize};
 
-/// Maximum Ethernet frame on the wire for a 1500 B MTU, incl. preamble and IFG (ExpressPass §3.1).
-pub const MAX_DATA_WIRE: usize = 1538;
+/// Maximum Ethernet frame on the wire for a 1500 B MTU, incl. preamble and IFG (ExpressPass
+/// §3.1): `max_frame_wire(1500)`; other MTUs: [`flexpass_wire::max_frame_wire`].
+pub const MAX_DATA_WIRE: usize = max_frame_wire(DEFAULT_MTU);
 
 /// Credits per second that make the returning data fill `share` of a `link_bps` link:
-/// every credit (84 B on the wire) triggers at most one maximum-size data frame (1538 B),
-/// so the credit rate limit is `share · C · 84 / (84 + 1538)` in bits/s (FlexPass §4.1 with
-/// share = w_q; ExpressPass §3.1 with share = 1), i.e. `share · C / (8 · (84 + 1538))` credits/s.
+/// every credit (84 B on the wire) triggers at most one maximum-size data frame (1538 B at
+/// a 1500 B MTU), so the credit rate limit is `share · C · 84 / (84 + 1538)` in bits/s
+/// (FlexPass §4.1 with share = w_q; ExpressPass §3.1 with share = 1), i.e.
+/// `share · C / (8 · (84 + 1538))` credits/s. Other MTUs: [`credit_rate_for_link_mtu`].
 pub fn credit_rate_for_link(link_bps: f64, share: f64) -> f64 {
-    share * link_bps / (8.0 * (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64)
+    credit_rate_for_link_mtu(link_bps, share, DEFAULT_MTU)
+}
+
+/// [`credit_rate_for_link`] on a path of IP MTU `mtu`: `share · C / (8 · (84 +
+/// max_frame_wire(mtu)))` credits/s (docs/protocol.md §9–10).
+pub fn credit_rate_for_link_mtu(link_bps: f64, share: f64, mtu: usize) -> f64 {
+    share * link_bps / (8.0 * (MIN_ETHERNET_WIRE + max_frame_wire(mtu)) as f64)
 }
 
 /// Bits per second that the credit queue (Q0) of a port must be shaped to.
 pub fn credit_queue_bps(link_bps: f64, share: f64) -> f64 {
-    share * link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + MAX_DATA_WIRE) as f64
+    credit_queue_bps_mtu(link_bps, share, DEFAULT_MTU)
+}
+
+/// [`credit_queue_bps`] on a path of IP MTU `mtu`: `share · C · 84 / (84 +
+/// max_frame_wire(mtu))` bits/s.
+pub fn credit_queue_bps_mtu(link_bps: f64, share: f64, mtu: usize) -> f64 {
+    share * link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + max_frame_wire(mtu)) as f64
 }
 
 /// Which credit loss Algorithm 1 tolerates before it decreases (see `credit_feedback`).
@@ -99,8 +115,14 @@ impl CreditConfig {
     /// `share` of a `link_bps` link (share = w_q for FlexPass, 1 for ExpressPass), with
     /// update period `rtt`.
     pub fn for_link(link_bps: f64, share: f64, rtt: Nanos) -> Self {
+        Self::for_link_mtu(link_bps, share, rtt, DEFAULT_MTU)
+    }
+
+    /// [`CreditConfig::for_link`] on a path of IP MTU `mtu` (a credit stands for one frame
+    /// of `max_frame_wire(mtu)` bytes).
+    pub fn for_link_mtu(link_bps: f64, share: f64, rtt: Nanos, mtu: usize) -> Self {
         CreditConfig {
-            max_rate: credit_rate_for_link(link_bps, share),
+            max_rate: credit_rate_for_link_mtu(link_bps, share, mtu),
             alpha: 1.0 / 16.0,
             w_init: 1.0 / 16.0,
             w_min: 0.01,

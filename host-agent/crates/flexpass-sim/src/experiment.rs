@@ -8,7 +8,6 @@
 
 use crate::queue::Profile;
 use crate::topology::{self, Shape};
-use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{Nanos, TargetLossRule, MICROS, MILLIS};
 use flexpass_wire::TransportKind;
 use serde::{Deserialize, Serialize};
@@ -99,6 +98,9 @@ pub struct TopologySpec {
     pub aggs_per_pod: Option<usize>,
     /// clos3: aggregation–core link rate, Gbit/s (default: `link_gbps`).
     pub core_gbps: Option<f64>,
+    /// IP MTU of every link, bytes (default 1500; 9000: jumbo frames): the senders' segment
+    /// size and the credit rates, share · C · 84 / (84 + mtu + 38) (docs/protocol.md §9).
+    pub mtu: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -841,6 +843,11 @@ impl TopologySpec {
         us(self.host_delay_us.unwrap_or(default))
     }
 
+    /// IP MTU of the links (default 1500).
+    pub fn mtu(&self) -> usize {
+        self.mtu.unwrap_or(flexpass_wire::DEFAULT_MTU)
+    }
+
     /// The validated shape.
     pub fn shape(&self) -> Result<Shape, String> {
         let kind = self.kind.as_str();
@@ -967,9 +974,18 @@ impl Experiment {
         positive(s.k_q1_kb.unwrap_or(k), "switch.k_q1_kb")?;
         // FlexPass sets the selective-drop threshold above Q1's K (reactive sub-flows react to
         // ECN first); FlexPass Fig. 17 also explores thresholds below it, so that is allowed.
+        let mtu = self.topology.mtu();
+        check(flexpass_wire::mtu_supported(mtu), || {
+            format!(
+                "topology.mtu must be in {}..={} bytes, got {mtu}",
+                flexpass_wire::MIN_MTU,
+                flexpass_wire::MAX_MTU
+            )
+        })?;
+        let frame = flexpass_wire::max_frame_wire(mtu);
         let red = positive(s.red_kb, "switch.red_kb")?;
-        check(red * 1000.0 >= MAX_DATA_WIRE as f64, || {
-            format!("switch.red_kb ({red}) must hold at least one frame ({MAX_DATA_WIRE} B)")
+        check(red * 1000.0 >= frame as f64, || {
+            format!("switch.red_kb ({red}) must hold at least one frame ({frame} B)")
         })?;
         if let Some(v) = s.k_lcp_kb {
             positive(v, "switch.k_lcp_kb")?;

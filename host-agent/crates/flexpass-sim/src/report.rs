@@ -402,7 +402,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         let fct = f.completed_at.map(|c| (c - f.spec.start) as f64 / 1e3);
         let ideal_us = f.spec.size.map(|s| {
             (built.one_way_delay(f.spec.src, f.spec.dst) as f64
-                + s as f64 * wire_factor() * 8.0 / built.host_bps * 1e9)
+                + s as f64 * wire_factor(exp.topology.mtu()) * 8.0 / built.host_bps * 1e9)
                 / 1e3
         });
         let ss = f.sender_stats();

@@ -8,10 +8,10 @@ use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::report::{self, RunReport};
 use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
-use flexpass_core::config::{credit_queue_bps, MAX_DATA_WIRE};
+use flexpass_core::config::credit_queue_bps_mtu;
 use flexpass_core::{CreditConfig, Nanos, PptConfig, ReceiverConfig, SenderConfig, MILLIS};
 use flexpass_wire::TransportKind;
-use flexpass_wire::MIN_ETHERNET_WIRE;
+use flexpass_wire::{max_frame_wire, max_payload_for_mtu, MIN_ETHERNET_WIRE};
 use std::time::Instant;
 
 /// The switches' and hosts' configuration of one experiment (one place that turns the
@@ -50,6 +50,8 @@ pub struct Stack {
     /// Algorithm 1's initial update period: the base RTT across the topology.
     pub base_rtt: Nanos,
     pub host_bps: f64,
+    /// IP MTU of the links: segment size, credit rates (docs/protocol.md §9).
+    pub mtu: usize,
 }
 
 /// PPT receivers in the model buffer this much out of order (the LCP sends from the tail of
@@ -111,6 +113,7 @@ impl Stack {
             target_loss_rule: exp.target_loss_rule(),
             base_rtt,
             host_bps: exp.topology.link_bps(),
+            mtu: exp.topology.mtu(),
         }
     }
 
@@ -146,7 +149,7 @@ impl Stack {
             profile: self.profile,
             link_bps,
             w_q: self.w_q,
-            credit_rate_bps: credit_queue_bps(link_bps, credit_share),
+            credit_rate_bps: credit_queue_bps_mtu(link_bps, credit_share, self.mtu),
             credit_burst_bytes: self.credit_burst * MIN_ETHERNET_WIRE as f64,
             credit_capacity: self.credit_queue,
             ecn_k: self.ecn_k(link_bps),
@@ -159,6 +162,7 @@ impl Stack {
 
     pub fn sender_config(&self, f: &FlowSpec) -> SenderConfig {
         let mut c = SenderConfig::new(f.transport);
+        c.mss = max_payload_for_mtu(self.mtu);
         c.dctcp.rto_min = self.rto_min;
         c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
         if let Some(w) = self.init_cwnd {
@@ -192,7 +196,8 @@ impl Stack {
     }
 
     pub fn receiver_config(&self, _f: &FlowSpec) -> ReceiverConfig {
-        let mut credit = CreditConfig::for_link(self.host_bps, self.credit_share, self.base_rtt);
+        let mut credit =
+            CreditConfig::for_link_mtu(self.host_bps, self.credit_share, self.base_rtt, self.mtu);
         credit.alpha = self.alpha;
         credit.w_init = self
             .w_init
@@ -243,13 +248,14 @@ impl PortFactory for Stack {
 }
 
 /// Base RTT across `hops` links at `bps`: propagation both ways plus, at every hop, the
-/// serialisation of one maximum data frame and one credit (Algorithm 1's update period).
-pub fn base_rtt(hops: usize, delay: Nanos, host_delay: Nanos, bps: f64) -> Nanos {
+/// serialisation of one maximum data frame (of an MTU of `mtu` bytes) and one credit
+/// (Algorithm 1's update period).
+pub fn base_rtt(hops: usize, delay: Nanos, host_delay: Nanos, bps: f64, mtu: usize) -> Nanos {
     let ser = |bytes: f64| (bytes * 8.0 / bps * 1e9) as Nanos;
     let h = hops as Nanos;
     2 * h * delay
         + 4 * host_delay
-        + h * ser(MAX_DATA_WIRE as f64)
+        + h * ser(max_frame_wire(mtu) as f64)
         + h * ser(MIN_ETHERNET_WIRE as f64)
 }
 
@@ -306,7 +312,13 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     );
     let built = topology::build(&mut scratch, &shape, &links, &probe);
     let flows = traffic::generate(exp, &built)?;
-    let rtt = base_rtt(built.diameter(), links.delay, links.host_delay, links.bps);
+    let rtt = base_rtt(
+        built.diameter(),
+        links.delay,
+        links.host_delay,
+        links.bps,
+        exp.topology.mtu(),
+    );
     let stack = Stack::new(exp, rtt, traffic::owf_oracle_weight(exp, &built, &flows));
     let (s1, s2) = (stack.clone(), stack.clone());
     let mut net = Network::new(

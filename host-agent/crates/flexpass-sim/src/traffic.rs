@@ -6,9 +6,8 @@
 use crate::experiment::Experiment;
 use crate::net::{FlowKind, FlowSpec};
 use crate::topology::Built;
-use flexpass_core::config::MAX_DATA_WIRE;
 use flexpass_core::{Nanos, MICROS, MILLIS};
-use flexpass_wire::{TransportKind, MAX_PAYLOAD_1500};
+use flexpass_wire::{max_frame_wire, max_payload_for_mtu, TransportKind};
 use flexpass_workload::{next_gap_ns, FlowSizeCdf};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -16,9 +15,9 @@ use rand_chacha::ChaCha8Rng;
 /// Salt of the traffic generator's seed (the network model has its own RNG).
 const TRAFFIC_SEED_SALT: u64 = 0x7261_6666_6963;
 
-/// Wire bytes per payload byte of a full-sized data packet.
-pub fn wire_factor() -> f64 {
-    MAX_DATA_WIRE as f64 / MAX_PAYLOAD_1500 as f64
+/// Wire bytes per payload byte of a full-sized data packet at an IP MTU of `mtu`.
+pub fn wire_factor(mtu: usize) -> f64 {
+    max_frame_wire(mtu) as f64 / max_payload_for_mtu(mtu) as f64
 }
 
 /// Racks enabled for the new transport: the first `round(fraction · racks)`.
@@ -101,7 +100,7 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         };
         // Flow sizes are payload bytes; the load counts them on the wire (FlexPass's
         // simulator: avgFlowSize · 8 / maxPayload · maxEthernetSize).
-        let mean_wire = cdf.mean() * wire_factor();
+        let mean_wire = cdf.mean() * wire_factor(exp.topology.mtu());
         let start = (w.start_ms * MILLIS as f64) as Nanos;
         let mut t = start;
         for _ in 0..w.flows {
@@ -126,8 +125,9 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
             // Incast events over the background's arrival span: a random receiver, every
             // other host sends `flows_per_sender` flows of `bytes`.
             let end = t;
-            let event_wire =
-                ((hosts - 1) * fg.flows_per_sender) as f64 * fg.bytes as f64 * wire_factor();
+            let event_wire = ((hosts - 1) * fg.flows_per_sender) as f64
+                * fg.bytes as f64
+                * wire_factor(exp.topology.mtu());
             let mut te = start;
             loop {
                 te += next_gap_ns(&mut rng, w.load * fg.volume_fraction, capacity, event_wire);

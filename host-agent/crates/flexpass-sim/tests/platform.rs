@@ -125,7 +125,7 @@ fn deployment_by_rack_and_workload_load() {
         .map(|f| f.spec.size.unwrap() as f64)
         .sum();
     let span = p.net.flows.iter().map(|f| f.spec.start).max().unwrap() as f64 / 1e9;
-    let load = bytes * wire_factor() * 8.0 / span / p.built.load_capacity_bps;
+    let load = bytes * wire_factor(1500) * 8.0 / span / p.built.load_capacity_bps;
     assert!((load - 0.5).abs() < 0.05, "offered load {load}");
     // Mixed traffic: 10 % of the volume is foreground incast of 8 kB flows.
     let (e, _) = exp(

@@ -8,7 +8,8 @@
 //!   non-canonical or inconsistent message with a typed [`DecodeError`],
 //! * a canonical encoder ([`Packet::encode`]) with a matching pre-flight
 //!   check ([`Packet::validate`]),
-//! * wire-size helpers ([`ethernet_wire_len`], [`ethernet_wire_len_ip`]),
+//! * wire-size helpers ([`ethernet_wire_len`], [`ethernet_wire_len_ip`]) and the frame
+//!   sizes of an MTU ([`max_payload_for_mtu`], [`max_frame_wire`]),
 //! * the DSCP/ECN plan ([`DscpPlan`], [`TrafficClass`], [`Ecn`], [`tos`]).
 //!
 //! Invariants (checked by `tests/vectors.rs`, proptests and the fuzz target):
@@ -88,7 +89,39 @@ pub const ETHERNET_WIRE_OVERHEAD: usize = 38;
 /// Minimum bytes one frame occupies on an Ethernet wire (64 B frame + 8 + 12).
 pub const MIN_ETHERNET_WIRE: usize = 84;
 /// Largest DATA payload that fits a 1500 B IP MTU: 1500 - 20 - 8 - 28.
-pub const MAX_PAYLOAD_1500: usize = 1444;
+pub const MAX_PAYLOAD_1500: usize = max_payload_for_mtu(DEFAULT_MTU);
+
+/// IP MTU (bytes of an IPv4 packet) of a path unless configured: Ethernet's 1500.
+pub const DEFAULT_MTU: usize = 1500;
+/// Smallest IP MTU FlexPass runs on (the IPv4 minimum every host must accept).
+pub const MIN_MTU: usize = 576;
+/// Largest IP MTU FlexPass runs on (jumbo frames).
+pub const MAX_MTU: usize = 9000;
+
+/// Largest FlexPass message (UDP payload) in one IPv4 packet of `mtu` bytes, unfragmented:
+/// `mtu − 28` (docs/protocol.md §9, "Frame sizes and MTU").
+pub const fn max_message_for_mtu(mtu: usize) -> usize {
+    mtu - IPV4_UDP_OVERHEAD
+}
+
+/// Largest DATA payload (the senders' segment size) for an IP MTU of `mtu` bytes:
+/// `mtu − 20 − 8 − 28` (1444 at 1500, 8944 at 9000).
+pub const fn max_payload_for_mtu(mtu: usize) -> usize {
+    max_message_for_mtu(mtu) - DATA_HEADER_LEN
+}
+
+/// The maximum frame for MTU `mtu`: the bytes a full-size data packet occupies on an
+/// Ethernet wire, preamble, IFG and FCS included, `mtu + 38` (1538 at 1500, 9038 at 9000).
+/// A credit is a licence for one such frame: credit rates are `share · C · 84 / (84 +
+/// max_frame_wire(mtu))` (docs/protocol.md §10).
+pub const fn max_frame_wire(mtu: usize) -> usize {
+    mtu + ETHERNET_WIRE_OVERHEAD
+}
+
+/// Whether FlexPass runs on an IP MTU of `mtu` bytes (`MIN_MTU ..= MAX_MTU`).
+pub fn mtu_supported(mtu: usize) -> bool {
+    (MIN_MTU..=MAX_MTU).contains(&mtu)
+}
 
 /// FIN flag (data only): this segment is the last one of the flow.
 pub const FLAG_FIN: u8 = 0x01;
@@ -136,5 +169,22 @@ mod tests {
         assert_eq!(ethernet_wire_len(usize::MAX), usize::MAX);
         assert_eq!(CREDIT_PADDING_MIN, 6);
         assert_eq!(CREDIT_PADDING_MAX, 14);
+    }
+
+    #[test]
+    fn frame_sizes_follow_the_mtu() {
+        assert_eq!(MAX_PAYLOAD_1500, 1444);
+        for mtu in [MIN_MTU, DEFAULT_MTU, 4000, MAX_MTU] {
+            let full = DATA_HEADER_LEN + max_payload_for_mtu(mtu);
+            assert_eq!(full, max_message_for_mtu(mtu));
+            assert_eq!(full + IPV4_UDP_OVERHEAD, mtu, "fills the MTU exactly");
+            assert_eq!(ethernet_wire_len(full), max_frame_wire(mtu));
+            assert!(mtu_supported(mtu));
+        }
+        assert_eq!(
+            (max_payload_for_mtu(9000), max_frame_wire(9000)),
+            (8944, 9038)
+        );
+        assert!(!mtu_supported(MIN_MTU - 1) && !mtu_supported(MAX_MTU + 1));
     }
 }
