@@ -568,6 +568,22 @@ pub fn summary(r: &RunReport) -> String {
     );
     if r.flows.len() <= 16 {
         for f in &r.flows {
+            // No throughput samples (no monitored port): the mean over the flow's FCT.
+            if f.goodput_gbps == 0.0 && f.delivered_bytes > 0 {
+                if let Some(fct) = f.fct_us {
+                    let _ = writeln!(
+                        s,
+                        "  flow {} {:?}: {} bytes, mean goodput {:.2} Gbps over its FCT {:.0} µs, timeouts {}",
+                        f.id,
+                        f.transport,
+                        f.delivered_bytes,
+                        f.delivered_bytes as f64 * 8.0 / (fct * 1e3),
+                        fct,
+                        f.timeouts
+                    );
+                    continue;
+                }
+            }
             let _ = writeln!(
                 s,
                 "  flow {} {:?}: {:5.1}% of link (proactive {:5.1}%, reactive {:5.1}%), goodput {:.2} Gbps, FCT {}, timeouts {}",
