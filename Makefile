@@ -85,7 +85,7 @@ test-rust:
 
 test-python:
 	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
