@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from . import env
+from .experiments import _read_json_lines as _json_lines
 from .fabric import ecmp_member_index, leaf_spine, ecmp_paths, asymmetric_pairs
 from .scaling import Scaled
 
@@ -222,19 +223,6 @@ def pick_source_ports(fab, flows: List[Flow], spines: List[str], base: int = 200
                 break
         else:
             raise ExperimentError(f"no source port puts {fl.src}->{fl.dst} on {fl.spine}")
-
-
-def _json_lines(path: Path) -> List[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
 
 
 def _proc_start_unix(pid: int) -> Optional[float]:
