@@ -22,6 +22,8 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub struct EmulationControl {
     cur_rate: f64,
+    /// The rate before the last update: what the packets resolved in this period were sent at.
+    prev_rate: f64,
     max_rate: f64,
     min_rate: f64,
     min_target_loss: f64,
@@ -39,6 +41,7 @@ impl EmulationControl {
     pub fn new(cfg: &FlashPassConfig) -> Self {
         EmulationControl {
             cur_rate: cfg.max_emulation_rate,
+            prev_rate: cfg.max_emulation_rate,
             max_rate: cfg.max_emulation_rate,
             min_rate: cfg.max_emulation_rate * cfg.min_rate_fraction,
             min_target_loss: cfg.min_target_loss,
@@ -81,13 +84,22 @@ impl EmulationControl {
         if out == 0 {
             return;
         }
+        let before = self.cur_rate;
         let loss_rate = 1.0 - self.credit_in as f64 / out as f64;
         if loss_rate > self.max_target_loss {
-            self.cur_rate *= (1.0 - loss_rate) * (1.0 + self.min_target_loss);
+            // The packets resolved now left about one period ago, at `prev_rate`: the
+            // decrease applies to the rate that caused the loss, so a loss still in flight
+            // after a decrease does not cut twice (the model's RTT lag, see
+            // docs/results-flashpass.md).
+            let sent_at = self.prev_rate;
+            self.cur_rate = self
+                .cur_rate
+                .min(sent_at * (1.0 - loss_rate) * (1.0 + self.min_target_loss));
         } else if loss_rate < self.min_target_loss {
             self.cur_rate *= 1.0 + self.max_target_loss;
         }
         self.cur_rate = self.cur_rate.clamp(self.min_rate, self.max_rate);
+        self.prev_rate = before;
         self.last_loss = loss_rate;
         self.updates += 1;
         self.credit_in = 0;
