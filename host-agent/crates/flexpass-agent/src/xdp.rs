@@ -344,8 +344,6 @@ mod imp {
     const TX_FRAMES: u32 = 2048;
     /// How often (receive calls) the kernel socket is read without a readiness report.
     const KERNEL_CHECK_EVERY: u32 = 64;
-    /// Transmit kicks per flush at most (copy mode sends up to 32 frames per kick).
-    const MAX_KICKS: usize = 256;
 
     /// Page-aligned anonymous memory for the UMEM, unmapped on drop.
     struct Area {
@@ -742,8 +740,9 @@ mod imp {
             }
         }
 
+        /// Datagrams not handed to the kernel yet: queued, or on the transmit ring unsent.
         pub fn queued(&self) -> usize {
-            self.tx_queued.len() + self.kernel.queued()
+            self.tx_queued.len() + self.kernel.queued() + self.rings.tx.pending() as usize
         }
 
         /// Queue one datagram: into a transmit frame if the next hop's MAC is known, else
@@ -809,29 +808,33 @@ mod imp {
         /// (copy mode sends up to 32 per kick); flush the kernel socket too.
         pub fn flush(&mut self) -> Flushed {
             let mut f = self.kernel.flush();
-            if !self.tx_queued.is_empty() {
-                let mut tx = self.rings.tx.transmit(self.tx_queued.len() as u32);
-                let n = tx.insert(self.tx_queued.iter().copied()) as usize;
+            let n = self.tx_queued.len();
+            if n > 0 {
+                let mut tx = self.rings.tx.transmit(n as u32);
+                let put = tx.insert(self.tx_queued.iter().copied()) as usize;
                 tx.commit();
                 drop(tx);
                 // Frames the ring had no room for are dropped (as a full NIC queue would).
-                for d in self.tx_queued.drain(n..) {
+                for d in self.tx_queued.drain(put..) {
                     self.tx_free.push(d.addr);
                     f.errors += 1;
                 }
                 self.tx_queued.clear();
-                f.sent += n as u64;
-                self.counters.xsk_tx += n as u64;
-                let mut kicks = 0;
-                while kicks < MAX_KICKS && self.rings.tx.pending() > 0 {
-                    if !self.rings.tx.needs_wakeup() && self.rings.zero_copy {
-                        break;
-                    }
-                    self.rings.tx.wake();
-                    kicks += 1;
-                }
-                f.calls += kicks as u64;
+                f.sent += put as u64;
+                self.counters.xsk_tx += put as u64;
             }
+            // A peer that cannot take the frames (full queue) leaves the rest on the ring for
+            // the next flush (`queued` counts them, so there is one).
+            let most = n / 32 + 2;
+            let mut kicks = 0;
+            while kicks < most && self.rings.tx.pending() > 0 {
+                if !self.rings.tx.needs_wakeup() && self.rings.zero_copy {
+                    break;
+                }
+                self.rings.tx.wake();
+                kicks += 1;
+            }
+            f.calls += kicks as u64;
             self.reap();
             f
         }
