@@ -264,12 +264,7 @@ fn err_line(msg: impl std::fmt::Display) -> Vec<u8> {
 }
 
 fn parse_transport(s: &str) -> Option<TransportKind> {
-    match s {
-        "flexpass" => Some(TransportKind::FlexPass),
-        "expresspass" => Some(TransportKind::ExpressPass),
-        "dctcp" => Some(TransportKind::Dctcp),
-        _ => None,
-    }
+    TransportKind::from_name(s)
 }
 
 impl Daemon {

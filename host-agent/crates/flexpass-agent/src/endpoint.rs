@@ -8,7 +8,8 @@ use crate::xdp::XdpConfig;
 use bytes::Bytes;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
 use flexpass_core::{
-    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
+    CreditConfig, Nanos, PptConfig, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule,
+    Transmit,
 };
 use flexpass_wire::{
     CreditRequest, DscpPlan, Ecn, Hello, HelloAck, HelloConn, HelloStatus, Packet, Reset,
@@ -579,6 +580,13 @@ impl Endpoint {
         let mut cfg = (self.cfg.sender)(transport);
         // Segments fill the path's MTU (docs/protocol.md §9).
         cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
+        if transport == TransportKind::Ppt {
+            // PPT §3.1: the LCP's first window is the host path's BDP (C · base RTT) less
+            // DCTCP's initial window, paced over the base RTT until the HCP has a sample.
+            let link = PptConfig::for_link(self.cfg.link_bps, self.cfg.base_rtt);
+            cfg.ppt.bdp_bytes = link.bdp_bytes;
+            cfg.ppt.base_rtt = link.base_rtt;
+        }
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let key = (peer, id);
