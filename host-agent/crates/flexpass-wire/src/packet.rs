@@ -176,6 +176,33 @@ impl TransportKind {
         }
     }
 
+    /// The transport's name on command lines, in configs and records: flexpass,
+    /// expresspass, dctcp, ppt, flashpass.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::FlexPass => "flexpass",
+            TransportKind::ExpressPass => "expresspass",
+            TransportKind::Dctcp => "dctcp",
+            TransportKind::Ppt => "ppt",
+            TransportKind::FlashPass => "flashpass",
+        }
+    }
+
+    /// Every transport the host agent runs, in wire order. FlashPass runs in the core and
+    /// the model only so far, so it is not here: `from_name("flashpass")` is None and the
+    /// agent refuses it by name.
+    pub const ALL: [TransportKind; 4] = [
+        TransportKind::FlexPass,
+        TransportKind::ExpressPass,
+        TransportKind::Dctcp,
+        TransportKind::Ppt,
+    ];
+
+    /// The transport named `s` among [`ALL`](Self::ALL) (see [`name`](Self::name)).
+    pub fn from_name(s: &str) -> Option<TransportKind> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
     /// True for transports whose receiver sends CREDIT messages (ExpressPass-style credit
     /// feedback; FlashPass's EMULATION_CREDITs are not such credits).
     pub fn is_credit_based(self) -> bool {
