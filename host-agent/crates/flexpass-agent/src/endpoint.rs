@@ -83,6 +83,9 @@ pub struct EndpointConfig {
     /// Share of the link's credit rate all half-open flows together may use.
     pub half_open_credit_share: f64,
     pub hello_cookies: CookieMode,
+    /// Give-up timeout of every sender (`SenderConfig::give_up_timeout`): silence from the
+    /// peer this long fails a flow.
+    pub give_up_timeout: Nanos,
 }
 
 /// When a HELLO is answered with HELLO_ACK `retry` and a cookie, without keeping state.
@@ -143,6 +146,7 @@ impl EndpointConfig {
             half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
             half_open_credit_share: DEFAULT_HALF_OPEN_CREDIT_SHARE,
             hello_cookies: CookieMode::Auto,
+            give_up_timeout: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT,
         }
     }
 
@@ -545,6 +549,7 @@ impl Endpoint {
         let id = self.next_flow_id;
         self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
         let mut cfg = (self.cfg.sender)(transport);
+        cfg.give_up_timeout = self.cfg.give_up_timeout;
         // Segments fill the path's MTU (docs/protocol.md §9).
         cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
         let s = Sender::new(id, cfg, size_hint, self.now())
