@@ -438,3 +438,71 @@ class MalformedAndTtl(FlexPassTest):
         testutils.send_packet(self, 1, pkt)
         testutils.verify_packet(self, expected(pkt, 3), 3)
         testutils.verify_no_other_packets(self)
+
+
+class PptProfile(FlexPassTest):
+    """The PPT profile (SIGCOMM'24 §4.2, docs/protocol.md §10) on the same program: s1's
+    entries and BMv2 queues are switched to profile ppt (what flexpass-ctl apply writes
+    for it), then back.  DSCP 32 + p lands in queue 7 - p for each priority P0..P7;
+    legacy, FlexPass and unassigned DSCPs with P3; each queue marks ECT packets above
+    its own K (HCP 10 packets, LCP 4 here), never below it."""
+
+    def setUp(self):
+        FlexPassTest.setUp(self)
+        import dataclasses
+
+        from flexpass_cp.bmv2_queues import apply_queue_settings
+        from flexpass_cp.config import switch_entries
+
+        if TOFINO:
+            self.skipTest("profile ppt is BMv2 / flexpass_switch only")
+        ppt_sw = dataclasses.replace(SW, profile="ppt")
+        self.ppt_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": ppt_sw})
+        self.thrift = int(testutils.test_param_get("thrift_port") or SW.thrift_port)
+        self.client.apply(switch_entries(self.ppt_cfg, "s1"))
+        apply_queue_settings(self.ppt_cfg, "s1", thrift_port=self.thrift)
+
+    def tearDown(self):
+        from flexpass_cp.bmv2_queues import apply_queue_settings
+        from flexpass_cp.config import switch_entries
+
+        try:
+            self.client.apply(switch_entries(CFG, "s1"))
+            apply_queue_settings(CFG, "s1", thrift_port=self.thrift)
+        finally:
+            FlexPassTest.tearDown(self)
+
+    def runTest(self):
+        from flexpass_cp.config import ppt_qid
+
+        cases = [(f"P{p}", DSCP.priority[p], ppt_qid(p)) for p in range(8)]
+        cases += [("legacy", DSCP.legacy, ppt_qid(3)), ("proactive_data", DSCP.proactive_data, ppt_qid(3)),
+                  ("unassigned DSCP 10", 10, ppt_qid(3))]
+        for name, dscp, qid in cases:
+            before = self.counter("forwarded", 3, qid)
+            pkt = fp_packet(3, dscp, ecn=2)
+            testutils.send_packet(self, 1, pkt)
+            testutils.verify_packet(self, expected(pkt, 3), 3)
+            testutils.verify_no_other_packets(self)
+            self.assertEqual(self.counter("forwarded", 3, qid) - before, 1, f"{name}: not counted in q{qid}")
+
+        # Per-queue ECN on the slow port (81 frames/s): a burst of 30 ECT packets builds a
+        # queue; marks start only above that queue's K.
+        port = 2
+        d = self.ppt_cfg.derived("s1", port)
+        for p in (1, 6):
+            qid, k = ppt_qid(p), d.qdepth(d.ppt_ecn_threshold_bytes(p))
+            before = self.counter("ecn_marked", port, qid)
+            pkts = [fp_packet(port, DSCP.priority[p], ecn=2,
+                              body=FlexPass(type=3 if p < 4 else 2, flow_id=9)
+                              / FlexPassData(subflow_seq=i) / Raw(b"p" * 200)) for i in range(30)]
+            self.send_burst(1, pkts)
+            got = self.collect(port, timeout=20)
+            ecns = [x[IP].tos & 3 for x in got]
+            marked = ecns.count(3)
+            print(f"\nPPT P{p} (queue {qid}, K {k} packets): {len(got)} received, {marked} CE: {ecns}")
+            self.assertEqual(len(got), 30)
+            self.assertTrue(all(e != 3 for e in ecns[:k + 1]), f"P{p}: marked at depth <= K")
+            self.assertGreater(marked, 0, f"P{p}: a queue above K must mark")
+            self.assertEqual(self.counter("ecn_marked", port, qid) - before, marked)
+            time.sleep(0.5)

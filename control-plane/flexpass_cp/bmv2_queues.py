@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from . import env_check
-from .config import Config, Derived
+from .config import PPT_PROFILE, Config, Derived, ppt_qid
+from .dscp import PRIORITY_LEVELS
 
 
 class QueueConfigError(RuntimeError):
@@ -46,6 +47,15 @@ def queue_commands(cfg: Config, switch: str) -> List[QueueCommand]:
     for port in sorted(sw.ports):
         d = Derived(cfg, sw, sw.ports[port])
         q = sw.ports[port].queues
+        if sw.profile == PPT_PROFILE:
+            # Stock BMv2 has no shared port buffer and no port shaper: each priority queue
+            # gets the whole buffer and the line rate (strict priority between them).
+            for p in range(PRIORITY_LEVELS):
+                out.append(QueueCommand("set_queue_depth", d.data_queue_depth_pkts, port, ppt_qid(p),
+                                        f"PPT P{p} buffer"))
+                out.append(QueueCommand("set_queue_rate", d.line_rate_pps, port, ppt_qid(p),
+                                        f"PPT P{p}: line rate"))
+            continue
         cq, fq, lq = d.qid("credit"), d.qid("flexpass"), d.qid("legacy")
         out.append(QueueCommand("set_queue_depth", q.credit_queue_packets, port, cq,
                                 "credit queue: a few credits (ExpressPass: 8)"))

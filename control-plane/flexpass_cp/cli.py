@@ -41,6 +41,8 @@ from .config import (
     INGRESS_EVENT_NAMES,
     INGRESS_EVENTS,
     LOGICAL_QUEUES,
+    PPT_PROFILE,
+    ppt_qid,
     PORT_QUEUE_COUNTERS,
     TOFINO_CHIPS,
     Config,
@@ -160,8 +162,12 @@ def cmd_show(cfg: Config, switch: str, as_json: bool = False) -> int:
         return cmd_show_tofino(cfg, switch, as_json)
     print(f"switch {sw.name}: profile {sw.profile}, P4Runtime {sw.grpc_addr} device {sw.device_id}, "
           f"thrift {sw.thrift_port}")
-    print("queues (BMv2 priority, highest served first): " +
-          ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
+    if sw.profile == PPT_PROFILE:
+        print("queues (BMv2 priority, highest served first): " +
+              ", ".join(f"P{p}={ppt_qid(p)}" for p in range(8)) + "; other DSCPs with P3")
+    else:
+        print("queues (BMv2 priority, highest served first): " +
+              ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
     print()
     print(f"{'port':>4} {'name':10} {'link':>11} {'w_q':>5} {'credit limit':>13} {'meter cir':>12} "
           f"{'burst':>6} {'K pkts':>6} {'red pkts':>8} {'legacy K':>8}")
@@ -180,7 +186,8 @@ def cmd_show(cfg: Config, switch: str, as_json: bool = False) -> int:
     if sw.target == "flexpass_switch":
         print(f"traffic manager (flexpass_switch, TM API port {sw.tm_port}):")
         for tp in tm_settings(cfg, switch):
-            print(f"  port {tp.port}: link {_fmt_rate(tp.link_rate_bps)}, wire overhead {tp.wire_overhead_bytes} B")
+            print(f"  port {tp.port}: link {_fmt_rate(tp.link_rate_bps)}, wire overhead {tp.wire_overhead_bytes} B"
+                  + (f", shared buffer {tp.shared_buffer_bytes} B" if tp.shared_buffer_bytes else ""))
             for q in tp.queues:
                 shaper = (f", shaper {_fmt_rate(q.shaper_rate_bps)} burst {q.shaper_burst_bytes} B"
                           if q.shaper_rate_bps else "")
@@ -233,7 +240,8 @@ def apply_tm_settings(cfg: Config, switch: str, host: str, port: int) -> list:
     with TmClient(host, port) as tm:
         for tp in ports:
             tm.set_port(tp.port, link_rate_bps=int(tp.link_rate_bps),
-                        wire_overhead_bytes=tp.wire_overhead_bytes)
+                        wire_overhead_bytes=tp.wire_overhead_bytes,
+                        shared_buffer_bytes=tp.shared_buffer_bytes)
             for q in tp.queues:
                 tm.set_queue(tp.port, q.queue, priority=q.priority, weight=q.weight,
                              buffer_bytes=q.buffer_bytes, red_threshold=q.red_threshold,

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import frames
-from .dscp import DscpPlan, TrafficClass
+from .dscp import PRIORITIES, PRIORITY_LEVELS, DscpPlan, PptPriority, TrafficClass
 from .entities import (
     ActionProfileGroup,
     ActionProfileMember,
@@ -148,6 +148,22 @@ PROFILES: Dict[str, Dict[TrafficClass, Tuple[str, int]]] = {
         TrafficClass.LEGACY: ("legacy", COLOR_GREEN),
     },
 }
+
+#: PPT (SIGCOMM'24 §4.2, §6.2; docs/protocol.md §10): eight strict priorities.  BMv2
+#: and flexpass_switch serve the HIGHEST queue index first, so priority Pp (P0 the
+#: highest) is queue 7 - p.  Every DSCP that is not a PPT priority (legacy traffic,
+#: the FlexPass classes, unassigned values) goes with P3, the HCP priority of large
+#: flows, above every LCP queue.
+PPT_PROFILE = "ppt"
+PPT_OTHER_PRIORITY = 3
+
+
+def ppt_qid(level: int) -> int:
+    """Queue index of PPT priority P<level> on BMv2 / flexpass_switch."""
+    if not 0 <= level < PRIORITY_LEVELS:
+        raise ValueError(f"PPT priority must be in 0..{PRIORITY_LEVELS - 1}, got {level}")
+    return QUEUES_PER_PORT - 1 - level
+
 
 # P4 object names (the @name(".x") annotations in p4src/v1model).
 T_CLASSIFIER = "classifier"
@@ -262,6 +278,19 @@ class QueueParams:
 
 
 @dataclass(frozen=True)
+class PptParams:
+    """PPT switch profile (SIGCOMM'24 §3.2 Eq. 3): ECN threshold K = λ·C·RTT per queue,
+    λ_HCP for P0-P3 and λ_LCP for P4-P7, C the port's rate, RTT the base RTT; or K
+    given in bytes (PPT §6.2: 96 kB HCP, 86 kB LCP), which takes precedence."""
+
+    base_rtt_us: float = 100.0
+    lambda_hcp: float = 0.17
+    lambda_lcp: float = 0.1
+    ecn_threshold_hcp_bytes: Optional[int] = None
+    ecn_threshold_lcp_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
 class PortConfig:
     port: int
     name: str
@@ -321,6 +350,7 @@ class Config:
     # IP MTU of the links (credit.mtu); None only for a config that gives a
     # max_frame_bytes of no MTU.
     mtu: Optional[int] = frames.DEFAULT_MTU
+    ppt: PptParams = PptParams()
 
     def switch(self, name: str) -> SwitchConfig:
         if name not in self.switches:
@@ -459,7 +489,9 @@ class Derived:
         credits strict priority, shaped to credit_rate_bps with a 2-credit burst and
         an 8-credit buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at the red
         threshold on Q1; ECN K reported per queue.  The naive profile shares one data
-        queue and shapes credits for the whole link."""
+        queue and shapes credits for the whole link.  PPT: :meth:`ppt_tm_port`."""
+        if self.switch.profile == PPT_PROFILE:
+            return self.ppt_tm_port()
         q = self.port.queues
         credit = TmQueue(self.qid("credit"), priority=1, weight=1.0,
                          buffer_bytes=self.credit_buffer_bytes,
@@ -474,6 +506,32 @@ class Derived:
                          buffer_bytes=q.buffer_bytes, ecn_threshold=q.legacy_ecn_threshold_bytes)
         return TmPort(self.port.port, self.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2,
                       (credit, flexpass, legacy))
+
+    # ---- PPT (profile: ppt) -------------------------------------------------
+
+    def ppt_ecn_threshold_bytes(self, level: int) -> int:
+        """K of PPT priority P<level> in bytes: the configured K of its half, else
+        λ·C·RTT (PPT Eq. 3) with λ_HCP for P0-P3 and λ_LCP for P4-P7, at least 1 B."""
+        p = self.config.ppt
+        lcp = PptPriority(level).is_lcp
+        fixed = p.ecn_threshold_lcp_bytes if lcp else p.ecn_threshold_hcp_bytes
+        if fixed is not None:
+            return fixed
+        lam = p.lambda_lcp if lcp else p.lambda_hcp
+        return max(1, int(round(lam * self.port.link_rate_bps / 8 * p.base_rtt_us * 1e-6)))
+
+    def ppt_tm_port(self) -> "TmPort":
+        """flexpass_switch TM settings of a PPT port (SIGCOMM'24 §4.2, §6.2): eight
+        strict-priority queues (P<p> in queue 7 - p at level 7 - p, served first when
+        higher), sharing the port's buffer (``buffer``: one limit on the sum of the
+        queues, each queue may use all of it); ECN K per queue reported by the TM
+        (the P4 egress marks, from ``queue_thresholds``)."""
+        buf = self.port.queues.buffer_bytes
+        queues = tuple(TmQueue(ppt_qid(p), priority=ppt_qid(p), weight=1.0, buffer_bytes=buf,
+                               ecn_threshold=self.ppt_ecn_threshold_bytes(p))
+                       for p in range(PRIORITY_LEVELS))
+        return TmPort(self.port.port, self.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2,
+                      queues, shared_buffer_bytes=buf)
 
     # ---- Tofino (target: tofino / tofino2) --------------------------------
 
@@ -599,6 +657,7 @@ class TmPort:
     link_rate_bps: float
     wire_overhead_bytes: int
     queues: Tuple[TmQueue, ...]
+    shared_buffer_bytes: Optional[int] = None  # limit on the sum of the queues (None: none)
 
 
 @dataclass(frozen=True)
@@ -674,7 +733,14 @@ _QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold"
                  "buffer", "credit_queue_packets")
 
 
-def _queue_params(raw: Mapping, path: str) -> QueueParams:
+#: FlexPass queue fields a PPT switch does not use; a ppt-profile port may omit them
+#: (the FlexPass testbed values fill them, unused).  A PPT port uses ``buffer`` only.
+_PPT_UNUSED_DEFAULTS = {"w_q": 0.5, "ecn_threshold": "60KB", "red_threshold": "100KB"}
+
+
+def _queue_params(raw: Mapping, path: str, ppt: bool = False) -> QueueParams:
+    if ppt:
+        raw = {**_PPT_UNUSED_DEFAULTS, **raw}
     _check_keys(raw, path, _QUEUE_FIELDS, required=("w_q", "ecn_threshold", "red_threshold"))
     w_q = raw["w_q"]
     if not _is_number(w_q) or not 0 < float(w_q) < 1:
@@ -688,17 +754,35 @@ def _queue_params(raw: Mapping, path: str) -> QueueParams:
     legacy_k = raw.get("legacy_ecn_threshold")
     legacy_k = None if legacy_k is None else parse_size(legacy_k, _join(path, "legacy_ecn_threshold"))
     buf = parse_size(raw.get("buffer", "300KB"), _join(path, "buffer"))
-    if buf < red:
+    if buf < red and not ppt:
         raise ConfigError(_join(path, "buffer"),
                           f"must be at least red_threshold ({red} B), got {buf} B")
     cq = _int(raw.get("credit_queue_packets", 8), _join(path, "credit_queue_packets"), 1, 1024)
     return QueueParams(float(w_q), k, red, legacy_k, buf, cq)
 
 
+def _ppt_params(raw: Any) -> PptParams:
+    raw = _mapping(raw, "ppt")
+    _check_keys(raw, "ppt", ("base_rtt_us", "lambda_hcp", "lambda_lcp", "ecn_threshold_hcp", "ecn_threshold_lcp"))
+    d = PptParams()
+    rtt = raw.get("base_rtt_us", d.base_rtt_us)
+    if not _is_number(rtt) or not math.isfinite(rtt) or rtt <= 0:
+        raise ConfigError("ppt.base_rtt_us", f"must be a number of µs > 0, got {rtt!r}")
+    lam = {}
+    for k in ("lambda_hcp", "lambda_lcp"):
+        v = raw.get(k, getattr(d, k))
+        if not _is_number(v) or not 0 < float(v) <= 1:
+            raise ConfigError(_join("ppt", k), f"must be a number in (0, 1] (PPT Eq. 3: K = λ·C·RTT), got {v!r}")
+        lam[k] = float(v)
+    ks = {k: None if raw.get(k) is None else parse_size(raw[k], _join("ppt", k))
+          for k in ("ecn_threshold_hcp", "ecn_threshold_lcp")}
+    return PptParams(float(rtt), lam["lambda_hcp"], lam["lambda_lcp"], ks["ecn_threshold_hcp"], ks["ecn_threshold_lcp"])
+
+
 def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate a config already loaded from YAML/JSON into Python objects."""
     raw = _mapping(raw, "")
-    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links"),
+    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links", "ppt"),
                 required=("switches",))
 
     credit = _mapping(raw.get("credit", {}), "credit")
@@ -727,7 +811,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     dscp_raw = _mapping(raw.get("dscp", {}), "dscp")
     names = [c.value for c in TrafficClass]
     for k in dscp_raw:
-        if k not in names:
+        if k not in names + ["priority"]:
             raise ConfigError(_join("dscp", k), f"unknown DSCP class (classes: {', '.join(names)})")
     seen: Dict[int, str] = {}
     values = {}
@@ -739,8 +823,17 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
                               f"DSCP {v} is already used by {seen[v]}; values must be distinct")
         seen[v] = cls.value
         values[cls.value] = v
-    plan = DscpPlan(**values)
+    prio_dscp = dscp_raw.get("priority", list(DscpPlan().priority))
+    if not isinstance(prio_dscp, list) or len(prio_dscp) != PRIORITY_LEVELS:
+        raise ConfigError("dscp.priority", f"must list {PRIORITY_LEVELS} DSCPs (P0..P7), got {prio_dscp!r}")
+    for i, v in enumerate(prio_dscp):
+        _int(v, f"dscp.priority[{i}]", 0, 63)
+        if v in seen:
+            raise ConfigError(f"dscp.priority[{i}]", f"DSCP {v} is already used by {seen[v]}; values must be distinct")
+        seen[v] = f"priority P{i}"
+    plan = DscpPlan(**values, priority=tuple(prio_dscp))
     plan.validate()
+    ppt = _ppt_params(raw.get("ppt", {}))
 
     bmv2 = _mapping(raw.get("bmv2", {}), "bmv2")
     _check_keys(bmv2, "bmv2", ("priority",))
@@ -761,7 +854,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     switches = {}
     for sname, sraw in switches_raw.items():
         switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
-    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu)
+    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu, ppt=ppt)
     down = raw.get("down_links", [])
     if not isinstance(down, list):
         raise ConfigError("down_links", "must be a list of links like 'leaf1:3' or 'leaf1:spine1'")
@@ -784,8 +877,12 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         raise ConfigError(_join(path, "grpc_addr"), f"must be 'host:port', got {grpc_addr!r}")
     thrift_port = _int(raw.get("thrift_port", 9090), _join(path, "thrift_port"), 1, 65535)
     profile = raw.get("profile", "flexpass")
-    if profile not in PROFILES:
-        raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
+    if profile not in PROFILES and profile != PPT_PROFILE:
+        raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} "
+                                                  f"(profiles: {', '.join(tuple(PROFILES) + (PPT_PROFILE,))})")
+    if profile == PPT_PROFILE and target in TOFINO_CHIPS:
+        raise ConfigError(_join(path, "profile"), f"profile ppt is not implemented for target {target} yet "
+                                                  "(BMv2 simple_switch and flexpass_switch only)")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
@@ -808,7 +905,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         qraw = dict(defaults)
         qraw.update({k: v for k, v in praw.items() if k in _QUEUE_FIELDS})
         # Errors in inherited fields point at the port (the effective value).
-        qp = _queue_params(qraw, ppath)
+        qp = _queue_params(qraw, ppath, ppt=profile == PPT_PROFILE)
         pname = praw.get("name", f"port{port}")
         if not isinstance(pname, str):
             raise ConfigError(_join(ppath, "name"), f"must be a string, got {pname!r}")
@@ -1123,7 +1220,26 @@ def group_ids(sw: SwitchConfig) -> Dict[str, int]:
     return {g: i + 1 for i, g in enumerate(sorted(sw.ecmp_groups))}
 
 
+def ppt_classifier_entries(cfg: Config) -> List[TableEntry]:
+    """PPT: DSCP of P<p> -> queue 7 - p; every other class and unassigned DSCP -> the
+    queue of P3 (docs/protocol.md §10).  Nothing is red; the kinds stay (credits of a
+    FlexPass flow crossing a PPT switch are still metered where the meter is set)."""
+    other = ppt_qid(PPT_OTHER_PRIORITY)
+    out = [TableEntry(T_CLASSIFIER, (("dscp", cfg.dscp.dscp(p)),), "set_class",
+                      {"qid": ppt_qid(p.level), "color": COLOR_GREEN, "kind": KIND[TrafficClass.LEGACY]})
+           for p in PRIORITIES]
+    for cls in TrafficClass:
+        out.append(TableEntry(T_CLASSIFIER, (("dscp", cfg.dscp.dscp(cls)),), "set_class",
+                              {"qid": other, "color": COLOR_GREEN, "kind": KIND[cls]}))
+    out.append(TableEntry(T_CLASSIFIER, (), "set_class",
+                          {"qid": other, "color": COLOR_GREEN, "kind": KIND[TrafficClass.LEGACY]},
+                          is_default=True))
+    return out
+
+
 def classifier_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
+    if sw.profile == PPT_PROFILE:
+        return ppt_classifier_entries(cfg)
     profile = PROFILES[sw.profile]
     out = []
     for cls in TrafficClass:
@@ -1165,6 +1281,13 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
         d = Derived(cfg, sw, sw.ports[port])
         out.append(TableEntry(T_PORT_SMAC, (("egress_port", port),), "set_smac",
                               {"smac": mac_to_int(sw.ports[port].mac)}))
+        # PPT: ECN at K = λ·C·RTT on each of the eight priority queues, nothing red.
+        if sw.profile == PPT_PROFILE:
+            for p in range(PRIORITY_LEVELS):
+                out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", ppt_qid(p))),
+                                      "set_thresholds",
+                                      {"ecn_threshold": d.qdepth(d.ppt_ecn_threshold_bytes(p)),
+                                       "red_threshold": NO_THRESHOLD}))
         # FlexPass queue: ECN at K and selective dropping of red above the red threshold.
         if sw.profile == "flexpass":
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("flexpass"))),
@@ -1172,7 +1295,7 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
                                   {"ecn_threshold": d.ecn_threshold_qdepth, "red_threshold": d.red_threshold_qdepth}))
         # Legacy (or shared, naive) queue: DCTCP-style ECN marking only.
         k = d.legacy_ecn_threshold_qdepth
-        if k is not None:
+        if k is not None and sw.profile != PPT_PROFILE:
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
                                   "set_thresholds", {"ecn_threshold": k, "red_threshold": 0x7FFFF}))
         # Stock BMv2 limits credits with the P4 meter; flexpass_switch shapes its credit

@@ -337,3 +337,103 @@ def test_entries_are_deterministic():
     a = switch_entries(parse_config(base()), "s1")
     b = switch_entries(parse_config(copy.deepcopy(base())), "s1")
     assert a == b
+
+
+# ---------------------------------------------------------------- PPT profile
+
+
+def ppt_raw():
+    raw = base()
+    raw["port_defaults"] = {"buffer": "120KB"}  # a PPT port needs no FlexPass queue fields
+    raw["switches"]["s1"]["profile"] = "ppt"
+    raw["switches"]["s1"]["target"] = "flexpass_switch"
+    raw["ppt"] = {"base_rtt_us": 20}
+    return raw
+
+
+def test_ppt_classifier_maps_each_priority_to_its_queue_and_the_rest_to_p3():
+    from flexpass_cp.config import ppt_qid
+
+    cfg = parse_config(ppt_raw())
+    cls = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_CLASSIFIER]
+    by_dscp = {dict(e.match)["dscp"]: e.params for e in cls if not e.is_default}
+    # docs/protocol.md §10: P<p> is DSCP 32 + p; BMv2 serves the highest index first.
+    for p in range(8):
+        assert by_dscp[32 + p]["qid"] == 7 - p == ppt_qid(p)
+        assert by_dscp[32 + p]["color"] == 0
+    for other in (0, 24, 26, 30, 46):
+        assert by_dscp[other]["qid"] == ppt_qid(3)
+    default = next(e for e in cls if e.is_default)
+    assert default.params["qid"] == ppt_qid(3) and default.params["color"] == 0
+    assert len(by_dscp) == 13
+
+
+def test_ppt_ecn_thresholds_are_lambda_c_rtt_per_queue():
+    cfg = parse_config(ppt_raw())
+    thr = {(dict(e.match)["egress_port"], dict(e.match)["qid"]): e.params
+           for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS}
+    # PPT Eq. 3 on a 10 Gbit/s port, RTT 20 µs: 0.17 · 25 000 B = 4250 B, 0.1 · 25 000 B = 2500 B
+    # (flexpass_switch counts bytes); 40 Gbit/s port 4: four times that.
+    for p in range(8):
+        assert thr[(1, 7 - p)] == {"ecn_threshold": 4250 if p < 4 else 2500, "red_threshold": 0x7FFFF}
+        assert thr[(4, 7 - p)]["ecn_threshold"] == (17000 if p < 4 else 10000)
+    assert len(thr) == 4 * 8
+    # K in bytes (PPT §6.2: 96 kB / 86 kB) takes precedence; stock BMv2 counts packets.
+    raw = ppt_raw()
+    raw["ppt"].update(ecn_threshold_hcp="96KB", ecn_threshold_lcp="86KB")
+    raw["switches"]["s1"]["target"] = "simple_switch"
+    cfg = parse_config(raw)
+    d = cfg.derived("s1", 1)
+    assert [d.ppt_ecn_threshold_bytes(p) for p in (0, 3, 4, 7)] == [96000, 96000, 86000, 86000]
+    thr = {dict(e.match)["qid"]: e.params["ecn_threshold"]
+           for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS
+           and dict(e.match)["egress_port"] == 1}
+    assert thr == {7 - p: math.ceil((96000 if p < 4 else 86000) / 1538) for p in range(8)}
+
+
+def test_ppt_tm_port_is_eight_strict_priorities_sharing_the_buffer():
+    from flexpass_cp.config import tm_settings
+
+    cfg = parse_config(ppt_raw())
+    tp = next(t for t in tm_settings(cfg, "s1") if t.port == 1)
+    assert tp.shared_buffer_bytes == 120_000
+    assert sorted(q.queue for q in tp.queues) == list(range(8))
+    by_q = {q.queue: q for q in tp.queues}
+    for p in range(8):
+        q = by_q[7 - p]
+        assert q.priority == 7 - p  # higher level served first: P0 on top
+        assert q.buffer_bytes == 120_000 and q.red_threshold is None and q.shaper_rate_bps is None
+        assert q.ecn_threshold == (4250 if p < 4 else 2500)
+    assert len({q.priority for q in tp.queues}) == 8  # strict: no two queues share a level
+
+
+def test_ppt_bmv2_queue_commands_cover_eight_queues():
+    from flexpass_cp.bmv2_queues import queue_commands
+
+    raw = ppt_raw()
+    raw["switches"]["s1"]["target"] = "simple_switch"
+    cmds = [c for c in queue_commands(parse_config(raw), "s1") if c.port == 1]
+    assert sorted({c.priority for c in cmds}) == list(range(8))
+    assert {c.value for c in cmds if c.verb == "set_queue_depth"} == {math.ceil(120_000 / 1538)}
+
+
+def test_ppt_config_errors_name_the_field():
+    raw = ppt_raw()
+    raw["ppt"]["lambda_lcp"] = 0
+    assert err(raw).path == "ppt.lambda_lcp"
+    raw = ppt_raw()
+    raw["ppt"]["base_rtt_us"] = -1
+    assert err(raw).path == "ppt.base_rtt_us"
+    raw = ppt_raw()
+    raw["ppt"]["window"] = 3
+    assert err(raw).path == "ppt.window"
+    raw = ppt_raw()
+    raw["dscp"] = {"priority": [32, 33, 34, 35, 36, 37, 38, 46]}
+    assert err(raw).path == "dscp.priority[7]"
+    raw = ppt_raw()
+    raw["switches"]["s1"]["target"] = "tofino"
+    assert "not implemented" in str(err(raw))
+    # A FlexPass switch still needs its queue fields.
+    raw = ppt_raw()
+    raw["switches"]["s1"]["profile"] = "flexpass"
+    assert err(raw).path.endswith("w_q")

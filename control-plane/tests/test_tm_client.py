@@ -120,7 +120,8 @@ def test_apply_tm_settings_sends_every_queue(tmp_path):
     cfg = load_config(_tm_config(tmp_path, fake.port))
     cli.apply_tm_settings(cfg, "s1", "127.0.0.1", fake.port)
     port, *queues = fake.requests
-    assert port == {"op": "set_port", "port": 1, "link_rate_bps": 20_000_000, "wire_overhead_bytes": 24}
+    assert port == {"op": "set_port", "port": 1, "link_rate_bps": 20_000_000, "wire_overhead_bytes": 24,
+                        "shared_buffer_bytes": None}  # FlexPass: no port limit (reset after a PPT profile)
     by_q = {q["queue"]: q for q in queues}
     assert set(by_q) == {5, 6, 7}
     assert by_q[7]["priority"] == 1 and by_q[7]["shaper_rate_bps"] == round(0.5 * 20e6 * 84 / 1622)

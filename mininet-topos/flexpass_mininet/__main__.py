@@ -9,6 +9,9 @@ running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
 ``python -m flexpass_mininet soak [EXPERIMENT.toml] [--duration S]``: a long mixed
 workload with memory and CPU of every agent and switch over time
 (experiments/soak.toml by default; flexpass_mininet/soak.py).
+
+``python -m flexpass_mininet ppt [EXPERIMENT.toml]``: PPT vs DCTCP flow completion
+times on a PPT switch (experiments/ppt.toml by default; flexpass_mininet/ppt.py).
 """
 
 from __future__ import annotations
@@ -102,15 +105,46 @@ def soak_main(argv) -> int:
     return 0 if s["corrupted_bytes"] == 0 and s["lost_flows"] == 0 else 3
 
 
+def ppt_main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet ppt",
+                                 description="PPT vs DCTCP flow completion times on a PPT switch (issue #13)")
+    ap.add_argument("experiment", nargs="?", default="ppt",
+                    help="experiment file (default: experiments/ppt.toml; a bare name is looked up there)")
+    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
+    ap.add_argument("--flows-per-sender", type=int, help="override the file's flows_per_sender")
+    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from . import ppt
+
+    overrides = {k: v for k, v in (("switch", a.switch), ("flows_per_sender", a.flows_per_sender)) if v}
+    try:
+        exp = ppt.load_experiment(Path(a.experiment), overrides)
+    except ppt.ExperimentError as e:
+        print(f"flexpass_mininet ppt: {e}", file=sys.stderr)
+        return 1
+    problems = env.problems(exp.switch)
+    if problems:
+        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    r = ppt.run(exp, a.out)
+    print(ppt.summary(r))
+    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, fct.csv, queues.csv, fct.png, logs)")
+    return 0
+
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "faults":
         return faults_main(argv[1:])
     if argv and argv[0] == "soak":
         return soak_main(argv[1:])
+    if argv and argv[0] == "ppt":
+        return ppt_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

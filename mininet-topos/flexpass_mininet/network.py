@@ -190,12 +190,16 @@ class Network:
 
 
 def start_network(fabric: Fabric, scaled: Scaled, switch_kind: str, run_dir: Path,
-                  profile: str = "flexpass", pcap: bool = False) -> Network:
-    """Build and start `fabric`; on any failure everything started is stopped."""
+                  profile: str = "flexpass", pcap: bool = False,
+                  config_extra: Optional[dict] = None) -> Network:
+    """Build and start `fabric`; on any failure everything started is stopped.
+    `config_extra`: top-level keys of the flexpass-ctl config to set (e.g. ``ppt``,
+    ``port_defaults``)."""
     env.require(switch_kind)
     run_dir.mkdir(parents=True, exist_ok=True)
     target = "flexpass_switch" if switch_kind == "flexpass_switch" else "simple_switch"
     config = fabric.control_plane_config(scaled, target, profile)
+    config.update(config_extra or {})
     config_path = run_dir / "switch-config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     from flexpass_cp.links import default_state_path

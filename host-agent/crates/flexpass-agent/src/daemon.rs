@@ -264,12 +264,7 @@ fn err_line(msg: impl std::fmt::Display) -> Vec<u8> {
 }
 
 fn parse_transport(s: &str) -> Option<TransportKind> {
-    match s {
-        "flexpass" => Some(TransportKind::FlexPass),
-        "expresspass" => Some(TransportKind::ExpressPass),
-        "dctcp" => Some(TransportKind::Dctcp),
-        _ => None,
-    }
+    TransportKind::from_name(s)
 }
 
 impl Daemon {
@@ -1025,6 +1020,7 @@ impl Daemon {
                 "closed": t.records.iter().collect::<Vec<_>>(),
             },
             "endpoint": self.ep.stats,
+            "datapath": {"kind": self.ep.stats.datapath, "xdp": self.ep.xdp_info()},
             "api": {"clients": self.clients.len(), "refused": self.refusals.count,
                     "bad_requests": self.bad_requests, "accept_errors": self.accept_errors},
             "memory": memory_report(),

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use flexpass_agent::{Endpoint, EndpointConfig};
-use flexpass_wire::{Ack, Credit, Packet, SackBlocks, SubFlow, TransportKind};
+use flexpass_wire::{Ack, Credit, Ecn, Packet, SackBlocks, SubFlow, TransportKind};
 use sha2::{Digest, Sha256};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -69,6 +69,7 @@ fn byte_exact_over_loopback_for_each_transport() {
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
         TransportKind::Dctcp,
+        TransportKind::Ppt,
     ] {
         let (got, server, _) = transfer(t, &data, |_, _, _| {});
         assert_eq!(got.len(), data.len(), "{t:?}");
@@ -214,4 +215,123 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
     }));
     drain_until(&mut server, 20);
     assert_eq!(server.stats.resets_sent, before);
+}
+
+/// PPT over real sockets, through a relay that reads each datagram's TOS byte: both
+/// flows arrive byte-exact, and every packet carries the priority docs/protocol.md §10
+/// gives it — the HCP (REACTIVE_DATA) of a small flow in P0 and of a large one in P3, the
+/// LCP's opportunistic packets (PROACTIVE_DATA) in the mirror P4 / P7, HCP ACKs in P0 and
+/// low-priority ACKs in P4; data ECT(0), everything else Not-ECT.
+#[test]
+fn ppt_over_loopback_tags_each_loop_with_its_priority() {
+    use flexpass_agent::socket::TosSocket;
+    use std::collections::HashMap;
+
+    let cfg = |accept: bool| {
+        let mut c = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        c.accept = accept;
+        // BDP 125 kB: the LCP's first window I = BDP − DCTCP's initial window > 0.
+        c.link_bps = 10e9;
+        c.base_rtt = 100_000;
+        c
+    };
+    let mut server = Endpoint::bind(cfg(true)).unwrap();
+    let mut client = Endpoint::bind(cfg(false)).unwrap();
+    let mut front = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut back = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let (front_addr, server_addr) = (front.local_addr().unwrap(), server.local_addr().unwrap());
+    let client_addr = client.local_addr().unwrap();
+
+    let small = pattern(60_000, 5);
+    let large = pattern(2 << 20, 6);
+    let mut keys = vec![];
+    for data in [&small, &large] {
+        let k = client
+            .open(front_addr, TransportKind::Ppt, data.len() as u64)
+            .unwrap();
+        client.write(k, Bytes::copy_from_slice(data));
+        client.sender_mut(k).unwrap().finish();
+        keys.push(k);
+    }
+    // (flow id, kind, sub-flow of an ACK or data) -> set of (dscp, ecn) seen.
+    let mut seen: HashMap<(u32, &'static str), std::collections::BTreeSet<(u8, u8)>> =
+        HashMap::new();
+    let mut note = |bytes: &[u8], tos: u8| {
+        let kind = match Packet::decode(bytes).expect("the agent sends valid packets") {
+            Packet::Data(d) if d.subflow == SubFlow::Reactive => ("hcp data", d.flow_id),
+            Packet::Data(d) => ("lcp data", d.flow_id),
+            Packet::Ack(a) if a.subflow == SubFlow::Reactive => ("hcp ack", a.flow_id),
+            Packet::Ack(a) => ("lcp ack", a.flow_id),
+            p => ("control", p.flow_id()),
+        };
+        seen.entry((kind.1, kind.0))
+            .or_default()
+            .insert((tos >> 2, tos & 3));
+    };
+    let mut got: HashMap<u32, Vec<u8>> = HashMap::new();
+    let mut rkeys = vec![];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        client.poll(Duration::from_micros(200)).unwrap();
+        // Relay: client -> front -> back -> server, and back.
+        for forward in [true, false] {
+            let (from, to, dst) = if forward {
+                (&mut front, &mut back, server_addr)
+            } else {
+                (&mut back, &mut front, client_addr)
+            };
+            while from.recv_batch(64).unwrap() > 0 {
+                for i in 0..from.datagrams() {
+                    let m = from.received(i);
+                    note(m.data, m.tos);
+                    let data = m.data.to_vec();
+                    to.queue(dst, m.tos, |out| out.extend_from_slice(&data))
+                        .unwrap();
+                }
+                to.flush();
+            }
+        }
+        server.poll(Duration::from_micros(200)).unwrap();
+        while let Some(k) = server.accept() {
+            rkeys.push(k);
+        }
+        for k in &rkeys {
+            let r = server.receiver_mut(*k).unwrap();
+            while let Some(b) = r.read() {
+                got.entry(k.1).or_default().extend_from_slice(&b);
+            }
+        }
+        if keys
+            .iter()
+            .all(|k| client.sender(*k).unwrap().is_complete())
+        {
+            break;
+        }
+    }
+    for (k, data) in keys.iter().zip([&small, &large]) {
+        let s = client.sender(*k).unwrap();
+        assert!(s.is_complete() && s.error().is_none(), "flow {} did not complete", k.1);
+        assert_eq!(Sha256::digest(&got[&k.1]), Sha256::digest(data));
+    }
+    let dscp = |flow: u32, kind| -> Vec<(u8, u8)> {
+        seen.get(&(flow, kind))
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    };
+    let (ect0, not_ect) = (Ecn::Ect0 as u8, Ecn::NotEct as u8);
+    let (s, l) = (keys[0].1, keys[1].1);
+    // The small flow stays in P0 / P4 (60 kB < the first demotion at 100 kB).
+    assert_eq!(dscp(s, "hcp data"), [(32, ect0)]);
+    assert_eq!(dscp(s, "lcp data"), [(36, ect0)], "the LCP opens in the first RTT");
+    assert_eq!(dscp(s, "hcp ack"), [(32, not_ect)]);
+    assert_eq!(dscp(s, "lcp ack"), [(36, not_ect)]);
+    // The large flow (a first write > 100 kB) is identified large: P3 / P7.
+    assert_eq!(dscp(l, "hcp data"), [(35, ect0)]);
+    assert_eq!(dscp(l, "lcp data"), [(39, ect0)], "the LCP opens in the second RTT");
+    for f in [s, l] {
+        assert!(dscp(f, "control").iter().all(|&(d, e)| d == 32 && e == not_ect));
+        assert!(!dscp(f, "control").is_empty(), "HELLO / HELLO_ACK");
+    }
+    let lcp = client.sender(keys[1]).unwrap().stats();
+    assert!(lcp.bytes_proactive > 0 && lcp.bytes_reactive > 0);
 }

@@ -161,6 +161,30 @@ impl TransportKind {
         }
     }
 
+    /// The transport's name on command lines, in configs and records: flexpass,
+    /// expresspass, dctcp, ppt.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::FlexPass => "flexpass",
+            TransportKind::ExpressPass => "expresspass",
+            TransportKind::Dctcp => "dctcp",
+            TransportKind::Ppt => "ppt",
+        }
+    }
+
+    /// Every transport, in wire order.
+    pub const ALL: [TransportKind; 4] = [
+        TransportKind::FlexPass,
+        TransportKind::ExpressPass,
+        TransportKind::Dctcp,
+        TransportKind::Ppt,
+    ];
+
+    /// The transport named `s` (see [`name`](Self::name)).
+    pub fn from_name(s: &str) -> Option<TransportKind> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
     /// True for transports whose receiver sends credits.
     pub fn is_credit_based(self) -> bool {
         matches!(self, TransportKind::FlexPass | TransportKind::ExpressPass)
