@@ -33,6 +33,9 @@ deps:
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi
+	@if [ "$$(id -u)" = 0 ] && ! command -v clang >/dev/null && ! compgen -c clang- | grep -qE '^clang-1[4-9]$$'; then \
+	  echo "deps: installing clang for the agent's AF_XDP program (apt; without it the agent uses UDP sockets only)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null; fi
 
 ## p4: the v1model switch program for BMv2 (JSON + P4Info under build/p4); a P4 error fails
 p4:
@@ -127,7 +130,7 @@ test-netns:
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
-	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass)" >> $(SUMMARY); fi
+	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass; AF_XDP datapath: byte-exact per transport, ping/TCP pass, program detached after exit and SIGKILL, frames alike from both datapaths, loopback fallback)" >> $(SUMMARY); fi
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine,
 # network faults (link down, switch and controller restarts).

@@ -5,7 +5,11 @@ Reports: goodput of one FlexPass flow vs kernel TCP on the same path (ratio), ag
 per data packet (sender) and per credit (receiver), and the credit pacing error (p50/p99 of
 actual credit send time minus the pacer's due time); then the same path with jumbo frames
 (veth MTU 9000, `--mtu 9000`): FlexPass and kernel TCP goodput at 9000 and the ratios to
-1500. Needs root; skips loudly otherwise. BENCH_JUMBO=0 skips the jumbo runs.
+1500. The FlexPass runs use the kernel UDP socket (`--datapath udp`); the same flow over
+AF_XDP (`--datapath xdp`, docs/datapath.md) is measured beside it at both MTUs (at 9000
+with `auto`, which says which datapath it got). Needs root; skips loudly otherwise.
+BENCH_JUMBO=0 skips the jumbo runs; BENCH_SET=datapath runs only what the datapath
+comparison needs (TCP, UDP and AF_XDP at 1500 and 9000).
 """
 
 import json
@@ -28,6 +32,7 @@ GSO = os.environ.get("BENCH_GSO", "1") != "0"
 # lot from run to run on 2 shared cores.
 REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
 JUMBO = os.environ.get("BENCH_JUMBO", "1") != "0"
+ONLY_DATAPATH = os.environ.get("BENCH_SET", "all") == "datapath"
 
 
 def sh(*a, check=True):
@@ -94,27 +99,33 @@ def main():
                 r["sender_stats"] = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
             return r
 
-        net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50"]
+        load_before = os.getloadavg()
+        net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "udp"]
+        xdp = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "xdp"]
         # "idle": one ExpressPass flow (data only on credits) on a 0.5 Gbit/s link, credits
         # ~26 µs apart and the CPUs mostly idle: the pacing error is the timer wake-up error.
         # Under load (one FlexPass flow at full speed) it is the loop's turn time.
-        idle = ["--link-gbps", "0.5", "--rtt-us", "50"]
+        idle = ["--link-gbps", "0.5", "--rtt-us", "50", "--datapath", "udp"]
         results = {}
         run("flexpass", "flexpass", SIZE, net)
         run("tcp", "tcp", SIZE, net)
-        run("flexpass-spin", "flexpass", SIZE, net + ["--spin-us", SPIN_US])
-        run("flexpass-sleep", "flexpass", SIZE, net + ["--spin-us", "0"])
-        if GSO:
-            run("flexpass-nogso", "flexpass", SIZE, net + ["--no-gso"])
-        run("idle", "expresspass", IDLE_BYTES, idle)
-        run("idle-spin", "expresspass", IDLE_BYTES, idle + ["--spin-us", SPIN_US])
-        run("idle-sleep", "expresspass", IDLE_BYTES, idle + ["--spin-us", "0"])
+        run("flexpass-xdp", "flexpass", SIZE, xdp)
+        if not ONLY_DATAPATH:
+            run("flexpass-spin", "flexpass", SIZE, net + ["--spin-us", SPIN_US])
+            run("flexpass-sleep", "flexpass", SIZE, net + ["--spin-us", "0"])
+            if GSO:
+                run("flexpass-nogso", "flexpass", SIZE, net + ["--no-gso"])
+            run("idle", "expresspass", IDLE_BYTES, idle)
+            run("idle-spin", "expresspass", IDLE_BYTES, idle + ["--spin-us", SPIN_US])
+            run("idle-sleep", "expresspass", IDLE_BYTES, idle + ["--spin-us", "0"])
+            run("idle-xdp", "expresspass", IDLE_BYTES, idle[:-1] + ["xdp"])
         if JUMBO:
             # Jumbo frames: the same veth at MTU 9000 (kernel TCP uses it too).
             for h, dev in (("a", f"{P}va"), ("b", f"{P}vb")):
                 sh("ip", "netns", "exec", f"{P}{h}", "ip", "link", "set", dev, "mtu", "9000")
             run("flexpass-9000", "flexpass", SIZE, net + ["--mtu", "9000"])
             run("tcp-9000", "tcp", SIZE, net)
+            run("flexpass-9000-xdp", "flexpass", SIZE, xdp[:-1] + ["auto", "--mtu", "9000"])
         fp = results["flexpass"]
         packets = fp["record"]["packets_proactive"] + fp["record"]["packets_reactive"]
         stats = fp["server_stats"]
@@ -186,6 +197,31 @@ def main():
                 "sender_cpu_s_per_gbyte_at_1500": round(fp["sender_cpu_s"] / (SIZE / 1e9), 3),
                 "credit_pacing_error_ns_p50_p99_max": j["server_stats"].get("credit_pacing_error_ns"),
             }
+        def datapath_row(r, tcp):
+            rec, ss, st = r["record"], r["sender_stats"], r["server_stats"]
+            n = rec["packets_proactive"] + rec["packets_reactive"]
+            return {"datapath": ss.get("datapath"), "flexpass_gbps": round(r["gbps"], 3),
+                    "flexpass_gbps_min_max": r["gbps_min_max"],
+                    "goodput_ratio_flexpass_over_tcp": round(r["gbps"] / tcp["gbps"], 3),
+                    "sender_cpu_us_per_data_packet": round(r["sender_cpu_s"] * 1e6 / max(n, 1), 3),
+                    "receiver_cpu_us_per_data_packet": round(r["server_cpu_s"] * 1e6 / max(n, 1), 3),
+                    "credit_pacing_error_ns_p50_p99_max": st.get("credit_pacing_error_ns"),
+                    "retransmissions": rec["retransmissions"], "xdp": [ss.get("xdp"), st.get("xdp")]}
+
+        summary["datapaths"] = {
+            "mtu_1500": {"kernel_tcp_gbps": round(results["tcp"]["gbps"], 3),
+                         "udp": datapath_row(fp, results["tcp"]),
+                         "xdp": datapath_row(results["flexpass-xdp"], results["tcp"])},
+            "load_average_before_after": [round(x, 2) for x in load_before + os.getloadavg()],
+        }
+        if j:
+            summary["datapaths"]["mtu_9000"] = {"kernel_tcp_gbps": round(jt["gbps"], 3),
+                                                "udp": datapath_row(j, jt),
+                                                "xdp_or_fallback": datapath_row(results["flexpass-9000-xdp"], jt)}
+        if ONLY_DATAPATH:
+            print("agent bench:", json.dumps(summary))
+            return 0
+        summary["timing_xdp_idle"] = timing(results["idle-xdp"])
         summary[f"with_spin_{SPIN_US}us"] = timing(results["flexpass-spin"])
         summary["timing"] = {
             "under_load_default": timing(fp),

@@ -73,9 +73,12 @@ class Scaled:
         }
 
     def agent_args(self) -> list:
-        """Host-agent flags for this scale: link rate (credit limit) and base RTT."""
+        """Host-agent flags for this scale: link rate (credit limit) and base RTT. The kernel UDP
+        socket datapath: these runs measure the fabric, and their results stay comparable with
+        earlier ones (AF_XDP, docs/datapath.md, is tested and measured on veth in the netns
+        tier)."""
         return ["--link-gbps", f"{self.link_rate_bps / 1e9:.6g}", "--w-q", f"{self.w_q:g}",
-                "--rtt-us", f"{max(1, math.ceil(self.base_rtt_s * 1e6))}"]
+                "--rtt-us", f"{max(1, math.ceil(self.base_rtt_s * 1e6))}", "--datapath", "udp"]
 
     def describe(self) -> str:
         return (f"C' = {self.link_rate_bps / 1e6:g} Mbit/s, base RTT {self.base_rtt_s * 1e6:.0f} µs, "

@@ -1020,6 +1020,7 @@ impl Daemon {
                 "closed": t.records.iter().collect::<Vec<_>>(),
             },
             "endpoint": self.ep.stats,
+            "datapath": {"kind": self.ep.stats.datapath, "xdp": self.ep.xdp_info()},
             "api": {"clients": self.clients.len(), "refused": self.refusals.count,
                     "bad_requests": self.bad_requests, "accept_errors": self.accept_errors},
             "memory": memory_report(),

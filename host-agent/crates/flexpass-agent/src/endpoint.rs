@@ -2,7 +2,9 @@
 //! driving the sans-IO core with the real clock. The host's credit rate limit (ExpressPass:
 //! "host and switch perform credit rate-limiting") is applied here, like a NIC's Q0.
 
-use crate::socket::{TosSocket, BATCH};
+use crate::datapath::{Datapath, DatapathMode};
+use crate::socket::BATCH;
+use crate::xdp::XdpConfig;
 use bytes::Bytes;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
 use flexpass_core::{
@@ -19,7 +21,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// Datagrams read per recvmmsg(2), and handled between two runs of the timers.
@@ -84,6 +86,14 @@ pub struct EndpointConfig {
     /// Share of the link's credit rate all half-open flows together may use.
     pub half_open_credit_share: f64,
     pub hello_cookies: CookieMode,
+    /// Kernel UDP socket or AF_XDP (docs/datapath.md); `auto` falls back to UDP, logged.
+    pub datapath: DatapathMode,
+    /// AF_XDP: interface (None: from the bound address or the route to `route_hint`) and
+    /// receive queue.
+    pub xdp_iface: Option<String>,
+    pub xdp_queue: u32,
+    /// A peer's address, to pick the interface for a wildcard bind.
+    pub route_hint: Option<std::net::Ipv4Addr>,
 }
 
 /// When a HELLO is answered with HELLO_ACK `retry` and a cookie, without keeping state.
@@ -144,6 +154,10 @@ impl EndpointConfig {
             half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
             half_open_credit_share: DEFAULT_HALF_OPEN_CREDIT_SHARE,
             hello_cookies: CookieMode::Auto,
+            datapath: DatapathMode::Udp,
+            xdp_iface: None,
+            xdp_queue: 0,
+            route_hint: None,
         }
     }
 
@@ -248,6 +262,9 @@ pub struct EndpointStats {
     pub flows_refused: u64,
     /// Credits received for our flows above the link's credit rate, dropped on arrival.
     pub credits_in_rate_limited: u64,
+    /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
+    pub datapath: &'static str,
+    pub xdp: Option<crate::xdp::XdpCounters>,
 }
 
 fn libc_pollfd(fd: RawFd, events: i16) -> nix::libc::pollfd {
@@ -361,7 +378,7 @@ impl TokenBucket {
 }
 
 pub struct Endpoint {
-    sock: TosSocket,
+    sock: Datapath,
     cfg: EndpointConfig,
     epoch: Instant,
     senders: HashMap<FlowKey, Slot<Sender>>,
@@ -420,7 +437,7 @@ pub struct Endpoint {
 
 /// The send side of one loop turn: the host credit shaper, then the socket's send batch.
 struct Tx<'a> {
-    sock: &'a mut TosSocket,
+    sock: &'a mut Datapath,
     shaper: &'a mut TokenBucket,
     stats: &'a mut EndpointStats,
     dscp: &'a DscpPlan,
@@ -476,10 +493,17 @@ impl Endpoint {
     pub fn bind(cfg: EndpointConfig) -> io::Result<Self> {
         cfg.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let mut sock = TosSocket::bind(cfg.bind)?;
-        sock.set_gso(cfg.gso);
-        // Coalesced receive only saves work: datagrams are split again before decoding.
-        sock.set_gro(true);
+        let sock = Datapath::open(
+            cfg.datapath,
+            &XdpConfig {
+                bind: cfg.bind,
+                iface: cfg.xdp_iface.clone(),
+                queue: cfg.xdp_queue,
+                route_hint: cfg.route_hint,
+                mtu: cfg.mtu,
+            },
+            cfg.gso,
+        )?;
         // Wake-ups within 1 µs of the requested time (the default slack is 50 µs).
         let _ = nix::sys::prctl::set_timerslack(1_000);
         // Credits of all flows share the link's full credit rate at most; FlexPass flows
@@ -493,6 +517,11 @@ impl Endpoint {
             CREDIT_IN_BURST,
         );
         let seed = cfg.seed;
+        let datapath = if sock.xdp_info().is_some() {
+            "xdp"
+        } else {
+            "udp"
+        };
         Ok(Endpoint {
             sock,
             epoch: Instant::now(),
@@ -522,7 +551,10 @@ impl Endpoint {
             credit_in,
             cookie_secret: rand::random(),
             wake_fds: Vec::new(),
-            stats: EndpointStats::default(),
+            stats: EndpointStats {
+                datapath,
+                ..EndpointStats::default()
+            },
             cfg,
         })
     }
@@ -781,40 +813,54 @@ impl Endpoint {
             batches += 1;
         }
         self.run_timers_and_flush();
+        self.stats.xdp = self.sock.xdp_counters();
         Ok(())
     }
 
-    /// ppoll(2) the socket for `ns` (0: just check); whether it is readable.
-    fn sleep(&self, ns: Nanos) -> io::Result<bool> {
+    /// The AF_XDP set-up (interface, queue, native/generic, zero-copy), if in use.
+    pub fn xdp_info(&self) -> Option<&crate::xdp::XdpInfo> {
+        self.sock.xdp_info()
+    }
+
+    /// ppoll(2) the datapath's sockets (and the wake fds) for `ns` (0: just check); whether
+    /// any is readable. AF_XDP frames already on the receive ring end it without a call.
+    fn sleep(&mut self, ns: Nanos) -> io::Result<bool> {
+        if self.sock.rx_ready() {
+            return Ok(true);
+        }
         let timeout = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(ns));
-        if !self.wake_fds.is_empty() {
-            // The UDP socket plus the daemon's sockets: any of them ready ends the wait.
-            let mut fds = Vec::with_capacity(1 + self.wake_fds.len());
-            fds.push(libc_pollfd(self.sock.as_fd().as_raw_fd(), libc_pollin()));
-            fds.extend(self.wake_fds.iter().map(|&(fd, ev)| libc_pollfd(fd, ev)));
-            let ts = timeout.as_ref();
-            // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
-            let n =
-                unsafe { nix::libc::ppoll(fds.as_mut_ptr(), fds.len() as _, ts, std::ptr::null()) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                return if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(false)
-                } else {
-                    Err(e)
-                };
-            }
-            return Ok(n > 0);
+        let mut own = [0 as RawFd; 2];
+        let k = self.sock.poll_fds(&mut own);
+        let mut fds = [libc_pollfd(-1, 0); 2];
+        for (p, &fd) in fds.iter_mut().zip(&own[..k]) {
+            *p = libc_pollfd(fd, libc_pollin());
         }
-        let mut fds = [nix::poll::PollFd::new(
-            self.sock.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        match nix::poll::ppoll(&mut fds, Some(timeout), None) {
-            Ok(n) => Ok(n > 0),
-            Err(nix::errno::Errno::EINTR) => Ok(false),
-            Err(e) => Err(e.into()),
+        let mut extra;
+        let all: &mut [nix::libc::pollfd] = if self.wake_fds.is_empty() {
+            &mut fds[..k]
+        } else {
+            // The datapath's sockets plus the daemon's: any of them ready ends the wait.
+            extra = Vec::with_capacity(k + self.wake_fds.len());
+            extra.extend_from_slice(&fds[..k]);
+            extra.extend(self.wake_fds.iter().map(|&(fd, ev)| libc_pollfd(fd, ev)));
+            &mut extra
+        };
+        let ts = timeout.as_ref();
+        // SAFETY: `all` is a valid array of pollfd for the duration of the call.
+        let n = unsafe { nix::libc::ppoll(all.as_mut_ptr(), all.len() as _, ts, std::ptr::null()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
+        if n > 0 && k == 2 {
+            let ready = [all[0].revents != 0, all[1].revents != 0];
+            self.sock.readable(&ready);
+        }
+        Ok(n > 0)
     }
 
     /// Receive (one recvmmsg) and dispatch up to `max` messages (more datagrams if the

@@ -1,11 +1,14 @@
 //! FlexPass host agent: the transport core on real UDP sockets.
 
 pub mod daemon;
+pub mod datapath;
 pub mod endpoint;
+pub mod frame;
 pub mod mtu;
 pub mod poller;
 pub mod socket;
 pub mod tcp;
+pub mod xdp;
 
 pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey};
 /// Flow-size CDFs, Poisson arrivals and FCT summaries (shared with the network model).

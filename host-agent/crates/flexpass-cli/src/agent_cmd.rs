@@ -74,6 +74,19 @@ pub struct NetArgs {
     /// full (SYN-cookie style), `always`, or `off` (evict the oldest half-open flow).
     #[arg(long, default_value = "auto")]
     pub hello_cookies: flexpass_agent::endpoint::CookieMode,
+    /// `auto`: AF_XDP where it can be set up (root, an XDP-capable interface, not loopback,
+    /// MTU ≤ 3826), else the kernel UDP socket, logged with the reason; `xdp`: AF_XDP or
+    /// fail; `udp`: the kernel UDP socket (docs/datapath.md).
+    #[arg(long, default_value = "auto")]
+    pub datapath: flexpass_agent::datapath::DatapathMode,
+    /// AF_XDP: interface to attach to (default: the one holding the bound address, or for
+    /// 0.0.0.0 the one routing to the peer, or the only one up).
+    #[arg(long)]
+    pub xdp_iface: Option<String>,
+    /// AF_XDP: receive queue to bind (other queues' FlexPass datagrams reach the kernel UDP
+    /// socket; steer the port to this queue with ethtool -N on a multi-queue NIC).
+    #[arg(long, default_value_t = 0)]
+    pub xdp_queue: u32,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -165,6 +178,13 @@ impl NetArgs {
         c.half_open_credits = self.half_open_credits;
         c.half_open_credit_share = self.half_open_credit_share;
         c.hello_cookies = self.hello_cookies;
+        c.datapath = self.datapath;
+        c.xdp_iface = self.xdp_iface.clone();
+        c.xdp_queue = self.xdp_queue;
+        c.route_hint = peers.iter().find_map(|p| match p {
+            SocketAddr::V4(a) => Some(*a.ip()),
+            SocketAddr::V6(_) => None,
+        });
         Endpoint::bind(c).map_err(|e| format!("cannot open UDP {bind}: {e}"))
     }
 }

@@ -1,0 +1,935 @@
+//! The AF_XDP datapath (docs/datapath.md): the steering program (bpf/flexpass_xsk.c, loaded
+//! and attached with aya) sends the FlexPass UDP port's IPv4 datagrams on one receive queue
+//! to an AF_XDP socket (UMEM and rings with xdpilone); the agent builds and parses the
+//! Ethernet/IPv4/UDP headers itself (`frame`).
+//!
+//! A kernel UDP socket stays bound on the same port: it holds the port, receives what the
+//! program did not steer (other receive queues, anything before the program was attached),
+//! and sends to peers whose next hop's MAC address is not in the kernel's neighbour table
+//! yet — which makes the kernel resolve it (ARP); the next packets to that peer then leave
+//! through the AF_XDP socket.
+//!
+//! The program is attached through a BPF link: the kernel detaches it when the link's file
+//! descriptor is closed, so also when the agent is killed.
+
+use crate::socket::{Flushed, Received, TosSocket};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::RawFd;
+
+/// How the AF_XDP socket was set up, for logs and `status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct XdpInfo {
+    pub iface: String,
+    pub queue: u32,
+    /// "native" (driver) or "generic" (skb) XDP.
+    pub attach: &'static str,
+    pub zero_copy: bool,
+}
+
+impl std::fmt::Display for XdpInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AF_XDP on {} queue {} ({} XDP, {} mode)",
+            self.iface,
+            self.queue,
+            self.attach,
+            if self.zero_copy { "zero-copy" } else { "copy" }
+        )
+    }
+}
+
+/// Packet counts of the AF_XDP datapath.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct XdpCounters {
+    /// Datagrams received / sent through the AF_XDP socket.
+    pub xsk_rx: u64,
+    pub xsk_tx: u64,
+    /// Datagrams received / sent through the kernel UDP socket beside it (not steered;
+    /// next hop not resolved yet).
+    pub kernel_rx: u64,
+    pub kernel_tx: u64,
+    /// Frames the AF_XDP socket received that were not FlexPass datagrams for us.
+    pub bad_frames: u64,
+    /// Datagrams dropped because every transmit frame was in flight.
+    pub tx_no_frame: u64,
+}
+
+/// The next hop towards `dst` through `iface` from /proc/net/route's text: the gateway of
+/// the longest matching prefix, or `dst` itself for an on-link route; None without a route
+/// through `iface`.
+pub fn next_hop(routes: &str, iface: &str, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+    // Addresses are the kernel's __be32 printed as native hex.
+    let ip = |s: &str| {
+        u32::from_str_radix(s, 16)
+            .ok()
+            .map(|v| Ipv4Addr::from(u32::from_be(v)))
+    };
+    let mut best: Option<(u32, Ipv4Addr)> = None;
+    for line in routes.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || f[0] != iface {
+            continue;
+        }
+        let (Some(net), Some(gw), Some(mask)) = (ip(f[1]), ip(f[2]), ip(f[7])) else {
+            continue;
+        };
+        let (net, mask) = (u32::from(net), u32::from(mask));
+        if u32::from(dst) & mask != net {
+            continue;
+        }
+        let len = mask.count_ones();
+        if best.is_none_or(|(l, _)| len > l) {
+            let hop = if gw.is_unspecified() { dst } else { gw };
+            best = Some((len, hop));
+        }
+    }
+    best.map(|(_, hop)| hop)
+}
+
+/// The MAC address of `ip` on `iface` from /proc/net/arp's text, if the entry is complete.
+pub fn arp_entry(arp: &str, iface: &str, ip: Ipv4Addr) -> Option<[u8; 6]> {
+    const ATF_COM: u32 = 0x02;
+    for line in arp.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[5] != iface || f[0].parse::<Ipv4Addr>().ok() != Some(ip) {
+            continue;
+        }
+        let flags = u32::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap_or(0);
+        if flags & ATF_COM == 0 {
+            return None;
+        }
+        return parse_mac(f[3]);
+    }
+    None
+}
+
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    if parts.next().is_some() || mac == [0; 6] {
+        return None;
+    }
+    Some(mac)
+}
+
+/// What the AF_XDP datapath needs to know to start.
+#[derive(Clone, Debug)]
+pub struct XdpConfig {
+    pub bind: SocketAddr,
+    /// Interface to attach to; None: the one holding the bound address, else (wildcard
+    /// address) the one of the route to `route_hint`, else the only one that is up with an
+    /// IPv4 address (loopback aside).
+    pub iface: Option<String>,
+    pub queue: u32,
+    pub route_hint: Option<Ipv4Addr>,
+    /// Largest IP datagram the flows send (the endpoint's MTU).
+    pub mtu: usize,
+}
+
+/// The interface and local IPv4 address AF_XDP would use; Err names why there is none.
+pub fn choose_iface(cfg: &XdpConfig) -> Result<(String, Ipv4Addr), String> {
+    use nix::net::if_::InterfaceFlags;
+    let SocketAddr::V4(bind) = cfg.bind else {
+        return Err("FlexPass runs over IPv4 only".into());
+    };
+    let addrs: Vec<(String, Ipv4Addr, InterfaceFlags)> = nix::ifaddrs::getifaddrs()
+        .map_err(|e| format!("getifaddrs: {e}"))?
+        .filter_map(|a| {
+            let ip = a.address.as_ref()?.as_sockaddr_in()?.ip();
+            Some((a.interface_name, ip, a.flags))
+        })
+        .collect();
+    let loopback = |name: &str| {
+        addrs
+            .iter()
+            .any(|(n, _, f)| n == name && f.contains(InterfaceFlags::IFF_LOOPBACK))
+            || name == "lo"
+    };
+    let first_ip = |name: &str| addrs.iter().find(|(n, _, _)| n == name).map(|a| a.1);
+    let pick = |name: String| -> Result<(String, Ipv4Addr), String> {
+        if loopback(&name) {
+            return Err(format!(
+                "on {name}: the loopback interface has no XDP path for its own traffic"
+            ));
+        }
+        let ip = if bind.ip().is_unspecified() {
+            first_ip(&name).ok_or_else(|| format!("on {name}: no IPv4 address"))?
+        } else {
+            *bind.ip()
+        };
+        Ok((name, ip))
+    };
+    if let Some(name) = &cfg.iface {
+        if !std::path::Path::new("/sys/class/net").join(name).exists() {
+            return Err(format!("no interface {name}"));
+        }
+        return pick(name.clone());
+    }
+    if !bind.ip().is_unspecified() {
+        let holder = addrs
+            .iter()
+            .find(|(_, ip, _)| ip == bind.ip())
+            .map(|a| a.0.clone())
+            .ok_or_else(|| format!("no interface holds {}", bind.ip()))?;
+        return pick(holder);
+    }
+    if let Some(peer) = cfg.route_hint {
+        if let Ok(routes) = std::fs::read_to_string("/proc/net/route") {
+            let mut names: Vec<&str> = addrs.iter().map(|a| a.0.as_str()).collect();
+            names.dedup();
+            for name in names {
+                if !loopback(name) && next_hop(&routes, name, peer).is_some() {
+                    return pick(name.to_string());
+                }
+            }
+        }
+    }
+    let mut up: Vec<&str> = addrs
+        .iter()
+        .filter(|(n, _, f)| f.contains(InterfaceFlags::IFF_UP) && !loopback(n))
+        .map(|a| a.0.as_str())
+        .collect();
+    up.dedup();
+    match up.as_slice() {
+        [one] => pick(one.to_string()),
+        [] => Err("no interface but loopback is up".into()),
+        many => Err(format!(
+            "bound to {} and {} interfaces are up ({}): give --xdp-iface",
+            bind.ip(),
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}
+
+/// `e` and its sources, "a: b: c".
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// How the agent binary was built with respect to AF_XDP (clang found or not).
+pub const BUILD: &str = env!("FLEXPASS_XSK_BUILD");
+
+#[cfg(flexpass_xdp)]
+pub use imp::XskPath;
+
+#[cfg(not(flexpass_xdp))]
+pub struct XskPath(std::convert::Infallible);
+
+#[cfg(not(flexpass_xdp))]
+impl XskPath {
+    pub fn open(_cfg: &XdpConfig) -> Result<Self, String> {
+        Err(format!(
+            "the agent was built without the XDP program ({BUILD})"
+        ))
+    }
+    pub fn info(&self) -> &XdpInfo {
+        match self.0 {}
+    }
+    pub fn counters(&self) -> XdpCounters {
+        match self.0 {}
+    }
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self.0 {}
+    }
+    pub fn poll_fds(&self) -> [RawFd; 2] {
+        match self.0 {}
+    }
+    pub fn readable(&mut self, _: &[bool]) {
+        match self.0 {}
+    }
+    pub fn rx_ready(&self) -> bool {
+        match self.0 {}
+    }
+    pub fn recv_batch(&mut self, _: usize) -> io::Result<usize> {
+        match self.0 {}
+    }
+    pub fn datagrams(&self) -> usize {
+        match self.0 {}
+    }
+    pub fn received(&self, _: usize) -> Received<'_> {
+        match self.0 {}
+    }
+    pub fn queued(&self) -> usize {
+        match self.0 {}
+    }
+    pub fn queue(&mut self, _: SocketAddr, _: u8, _: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+        match self.0 {}
+    }
+    pub fn flush(&mut self) -> Flushed {
+        match self.0 {}
+    }
+    pub fn kernel_mut(&mut self) -> &mut TosSocket {
+        match self.0 {}
+    }
+}
+
+#[cfg(flexpass_xdp)]
+mod imp {
+    use super::*;
+    use crate::frame::{self, Ends};
+    use std::collections::HashMap;
+    use std::net::SocketAddrV4;
+    use std::time::{Duration, Instant};
+
+    /// Next-hop MAC addresses from the kernel's tables (/proc/net/route, /proc/net/arp).
+    struct Neighbours {
+        iface: String,
+        cache: HashMap<Ipv4Addr, (Option<[u8; 6]>, Instant)>,
+    }
+
+    /// A missing next hop is looked up again after this long (the kernel resolves it meanwhile,
+    /// prompted by the datagrams sent through the kernel socket).
+    const NEIGH_RETRY: Duration = Duration::from_millis(2);
+    /// A known next hop is looked up again after this long (a changed MAC is picked up).
+    const NEIGH_REFRESH: Duration = Duration::from_secs(10);
+
+    impl Neighbours {
+        fn mac(&mut self, dst: Ipv4Addr) -> Option<[u8; 6]> {
+            let now = Instant::now();
+            if let Some(&(mac, at)) = self.cache.get(&dst) {
+                let ttl = if mac.is_some() {
+                    NEIGH_REFRESH
+                } else {
+                    NEIGH_RETRY
+                };
+                if now.duration_since(at) < ttl {
+                    return mac;
+                }
+            }
+            let found = self.lookup(dst);
+            let old = self.cache.get(&dst).and_then(|e| e.0);
+            let mac = found.or(old);
+            self.cache.insert(dst, (mac, now));
+            mac
+        }
+
+        fn lookup(&self, dst: Ipv4Addr) -> Option<[u8; 6]> {
+            let routes = std::fs::read_to_string("/proc/net/route").ok()?;
+            let hop = next_hop(&routes, &self.iface, dst)?;
+            let arp = std::fs::read_to_string("/proc/net/arp").ok()?;
+            arp_entry(&arp, &self.iface, hop)
+        }
+    }
+
+    use aya::maps::{Array, XskMap};
+    use aya::programs::{Xdp, XdpMode};
+    use nix::libc;
+    use std::num::NonZeroU32;
+    use std::ptr::NonNull;
+    use xdpilone::xdp::XdpDesc;
+    use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig};
+
+    /// UMEM chunk: one frame each (aligned mode; the kernel puts received frames 256 B
+    /// into the chunk, XDP_PACKET_HEADROOM).
+    const FRAME: u32 = 4096;
+    const RX_HEADROOM: usize = 256;
+    /// Receive frames (all on the fill ring while free) and transmit frames.
+    const RX_FRAMES: u32 = 2048;
+    const TX_FRAMES: u32 = 2048;
+    /// How often (receive calls) the kernel socket is read without a readiness report.
+    const KERNEL_CHECK_EVERY: u32 = 64;
+
+    /// Page-aligned anonymous memory for the UMEM, unmapped on drop.
+    struct Area {
+        ptr: NonNull<u8>,
+        len: usize,
+    }
+
+    impl Area {
+        fn new(len: usize) -> io::Result<Area> {
+            // SAFETY: anonymous private mapping, no file; checked for MAP_FAILED.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Area {
+                ptr: NonNull::new(p as *mut u8).expect("mmap returned null"),
+                len,
+            })
+        }
+    }
+
+    impl Drop for Area {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`; nothing refers to it any more (the rings
+            // and the UMEM are dropped first: they are declared before it).
+            unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+        }
+    }
+
+    /// The socket, UMEM and rings of one bound AF_XDP socket.
+    struct Rings {
+        rx: RingRx,
+        tx: RingTx,
+        fq_cq: DeviceQueue,
+        umem: Umem,
+        zero_copy: bool,
+    }
+
+    /// A received datagram: where in the UMEM its payload is, and whom it came from.
+    #[derive(Clone, Copy)]
+    struct RxSeg {
+        at: usize,
+        len: usize,
+        src: SocketAddrV4,
+        tos: u8,
+    }
+
+    pub struct XskPath {
+        info: XdpInfo,
+        local: SocketAddrV4,
+        mac: [u8; 6],
+        max_frame: usize,
+        rings: Rings,
+        /// The program and its link: dropping it detaches the program.
+        _bpf: aya::Ebpf,
+        area: Area,
+        /// Transmit frames (UMEM offsets) not in flight.
+        tx_free: Vec<u64>,
+        tx_queued: Vec<XdpDesc>,
+        /// Receive frames of the last batch, returned to the fill ring at the next batch.
+        rx_used: Vec<u64>,
+        rx_segs: Vec<RxSeg>,
+        /// Datagrams of the last batch that came through the kernel socket (after rx_segs).
+        kernel_segs: usize,
+        kernel: TosSocket,
+        kernel_readable: bool,
+        calls: u32,
+        neighbours: Neighbours,
+        scratch: Vec<u8>,
+        /// IPv4 identification of the next frame.
+        ident: u16,
+        counters: XdpCounters,
+    }
+
+    // SAFETY: the UMEM pointers are owned by this value alone (no sharing between threads);
+    // moving it moves the sole owner.
+    unsafe impl Send for XskPath {}
+
+    fn program_object() -> &'static [u8] {
+        aya::include_bytes_aligned!(env!("FLEXPASS_XSK_OBJ"))
+    }
+
+    fn if_info(ifindex: u32, queue: u32) -> Result<IfInfo, String> {
+        let mut info = IfInfo::invalid();
+        info.from_ifindex(ifindex)
+            .map_err(|e| format!("interface index {ifindex}: {}", e))?;
+        info.set_queue(queue);
+        Ok(info)
+    }
+
+    /// Create the UMEM on `area`, one socket with fill/completion and RX/TX rings, bound
+    /// with `zero_copy` or copy mode.
+    fn bind_rings(area: &Area, info: &IfInfo, zero_copy: bool) -> Result<Rings, String> {
+        let cfg = UmemConfig {
+            fill_size: RX_FRAMES,
+            complete_size: TX_FRAMES,
+            frame_size: FRAME,
+            headroom: 0,
+            flags: 0,
+        };
+        let mem = NonNull::slice_from_raw_parts(area.ptr, area.len);
+        // SAFETY: page-aligned mapping of `area.len` bytes that outlives the UMEM (XskPath
+        // drops `rings` before `area`).
+        let umem =
+            unsafe { Umem::new(cfg, mem) }.map_err(|e| format!("UMEM registration: {}", e))?;
+        let sock = Socket::with_shared(info, &umem).map_err(|e| format!("AF_XDP socket: {}", e))?;
+        let fq_cq = umem
+            .fq_cq(&sock)
+            .map_err(|e| format!("fill/completion rings: {}", e))?;
+        let mode = if zero_copy {
+            SocketConfig::XDP_BIND_ZEROCOPY
+        } else {
+            SocketConfig::XDP_BIND_COPY
+        };
+        let user = umem
+            .rx_tx(
+                &sock,
+                &SocketConfig {
+                    rx_size: NonZeroU32::new(RX_FRAMES),
+                    tx_size: NonZeroU32::new(TX_FRAMES),
+                    bind_flags: mode | SocketConfig::XDP_BIND_NEED_WAKEUP,
+                },
+            )
+            .map_err(|e| format!("RX/TX rings: {}", e))?;
+        let rx = user.map_rx().map_err(|e| format!("RX ring: {}", e))?;
+        let tx = user.map_tx().map_err(|e| format!("TX ring: {}", e))?;
+        umem.bind(&user).map_err(|e| {
+            format!(
+                "binding the AF_XDP socket ({} mode): {}",
+                if zero_copy { "zero-copy" } else { "copy" },
+                e
+            )
+        })?;
+        Ok(Rings {
+            rx,
+            tx,
+            fq_cq,
+            umem,
+            zero_copy,
+        })
+    }
+
+    impl XskPath {
+        /// Load and attach the program, bind the AF_XDP socket (zero-copy if the driver can,
+        /// else copy mode) and the kernel UDP socket; Err says why AF_XDP is unavailable.
+        pub fn open(cfg: &XdpConfig) -> Result<Self, String> {
+            let (iface, ip) = choose_iface(cfg)?;
+            Self::open_on(cfg, iface.clone(), ip).map_err(|e| format!("on {iface}: {e}"))
+        }
+
+        fn open_on(cfg: &XdpConfig, iface: String, ip: Ipv4Addr) -> Result<Self, String> {
+            let on = |what: &str, e: &dyn std::error::Error| format!("{what}: {}", error_chain(e));
+            let max_frame = cfg.mtu + 14;
+            if max_frame > FRAME as usize - RX_HEADROOM {
+                return Err(format!(
+                    "MTU {} needs frames of {max_frame} B, more than one {FRAME} B UMEM chunk holds ({} B; jumbo frames would need multi-buffer AF_XDP, not implemented)",
+                    cfg.mtu,
+                    FRAME as usize - RX_HEADROOM
+                ));
+            }
+            let mac = std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+                .ok()
+                .and_then(|s| parse_mac(&s))
+                .ok_or("no Ethernet address")?;
+            let ifindex = nix::net::if_::if_nametoindex(iface.as_str())
+                .map_err(|e| format!("interface index: {e}"))?;
+            // No GSO here: while a next hop is unresolved the kernel queues these datagrams
+            // (unres_qlen_bytes) and drops the oldest first, and a GSO send counts as one
+            // large buffer, which pushed out the HELLO in front of it.
+            let kernel = TosSocket::bind(cfg.bind).map_err(|e| format!("UDP {}: {e}", cfg.bind))?;
+            let port = kernel.local_addr().map_err(|e| e.to_string())?.port();
+
+            let mut bpf =
+                aya::Ebpf::load(program_object()).map_err(|e| on("loading the XDP program", &e))?;
+            {
+                let mut ports: Array<_, u32> = Array::try_from(
+                    bpf.map_mut("flexpass_port")
+                        .ok_or("program has no flexpass_port map")?,
+                )
+                .map_err(|e| on("flexpass_port map", &e))?;
+                ports
+                    .set(0, u32::from(port), 0)
+                    .map_err(|e| on("setting the port", &e))?;
+            }
+            let prog: &mut Xdp = bpf
+                .program_mut("flexpass_xsk")
+                .ok_or("object has no flexpass_xsk program")?
+                .try_into()
+                .map_err(|e| on("flexpass_xsk", &e))?;
+            prog.load().map_err(|e| on("loading the XDP program", &e))?;
+
+            let area = Area::new(((RX_FRAMES + TX_FRAMES) * FRAME) as usize)
+                .map_err(|e| format!("UMEM memory: {e}"))?;
+            let info = if_info(ifindex, cfg.queue)?;
+            let rings = match bind_rings(&area, &info, true) {
+                Ok(r) => r,
+                Err(zc) => bind_rings(&area, &info, false)
+                    .map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
+            };
+            {
+                let mut xsks: XskMap<_> = XskMap::try_from(
+                    bpf.map_mut("flexpass_xsks")
+                        .ok_or("program has no flexpass_xsks map")?,
+                )
+                .map_err(|e| on("flexpass_xsks map", &e))?;
+                xsks.set(cfg.queue, rings.rx.as_raw_fd(), 0)
+                    .map_err(|e| on(&format!("XSKMAP entry for queue {}", cfg.queue), &e))?;
+            }
+            let prog: &mut Xdp = bpf
+                .program_mut("flexpass_xsk")
+                .expect("present")
+                .try_into()
+                .expect("XDP");
+            let attach = match prog.attach(&iface, XdpMode::Driver) {
+                Ok(_) => "native",
+                Err(native) => {
+                    let native = error_chain(&native);
+                    prog.attach(&iface, XdpMode::Skb).map_err(|e| {
+                        format!(
+                            "attaching XDP to {iface}: native: {native}; generic: {}",
+                            error_chain(&e)
+                        )
+                    })?;
+                    "generic"
+                }
+            };
+            let mut path = XskPath {
+                info: XdpInfo {
+                    iface,
+                    queue: cfg.queue,
+                    attach,
+                    zero_copy: rings.zero_copy,
+                },
+                local: SocketAddrV4::new(ip, port),
+                mac,
+                max_frame,
+                tx_free: (RX_FRAMES..RX_FRAMES + TX_FRAMES)
+                    .map(|i| u64::from(i) * u64::from(FRAME))
+                    .collect(),
+                tx_queued: Vec::with_capacity(64),
+                rx_used: (0..RX_FRAMES)
+                    .map(|i| u64::from(i) * u64::from(FRAME))
+                    .collect(),
+                rx_segs: Vec::with_capacity(64),
+                kernel_segs: 0,
+                neighbours: Neighbours {
+                    iface: String::new(),
+                    cache: HashMap::new(),
+                },
+                rings,
+                _bpf: bpf,
+                area,
+                kernel,
+                kernel_readable: true,
+                calls: 0,
+                scratch: Vec::with_capacity(FRAME as usize),
+                ident: rand::random(),
+                counters: XdpCounters::default(),
+            };
+            path.neighbours.iface = path.info.iface.clone();
+            // Every receive frame goes on the fill ring.
+            path.refill();
+            Ok(path)
+        }
+
+        pub fn info(&self) -> &XdpInfo {
+            &self.info
+        }
+
+        pub fn counters(&self) -> XdpCounters {
+            self.counters
+        }
+
+        pub fn local_addr(&self) -> io::Result<SocketAddr> {
+            self.kernel.local_addr()
+        }
+
+        /// The AF_XDP socket and the kernel UDP socket (poll both for POLLIN).
+        pub fn poll_fds(&self) -> [RawFd; 2] {
+            use std::os::fd::{AsFd, AsRawFd};
+            [self.rings.rx.as_raw_fd(), self.kernel.as_fd().as_raw_fd()]
+        }
+
+        /// Readiness of the `poll_fds` after a poll: the kernel socket is read next time.
+        pub fn readable(&mut self, ready: &[bool]) {
+            if ready.get(1).copied().unwrap_or(false) {
+                self.kernel_readable = true;
+            }
+        }
+
+        /// Whether the receive ring holds frames (no system call).
+        pub fn rx_ready(&self) -> bool {
+            self.rings.rx.available() > 0
+        }
+
+        /// Return the frames of the last batch to the fill ring.
+        fn refill(&mut self) {
+            if self.rx_used.is_empty() {
+                return;
+            }
+            let mut fill = self.rings.fq_cq.fill(self.rx_used.len() as u32);
+            let n = fill.insert(self.rx_used.iter().copied()) as usize;
+            fill.commit();
+            drop(fill);
+            self.rx_used.drain(..n);
+            if self.rings.fq_cq.needs_wakeup() {
+                self.rings.fq_cq.wake();
+            }
+        }
+
+        /// Take back transmit frames the kernel has sent.
+        fn reap(&mut self) {
+            let mut done = self.rings.fq_cq.complete(TX_FRAMES);
+            while let Some(addr) = done.read() {
+                self.tx_free.push(addr);
+            }
+            done.release();
+        }
+
+        /// Receive up to `max` datagrams: from the receive ring, then from the kernel socket
+        /// when it was reported readable (or every KERNEL_CHECK_EVERY calls).
+        pub fn recv_batch(&mut self, max: usize) -> io::Result<usize> {
+            self.refill();
+            self.rx_segs.clear();
+            self.kernel_segs = 0;
+            let base = self.area.ptr.as_ptr();
+            let mut rx = self.rings.rx.receive(max as u32);
+            while let Some(d) = rx.read() {
+                let at = d.addr as usize;
+                self.rx_used.push(d.addr & !u64::from(FRAME - 1));
+                if at + d.len as usize > self.area.len {
+                    self.counters.bad_frames += 1;
+                    continue;
+                }
+                // SAFETY: the kernel handed this frame over (it is ours until it goes back on
+                // the fill ring) and it lies inside the area (checked above).
+                let f = unsafe { std::slice::from_raw_parts(base.add(at), d.len as usize) };
+                match frame::parse(f, self.local.port()) {
+                    Ok(p) => self.rx_segs.push(RxSeg {
+                        at: at + p.payload.start,
+                        len: p.payload.len(),
+                        src: p.src,
+                        tos: p.tos,
+                    }),
+                    Err(_) => self.counters.bad_frames += 1,
+                }
+            }
+            rx.release();
+            drop(rx);
+            self.counters.xsk_rx += self.rx_segs.len() as u64;
+            let mut messages = self.rx_segs.len();
+            self.calls = self.calls.wrapping_add(1);
+            if messages < max
+                && (self.kernel_readable || self.calls.is_multiple_of(KERNEL_CHECK_EVERY))
+            {
+                let k = self.kernel.recv_batch(max - messages)?;
+                if k == 0 {
+                    self.kernel_readable = false;
+                }
+                messages += k;
+                self.kernel_segs = self.kernel.datagrams();
+                self.counters.kernel_rx += self.kernel_segs as u64;
+            }
+            Ok(messages)
+        }
+
+        pub fn datagrams(&self) -> usize {
+            self.rx_segs.len() + self.kernel_segs
+        }
+
+        pub fn received(&self, i: usize) -> Received<'_> {
+            if i >= self.rx_segs.len() {
+                return self.kernel.received(i - self.rx_segs.len());
+            }
+            let s = self.rx_segs[i];
+            // SAFETY: inside a received frame not yet returned to the fill ring (that
+            // happens in the next recv_batch, which needs `&mut self`).
+            let data =
+                unsafe { std::slice::from_raw_parts(self.area.ptr.as_ptr().add(s.at), s.len) };
+            Received {
+                data,
+                src: SocketAddr::V4(s.src),
+                tos: s.tos,
+                truncated: false,
+            }
+        }
+
+        /// Datagrams not handed to the kernel yet: queued, or on the transmit ring unsent.
+        pub fn queued(&self) -> usize {
+            self.tx_queued.len() + self.kernel.queued() + self.rings.tx.pending() as usize
+        }
+
+        /// Queue one datagram: into a transmit frame if the next hop's MAC is known, else
+        /// on the kernel socket (which resolves it).
+        pub fn queue(
+            &mut self,
+            dst: SocketAddr,
+            tos: u8,
+            encode: impl FnOnce(&mut Vec<u8>),
+        ) -> io::Result<()> {
+            let SocketAddr::V4(dst4) = dst else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "FlexPass runs over IPv4 only",
+                ));
+            };
+            let Some(dst_mac) = self.neighbours.mac(*dst4.ip()) else {
+                self.counters.kernel_tx += 1;
+                return self.kernel.queue(dst, tos, encode);
+            };
+            if self.tx_free.is_empty() {
+                self.reap();
+            }
+            let Some(addr) = self.tx_free.pop() else {
+                self.counters.tx_no_frame += 1;
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "no free AF_XDP frame",
+                ));
+            };
+            self.scratch.clear();
+            encode(&mut self.scratch);
+            let len = frame::HEADERS + self.scratch.len();
+            if len > self.max_frame.max(FRAME as usize) {
+                self.tx_free.push(addr);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("datagram of {} B exceeds the frame", self.scratch.len()),
+                ));
+            }
+            // SAFETY: a free transmit frame (not in the kernel's hands), inside the area.
+            let f = unsafe {
+                std::slice::from_raw_parts_mut(self.area.ptr.as_ptr().add(addr as usize), len)
+            };
+            f[frame::HEADERS..].copy_from_slice(&self.scratch);
+            let ends = Ends {
+                src_mac: self.mac,
+                dst_mac,
+                src: self.local,
+                dst: dst4,
+            };
+            self.ident = self.ident.wrapping_add(1);
+            frame::write_headers(f, &ends, tos, self.ident, self.scratch.len());
+            self.tx_queued.push(XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            });
+            Ok(())
+        }
+
+        /// Put the queued frames on the transmit ring and kick the kernel until it took them
+        /// (copy mode sends up to 32 per kick); flush the kernel socket too.
+        pub fn flush(&mut self) -> Flushed {
+            let mut f = self.kernel.flush();
+            let n = self.tx_queued.len();
+            if n > 0 {
+                let mut tx = self.rings.tx.transmit(n as u32);
+                let put = tx.insert(self.tx_queued.iter().copied()) as usize;
+                tx.commit();
+                drop(tx);
+                // Frames the ring had no room for are dropped (as a full NIC queue would).
+                for d in self.tx_queued.drain(put..) {
+                    self.tx_free.push(d.addr);
+                    f.errors += 1;
+                }
+                self.tx_queued.clear();
+                f.sent += put as u64;
+                self.counters.xsk_tx += put as u64;
+            }
+            // A peer that cannot take the frames (full queue) leaves the rest on the ring for
+            // the next flush (`queued` counts them, so there is one).
+            let most = n / 32 + 2;
+            let mut kicks = 0;
+            while kicks < most && self.rings.tx.pending() > 0 {
+                if !self.rings.tx.needs_wakeup() && self.rings.zero_copy {
+                    break;
+                }
+                self.rings.tx.wake();
+                kicks += 1;
+            }
+            f.calls += kicks as u64;
+            self.reap();
+            f
+        }
+
+        pub fn kernel_mut(&mut self) -> &mut TosSocket {
+            &mut self.kernel
+        }
+
+        #[allow(dead_code)]
+        fn umem(&self) -> &Umem {
+            &self.rings.umem
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTES: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+veth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\t0\t0\t0
+veth0\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+eth1\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+";
+
+    #[test]
+    fn next_hop_is_the_longest_prefix_on_the_interface() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        // On-link 10.0.0.0/24: the destination itself.
+        assert_eq!(
+            next_hop(ROUTES, "veth0", ip("10.0.0.7")),
+            Some(ip("10.0.0.7"))
+        );
+        // Elsewhere: the default route's gateway 10.0.0.1.
+        assert_eq!(
+            next_hop(ROUTES, "veth0", ip("192.0.2.9")),
+            Some(ip("10.0.0.1"))
+        );
+        // 192.168.2.0/24 is on eth1, not veth0 (whose default route still matches).
+        assert_eq!(
+            next_hop(ROUTES, "eth1", ip("192.168.2.5")),
+            Some(ip("192.168.2.5"))
+        );
+        assert_eq!(next_hop(ROUTES, "eth1", ip("10.0.0.7")), None);
+        assert_eq!(next_hop(ROUTES, "veth9", ip("10.0.0.7")), None);
+    }
+
+    #[test]
+    fn arp_entries_count_only_when_complete() {
+        let arp = "IP address       HW type     Flags       HW address            Mask     Device
+10.0.0.2         0x1         0x2         aa:bb:cc:dd:ee:0f     *        veth0
+10.0.0.3         0x1         0x0         00:00:00:00:00:00     *        veth0
+10.0.0.2         0x1         0x2         11:22:33:44:55:66     *        eth1
+";
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert_eq!(
+            arp_entry(arp, "veth0", ip("10.0.0.2")),
+            Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x0f])
+        );
+        assert_eq!(
+            arp_entry(arp, "eth1", ip("10.0.0.2")),
+            Some([0x11, 0x22, 0x33, 0x44, 0x55, 0x66])
+        );
+        assert_eq!(arp_entry(arp, "veth0", ip("10.0.0.3")), None, "incomplete");
+        assert_eq!(arp_entry(arp, "veth0", ip("10.0.0.4")), None, "absent");
+    }
+
+    #[test]
+    fn mac_addresses_parse_strictly() {
+        assert_eq!(
+            parse_mac("02:00:0a:0b:0c:0d\n"),
+            Some([2, 0, 0x0a, 0x0b, 0x0c, 0x0d])
+        );
+        assert_eq!(parse_mac("02:00:0a:0b:0c"), None);
+        assert_eq!(parse_mac("02:00:0a:0b:0c:0d:0e"), None);
+        assert_eq!(parse_mac("00:00:00:00:00:00"), None);
+        assert_eq!(parse_mac("zz:00:0a:0b:0c:0d"), None);
+    }
+
+    #[test]
+    fn loopback_is_refused_with_a_reason() {
+        let cfg = XdpConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            iface: None,
+            queue: 0,
+            route_hint: None,
+            mtu: 1500,
+        };
+        let e = choose_iface(&cfg).unwrap_err();
+        assert!(e.contains("loopback"), "{e}");
+        let e = XskPath::open(&cfg).err().expect("no AF_XDP on loopback");
+        assert!(
+            e.contains("loopback") || e.contains("without the XDP program"),
+            "{e}"
+        );
+    }
+}
