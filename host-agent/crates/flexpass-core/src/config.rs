@@ -200,6 +200,15 @@ pub struct DctcpConfig {
     pub rto_max: Nanos,
     /// Packets SACKed above a hole before it is declared lost.
     pub dupthresh: u32,
+    /// Tail-loss probe (RFC 8985 §7, as Linux's TLP): with packets in flight and no ACK
+    /// progress for PTO = 2·SRTT (only when that is before the RTO), send one probe beyond
+    /// the window — new data if there is any, else the last packet in flight again — and
+    /// when the probe is acknowledged declare every packet sent before it and still
+    /// unacknowledged lost (fast recovery, RACK-style, instead of waiting for the RTO). For
+    /// the transports whose whole flow is one DCTCP window: dctcp and ppt's HCP. Off by
+    /// default (the model's earlier results have none).
+    #[serde(default)]
+    pub tlp: bool,
 }
 
 impl Default for DctcpConfig {
@@ -214,6 +223,7 @@ impl Default for DctcpConfig {
             rto_init: 10 * MILLIS,
             rto_max: 1_000 * MILLIS,
             dupthresh: 3,
+            tlp: false,
         }
     }
 }

@@ -750,3 +750,67 @@ fn fresh_cookies_forever_do_not_make_the_sender_ping_pong() {
     assert_eq!(hellos, 8);
     assert_eq!(s.stats().cookie_retries, 8);
 }
+
+/// A DCTCP flow whose last two data packets are lost (nothing behind them to trigger
+/// three duplicate ACKs). Without the tail-loss probe it waits for the RTO; with it
+/// (RFC 8985), one probe goes out 2·SRTT after the last ACK, its ACK reveals the hole, and
+/// the flow finishes well before RTO_min without a timeout. Returns (completion time,
+/// stats, the probe's payload).
+fn tail_loss(transport: TransportKind, tlp: bool) -> (Nanos, flexpass_core::SenderStats) {
+    let mut cfg = SenderConfig::new(transport);
+    cfg.dctcp.tlp = tlp;
+    cfg.ppt.lcp = false; // PPT: the HCP alone (the LCP would carry the tail)
+    let mss = cfg.mss;
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    // Ten segments: exactly DCTCP's initial window, the whole flow in the first RTT.
+    let data: Vec<u8> = (0..10 * mss as u32).map(|i| (i * 13 + 1) as u8).collect();
+    s.write(Bytes::from(data.clone()));
+    s.finish();
+    let mut r = receiver(transport);
+    let hop = 5 * MICROS;
+    let mut now: Nanos = 0;
+    let mut got = vec![];
+    while !s.is_complete() && now < 100 * MILLIS {
+        for p in drain(&mut s, now) {
+            if let Packet::Data(d) = &p {
+                // The original transmissions of the last two segments are lost.
+                if d.flow_seq >= 8 * mss as u64 && !d.retransmission {
+                    continue;
+                }
+            }
+            let _ = r.handle_packet(now + hop, &p, false);
+        }
+        while let Some(tx) = r.poll_transmit(now + hop) {
+            let _ = s.handle_packet(now + 2 * hop, &tx.packet);
+        }
+        while let Some(b) = r.read() {
+            got.extend_from_slice(&b);
+        }
+        now += MICROS;
+        if s.poll_timeout().is_some_and(|d| d <= now) {
+            s.handle_timeout(now);
+        }
+        if r.poll_timeout().is_some_and(|d| d <= now) {
+            r.handle_timeout(now);
+        }
+    }
+    assert!(s.is_complete(), "{transport:?} tlp {tlp}: not complete");
+    assert_eq!(got, data);
+    (now, s.stats().clone())
+}
+
+#[test]
+fn tail_loss_probe_recovers_a_lost_tail_without_the_rto() {
+    let rto_min = SenderConfig::new(TransportKind::Dctcp).dctcp.rto_min;
+    let (without, st) = tail_loss(TransportKind::Dctcp, false);
+    assert_eq!(st.timeouts, 1, "without a probe the tail waits for the RTO");
+    assert!(without >= rto_min);
+    assert_eq!(st.tlp_probes, 0);
+    for t in [TransportKind::Dctcp, TransportKind::Ppt] {
+        let (with, st) = tail_loss(t, true);
+        assert_eq!(st.timeouts, 0, "{t:?}: the probe's ACK recovers the tail");
+        assert_eq!((st.tlp_probes, st.tlp_recoveries), (1, 1), "{t:?}");
+        // PTO = 2·SRTT (SRTT ≈ 10 µs here) after the last ACK, then one RTT of recovery.
+        assert!(with < rto_min / 20, "{t:?}: completed at {with} ns");
+    }
+}

@@ -33,6 +33,8 @@ pub struct Stack {
     pub ecn_on_port: bool,
     /// PPT profile, switch ports: LCP packets are dropped beyond this occupancy.
     pub lcp_drop: u64,
+    /// PPT profile, switch ports: HCP packets push queued LCP packets out of a full buffer.
+    pub lcp_pushout: bool,
     pub ppt: PptSpec,
     pub red_threshold: u64,
     pub buffer: u64,
@@ -45,6 +47,8 @@ pub struct Stack {
     pub rto_min: Nanos,
     pub give_up: Nanos,
     pub init_cwnd: Option<f64>,
+    /// DCTCP's tail-loss probe (dctcp and ppt senders).
+    pub tlp: bool,
     pub alpha: f64,
     pub w_init: Option<f64>,
     pub target_loss_rule: flexpass_core::TargetLossRule,
@@ -96,6 +100,7 @@ impl Stack {
             lambda_lcp: s.lambda_lcp,
             ecn_on_port: s.ecn_basis.as_deref() != Some("queue"),
             lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
+            lcp_pushout: s.lcp_pushout,
             ppt: exp.host.ppt.clone(),
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
@@ -110,6 +115,7 @@ impl Stack {
             rto_min: (exp.host.rto_min_ms * MILLIS as f64) as Nanos,
             give_up: (exp.host.give_up_ms * MILLIS as f64) as Nanos,
             init_cwnd: exp.host.init_cwnd,
+            tlp: exp.host.tlp,
             alpha: exp.host.alpha,
             w_init: exp.host.w_init,
             target_loss_rule: exp.target_loss_rule(),
@@ -157,6 +163,7 @@ impl Stack {
             ecn_k: self.ecn_k(link_bps),
             ecn_on_port: self.profile == Profile::Ppt && self.ecn_on_port,
             lcp_drop: u64::MAX,
+            lcp_pushout: false,
             red_threshold: self.red_threshold,
             buffer,
         }
@@ -167,6 +174,7 @@ impl Stack {
         c.mss = max_payload_for_mtu(self.mtu);
         c.dctcp.rto_min = self.rto_min;
         c.give_up_timeout = self.give_up;
+        c.dctcp.tlp = self.tlp;
         c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
         if let Some(w) = self.init_cwnd {
             c.dctcp.init_cwnd = w;
@@ -224,6 +232,7 @@ impl PortFactory for Stack {
         };
         PortConfig {
             lcp_drop: self.lcp_drop,
+            lcp_pushout: self.lcp_pushout,
             ..self.port(link_bps, self.credit_share, buffer)
         }
     }

@@ -446,3 +446,66 @@ fn ppt_on_a_scaled_fabric() {
     assert!(lcp.switch_max_bytes[..4].iter().any(|&b| b > 0));
     assert!(lcp.switch_max_bytes[4..].iter().any(|&b| b > 0));
 }
+
+#[test]
+fn tail_loss_probe_and_lcp_pushout_on_a_scaled_fabric() {
+    // The scaled fabric of `ppt_on_a_scaled_fabric`, PPT without and with DCTCP's tail-loss
+    // probe (host.tlp) and push-out admission (switch.lcp_pushout): the probe turns tail
+    // losses into fast recoveries (fewer flows wait for the 10 ms RTO), and with push-out no
+    // HCP packet is ever refused while LCP packets hold buffer.
+    let base = [
+        "topology.leaves=4",
+        "topology.hosts_per_leaf=6",
+        "topology.spines=2",
+        "workload.flows=600",
+        "deployment.fraction=1.0",
+    ];
+    let sets = [vec![], vec!["host.tlp=true", "switch.lcp_pushout=true"]];
+    let runs: Vec<RunReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = sets
+            .iter()
+            .map(|extra| {
+                let all: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+                s.spawn(move || run("ppt-websearch", &all))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let [plain, better] = &runs[..] else {
+        unreachable!()
+    };
+    for r in &runs {
+        assert_eq!(r.fct.overall.incomplete, 0);
+        assert_eq!(r.corrupted_bytes, 0);
+    }
+    let (p, b) = (plain.ppt.as_ref().unwrap(), better.ppt.as_ref().unwrap());
+    let rto_flows = |r: &RunReport| r.flows.iter().filter(|f| f.timeouts > 0).count();
+    eprintln!(
+        "RTO flows {} -> {}, HCP drops with LCP held {} -> {}, pushed out {}, probes {} ({} recovered)",
+        rto_flows(plain),
+        rto_flows(better),
+        p.hcp_drops_lcp_held,
+        b.hcp_drops_lcp_held,
+        b.lcp_pushed_out,
+        better.tlp_probes,
+        better.tlp_recoveries
+    );
+    assert_eq!((plain.tlp_probes, p.lcp_pushed_out), (0, 0));
+    assert!(p.hcp_drops_lcp_held > 0, "the drop-tail switch: {p:?}");
+    // With push-out an HCP packet is refused while LCP packets are queued only when they hold
+    // less than it needs (the HCP itself filled the buffer): a handful, not thousands.
+    assert!(
+        b.hcp_drops_lcp_held * 20 < p.hcp_drops_lcp_held,
+        "push-out: {} HCP drops with LCP bytes held, drop-tail {}",
+        b.hcp_drops_lcp_held,
+        p.hcp_drops_lcp_held
+    );
+    assert!(b.lcp_pushed_out > 0);
+    assert!(better.tlp_probes > 0);
+    assert!(
+        2 * rto_flows(better) < rto_flows(plain),
+        "flows with an RTO: {} with the probe and push-out, {} without",
+        rto_flows(better),
+        rto_flows(plain)
+    );
+}
