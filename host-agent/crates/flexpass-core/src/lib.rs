@@ -40,6 +40,7 @@ mod transmit;
 
 pub use config::{
     CreditConfig, DctcpConfig, PptConfig, ReceiverConfig, SenderConfig, TargetLossRule,
+    DEFAULT_GIVE_UP_TIMEOUT,
 };
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};

@@ -30,8 +30,8 @@ pub enum SenderError {
     UnsupportedTransport,
     #[error("peer reset the flow")]
     Reset,
-    #[error("no credit and no ACK from the peer for {0} recovery timeouts in a row")]
-    NoProgress(u32),
+    #[error("no credit and no ACK from the peer for {silent_ms} ms ({expiries} recovery timeouts in a row)")]
+    NoProgress { silent_ms: u64, expiries: u32 },
     #[error("sub-flow sequence space exhausted")]
     SequenceExhausted,
 }
@@ -149,8 +149,11 @@ pub struct Sender {
     recovery_anchor: Nanos,
     /// Recovery-timer expiries since anything (a credit or an ACK) last came from the peer:
     /// each one doubles the next timeout (up to 2^MAX_RECOVERY_BACKOFF), so a peer that has
-    /// gone away is not sent CREDIT_REQUESTs forever; `recovery_retries` of them fail the flow.
+    /// gone away is not sent CREDIT_REQUESTs at the full rate.
     recovery_expiries: u32,
+    /// When a packet from the peer was last accepted (the flow's start before that): an
+    /// expiry after `give_up_timeout` of silence fails the flow.
+    last_heard: Nanos,
     /// Arrival of the last credit.
     last_credit_at: Nanos,
     /// EWMA (gain 1/8) of the gap between credit arrivals: with many flows sharing the
@@ -227,6 +230,7 @@ impl Sender {
             credits: VecDeque::new(),
             recovery_anchor: now,
             recovery_expiries: 0,
+            last_heard: now,
             last_credit_at: now,
             credit_gap: None,
             idle_since: None,
@@ -366,6 +370,7 @@ impl Sender {
             self.stats.rejected_packets += 1;
         } else {
             self.recovery_expiries = 0; // the peer is alive
+            self.last_heard = self.last_heard.max(now);
             self.ppt_second_rtt(now);
         }
         self.update_credit_state(now);
@@ -1070,8 +1075,12 @@ impl Sender {
             self.events = events;
             self.stats.recovery_timeouts += 1;
             self.recovery_expiries += 1;
-            if self.recovery_expiries > self.cfg.recovery_retries {
-                self.fail(SenderError::NoProgress(self.recovery_expiries - 1));
+            let silent = now.saturating_sub(self.last_heard);
+            if silent >= self.cfg.give_up_timeout {
+                self.fail(SenderError::NoProgress {
+                    silent_ms: silent / 1_000_000,
+                    expiries: self.recovery_expiries,
+                });
                 return;
             }
             self.send_credit_request(now);

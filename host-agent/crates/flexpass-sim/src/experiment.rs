@@ -186,6 +186,9 @@ impl Default for SwitchSpec {
 pub struct HostSpec {
     /// DCTCP RTO_min (also FlexPass's reactive sub-flow), ms.
     pub rto_min_ms: f64,
+    /// Give-up timeout of FlexPass / ExpressPass senders, ms: silence from the peer this long
+    /// fails a flow (default 30 000, the core's).
+    pub give_up_ms: f64,
     /// DCTCP initial window, packets (default: the core's, 10).
     pub init_cwnd: Option<f64>,
     /// DCTCP tail-loss probe (RFC 8985 §7, as Linux): dctcp and ppt senders probe 2·SRTT
@@ -243,6 +246,7 @@ impl Default for HostSpec {
     fn default() -> Self {
         HostSpec {
             rto_min_ms: 4.0,
+            give_up_ms: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e6,
             init_cwnd: None,
             tlp: false,
             alpha: 1.0 / 16.0,
@@ -1081,6 +1085,7 @@ impl Experiment {
         }
         let h = &self.host;
         positive(h.rto_min_ms, "host.rto_min_ms")?;
+        positive(h.give_up_ms, "host.give_up_ms")?;
         if let Some(w) = h.init_cwnd {
             check(w >= 1.0 && w.is_finite(), || {
                 format!("host.init_cwnd must be >= 1 packet, got {w}")

@@ -45,6 +45,7 @@ pub struct Stack {
     pub nic_credit_share: Option<f64>,
     pub seed: u64,
     pub rto_min: Nanos,
+    pub give_up: Nanos,
     pub init_cwnd: Option<f64>,
     /// DCTCP's tail-loss probe (dctcp and ppt senders).
     pub tlp: bool,
@@ -112,6 +113,7 @@ impl Stack {
             nic_credit_share: s.nic_credit_share,
             seed: exp.seed,
             rto_min: (exp.host.rto_min_ms * MILLIS as f64) as Nanos,
+            give_up: (exp.host.give_up_ms * MILLIS as f64) as Nanos,
             init_cwnd: exp.host.init_cwnd,
             tlp: exp.host.tlp,
             alpha: exp.host.alpha,
@@ -171,6 +173,7 @@ impl Stack {
         let mut c = SenderConfig::new(f.transport);
         c.mss = max_payload_for_mtu(self.mtu);
         c.dctcp.rto_min = self.rto_min;
+        c.give_up_timeout = self.give_up;
         c.dctcp.tlp = self.tlp;
         c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
         if let Some(w) = self.init_cwnd {

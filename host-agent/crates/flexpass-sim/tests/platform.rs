@@ -329,6 +329,38 @@ fn flows_survive_a_link_failure_and_repair() {
 }
 
 #[test]
+fn flows_survive_a_multi_second_outage_within_the_give_up_timeout() {
+    // The control plane takes 3 s to drop the failed spine link from the routes (a failure
+    // noticed late): flows hashed onto it get nothing through for 3 s, more than the old
+    // give-up bound (16 recovery timeouts, ~1.4 s). Within the give-up timeout (default
+    // 30 s) they keep re-requesting credits and complete byte-exact once rerouted; with a
+    // 1 s give-up timeout the credit-based ones among them fail.
+    let outage = ["duration_ms=5000", "fault.0.reroute_after_ms=3000"];
+    let r = run("link-failure", &outage);
+    assert_eq!(r.reroutes, 1);
+    assert!(r.link_drops > 0, "the failure hit no traffic");
+    assert_eq!(r.fct.overall.incomplete, 0);
+    assert_eq!(r.corrupted_bytes, 0);
+    assert_eq!(r.paths.mismatches, 0);
+    let stalled: Vec<_> = r.flows.iter().filter(|f| f.max_stall_us > 2.9e6).collect();
+    assert!(!stalled.is_empty(), "no flow crossed the failed link");
+    for f in &r.flows {
+        assert_eq!(f.delivered_bytes, 10_000_000, "flow {}", f.id);
+        assert!(f.max_stall_us < 3.5e6, "flow {} stalled {} µs", f.id, f.max_stall_us);
+    }
+    let mut short = outage.to_vec();
+    short.push("host.give_up_ms=1000");
+    let r = run("link-failure", &short);
+    let failed = r.flows.iter().filter(|f| f.delivered_bytes < 10_000_000);
+    assert!(
+        failed.clone().any(|f| f.transport != TransportKind::Dctcp),
+        "a 1 s give-up timeout should end the credit-based flows on the failed link"
+    );
+    assert!(r.fct.overall.incomplete > 0);
+    assert_eq!(r.corrupted_bytes, 0);
+}
+
+#[test]
 fn ppt_on_a_scaled_fabric() {
     // PPT §6.2's fabric scaled down: 24 hosts (4 leaves × 6, 2 spines, 40/100 Gbit/s, 120 kB
     // per port, K 96 kB HCP / 86 kB LCP), 600 web-search flows at load 0.5; DCTCP and PPT on
