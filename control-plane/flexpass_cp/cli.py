@@ -131,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not apply queue / TM settings to restarted switches")
     p.add_argument("--once", action="store_true",
                    help="reconcile every switch once and exit (exit 2 if one stays unreachable for --timeout)")
+    p.add_argument("--detect", choices=["none", "probe"], default="none",
+                   help="failure detection: 'probe' sends liveness probes over every link between two switches "
+                        "and records a dead one as link-down would (software switches whose ports are "
+                        "interfaces of this host; needs CAP_NET_RAW). Default: none (told by link-down)")
+    p.add_argument("--probe-interval-ms", type=float, default=20.0, help="--detect probe: probe period (20)")
+    p.add_argument("--probe-dead-ms", type=float, default=100.0,
+                   help="--detect probe: a direction that heard no probe for this long (and >= 3 probes) "
+                        "takes its link down (100)")
+    p.add_argument("--probe-up-ms", type=float, default=300.0,
+                   help="--detect probe: both directions heard again for this long bring it up (300)")
+    p.add_argument("--probe-interface", default="{switch}-eth{port}",
+                   help="--detect probe: a port's interface name, from {switch} and {port} "
+                        "(default {switch}-eth{port}, Mininet's)")
     return ap
 
 
@@ -476,10 +489,23 @@ def cmd_run(args) -> int:
     stop = threading.Event()
     old = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        monitor = None
+        if args.detect == "probe" and not args.once:
+            from .linkprobe import LinkMonitor
+            from .links import load as load_links
+
+            if not (args.probe_interval_ms > 0 and args.probe_dead_ms > 0 and args.probe_up_ms >= 0):
+                raise ConfigError("--probe-*-ms", "probe interval and dead time must be > 0")
+            try:
+                monitor = LinkMonitor(load_links(args.config, args.links), interval_s=args.probe_interval_ms / 1e3,
+                                      dead_s=args.probe_dead_ms / 1e3, up_s=args.probe_up_ms / 1e3,
+                                      interface=args.probe_interface)
+            except (OSError, KeyError, IndexError) as e:
+                raise ConfigError("--detect", f"cannot start link probes: {e}") from None
         ctl = Controller(Path(args.config), args.p4info, args.bmv2_json, links=args.links, switches=args.switch,
                          election_id=(0, args.election_id), takeover=args.takeover, resync_s=args.resync,
                          connect_timeout_s=min(args.timeout, 0.5), rpc_timeout_s=args.timeout,
-                         queues=not args.no_queues, emit=emit)
+                         queues=not args.no_queues, emit=emit, monitor=monitor)
         ok = ctl.run(args.interval, stop, once_within_s=args.timeout if args.once else None)
     finally:
         for sig, handler in old.items():

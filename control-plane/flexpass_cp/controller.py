@@ -25,9 +25,16 @@ and keeps each switch equal to what the config and the link state
   belongs to the device), so a restart costs no writes: the first reconcile
   reads back and finds nothing to do.
 
+* **Failure detection** (``monitor``, ``flexpass-ctl run --detect probe``): a
+  :class:`~flexpass_cp.linkprobe.LinkMonitor` probes every link between two
+  switches in its own thread; a link it finds dead (or alive again) is recorded
+  in the link state file exactly as ``flexpass-ctl link-down`` (``link-up``)
+  would, so the same ECMP-group change follows (next-hop order kept, both
+  directions symmetric) and ``link-up`` by hand stays possible.
+
 Events are reported as dicts (``flexpass-ctl run`` prints one JSON line each,
 with ``t``: Unix time) — ``start``, ``primary``, ``backup``, ``unreachable``, ``lost``,
-``links``, ``reconciled`` (reason, pipeline pushed, writes by operation,
+``detected`` (link, state, silence), ``links``, ``reconciled`` (reason, pipeline pushed, writes by operation,
 duration), ``error``, ``stop``.
 
 The switch connection (``connect``) and the queue settings (``apply_queues``)
@@ -92,6 +99,7 @@ class Controller:
     emit: Callable[[dict], None] = print
     clock: Callable[[], float] = time.monotonic
     sessions: Dict[str, Session] = field(default_factory=dict)
+    monitor: Optional[object] = None  # a linkprobe.LinkMonitor: failure detection
 
     def __post_init__(self):
         self.config_path = Path(self.config_path)
@@ -141,6 +149,37 @@ class Controller:
         if not first:
             self.emit({"event": "links", "down_links": self._down_links()})
         return old != self.desired
+
+    def poll_links(self) -> List[dict]:
+        """One round of failure detection: links the monitor found dead or alive again
+        are recorded in the link state file (as link-down / link-up would); the next
+        tick applies them."""
+        if self.monitor is None:
+            return []
+        out = []
+        for ch in self.monitor.poll(self.clock()):
+            a, b = ch["link"]
+            spec = f"{a[0]}:{a[1]}"
+            try:
+                changed, ends, now_down = links_mod.set_link(self.config_path, spec, ch["down"], self.links)
+            except ConfigError as e:
+                self.emit({"event": "error", "error": f"detected {spec} {'down' if ch['down'] else 'up'}: {e}"})
+                continue
+            ev = {"event": "detected", "link": describe_link(self.cfg, ends), "state": "down" if ch["down"] else "up",
+                  "recorded": changed, "down_links": now_down}
+            if "silent_s" in ch:
+                ev.update(silent_ms=round(ch["silent_s"] * 1e3, 1), directions=ch["directions"])
+            self.emit(ev)
+            out.append(ev)
+        return out
+
+    def _monitor_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.poll_links()
+            except Exception as e:  # noqa: BLE001 (keep detecting; say why)
+                self.emit({"event": "error", "error": f"failure detection: {e}"})
+            stop.wait(self.monitor.interval_s)
 
     # -- switches ------------------------------------------------------------------
 
@@ -284,6 +323,13 @@ class Controller:
         every switch is in sync (True) or that many seconds passed (False)."""
         stop = stop or threading.Event()
         deadline = None if once_within_s is None else time.monotonic() + once_within_s
+        # Detection in its own thread: a reconcile (tens to hundreds of ms) must not
+        # delay the probes.
+        mon_stop = threading.Event()
+        mon = None
+        if self.monitor is not None and once_within_s is None:
+            mon = threading.Thread(target=self._monitor_loop, args=(mon_stop,), daemon=True, name="link-probes")
+            mon.start()
         try:
             while not stop.is_set():
                 self.tick()
@@ -292,9 +338,14 @@ class Controller:
                 stop.wait(interval_s)
             return self.in_sync()
         finally:
+            mon_stop.set()
+            if mon is not None:
+                mon.join(2)
             self.close()
 
     def close(self) -> None:
         for s in self.sessions.values():
             self._drop(s)
+        if self.monitor is not None:
+            self.monitor.close()
         self.emit({"event": "stop"})

@@ -477,3 +477,130 @@ def test_cli_link_down_defers_to_a_running_controller(tmp_path, switches, build,
     finally:
         stop.set()
         t.join(5)
+
+
+# ---------------------------------------------------------------- failure detection (link probes)
+
+class _FakeWire:
+    """The switches' interfaces joined pairwise like the fabric's links; a frame sent
+    on an interface in `cut` is lost (one direction of a link, as tc drop does)."""
+
+    def __init__(self, cfg, template="{switch}-eth{port}"):
+        from flexpass_cp.linkprobe import switch_links
+
+        self.peer = {}
+        for a, b in switch_links(cfg):
+            ia, ib = (template.format(switch=s, port=p) for s, p in (a, b))
+            self.peer[ia], self.peer[ib] = ib, ia
+        self.cut = set()
+        self.queue = []
+        self.sent = 0
+        self.lock = threading.Lock()
+
+    def send(self, intf, frame):
+        with self.lock:
+            self.sent += 1
+            if intf not in self.cut:
+                self.queue.append((self.peer[intf], frame))
+
+    def receive(self):
+        with self.lock:
+            out, self.queue = self.queue, []
+        return out
+
+    def close(self):
+        pass
+
+
+def test_link_probes_detect_a_cut_direction_and_its_repair_and_ignore_own_pauses():
+    from flexpass_cp.linkprobe import LinkMonitor, probe_frame
+
+    f, raw = fabric_config()
+    cfg = parse_config(raw)
+    wire = _FakeWire(cfg)
+    mon = LinkMonitor(cfg, io=wire, interval_s=0.02, dead_s=0.1, up_s=0.3)
+    assert len(mon.links) == 4 and mon.dead_rounds == 5  # leaf x spine
+    t, changes = 0.0, []
+
+    def run_for(seconds):
+        nonlocal t
+        end = t + seconds
+        while t < end - 1e-9:
+            t = round(t + 0.02, 6)
+            changes.extend((round(t, 3), c) for c in mon.poll(t))
+
+    run_for(2.0)
+    assert changes == [] and wire.sent == 100 * 8  # both ends of 4 links, every 20 ms
+    # A pause of the monitor itself (descheduled for 1 s): no probe sent, none missed.
+    t += 1.0
+    run_for(0.5)
+    assert changes == []
+    # One direction of leaf1-spine1 cut: down after 5 unanswered probes (100 ms).
+    t_cut = t
+    wire.cut.add("leaf1-eth3")
+    run_for(1.0)
+    (at, c), = changes
+    assert c["link"] == (("leaf1", 3), ("spine1", 1)) and c["down"] and c["directions"] == ["leaf1:3->spine1:1"]
+    assert 0.1 <= at - t_cut <= 0.14 and 0.08 <= c["silent_s"] <= 0.12, (at - t_cut, c)
+    # A probe from elsewhere on that interface (another port's name) does not revive it.
+    wire.queue.append(("spine1-eth1", probe_frame(("leaf2", 3), 1)))
+    run_for(0.5)
+    assert len(changes) == 1
+    # Repaired: up once both directions were heard for up_s (300 ms), not before.
+    changes.clear()
+    t_fix = t
+    wire.cut.clear()
+    run_for(1.0)
+    (at, c), = changes
+    assert not c["down"] and 0.3 <= at - t_fix <= 0.36, (at - t_fix, c)
+
+
+def test_resident_controller_detects_a_failed_link_and_rewrites_every_switch(tmp_path, switches, build):
+    """flexpass-ctl run --detect probe, with the probes on a fake wire: the cut link is
+    recorded in the link state file as link-down would, and the same writes follow (a
+    group MODIFY per leaf keeping the order, spine1's routes withdrawn), symmetric; the
+    repaired link comes back the same way."""
+    from flexpass_cp import links
+    from flexpass_cp.config import load_config
+    from flexpass_cp.controller import Controller
+    from flexpass_cp.linkprobe import LinkMonitor
+
+    f, conf, fakes = _fabric_on_fakes(tmp_path, switches)
+    cfg = load_config(conf)
+    wire = _FakeWire(cfg)
+    ev = _Events()
+    mon = LinkMonitor(cfg, io=wire, interval_s=0.01, dead_s=0.05, up_s=0.1)
+    ctl = Controller(conf, build[0], build[1], emit=ev, queues=False, monitor=mon)
+    stop = threading.Event()
+    th = threading.Thread(target=ctl.run, args=(0.01, stop), daemon=True)
+    th.start()
+    try:
+        assert _wait(lambda: len(ev.of("reconciled")) == len(fakes))
+        time.sleep(0.3)
+        assert not ev.of("detected")  # healthy links stay up
+        ev.clear()
+        t_cut = time.monotonic()
+        wire.cut.update({"spine1-eth1", "leaf1-eth3"})  # both directions
+        assert _wait(lambda: len([e for e in ev.of("reconciled") if e["reason"] == "links"]) == len(fakes))
+        t_done = time.monotonic()
+        (d,) = ev.of("detected")
+        assert d["state"] == "down" and d["recorded"] and d["link"] == "leaf1:3 (spine1) <-> spine1:1 (leaf1)"
+        assert links.read_state(links.default_state_path(conf))[0] == ["leaf1:3"]
+        assert 50 <= d["silent_ms"] < 1000 and t_done - t_cut < 2.0, (d, t_done - t_cut)
+        rec = {e["switch"]: e["writes"] for e in ev.of("reconciled")}
+        assert rec == {"leaf1": 1, "leaf2": 1, "spine1": 2, "spine2": 0}
+        for leaf in ("leaf1", "leaf2"):
+            (members,) = fakes[leaf].groups().values()
+            assert [_spine_of_member(f, None, m, cfg, leaf) for m in members] == ["spine2"]
+        ev.clear()
+        wire.cut.clear()
+        assert _wait(lambda: len([e for e in ev.of("reconciled") if e["reason"] == "links"]) == len(fakes))
+        (u,) = ev.of("detected")
+        assert u["state"] == "up" and u["down_links"] == []
+        for leaf in ("leaf1", "leaf2"):
+            (members,) = fakes[leaf].groups().values()
+            assert [_spine_of_member(f, None, m, cfg, leaf) for m in members] == ["spine1", "spine2"]
+    finally:
+        stop.set()
+        th.join(5)
+    assert not th.is_alive()

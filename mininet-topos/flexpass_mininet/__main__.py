@@ -6,6 +6,10 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 ``python -m flexpass_mininet faults [EXPERIMENT.toml]``: network faults under
 running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
 
+``python -m flexpass_mininet soak [EXPERIMENT.toml] [--duration S]``: a long mixed
+workload with memory and CPU of every agent and switch over time
+(experiments/soak.toml by default; flexpass_mininet/soak.py).
+
 ``python -m flexpass_mininet ppt [EXPERIMENT.toml]``: PPT vs DCTCP flow completion
 times on a PPT switch (experiments/ppt.toml by default; flexpass_mininet/ppt.py).
 """
@@ -28,13 +32,16 @@ def faults_main(argv) -> int:
                     help="experiment file (default: experiments/faults.toml; a bare name is looked up there)")
     ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
     ap.add_argument("--reconcile", choices=["controller", "apply"], help="override who reconciles a restarted switch")
+    ap.add_argument("--detect", choices=["told", "probe"],
+                    help="who notices a link failure: told (flexpass-ctl link-down) or probe (the controller's "
+                         "liveness probes, flexpass-ctl run --detect probe)")
     ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from . import faults as fl
 
-    overrides = {k: v for k, v in (("switch", a.switch), ("reconcile", a.reconcile)) if v}
+    overrides = {k: v for k, v in (("switch", a.switch), ("reconcile", a.reconcile), ("detect", a.detect)) if v}
     try:
         exp = fl.load_experiment(Path(a.experiment), overrides)
     except fl.ExperimentError as e:
@@ -48,6 +55,54 @@ def faults_main(argv) -> int:
     print(fl.summary(r))
     print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, throughput.csv, recovery.csv, timeline.png, logs)")
     return 0
+
+
+def soak_main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet soak",
+                                 description="Soak: a long mixed workload on the leaf-spine, memory and CPU of "
+                                             "every agent and switch over time (issue #14)")
+    ap.add_argument("experiment", nargs="?", default="soak",
+                    help="experiment file (default: experiments/soak.toml; a bare name is looked up there)")
+    ap.add_argument("--duration", type=float, help="seconds of traffic (overrides the file's duration_s)")
+    ap.add_argument("--drain", type=float, help="seconds the flows in flight get after it (the file's drain_s)")
+    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
+    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
+    ap.add_argument("--model", nargs="?", const=True, metavar="SIM.toml",
+                    help="soak the model instead (no root): flexpass sim on host-agent/experiments/soak.toml "
+                         "or the file given, with its memory and CPU over time")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="--model: flexpass sim --set")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from . import soak as sk
+
+    if a.model:
+        sim = sk.MODEL_EXPERIMENT if a.model is True else Path(a.model)
+        if not env.FLEXPASS_BIN.is_file():
+            print(f"flexpass_mininet soak: no agent binary at {env.FLEXPASS_BIN} (cargo build --release)",
+                  file=sys.stderr)
+            return 2
+        r = sk.run_model(sim, a.out, sets=a.set, progress=lambda line: print(line, flush=True))
+        print(sk.model_summary(r))
+        print(f"results: {a.out}/{r['experiment']}-model/ (result.json, resources.csv, resources.png, sim/)")
+        return 0 if r["summary"]["corrupted_bytes"] == 0 and r["summary"]["incomplete"] == 0 else 3
+    from .faults import ExperimentError
+
+    overrides = {k: v for k, v in (("duration_s", a.duration), ("drain_s", a.drain), ("switch", a.switch))
+                 if v is not None}
+    try:
+        exp = sk.load_soak(Path(a.experiment), overrides)
+    except ExperimentError as e:
+        print(f"flexpass_mininet soak: {e}", file=sys.stderr)
+        return 1
+    problems = env.problems(exp.switch)
+    if problems:
+        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    r = sk.run(exp, a.out, progress=lambda line: print(line, flush=True))
+    print(sk.summary(r))
+    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, resources.csv, flows.csv, resources.png, logs)")
+    s = r["summary"]
+    return 0 if s["corrupted_bytes"] == 0 and s["lost_flows"] == 0 else 3
 
 
 def ppt_main(argv) -> int:
@@ -78,10 +133,13 @@ def ppt_main(argv) -> int:
     return 0
 
 
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "faults":
         return faults_main(argv[1:])
+    if argv and argv[0] == "soak":
+        return soak_main(argv[1:])
     if argv and argv[0] == "ppt":
         return ppt_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,

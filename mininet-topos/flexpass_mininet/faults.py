@@ -7,7 +7,10 @@ and the faults, run in order while the flows run:
 
 * ``link-down``: a spine link fails — both veths drop every frame (``method =
   "drop"``, tc; ``"ifdown"`` takes them down in Mininet, which stalls the whole
-  BMv2 switch, see LINK_METHODS) — then ``flexpass-ctl link-down`` records it;
+  BMv2 switch, see LINK_METHODS) — then ``flexpass-ctl link-down`` records it (or, with ``detect = "probe"``, the
+  controller finds it itself: ``flexpass-ctl run --detect probe``, liveness
+  probes over every switch-to-switch link; they pass through the same qdisc
+  as the traffic, so a tc-dropped link is detected);
   the resident controller (``flexpass-ctl run``) rewrites the ECMP groups of
   every switch.  After ``hold_s`` the link
   comes back (``flexpass-ctl link-up``).  The groups are read back from the
@@ -99,6 +102,12 @@ class Experiment:
     completion_timeout_s: float = 120.0
     recovery_bound_s: float = 1.5
     reconcile: str = "controller"
+    #: Who notices a link failure: "told" (flexpass-ctl link-down / link-up by the runner)
+    #: or "probe" (the controller's own liveness probes, flexpass-ctl run --detect probe).
+    detect: str = "told"
+    probe_interval_ms: float = 20.0
+    probe_dead_ms: float = 100.0
+    probe_up_ms: float = 300.0
     spines: int = 2
     leaves: int = 2
     hosts_per_leaf: int = 2
@@ -132,12 +141,21 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
     for key, typ in (("description", str), ("switch", str), ("link_mbps", float), ("rtt_us", float),
                      ("sample_ms", float), ("warmup_s", float), ("tail_s", float),
                      ("completion_timeout_s", float), ("recovery_bound_s", float), ("reconcile", str),
-                     ("flow_bytes", int)):
+                     ("flow_bytes", int), ("detect", str)):
         v = _take(raw, key, typ, name)
         if v is not None:
             setattr(e, key, v)
     if e.reconcile not in ("controller", "apply"):
         raise ExperimentError(f"{name}.reconcile: 'controller' or 'apply', got {e.reconcile!r}")
+    if e.detect not in ("told", "probe"):
+        raise ExperimentError(f"{name}.detect: 'told' or 'probe', got {e.detect!r}")
+    probe = raw.pop("probe", {})
+    for key in ("interval_ms", "dead_ms", "up_ms"):
+        v = _take(probe, key, float, f"{name}.probe")
+        if v is not None:
+            setattr(e, f"probe_{key}", v)
+    if probe:
+        raise ExperimentError(f"{name}.probe: unknown keys {sorted(probe)}")
     topo = raw.pop("topology", {})
     for key in ("spines", "leaves", "hosts_per_leaf"):
         v = _take(topo, key, int, f"{name}.topology")
@@ -293,8 +311,10 @@ class ControlPlane:
     """The resident controller (``flexpass-ctl run``) as a process the runner can
     kill and restart; its JSON event log is appended to controller.jsonl."""
 
-    def __init__(self, config: Path, run_dir: Path, interval_s: float, resync_s: float):
+    def __init__(self, config: Path, run_dir: Path, interval_s: float, resync_s: float,
+                 detect: Optional[List[str]] = None):
         self.config, self.run_dir = config, run_dir
+        self.detect = detect or []  # flexpass-ctl run --detect ... arguments
         self.log = run_dir / "controller.jsonl"
         self.log.write_text("")
         self.interval_s, self.resync_s = interval_s, resync_s
@@ -314,7 +334,7 @@ class ControlPlane:
         t = time.time()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "flexpass_cp.cli", "run", "--config", str(self.config), *self.build_args(),
-             "--interval", str(self.interval_s), "--resync", str(self.resync_s), "--timeout", "5"],
+             "--interval", str(self.interval_s), "--resync", str(self.resync_s), "--timeout", "5", *self.detect],
             stdout=out, stderr=err, env=ctl_env(), start_new_session=True)
         out.close()
         err.close()
@@ -342,7 +362,8 @@ class ControlPlane:
             got = {}
             for ev in evs:
                 got.setdefault(ev["switch"], ev)
-            return list(got.values()) if set(got) >= set(switches) else None
+            # Only the switches asked for: others may reconcile meanwhile (periodic resync).
+            return [got[s] for s in switches] if set(got) >= set(switches) else None
         return self.wait(done, timeout, f"reconcile of {', '.join(switches)}")
 
     def kill(self) -> None:
@@ -500,7 +521,10 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
         cfg_path = run_dir / "switch-config.yaml"
         from flexpass_cp.links import load as load_cfg
 
-        cp = ControlPlane(cfg_path, run_dir, exp.controller_interval_s, exp.controller_resync_s)
+        detect = [] if exp.detect == "told" else [
+            "--detect", "probe", "--probe-interval-ms", f"{exp.probe_interval_ms:g}",
+            "--probe-dead-ms", f"{exp.probe_dead_ms:g}", "--probe-up-ms", f"{exp.probe_up_ms:g}"]
+        cp = ControlPlane(cfg_path, run_dir, exp.controller_interval_s, exp.controller_resync_s, detect)
         build = cp.build_args()
         try:
             t = cp.start()
@@ -543,21 +567,28 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
                         t0 = time.time()
                         dropped = set_link(net, a, b, intfs, down, f.method)
                         t_mn = time.time()
-                        # --no-apply: the running controller applies it (without, the CLI finds
-                        # every switch held by it and says so — tested in control-plane/tests —
-                        # at the cost of a P4Runtime session per switch on the loaded machine).
-                        _ctl(run_dir, f"fault{k}-link-{verb}",
-                             [f"link-{verb}", "--config", str(cfg_path), "--link", f.link, "--no-apply"])
+                        if exp.detect == "told":
+                            # --no-apply: the running controller applies it (without, the CLI finds
+                            # every switch held by it and says so — tested in control-plane/tests —
+                            # at the cost of a P4Runtime session per switch on the loaded machine).
+                            _ctl(run_dir, f"fault{k}-link-{verb}",
+                                 [f"link-{verb}", "--config", str(cfg_path), "--link", f.link, "--no-apply"])
                         t_cli = time.time()
                         evs = cp.wait_in_sync(t0, sorted(fab.switches), timeout=30, reason="links")
                         t_done = max(e["t"] for e in evs)
                         from flexpass_cp.links import default_state_path, read_state as read_links
 
                         _, t_rec = read_links(default_state_path(cfg_path))
+                        detected = cp.events(t0, event="detected", state=verb)
                         state = read_state(fab, load_cfg(cfg_path))
                         timeline.append({
                             "t": t0, "event": f"link {verb}", "fault": k, "link": describe_link(cfg, ends),
                             "method": f.method, "interfaces": intfs, "frames_dropped_on_link": dropped,
+                            "detect": exp.detect,
+                            # --detect probe: the controller's own detection, and the silence
+                            # of the probes when it declared the link down.
+                            "detected_s": round(detected[0]["t"] - t0, 3) if detected else None,
+                            "probe_silent_ms": detected[0].get("silent_ms") if detected else None,
                             "mininet_s": round(t_mn - t0, 3), "cli_s": round(t_cli - t0, 3),
                             # failure -> link state recorded (flexpass-ctl link-down's start-up) ->
                             # every switch rewritten (the controller).
@@ -741,8 +772,9 @@ def summary(r: dict) -> str:
             continue
         extra = []
         if "groups_written_s" in ev:
+            how = "detected by the probes" if ev.get("detect") == "probe" else "recorded"
             extra.append(f"groups rewritten on every switch {ev['groups_written_s'] * 1e3:.0f} ms after the "
-                         f"link went {ev['event'].split()[-1]} (recorded after {ev['recorded_s']} s, controller "
+                         f"link went {ev['event'].split()[-1]} ({how} after {ev['recorded_s']} s, controller "
                          f"{ev['controller_ms']} ms; writes {sum(ev['writes'].values())}), "
                          f"asymmetric pairs {len(ev['asymmetric'])}")
         if "reconcile_writes" in ev:

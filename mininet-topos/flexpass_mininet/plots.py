@@ -145,3 +145,39 @@ def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], li
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_soak_resources(rows: List[dict], received: List[dict], smooth: int, title: str, path: Path) -> None:
+    """Soak: resident memory and CPU share (mean over `smooth` samples) of every
+    long-lived process over time (switches solid, host agents dashed, the controller
+    dotted; the short incast clients are left out), and flows completed."""
+    fig, (ax_m, ax_c, ax_f) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True,
+                                            gridspec_kw={"height_ratios": [3, 3, 1.4]})
+    style = {"switch": "-", "agent": "--", "controller": ":"}
+    names = sorted({r["process"] for r in rows if "incast" not in r["process"]},
+                   key=lambda n: (n.startswith("h"), n))
+    for name in names:
+        rs = [r for r in rows if r["process"] == name]
+        ls = style.get(rs[0]["role"], "-")
+        t = [r["t_s"] / 60 for r in rs]
+        line, = ax_m.plot(t, [r["rss_kb"] / 1024 for r in rs], linestyle=ls, linewidth=1.2, label=name)
+        cpu = [(r["t_s"] / 60, r["cpu_pct"]) for r in rs if r["cpu_pct"] is not None]
+        if cpu:
+            avg = [sum(c[1] for c in cpu[max(0, i - smooth + 1):i + 1]) / len(cpu[max(0, i - smooth + 1):i + 1])
+                   for i in range(len(cpu))]
+            ax_c.plot([c[0] for c in cpu], avg, linestyle=ls, linewidth=1.0, color=line.get_color())
+    ax_m.set_ylabel("resident memory (MB)")
+    ax_m.set_ylim(bottom=0)
+    ax_m.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax_m.set_title(title, fontsize=10)
+    ax_c.set_ylabel(f"CPU (% of a core,\nmean of {smooth} samples)")
+    ax_c.set_ylim(bottom=0)
+    done = sorted(r["t_s"] / 60 for r in received if r["kind"] == "flow")
+    ax_f.step(done, range(1, len(done) + 1), where="post", color="black", linewidth=1.2)
+    ax_f.set_ylabel("flows done")
+    ax_f.set_xlabel("time (min)")
+    for ax in (ax_m, ax_c, ax_f):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

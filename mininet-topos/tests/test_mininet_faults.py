@@ -81,3 +81,31 @@ def test_spine_link_leaf_and_controller_failures_lose_nothing(tmp_path):
     # The end: groups symmetric, apply on every switch writes nothing.
     assert r["checks"]["final_asymmetric"] == [] and s["final_apply_writes"] == 0, r["checks"]
     assert (tmp_path / f"{exp.name}-{exp.switch}" / "timeline.png").is_file()
+
+
+def test_controller_detects_a_cut_spine_link_with_probes(tmp_path):
+    """faults-detect-quick.toml: leaf1-spine1 drops every frame (tc) and nobody tells the
+    control plane; flexpass-ctl run --detect probe finds it (its probes cross the same
+    qdisc as the traffic), rewrites the groups on every switch as link-down would, finds
+    the repair too, and the flows lose nothing."""
+    from flexpass_mininet import faults as fl
+
+    exp = fl.load_experiment("faults-detect-quick")
+    assert exp.detect == "probe"
+    r = fl.run(exp, tmp_path)
+    print(fl.summary(r))
+    s = r["summary"]
+    assert s["complete"] == s["flows"] == len(exp.flows) and s["byte_exact"] == s["flows"], r["flows"]
+    assert s["lost_bytes"] == 0 and s["corrupted_bytes"] == 0
+    (down,), (up,) = _events(r, "link down"), _events(r, "link up")
+    for ev in (down, up):
+        assert ev["detect"] == "probe" and ev["detected_s"] is not None, ev
+        assert ev["asymmetric"] == [] and sum(ev["writes"].values()) == 4, ev
+    # Detected within the probes' dead time plus scheduling on the shared machine; the
+    # repair after up_ms of probes.  Nothing but the probes recorded it (no CLI ran).
+    assert down["probe_silent_ms"] >= exp.probe_dead_ms and down["detected_s"] < 1.0, down
+    assert exp.probe_up_ms / 1e3 <= up["detected_s"] < 2.0, up
+    assert down["paths"]["leaf1"]["h3"] == down["paths"]["leaf2"]["h1"] == ["spine2"]
+    assert up["paths"]["leaf1"]["h3"] == ["spine1", "spine2"]
+    assert s["beyond_bound"] == [], s["beyond_bound"]
+    assert r["checks"]["final_asymmetric"] == [] and s["final_apply_writes"] == 0

@@ -15,7 +15,8 @@ import json
 import os
 import sys
 
-ORDER = ["dctcp", "ppt", "ppt-no-ewd", "ppt-no-sched", "ppt-no-lcp", "ppt-lcp-drop"]
+ORDER = ["dctcp", "ppt", "ppt-no-ewd", "ppt-no-sched", "ppt-no-lcp", "ppt-lcp-drop",
+         "dctcp-tlp", "ppt-tlp", "ppt-pushout", "ppt-tlp-pushout"]
 
 
 def quantile(xs, q):
@@ -53,6 +54,9 @@ def row(run_dir):
         "no_rto_large_avg_ms": avg(ok(large)) / 1e3,
         "switch_drops": r["data_drops_full"],
         "hcp_drops_lcp_held": p.get("hcp_drops_lcp_held", 0),
+        "lcp_pushed_out": p.get("lcp_pushed_out", 0),
+        "tlp_probes": r.get("tlp_probes", 0),
+        "tlp_recoveries": r.get("tlp_recoveries", 0),
         "lcp_drops": r["data_drops_red"],
         "lcp_byte_share": p.get("lcp_byte_share", 0.0),
         "hcp_max_wait_behind_lcp_ns": p.get("hcp_max_wait_behind_lcp_ns", 0),
@@ -76,8 +80,8 @@ def main():
     print("| scheme | overall avg (ms) | small avg (µs) | small p99 (µs) | large avg (ms) "
           "| small / large p50 | flows with an RTO (small) "
           "| without them: overall / small avg / small p99 / large "
-          "| drops (HCP with LCP held) | LCP bytes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| drops (HCP with LCP held) | LCP pushed out | TLP probes (recovered) | LCP bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for x in rows:
         print(f"| {x['scheme']} | {x['avg_ms']:.3f}{d(x, 'avg_ms')} "
               f"| {x['small_avg_us']:.0f}{d(x, 'small_avg_us')} "
@@ -91,6 +95,7 @@ def main():
               f"{x['no_rto_small_p99_us']:.0f}{d(x, 'no_rto_small_p99_us')} / "
               f"{x['no_rto_large_avg_ms']:.3f}{d(x, 'no_rto_large_avg_ms')} "
               f"| {x['switch_drops']} ({x['hcp_drops_lcp_held']}) "
+              f"| {x['lcp_pushed_out']} | {x['tlp_probes']} ({x['tlp_recoveries']}) "
               f"| {100 * x['lcp_byte_share']:.1f} % |")
 
 

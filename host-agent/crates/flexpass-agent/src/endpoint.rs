@@ -86,6 +86,9 @@ pub struct EndpointConfig {
     /// Share of the link's credit rate all half-open flows together may use.
     pub half_open_credit_share: f64,
     pub hello_cookies: CookieMode,
+    /// Give-up timeout of every sender (`SenderConfig::give_up_timeout`): silence from the
+    /// peer this long fails a flow.
+    pub give_up_timeout: Nanos,
     /// Kernel UDP socket or AF_XDP (docs/datapath.md); `auto` falls back to UDP, logged.
     pub datapath: DatapathMode,
     /// AF_XDP: interface (None: from the bound address or the route to `route_hint`) and
@@ -154,6 +157,7 @@ impl EndpointConfig {
             half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
             half_open_credit_share: DEFAULT_HALF_OPEN_CREDIT_SHARE,
             hello_cookies: CookieMode::Auto,
+            give_up_timeout: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT,
             datapath: DatapathMode::Udp,
             xdp_iface: None,
             xdp_queue: 0,
@@ -578,6 +582,7 @@ impl Endpoint {
         let id = self.next_flow_id;
         self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
         let mut cfg = (self.cfg.sender)(transport);
+        cfg.give_up_timeout = self.cfg.give_up_timeout;
         // Segments fill the path's MTU (docs/protocol.md §9).
         cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
         if transport == TransportKind::Ppt {

@@ -74,6 +74,11 @@ pub struct NetArgs {
     /// full (SYN-cookie style), `always`, or `off` (evict the oldest half-open flow).
     #[arg(long, default_value = "auto")]
     pub hello_cookies: flexpass_agent::endpoint::CookieMode,
+    /// Give-up timeout, seconds: a FlexPass / ExpressPass flow fails when nothing (no credit,
+    /// no ACK) has come from its peer for this long; shorter outages of the path are survived
+    /// (its recovery timer keeps re-requesting credits, backed off).
+    #[arg(long, default_value_t = flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e9)]
+    pub give_up_s: f64,
     /// `auto`: AF_XDP where it can be set up (root, an XDP-capable interface, not loopback,
     /// MTU ≤ 3826), else the kernel UDP socket, logged with the reason; `xdp`: AF_XDP or
     /// fail; `udp`: the kernel UDP socket (docs/datapath.md).
@@ -140,6 +145,9 @@ impl NetArgs {
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
+        if !(self.give_up_s.is_finite() && self.give_up_s >= 0.001) {
+            return Err(format!("--give-up-s must be at least 0.001, got {}", self.give_up_s));
+        }
         Ok(())
     }
 
@@ -178,6 +186,7 @@ impl NetArgs {
         c.half_open_credits = self.half_open_credits;
         c.half_open_credit_share = self.half_open_credit_share;
         c.hello_cookies = self.hello_cookies;
+        c.give_up_timeout = (self.give_up_s * 1e9) as u64;
         c.datapath = self.datapath;
         c.xdp_iface = self.xdp_iface.clone();
         c.xdp_queue = self.xdp_queue;

@@ -221,6 +221,15 @@ pub struct DctcpConfig {
     /// Cubic's multiplicative decrease factor β_cubic (RFC 8312: 0.7).
     #[serde(default = "cubic_beta_default")]
     pub cubic_beta: f64,
+    /// Tail-loss probe (RFC 8985 §7, as Linux's TLP): with packets in flight and no ACK
+    /// progress for PTO = 2·SRTT (only when that is before the RTO), send one probe beyond
+    /// the window — new data if there is any, else the last packet in flight again — and
+    /// when the probe is acknowledged declare every packet sent before it and still
+    /// unacknowledged lost (fast recovery, RACK-style, instead of waiting for the RTO). For
+    /// the transports whose whole flow is one DCTCP window: dctcp and ppt's HCP. Off by
+    /// default (the model's earlier results have none).
+    #[serde(default)]
+    pub tlp: bool,
 }
 
 fn cubic_c_default() -> f64 {
@@ -246,6 +255,7 @@ impl Default for DctcpConfig {
             cc: WindowCc::Dctcp,
             cubic_c: cubic_c_default(),
             cubic_beta: cubic_beta_default(),
+            tlp: false,
         }
     }
 }
@@ -468,9 +478,13 @@ pub struct SenderConfig {
     /// progress for this long while data is owed → outstanding proactive packets are Lost and
     /// credits are re-requested.
     pub recovery_timeout: Nanos,
-    /// Recovery-timer expiries in a row, with nothing at all from the peer, before the flow
-    /// fails (the timer backs off exponentially, so 16 is about 1.4 s at 2 ms).
-    pub recovery_retries: u32,
+    /// Give-up timeout: a credit-based flow fails (`SenderError::NoProgress`) when its
+    /// recovery timer expires and nothing at all (no credit, no ACK) has come from the peer
+    /// for this long. Until then the timer keeps re-requesting credits, backed off to at most
+    /// 64 × `recovery_timeout` (and `rto_max`) apart, so an outage of the path (a link or a
+    /// switch down until the control plane repairs it) shorter than this is survived.
+    #[serde(default = "default_give_up_timeout")]
+    pub give_up_timeout: Nanos,
     /// HELLO retransmission timeout (doubled at each retry) and retries before the peer is
     /// declared not to speak FlexPass: 10 ms and 7 give up after about 2.5 s.
     pub hello_timeout: Nanos,
@@ -490,6 +504,13 @@ pub struct SenderConfig {
     pub flashpass: FlashPassConfig,
 }
 
+/// Default give-up timeout (`SenderConfig::give_up_timeout`): 30 s of silence from the peer.
+pub const DEFAULT_GIVE_UP_TIMEOUT: Nanos = 30_000 * MILLIS;
+
+fn default_give_up_timeout() -> Nanos {
+    DEFAULT_GIVE_UP_TIMEOUT
+}
+
 impl SenderConfig {
     pub fn new(transport: TransportKind) -> Self {
         SenderConfig {
@@ -499,7 +520,7 @@ impl SenderConfig {
             subflow_dupthresh: 1,
             credit_stop_timeout: 100 * MICROS,
             recovery_timeout: 2 * MILLIS,
-            recovery_retries: 16,
+            give_up_timeout: DEFAULT_GIVE_UP_TIMEOUT,
             hello_timeout: 10 * MILLIS,
             hello_retries: 7,
             seed: 0,
@@ -520,7 +541,7 @@ impl SenderConfig {
         if self.subflow_dupthresh == 0 {
             return Err("subflow_dupthresh must be >= 1".into());
         }
-        if self.recovery_timeout == 0 || self.hello_timeout == 0 {
+        if self.recovery_timeout == 0 || self.hello_timeout == 0 || self.give_up_timeout == 0 {
             return Err("timeouts must be > 0".into());
         }
         if self.transport == TransportKind::Ppt {

@@ -43,7 +43,7 @@ mod transmit;
 
 pub use config::{
     CreditConfig, DctcpConfig, FlashPassConfig, PptConfig, ReceiverConfig, SenderConfig,
-    TargetLossRule, WindowCc,
+    TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT,
 };
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};

@@ -231,6 +231,41 @@ impl Scoreboard {
         self.trim();
     }
 
+    /// The highest sequence still outstanding (in flight), if any.
+    pub fn last_outstanding(&self) -> Option<u32> {
+        self.slots
+            .iter()
+            .rposition(|s| s.state == SlotState::Outstanding)
+            .map(|i| self.base + i as u32)
+    }
+
+    /// Declare `seq` lost (a tail-loss probe sends its segment again).
+    pub fn mark_lost(&mut self, seq: u32, events: &mut AckEvents) {
+        if let Some(slot) = self.slot_mut(seq) {
+            if slot.state == SlotState::Outstanding {
+                slot.state = SlotState::Lost;
+                let segment = slot.segment;
+                self.outstanding -= 1;
+                events.lost.push((seq, segment));
+            }
+        }
+        self.trim();
+    }
+
+    /// Declare lost every packet still outstanding that was sent before `seq` (RACK, RFC
+    /// 8985 §6.2: a packet sent later was delivered, so these were not merely delayed).
+    pub fn mark_lost_before(&mut self, seq: u32, events: &mut AckEvents) {
+        let end = seq.saturating_sub(self.base) as usize;
+        for (i, slot) in self.slots.iter_mut().enumerate().take(end) {
+            if slot.state == SlotState::Outstanding {
+                slot.state = SlotState::Lost;
+                self.outstanding -= 1;
+                events.lost.push((self.base + i as u32, slot.segment));
+            }
+        }
+        self.trim();
+    }
+
     /// Retransmission timer: every outstanding packet is lost.
     pub fn mark_all_lost(&mut self, now: Nanos, events: &mut AckEvents) {
         for (i, slot) in self.slots.iter_mut().enumerate() {

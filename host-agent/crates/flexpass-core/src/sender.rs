@@ -31,8 +31,8 @@ pub enum SenderError {
     UnsupportedTransport,
     #[error("peer reset the flow")]
     Reset,
-    #[error("no credit and no ACK from the peer for {0} recovery timeouts in a row")]
-    NoProgress(u32),
+    #[error("no credit and no ACK from the peer for {silent_ms} ms ({expiries} recovery timeouts in a row)")]
+    NoProgress { silent_ms: u64, expiries: u32 },
     #[error("sub-flow sequence space exhausted")]
     SequenceExhausted,
 }
@@ -96,6 +96,11 @@ pub struct SenderStats {
     /// FlashPass: bytes sent unscheduled in the pre-credit phase (Aeolus).
     #[serde(skip_serializing_if = "is_zero")]
     pub bytes_unscheduled: u64,
+    /// Tail-loss probes sent (`DctcpConfig::tlp`), and those whose ACK declared packets sent
+    /// before the probe lost (recovered without waiting for the RTO; a probe that re-sent
+    /// the only lost packet repairs the tail itself and is not counted here).
+    pub tlp_probes: u64,
+    pub tlp_recoveries: u64,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -159,8 +164,11 @@ pub struct Sender {
     recovery_anchor: Nanos,
     /// Recovery-timer expiries since anything (a credit or an ACK) last came from the peer:
     /// each one doubles the next timeout (up to 2^MAX_RECOVERY_BACKOFF), so a peer that has
-    /// gone away is not sent CREDIT_REQUESTs forever; `recovery_retries` of them fail the flow.
+    /// gone away is not sent CREDIT_REQUESTs at the full rate.
     recovery_expiries: u32,
+    /// When a packet from the peer was last accepted (the flow's start before that): an
+    /// expiry after `give_up_timeout` of silence fails the flow.
+    last_heard: Nanos,
     /// Arrival of the last credit.
     last_credit_at: Nanos,
     /// EWMA (gain 1/8) of the gap between credit arrivals: with many flows sharing the
@@ -182,6 +190,22 @@ pub struct Sender {
     stats: SenderStats,
     ppt: Option<Box<Ppt>>,
     fp: Option<Box<Emulation>>,
+    tlp: TlpState,
+}
+
+/// Tail-loss probe (RFC 8985 §7) of the DCTCP window: at most one probe per episode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum TlpState {
+    /// No probe in flight; the PTO is armed whenever packets are.
+    #[default]
+    Armed,
+    /// The PTO fired: the next reactive transmission goes out beyond the window.
+    Due,
+    /// The probe went out as this reactive sequence; it ends with its ACK (RACK marks what
+    /// was sent before it), the RTO, or an empty pipe.
+    InFlight(u32),
+    /// The PTO fired with nothing to send: no probe until the next ACK progress or the RTO.
+    Spent,
 }
 
 impl Sender {
@@ -222,6 +246,7 @@ impl Sender {
             credits: VecDeque::new(),
             recovery_anchor: now,
             recovery_expiries: 0,
+            last_heard: now,
             last_credit_at: now,
             credit_gap: None,
             idle_since: None,
@@ -243,6 +268,7 @@ impl Sender {
             }),
             fp: (cfg.transport == TransportKind::FlashPass)
                 .then(|| Box::new(Emulation::new(&cfg.flashpass, now))),
+            tlp: TlpState::Armed,
             cfg,
         })
     }
@@ -362,6 +388,7 @@ impl Sender {
             self.stats.rejected_packets += 1;
         } else {
             self.recovery_expiries = 0; // the peer is alive
+            self.last_heard = self.last_heard.max(now);
             self.ppt_second_rtt(now);
         }
         self.update_credit_state(now);
@@ -570,6 +597,24 @@ impl Sender {
             }
             progress |= self.segment_acked(seg);
         }
+        if ack.subflow == SubFlow::Reactive {
+            if self.tlp == TlpState::Spent && !events.acked.is_empty() {
+                self.tlp = TlpState::Armed;
+            }
+            if let TlpState::InFlight(probe) = self.tlp {
+                if events.acked.iter().any(|a| a.0 == probe) {
+                    // RFC 8985: the probe was delivered, so what was sent before it and is
+                    // still unacknowledged was lost: recover it now, not at the RTO.
+                    self.reactive.mark_lost_before(probe, &mut events);
+                    if !events.lost.is_empty() {
+                        self.stats.tlp_recoveries += 1;
+                    }
+                    self.tlp = TlpState::Armed;
+                } else if self.reactive.outstanding() == 0 {
+                    self.tlp = TlpState::Armed;
+                }
+            }
+        }
         // PPT never declares an opportunistic packet lost: the HCP covers what is still
         // unacknowledged when it reaches it (`SendBuffer::next_for_hcp`).
         let lcp_ack = self.ppt.is_some() && ack.subflow == SubFlow::Proactive;
@@ -775,15 +820,25 @@ impl Sender {
             }
         }
         self.ppt_first_data(now);
+        let probe = self.tlp == TlpState::Due;
         if self.cfg.transport != TransportKind::ExpressPass
-            && f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0)
+            && (probe || f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0))
         {
             let next = match self.cfg.transport {
                 TransportKind::Ppt => self.buf.next_for_hcp(),
                 t => self.buf.next_for_reactive(t == TransportKind::Dctcp),
             };
             if let Some(idx) = next {
-                return self.send_segment(idx, SubFlow::Reactive, 0, now);
+                let seq = self.reactive.next_seq();
+                let t = self.send_segment(idx, SubFlow::Reactive, 0, now);
+                if probe && t.is_some() {
+                    self.tlp = TlpState::InFlight(seq);
+                    self.stats.tlp_probes += 1;
+                }
+                return t;
+            }
+            if probe {
+                self.tlp = TlpState::Spent; // nothing to probe with
             }
         }
         self.next_opportunistic(now)
@@ -988,6 +1043,20 @@ impl Sender {
         (self.reactive.outstanding() > 0).then(|| self.reactive.timer_anchor() + self.window.rto())
     }
 
+    /// RFC 8985 §7.2: PTO = 2·SRTT after the last ACK progress (or the send that filled an
+    /// empty pipe), armed only when it comes before the RTO, for the transports whose whole
+    /// flow is one DCTCP window.
+    fn tlp_deadline(&self) -> Option<Nanos> {
+        let windowed = matches!(self.cfg.transport, TransportKind::Dctcp | TransportKind::Ppt);
+        if !self.cfg.dctcp.tlp || !windowed || self.tlp != TlpState::Armed {
+            return None;
+        }
+        let srtt = self.window.rtt.srtt()?;
+        let rto = self.rto_deadline()?;
+        let pto = self.reactive.timer_anchor() + 2 * srtt.max(1);
+        (pto < rto).then_some(pto)
+    }
+
     fn recovery_deadline(&mut self) -> Option<Nanos> {
         // Before HELLO_ACK no credit can come: the HELLO retransmission is the timer then.
         if !self.cfg.uses_credits()
@@ -1042,6 +1111,7 @@ impl Sender {
         [
             hello,
             self.rto_deadline(),
+            self.tlp_deadline(),
             self.recovery_deadline(),
             stop,
             self.lcp_deadline(),
@@ -1105,7 +1175,23 @@ impl Sender {
                 self.control.push_back(Packet::Hello(hello));
             }
         }
+        if self.tlp_deadline().is_some_and(|d| now >= d) {
+            // The probe: new data if there is any, else the last packet in flight again.
+            if !self.buf.has_pending() {
+                if let Some(last) = self.reactive.last_outstanding() {
+                    let mut events = std::mem::take(&mut self.events);
+                    events.clear();
+                    self.reactive.mark_lost(last, &mut events);
+                    for &(seq, seg) in &events.lost {
+                        self.buf.mark_lost(seg, SubFlow::Reactive, seq);
+                    }
+                    self.events = events;
+                }
+            }
+            self.tlp = TlpState::Due;
+        }
         if self.rto_deadline().is_some_and(|d| now >= d) {
+            self.tlp = TlpState::Armed;
             // FlexPass: while credits are expected (or there is other data for them) the flow
             // is not waiting on this timer; the RTO only hands the unACKed reactive packets to
             // the proactive sub-flow. Credits are expected while they are requested from a
@@ -1152,8 +1238,12 @@ impl Sender {
             self.events = events;
             self.stats.recovery_timeouts += 1;
             self.recovery_expiries += 1;
-            if self.recovery_expiries > self.cfg.recovery_retries {
-                self.fail(SenderError::NoProgress(self.recovery_expiries - 1));
+            let silent = now.saturating_sub(self.last_heard);
+            if silent >= self.cfg.give_up_timeout {
+                self.fail(SenderError::NoProgress {
+                    silent_ms: silent / 1_000_000,
+                    expiries: self.recovery_expiries,
+                });
                 return;
             }
             self.send_credit_request(now);

@@ -218,7 +218,9 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
     use flexpass_core::SenderError;
     use flexpass_wire::{HelloAck, HelloStatus};
     let cfg = SenderConfig::new(TransportKind::ExpressPass);
-    let (timeout, retries) = (cfg.recovery_timeout, cfg.recovery_retries);
+    let (timeout, give_up) = (cfg.recovery_timeout, cfg.give_up_timeout);
+    assert_eq!(give_up, flexpass_core::DEFAULT_GIVE_UP_TIMEOUT);
+    let cap = cfg.dctcp.rto_max.max(timeout).min(timeout << 6);
     let mut s = Sender::new(7, cfg, 0, 0).unwrap();
     s.write(Bytes::from(vec![3u8; 4 * 1444]));
     s.finish();
@@ -232,7 +234,7 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
     // The peer then goes silent: no credit, no ACK, ever.
     let mut requests = vec![];
     let mut now = 1;
-    while s.error().is_none() && now < 60_000 * MILLIS {
+    while s.error().is_none() && now < 600_000 * MILLIS {
         now = s
             .poll_timeout()
             .expect("a timer is armed while data is owed")
@@ -245,16 +247,94 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
                 .map(|_| now),
         );
     }
-    assert_eq!(s.error(), Some(SenderError::NoProgress(retries)));
-    assert_eq!(
-        requests.len() as u32,
-        retries,
-        "one CREDIT_REQUEST per expiry"
+    // The flow gives up at the first expiry after the give-up timeout of silence, not sooner.
+    let silent = now - 1;
+    assert!(
+        silent >= give_up && silent < give_up + cap,
+        "failed after {silent} ns of silence"
     );
-    // Gaps double up to 64 × the recovery timeout: not a request every timeout forever.
+    let Some(SenderError::NoProgress { silent_ms, expiries }) = s.error() else {
+        panic!("{:?}", s.error())
+    };
+    assert_eq!(silent_ms, silent / MILLIS);
+    assert_eq!(
+        requests.len() as u32 + 1,
+        expiries,
+        "one CREDIT_REQUEST per expiry but the last"
+    );
+    // Gaps double up to 64 × the recovery timeout: not a request every timeout for 30 s.
     let gaps: Vec<u64> = requests.windows(2).map(|w| w[1] - w[0]).collect();
     for (i, g) in gaps.iter().enumerate() {
         assert_eq!(*g, timeout << (i + 1).min(6), "gap {i}: {gaps:?}");
+    }
+}
+
+#[test]
+fn a_flow_survives_seconds_of_silence_within_the_give_up_timeout() {
+    // An outage of the path (a link down until the control plane repairs it) longer than
+    // the old bound of 16 expiries (~1.4 s) but shorter than the give-up timeout: the flow
+    // keeps re-requesting credits and completes once the peer is heard again.
+    use flexpass_wire::{HelloAck, HelloStatus};
+    for (give_up_s, outage_s, survives) in [(30, 10, true), (2, 10, false)] {
+        let mut cfg = SenderConfig::new(TransportKind::ExpressPass);
+        cfg.give_up_timeout = give_up_s * 1_000 * MILLIS;
+        let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+        let mut r = receiver(TransportKind::ExpressPass);
+        s.write(Bytes::from(vec![5u8; 20 * 1444]));
+        s.finish();
+        drain(&mut s, 0);
+        s.handle_packet(
+            1,
+            &Packet::HelloAck(HelloAck {
+                flow_id: 7,
+                transport: TransportKind::ExpressPass,
+                status: HelloStatus::Accepted,
+            }),
+        )
+        .unwrap();
+        let outage_end = outage_s * 1_000 * MILLIS;
+        let mut now = 1;
+        let mut requests_during_outage = 0;
+        while s.error().is_none() && !s.is_complete() && now < 120_000 * MILLIS {
+            let next = [s.poll_timeout(), r.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now + MILLIS);
+            now = next.max(now + 1);
+            s.handle_timeout(now);
+            r.handle_timeout(now);
+            // Everything either side sends is lost until the outage ends.
+            let up = now >= outage_end;
+            for p in drain(&mut s, now) {
+                if matches!(p, Packet::CreditRequest(_)) && !up {
+                    requests_during_outage += 1;
+                }
+                if up {
+                    let _ = r.handle_packet(now, &p, false);
+                }
+            }
+            while let Some(t) = r.poll_transmit(now) {
+                if up {
+                    let _ = s.handle_packet(now, &t.packet);
+                }
+            }
+            while r.read().is_some() {}
+        }
+        if survives {
+            assert!(s.is_complete(), "give-up {give_up_s} s: {:?}", s.error());
+            assert!(now > outage_end);
+            assert!(
+                (40..200).contains(&requests_during_outage),
+                "backed-off requests, {requests_during_outage}"
+            );
+        } else {
+            assert!(
+                matches!(s.error(), Some(flexpass_core::SenderError::NoProgress { silent_ms, .. }) if silent_ms >= give_up_s * 1000),
+                "{:?}",
+                s.error()
+            );
+        }
     }
 }
 
@@ -669,4 +749,68 @@ fn fresh_cookies_forever_do_not_make_the_sender_ping_pong() {
     }
     assert_eq!(hellos, 8);
     assert_eq!(s.stats().cookie_retries, 8);
+}
+
+/// A DCTCP flow whose last two data packets are lost (nothing behind them to trigger
+/// three duplicate ACKs). Without the tail-loss probe it waits for the RTO; with it
+/// (RFC 8985), one probe goes out 2·SRTT after the last ACK, its ACK reveals the hole, and
+/// the flow finishes well before RTO_min without a timeout. Returns (completion time,
+/// stats, the probe's payload).
+fn tail_loss(transport: TransportKind, tlp: bool) -> (Nanos, flexpass_core::SenderStats) {
+    let mut cfg = SenderConfig::new(transport);
+    cfg.dctcp.tlp = tlp;
+    cfg.ppt.lcp = false; // PPT: the HCP alone (the LCP would carry the tail)
+    let mss = cfg.mss;
+    let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+    // Ten segments: exactly DCTCP's initial window, the whole flow in the first RTT.
+    let data: Vec<u8> = (0..10 * mss as u32).map(|i| (i * 13 + 1) as u8).collect();
+    s.write(Bytes::from(data.clone()));
+    s.finish();
+    let mut r = receiver(transport);
+    let hop = 5 * MICROS;
+    let mut now: Nanos = 0;
+    let mut got = vec![];
+    while !s.is_complete() && now < 100 * MILLIS {
+        for p in drain(&mut s, now) {
+            if let Packet::Data(d) = &p {
+                // The original transmissions of the last two segments are lost.
+                if d.flow_seq >= 8 * mss as u64 && !d.retransmission {
+                    continue;
+                }
+            }
+            let _ = r.handle_packet(now + hop, &p, false);
+        }
+        while let Some(tx) = r.poll_transmit(now + hop) {
+            let _ = s.handle_packet(now + 2 * hop, &tx.packet);
+        }
+        while let Some(b) = r.read() {
+            got.extend_from_slice(&b);
+        }
+        now += MICROS;
+        if s.poll_timeout().is_some_and(|d| d <= now) {
+            s.handle_timeout(now);
+        }
+        if r.poll_timeout().is_some_and(|d| d <= now) {
+            r.handle_timeout(now);
+        }
+    }
+    assert!(s.is_complete(), "{transport:?} tlp {tlp}: not complete");
+    assert_eq!(got, data);
+    (now, s.stats().clone())
+}
+
+#[test]
+fn tail_loss_probe_recovers_a_lost_tail_without_the_rto() {
+    let rto_min = SenderConfig::new(TransportKind::Dctcp).dctcp.rto_min;
+    let (without, st) = tail_loss(TransportKind::Dctcp, false);
+    assert_eq!(st.timeouts, 1, "without a probe the tail waits for the RTO");
+    assert!(without >= rto_min);
+    assert_eq!(st.tlp_probes, 0);
+    for t in [TransportKind::Dctcp, TransportKind::Ppt] {
+        let (with, st) = tail_loss(t, true);
+        assert_eq!(st.timeouts, 0, "{t:?}: the probe's ACK recovers the tail");
+        assert_eq!((st.tlp_probes, st.tlp_recoveries), (1, 1), "{t:?}");
+        // PTO = 2·SRTT (SRTT ≈ 10 µs here) after the last ACK, then one RTT of recovery.
+        assert!(with < rto_min / 20, "{t:?}: completed at {with} ns");
+    }
 }

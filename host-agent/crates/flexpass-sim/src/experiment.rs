@@ -157,6 +157,11 @@ pub struct SwitchSpec {
     /// would exceed this, kB (default: never; not in the paper — a sensitivity knob that keeps
     /// the LCP out of the buffer the HCP needs).
     pub lcp_drop_kb: Option<f64>,
+    /// PPT profile, switch ports: priority-aware admission by push-out — an HCP packet
+    /// (P0–P3) that finds the port's buffer full evicts queued LCP packets (P4–P7), lowest
+    /// priority first, so the LCP never holds buffer the HCP needs (default false: the
+    /// paper's drop-tail switch; not in the paper; per-port buffers only).
+    pub lcp_pushout: bool,
 }
 
 impl Default for SwitchSpec {
@@ -181,6 +186,7 @@ impl Default for SwitchSpec {
             lambda_lcp: None,
             ecn_basis: None,
             lcp_drop_kb: None,
+            lcp_pushout: false,
         }
     }
 }
@@ -190,8 +196,14 @@ impl Default for SwitchSpec {
 pub struct HostSpec {
     /// DCTCP RTO_min (also FlexPass's reactive sub-flow), ms.
     pub rto_min_ms: f64,
+    /// Give-up timeout of FlexPass / ExpressPass senders, ms: silence from the peer this long
+    /// fails a flow (default 30 000, the core's).
+    pub give_up_ms: f64,
     /// DCTCP initial window, packets (default: the core's, 10).
     pub init_cwnd: Option<f64>,
+    /// DCTCP tail-loss probe (RFC 8985 §7, as Linux): dctcp and ppt senders probe 2·SRTT
+    /// after the last ACK instead of waiting for the RTO (default false; `DctcpConfig::tlp`).
+    pub tlp: bool,
     /// ExpressPass initial credit rate factor α (initial rate = α · max_rate).
     pub alpha: f64,
     /// Initial aggressiveness factor w_init; default = α (ExpressPass §6.3).
@@ -283,7 +295,9 @@ impl Default for HostSpec {
     fn default() -> Self {
         HostSpec {
             rto_min_ms: 4.0,
+            give_up_ms: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e6,
             init_cwnd: None,
+            tlp: false,
             alpha: 1.0 / 16.0,
             w_init: None,
             target_loss_rule: None,
@@ -1087,6 +1101,7 @@ impl Experiment {
         for (key, set) in [
             ("ecn_basis", s.ecn_basis.is_some()),
             ("lcp_drop_kb", s.lcp_drop_kb.is_some()),
+            ("lcp_pushout", s.lcp_pushout),
             ("k_lcp_kb", s.k_lcp_kb.is_some()),
             ("lambda_hcp", s.lambda_hcp.is_some()),
             ("lambda_lcp", s.lambda_lcp.is_some()),
@@ -1095,6 +1110,9 @@ impl Experiment {
                 format!("switch.{key} applies to profile \"ppt\" only")
             })?;
         }
+        check(!(s.lcp_pushout && s.shared_buffer_mb.is_some()), || {
+            "switch.lcp_pushout needs per-port buffers (no switch.shared_buffer_mb)".into()
+        })?;
         let pp = &self.host.ppt;
         positive(pp.large_flow_kb, "host.ppt.large_flow_kb")?;
         check(
@@ -1142,6 +1160,7 @@ impl Experiment {
         }
         let h = &self.host;
         positive(h.rto_min_ms, "host.rto_min_ms")?;
+        positive(h.give_up_ms, "host.give_up_ms")?;
         if let Some(w) = h.init_cwnd {
             check(w >= 1.0 && w.is_finite(), || {
                 format!("host.init_cwnd must be >= 1 packet, got {w}")

@@ -185,6 +185,11 @@ pub struct PortConfig {
     /// PPT profile: an LCP packet (P4–P7) that would take the port's data bytes beyond this
     /// is dropped (counted as `dropped_red`); u64::MAX: never.
     pub lcp_drop: u64,
+    /// PPT profile, priority-aware admission (push-out): an HCP packet (P0–P3) that finds the
+    /// port's buffer full evicts queued LCP packets (P4–P7), lowest priority and latest
+    /// arrival first, until it fits, so LCP packets never take buffer an HCP packet needs
+    /// (per-port buffers only). false: drop-tail for every priority (the paper's switch).
+    pub lcp_pushout: bool,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
     /// FlashPass profile: Q0's single threshold in packets (usize::MAX: none).
@@ -256,6 +261,9 @@ pub struct QueueStats {
     pub max_wait_behind_lcp_ns: u64,
     /// Red packets dropped by selective dropping.
     pub dropped_red: u64,
+    /// PPT push-out: queued LCP packets evicted to admit an HCP packet.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_pushout: u64,
     /// Packets lost to a failed link (held by the port when it failed, or routed to it
     /// before the routes were recomputed).
     pub dropped_link: u64,
@@ -386,29 +394,36 @@ impl PortQueue {
         let data_bytes = self.data_bytes();
         let red = self.cfg.is_red(pkt.class);
         let data = self.is_data_queue(q);
-        let st = &mut self.stats[q];
         if !data {
             if self.queues[0].len() >= self.cfg.credit_capacity {
-                st.dropped_full += 1;
+                self.stats[q].dropped_full += 1;
                 return Enqueued::Dropped(Refused::CreditQueueFull);
             }
             // FlashPass §III-C: RED/ECN with one threshold repurposed for selective dropping.
             if self.queues[0].len() >= self.cfg.emulation_threshold {
                 if pkt.ecn == Ecn::NotEct {
-                    st.dropped_red += 1;
+                    self.stats[q].dropped_red += 1;
                     return Enqueued::Dropped(Refused::SelectiveDrop);
                 }
                 if pkt.ecn != Ecn::Ce {
-                    st.ecn_marked += 1;
+                    self.stats[q].ecn_marked += 1;
                 }
                 pkt.ecn = Ecn::Ce;
             }
         } else {
-            let fits = match (self.cfg.buffer, shared.as_deref()) {
+            let mut fits = match (self.cfg.buffer, shared.as_deref()) {
                 (BufferLimit::PerPort { bytes }, _) => data_bytes + len <= bytes,
                 (BufferLimit::Shared, Some(b)) => b.admits(self.bytes[q], len),
                 (BufferLimit::Shared, None) => false,
             };
+            let hcp = self.cfg.profile == Profile::Ppt && q < PPT_LCP_QUEUES.start;
+            if let (false, true, true, BufferLimit::PerPort { bytes }) =
+                (fits, hcp, self.cfg.lcp_pushout, self.cfg.buffer)
+            {
+                fits = self.push_out_lcp(bytes.saturating_sub(len));
+            }
+            let data_bytes = self.data_bytes();
+            let st = &mut self.stats[q];
             if !fits {
                 st.dropped_full += 1;
                 if self.cfg.profile == Profile::Ppt && self.bytes[q + 1..].iter().any(|&b| b > 0) {
@@ -447,12 +462,37 @@ impl PortQueue {
                 self.red_bytes += len;
             }
         }
+        let st = &mut self.stats[q];
         st.enqueued += 1;
         self.bytes[q] += len;
         self.queues[q].push_back(pkt);
         st.max_bytes = st.max_bytes.max(self.bytes[q]);
         st.max_packets = st.max_packets.max(self.queues[q].len());
         Enqueued::Accepted
+    }
+
+    /// Push-out: evict queued LCP packets (lowest priority, latest arrival first) until the
+    /// port's data bytes are at most `limit`; false if the LCP queues cannot free enough
+    /// (then nothing is evicted).
+    fn push_out_lcp(&mut self, limit: u64) -> bool {
+        let data = self.data_bytes();
+        let lcp: u64 = self.bytes[PPT_LCP_QUEUES].iter().sum();
+        if data.saturating_sub(lcp) > limit {
+            return false;
+        }
+        let mut data = data;
+        for lq in PPT_LCP_QUEUES.rev() {
+            while data > limit {
+                let Some(p) = self.queues[lq].pop_back() else {
+                    break;
+                };
+                let l = u64::from(p.wire_len);
+                self.bytes[lq] -= l;
+                data -= l;
+                self.stats[lq].dropped_pushout += 1;
+            }
+        }
+        true
     }
 
     fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> Box<SimPacket> {
@@ -567,6 +607,7 @@ mod tests {
             ecn_k: [u64::MAX, 60_000, 60_000, 0, 0, 0, 0, 0],
             ecn_on_port: false,
             lcp_drop: u64::MAX,
+            lcp_pushout: false,
             red_threshold: 100_000,
             emulation_threshold: if profile == Profile::FlashPass {
                 2
@@ -822,6 +863,51 @@ mod tests {
         assert_eq!(pq.stats()[0].dropped_full, 1);
         assert_eq!(pq.stats()[0].dropped_full_lcp_held, 1);
         assert_eq!(pq.stats()[0].dropped_full_lower_held, 1);
+    }
+
+    #[test]
+    fn ppt_pushout_evicts_lcp_packets_for_hcp_packets_only() {
+        let mut c = ppt_cfg();
+        c.lcp_pushout = true;
+        let mut pq = PortQueue::new(c);
+        // The 120 kB buffer full of LCP frames: 30 in P7, then 48 in P4.
+        for i in 0..78 {
+            let p = if i < 30 { 7 } else { 4 };
+            assert_eq!(pq.enqueue(test_packet(TrafficClass::Priority(p), 1538), None), Enqueued::Accepted);
+        }
+        // Another LCP packet is refused (no push-out among LCP packets).
+        assert_eq!(
+            pq.enqueue(test_packet(TrafficClass::Priority(4), 1538), None),
+            Enqueued::Dropped(Refused::BufferFull)
+        );
+        // HCP packets push LCP packets out, lowest priority (P7) first, one frame each.
+        for _ in 0..31 {
+            assert_eq!(pq.enqueue(test_packet(TrafficClass::Priority(2), 1538), None), Enqueued::Accepted);
+        }
+        assert_eq!(pq.stats()[7].dropped_pushout, 30);
+        assert_eq!(pq.stats()[4].dropped_pushout, 1);
+        assert_eq!((pq.bytes(7), pq.bytes(4)), (0, 47 * 1538));
+        // Once the HCP alone fills the buffer, HCP packets are dropped and nothing is evicted.
+        for _ in 0..47 {
+            pq.enqueue(test_packet(TrafficClass::Priority(0), 1538), None);
+        }
+        assert_eq!(pq.bytes(4), 0);
+        assert_eq!(pq.data_bytes(), 78 * 1538);
+        assert_eq!(
+            pq.enqueue(test_packet(TrafficClass::Priority(0), 1538), None),
+            Enqueued::Dropped(Refused::BufferFull)
+        );
+        assert_eq!(pq.stats()[0].dropped_full_lcp_held, 0);
+        // Off (the paper's switch): the same HCP packet is refused while LCP bytes are held.
+        let mut pq = PortQueue::new(ppt_cfg());
+        for _ in 0..78 {
+            pq.enqueue(test_packet(TrafficClass::Priority(7), 1538), None);
+        }
+        assert_eq!(
+            pq.enqueue(test_packet(TrafficClass::Priority(2), 1538), None),
+            Enqueued::Dropped(Refused::BufferFull)
+        );
+        assert_eq!(pq.stats()[2].dropped_full_lcp_held, 1);
     }
 
     #[test]

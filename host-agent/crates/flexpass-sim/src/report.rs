@@ -160,6 +160,9 @@ pub struct PptReport {
     /// the wire, and the longest wait that caused, ns (strict priority without preemption:
     /// at most one frame's serialization).
     pub hcp_drops_lcp_held: u64,
+    /// Switch ports with push-out admission (`switch.lcp_pushout`): LCP packets evicted to
+    /// admit HCP packets.
+    pub lcp_pushed_out: u64,
     pub hcp_arrivals_behind_lcp: u64,
     pub hcp_max_wait_behind_lcp_ns: u64,
     pub switch_ecn_marks: Vec<u64>,
@@ -263,6 +266,12 @@ fn ppt_report(net: &crate::net::Network, ports: &[PortReport]) -> Option<PptRepo
             r.hcp_max_wait_behind_lcp_ns =
                 r.hcp_max_wait_behind_lcp_ns.max(st.max_wait_behind_lcp_ns);
         }
+        if !p.host {
+            r.lcp_pushed_out += p.queues[crate::queue::PPT_LCP_QUEUES]
+                .iter()
+                .map(|st| st.dropped_pushout)
+                .sum::<u64>();
+        }
     }
     r.switch_ecn_marks = (0..q)
         .map(|i| ppt_ports.iter().map(|p| p.queues[i].ecn_marked).sum())
@@ -346,6 +355,10 @@ pub struct RunReport {
     pub max_shared_buffer_bytes: Option<u64>,
     pub timeouts: u64,
     pub recovery_timeouts: u64,
+    /// Tail-loss probes sent by dctcp / ppt senders (`host.tlp`), and those whose ACK
+    /// declared earlier packets lost (`SenderStats::tlp_recoveries`).
+    pub tlp_probes: u64,
+    pub tlp_recoveries: u64,
     /// PPT flows' two loops and the switches' priority queues (runs with PPT flows or the
     /// ppt profile).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -666,6 +679,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         max_shared_buffer_bytes: net.max_shared_buffer_used(),
         timeouts: sender_sum(|s| s.timeouts),
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
+        tlp_probes: sender_sum(|s| s.tlp_probes),
+        tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
         ppt: ppt_report(net, &ports),
         flashpass: flashpass_report(net),
         data_loss_rate: (full + red + nic) as f64

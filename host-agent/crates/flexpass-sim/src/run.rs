@@ -35,6 +35,8 @@ pub struct Stack {
     pub ecn_on_port: bool,
     /// PPT profile, switch ports: LCP packets are dropped beyond this occupancy.
     pub lcp_drop: u64,
+    /// PPT profile, switch ports: HCP packets push queued LCP packets out of a full buffer.
+    pub lcp_pushout: bool,
     pub ppt: PptSpec,
     pub tcp: flexpass_core::WindowCc,
     pub flashpass: FlashPassSpec,
@@ -48,7 +50,10 @@ pub struct Stack {
     pub nic_credit_share: Option<f64>,
     pub seed: u64,
     pub rto_min: Nanos,
+    pub give_up: Nanos,
     pub init_cwnd: Option<f64>,
+    /// DCTCP's tail-loss probe (dctcp and ppt senders).
+    pub tlp: bool,
     pub alpha: f64,
     pub w_init: Option<f64>,
     pub target_loss_rule: flexpass_core::TargetLossRule,
@@ -102,6 +107,7 @@ impl Stack {
             lambda_lcp: s.lambda_lcp,
             ecn_on_port: s.ecn_basis.as_deref() != Some("queue"),
             lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
+            lcp_pushout: s.lcp_pushout,
             ppt: exp.host.ppt.clone(),
             tcp: exp.host.tcp,
             flashpass: exp.host.flashpass.clone(),
@@ -121,7 +127,9 @@ impl Stack {
             nic_credit_share: s.nic_credit_share,
             seed: exp.seed,
             rto_min: (exp.host.rto_min_ms * MILLIS as f64) as Nanos,
+            give_up: (exp.host.give_up_ms * MILLIS as f64) as Nanos,
             init_cwnd: exp.host.init_cwnd,
+            tlp: exp.host.tlp,
             alpha: exp.host.alpha,
             w_init: exp.host.w_init,
             target_loss_rule: exp.target_loss_rule(),
@@ -169,6 +177,7 @@ impl Stack {
             ecn_k: self.ecn_k(link_bps),
             ecn_on_port: self.profile == Profile::Ppt && self.ecn_on_port,
             lcp_drop: u64::MAX,
+            lcp_pushout: false,
             red_threshold: self.red_threshold,
             emulation_threshold: self.emulation_threshold,
             buffer,
@@ -179,6 +188,8 @@ impl Stack {
         let mut c = SenderConfig::new(f.transport);
         c.mss = max_payload_for_mtu(self.mtu);
         c.dctcp.rto_min = self.rto_min;
+        c.give_up_timeout = self.give_up;
+        c.dctcp.tlp = self.tlp;
         c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
         if let Some(w) = self.init_cwnd {
             c.dctcp.init_cwnd = w;
@@ -259,6 +270,7 @@ impl PortFactory for Stack {
         };
         PortConfig {
             lcp_drop: self.lcp_drop,
+            lcp_pushout: self.lcp_pushout,
             ..self.port(link_bps, self.credit_share, buffer)
         }
     }

@@ -329,6 +329,38 @@ fn flows_survive_a_link_failure_and_repair() {
 }
 
 #[test]
+fn flows_survive_a_multi_second_outage_within_the_give_up_timeout() {
+    // The control plane takes 3 s to drop the failed spine link from the routes (a failure
+    // noticed late): flows hashed onto it get nothing through for 3 s, more than the old
+    // give-up bound (16 recovery timeouts, ~1.4 s). Within the give-up timeout (default
+    // 30 s) they keep re-requesting credits and complete byte-exact once rerouted; with a
+    // 1 s give-up timeout the credit-based ones among them fail.
+    let outage = ["duration_ms=5000", "fault.0.reroute_after_ms=3000"];
+    let r = run("link-failure", &outage);
+    assert_eq!(r.reroutes, 1);
+    assert!(r.link_drops > 0, "the failure hit no traffic");
+    assert_eq!(r.fct.overall.incomplete, 0);
+    assert_eq!(r.corrupted_bytes, 0);
+    assert_eq!(r.paths.mismatches, 0);
+    let stalled: Vec<_> = r.flows.iter().filter(|f| f.max_stall_us > 2.9e6).collect();
+    assert!(!stalled.is_empty(), "no flow crossed the failed link");
+    for f in &r.flows {
+        assert_eq!(f.delivered_bytes, 10_000_000, "flow {}", f.id);
+        assert!(f.max_stall_us < 3.5e6, "flow {} stalled {} µs", f.id, f.max_stall_us);
+    }
+    let mut short = outage.to_vec();
+    short.push("host.give_up_ms=1000");
+    let r = run("link-failure", &short);
+    let failed = r.flows.iter().filter(|f| f.delivered_bytes < 10_000_000);
+    assert!(
+        failed.clone().any(|f| f.transport != TransportKind::Dctcp),
+        "a 1 s give-up timeout should end the credit-based flows on the failed link"
+    );
+    assert!(r.fct.overall.incomplete > 0);
+    assert_eq!(r.corrupted_bytes, 0);
+}
+
+#[test]
 fn ppt_on_a_scaled_fabric() {
     // PPT §6.2's fabric scaled down: 24 hosts (4 leaves × 6, 2 spines, 40/100 Gbit/s, 120 kB
     // per port, K 96 kB HCP / 86 kB LCP), 600 web-search flows at load 0.5; DCTCP and PPT on
@@ -413,4 +445,67 @@ fn ppt_on_a_scaled_fabric() {
     // Both loops' queues were used: HCP packets in P0–P3, LCP packets in P4–P7.
     assert!(lcp.switch_max_bytes[..4].iter().any(|&b| b > 0));
     assert!(lcp.switch_max_bytes[4..].iter().any(|&b| b > 0));
+}
+
+#[test]
+fn tail_loss_probe_and_lcp_pushout_on_a_scaled_fabric() {
+    // The scaled fabric of `ppt_on_a_scaled_fabric`, PPT without and with DCTCP's tail-loss
+    // probe (host.tlp) and push-out admission (switch.lcp_pushout): the probe turns tail
+    // losses into fast recoveries (fewer flows wait for the 10 ms RTO), and with push-out no
+    // HCP packet is ever refused while LCP packets hold buffer.
+    let base = [
+        "topology.leaves=4",
+        "topology.hosts_per_leaf=6",
+        "topology.spines=2",
+        "workload.flows=600",
+        "deployment.fraction=1.0",
+    ];
+    let sets = [vec![], vec!["host.tlp=true", "switch.lcp_pushout=true"]];
+    let runs: Vec<RunReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = sets
+            .iter()
+            .map(|extra| {
+                let all: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+                s.spawn(move || run("ppt-websearch", &all))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let [plain, better] = &runs[..] else {
+        unreachable!()
+    };
+    for r in &runs {
+        assert_eq!(r.fct.overall.incomplete, 0);
+        assert_eq!(r.corrupted_bytes, 0);
+    }
+    let (p, b) = (plain.ppt.as_ref().unwrap(), better.ppt.as_ref().unwrap());
+    let rto_flows = |r: &RunReport| r.flows.iter().filter(|f| f.timeouts > 0).count();
+    eprintln!(
+        "RTO flows {} -> {}, HCP drops with LCP held {} -> {}, pushed out {}, probes {} ({} recovered)",
+        rto_flows(plain),
+        rto_flows(better),
+        p.hcp_drops_lcp_held,
+        b.hcp_drops_lcp_held,
+        b.lcp_pushed_out,
+        better.tlp_probes,
+        better.tlp_recoveries
+    );
+    assert_eq!((plain.tlp_probes, p.lcp_pushed_out), (0, 0));
+    assert!(p.hcp_drops_lcp_held > 0, "the drop-tail switch: {p:?}");
+    // With push-out an HCP packet is refused while LCP packets are queued only when they hold
+    // less than it needs (the HCP itself filled the buffer): a handful, not thousands.
+    assert!(
+        b.hcp_drops_lcp_held * 20 < p.hcp_drops_lcp_held,
+        "push-out: {} HCP drops with LCP bytes held, drop-tail {}",
+        b.hcp_drops_lcp_held,
+        p.hcp_drops_lcp_held
+    );
+    assert!(b.lcp_pushed_out > 0);
+    assert!(better.tlp_probes > 0);
+    assert!(
+        2 * rto_flows(better) < rto_flows(plain),
+        "flows with an RTO: {} with the probe and push-out, {} without",
+        rto_flows(better),
+        rto_flows(plain)
+    );
 }

@@ -573,7 +573,7 @@ impl PairHarness {
             assert!(
                 matches!(
                     e,
-                    SenderError::PeerNotResponding | SenderError::NoProgress(_)
+                    SenderError::PeerNotResponding | SenderError::NoProgress { .. }
                 ),
                 "a benign channel failed the flow: {e:?}"
             );
