@@ -9,7 +9,8 @@ Two complementary tools live here:
   8-byte common header) followed by one body layer chosen by ``type``
   (:class:`FlexPassCredit`, :class:`FlexPassData`, :class:`FlexPassAck`,
   :class:`FlexPassCreditRequest`, :class:`FlexPassHello`,
-  :class:`FlexPassHelloAck`, :class:`FlexPassReset`; CREDIT_STOP has no
+  :class:`FlexPassHelloAck`, :class:`FlexPassReset`, :class:`FlexPassEmulation`,
+  :class:`FlexPassEmulationCredit`; CREDIT_STOP has no
   body). Data payload follows :class:`FlexPassData` as ``Raw``. The layers
   are bound to UDP port :data:`FLEXPASS_UDP_PORT` (source or destination);
   use :func:`bind_port` for another port. Scapy dissection is lenient like
@@ -70,6 +71,9 @@ __all__ = [
     "FlexPassHello",
     "FlexPassHelloAck",
     "FlexPassReset",
+    "FlexPassEmulation",
+    "FlexPassEmulationGrant",
+    "FlexPassEmulationCredit",
     "bind_port",
     "decode",
     "validate",
@@ -103,6 +107,10 @@ COOKIE_LEN = 8
 HELLO_ACK_LEN = 12
 HELLO_ACK_COOKIE_LEN = 20
 RESET_LEN = 12
+EMULATION_LEN = 18
+EMULATION_CREDIT_BASE_LEN = 12
+EMULATION_GRANT_LEN = 8
+MAX_EMULATION_GRANTS = 32
 MAX_MESSAGE_LEN = 0xFFFF
 IPV4_UDP_OVERHEAD = 28
 ETHERNET_WIRE_OVERHEAD = 38
@@ -122,6 +130,8 @@ T_CREDIT_STOP = 0x6
 T_HELLO = 0x7
 T_HELLO_ACK = 0x8
 T_RESET = 0x9
+T_EMULATION = 0xA
+T_EMULATION_CREDIT = 0xB
 
 TYPE_NAMES = {
     T_CREDIT: "CREDIT",
@@ -133,6 +143,8 @@ TYPE_NAMES = {
     T_HELLO: "HELLO",
     T_HELLO_ACK: "HELLO_ACK",
     T_RESET: "RESET",
+    T_EMULATION: "EMULATION",
+    T_EMULATION_CREDIT: "EMULATION_CREDIT",
 }
 
 # Flag bits (one global allocation; which bits are allowed depends on the type).
@@ -150,7 +162,7 @@ ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE
 ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
-TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt"}
+TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt", 5: "flashpass"}
 HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused", 3: "retry"}
 STATUS_RETRY = 3  # only with flag COOKIE, which only it allows
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
@@ -174,6 +186,7 @@ ERROR_KINDS = (
     "BadStatus",
     "BadReason",
     "BadConnRole",
+    "BadGrantCount",
 )
 
 
@@ -357,6 +370,25 @@ def decode(buf: bytes) -> Dict[str, Any]:
             (ack["cookie"],) = struct.unpack_from("!Q", buf, HELLO_ACK_LEN)
         return ack
 
+    if t == T_EMULATION:
+        _exact_len(n, EMULATION_LEN)
+        emu_seq, timestamp, hold = struct.unpack_from("!IIH", buf, 8)
+        return {"type": "emulation", "flow_id": flow_id, "emu_seq": emu_seq,
+                "timestamp": timestamp, "hold": hold}
+
+    if t == T_EMULATION_CREDIT:
+        if n < EMULATION_CREDIT_BASE_LEN:
+            raise FlexPassDecodeError("Truncated", f"need {EMULATION_CREDIT_BASE_LEN} bytes, got {n}")
+        count = buf[8]
+        if not 1 <= count <= MAX_EMULATION_GRANTS:
+            raise FlexPassDecodeError("BadGrantCount", f"count {count}")
+        if buf[9:12] != b"\x00\x00\x00":
+            raise FlexPassDecodeError("NonZeroReserved", "EMULATION_CREDIT reserved")
+        _exact_len(n, EMULATION_CREDIT_BASE_LEN + EMULATION_GRANT_LEN * count)
+        grants = [list(struct.unpack_from("!II", buf, EMULATION_CREDIT_BASE_LEN + EMULATION_GRANT_LEN * i))
+                  for i in range(count)]
+        return {"type": "emulation_credit", "flow_id": flow_id, "grants": grants}
+
     # T_RESET (the only remaining type)
     _exact_len(n, RESET_LEN)
     if buf[8] not in RESET_REASONS:
@@ -471,6 +503,19 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         if status == STATUS_RETRY:
             flags = FLAG_COOKIE
             body += struct.pack("!Q", _uint(pkt, "cookie", 64))
+    elif kind == "emulation":
+        t = T_EMULATION
+        body = struct.pack("!IIH", _uint(pkt, "emu_seq", 32), _uint(pkt, "timestamp", 32),
+                           _uint(pkt, "hold", 16))
+    elif kind == "emulation_credit":
+        t = T_EMULATION_CREDIT
+        grants = list(pkt.get("grants", []))
+        if not 1 <= len(grants) <= MAX_EMULATION_GRANTS:
+            raise FlexPassEncodeError("BadGrantCount", f"{len(grants)} grants (1..=32)")
+        body = struct.pack("!B3x", len(grants))
+        for seq, ts in grants:
+            body += struct.pack("!II", _uint({"emu_seq": seq}, "emu_seq", 32),
+                                _uint({"timestamp": ts}, "timestamp", 32))
     elif kind == "reset":
         t = T_RESET
         body = struct.pack("!B3x", _reverse(RESET_REASONS, pkt.get("reason"), "reason"))
@@ -625,6 +670,31 @@ class FlexPassReset(_FixedBody):
     ]
 
 
+class FlexPassEmulation(_FixedBody):
+    """EMULATION body (FlashPass): emu_seq, timestamp T (ns mod 2^32), hold (10 µs units)."""
+
+    name = "FlexPass EMULATION"
+    fields_desc = [IntField("emu_seq", 0), IntField("timestamp", 0), ShortField("hold", 0)]
+
+
+class FlexPassEmulationGrant(_FixedBody):
+    """One EMULATION_CREDIT grant: the echoed emu_seq and timestamp."""
+
+    name = "FlexPass EMULATION grant"
+    fields_desc = [IntField("emu_seq", 0), IntField("timestamp", 0)]
+
+
+class FlexPassEmulationCredit(_FixedBody):
+    """EMULATION_CREDIT body (FlashPass): 1..32 grants (``count`` computed when None)."""
+
+    name = "FlexPass EMULATION_CREDIT"
+    fields_desc = [
+        FieldLenField("count", None, count_of="grants", fmt="B"),
+        ThreeBytesField("reserved", 0),
+        PacketListField("grants", [], FlexPassEmulationGrant, count_from=lambda p: p.count),
+    ]
+
+
 bind_layers(FlexPass, FlexPassCredit, type=T_CREDIT)
 # Both data types dissect to FlexPassData; building FlexPass()/FlexPassData()
 # defaults to PROACTIVE_DATA (bind_layers is last for type 2).
@@ -635,6 +705,8 @@ bind_layers(FlexPass, FlexPassCreditRequest, type=T_CREDIT_REQUEST)
 bind_layers(FlexPass, FlexPassHello, type=T_HELLO)
 bind_layers(FlexPass, FlexPassHelloAck, type=T_HELLO_ACK)
 bind_layers(FlexPass, FlexPassReset, type=T_RESET)
+bind_layers(FlexPass, FlexPassEmulation, type=T_EMULATION)
+bind_layers(FlexPass, FlexPassEmulationCredit, type=T_EMULATION_CREDIT)
 
 
 def bind_port(port: int) -> None:
@@ -686,6 +758,12 @@ def to_scapy(pkt: Dict[str, Any]) -> Packet:
         return hdr / FlexPassHelloAck(
             transport=_reverse(TRANSPORTS, pkt["transport"], "transport"),
             status=_reverse(HELLO_STATUSES, pkt["status"], "status"), **extra)
+    if kind == "emulation":
+        return hdr / FlexPassEmulation(emu_seq=pkt["emu_seq"], timestamp=pkt["timestamp"],
+                                       hold=pkt["hold"])
+    if kind == "emulation_credit":
+        return hdr / FlexPassEmulationCredit(
+            grants=[FlexPassEmulationGrant(emu_seq=q, timestamp=t) for q, t in pkt["grants"]])
     return hdr / FlexPassReset(reason=_reverse(RESET_REASONS, pkt["reason"], "reason"))
 
 

@@ -42,8 +42,8 @@ NONCANONICAL = VECTORS["valid_noncanonical"]
 INVALID = VECTORS["invalid"]
 
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
-              "hello_ack": 8, "reset": 9}
-TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4}
+              "hello_ack": 8, "reset": 9, "emulation": 10, "emulation_credit": 11}
+TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4, "flashpass": 5}
 STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
 REASON = {"unspecified": 0, "unknown_flow": 1, "protocol_violation": 2, "shutdown": 3}
 SUBFLOW = {"proactive": 0, "reactive": 1}
@@ -84,7 +84,7 @@ def test_file_metadata():
 
 
 def test_coverage():
-    assert {v["header"]["type_code"] for v in VALID} == set(range(1, 10))
+    assert {v["header"]["type_code"] for v in VALID} == set(range(1, 12))
     assert len(INVALID) >= 15
     assert {v["error"] for v in INVALID} == set(fp.ERROR_KINDS)
     names = _ids(VALID) + _ids(NONCANONICAL) + _ids(INVALID)
@@ -172,6 +172,13 @@ def _check_scapy_fields(p, vec):
         assert ("cookie" in pkt) == (pkt["status"] == "retry")
         if "cookie" in pkt:
             assert b.cookie == pkt["cookie"]
+    elif kind == "emulation":
+        b = p[fp.FlexPassEmulation]
+        assert (b.emu_seq, b.timestamp, b.hold) == (pkt["emu_seq"], pkt["timestamp"], pkt["hold"])
+    elif kind == "emulation_credit":
+        b = p[fp.FlexPassEmulationCredit]
+        assert b.count == len(pkt["grants"]) and b.reserved == 0
+        assert [[g.emu_seq, g.timestamp] for g in b.grants] == pkt["grants"]
     elif kind == "reset":
         b = p[FlexPassReset]
         assert b.reason == REASON[pkt["reason"]]
@@ -213,6 +220,12 @@ def _build_scapy(pkt):
         extra = {"cookie": pkt["cookie"]} if "cookie" in pkt else {}
         return hdr / FlexPassHelloAck(transport=TRANSPORT[pkt["transport"]],
                                       status=STATUS[pkt["status"]], **extra)
+    if kind == "emulation":
+        return hdr / fp.FlexPassEmulation(emu_seq=pkt["emu_seq"], timestamp=pkt["timestamp"],
+                                          hold=pkt["hold"])
+    if kind == "emulation_credit":
+        return hdr / fp.FlexPassEmulationCredit(
+            grants=[fp.FlexPassEmulationGrant(emu_seq=q, timestamp=t) for q, t in pkt["grants"]])
     return hdr / FlexPassReset(reason=REASON[pkt["reason"]])
 
 

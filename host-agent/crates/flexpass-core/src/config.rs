@@ -180,6 +180,18 @@ impl CreditConfig {
     }
 }
 
+/// Congestion control of the window transport (`dctcp` on the wire).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowCc {
+    /// DCTCP: ECN-proportional cuts (α).
+    #[default]
+    Dctcp,
+    /// TCP Cubic (RFC 8312; FlashPass's WAN baseline): loss-based, ignores ECN, cubic growth
+    /// W(t) = C·(t − K)³ + W_max with the TCP-friendly region, multiplicative decrease β.
+    Cubic,
+}
+
 /// DCTCP (Alizadeh et al., SIGCOMM'10) as used standalone and as FlexPass's reactive sub-flow.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DctcpConfig {
@@ -200,6 +212,15 @@ pub struct DctcpConfig {
     pub rto_max: Nanos,
     /// Packets SACKed above a hole before it is declared lost.
     pub dupthresh: u32,
+    /// DCTCP (default) or Cubic.
+    #[serde(default)]
+    pub cc: WindowCc,
+    /// Cubic's C (RFC 8312: 0.4).
+    #[serde(default = "cubic_c_default")]
+    pub cubic_c: f64,
+    /// Cubic's multiplicative decrease factor β_cubic (RFC 8312: 0.7).
+    #[serde(default = "cubic_beta_default")]
+    pub cubic_beta: f64,
     /// Tail-loss probe (RFC 8985 §7, as Linux's TLP): with packets in flight and no ACK
     /// progress for PTO = 2·SRTT (only when that is before the RTO), send one probe beyond
     /// the window — new data if there is any, else the last packet in flight again — and
@@ -209,6 +230,14 @@ pub struct DctcpConfig {
     /// default (the model's earlier results have none).
     #[serde(default)]
     pub tlp: bool,
+}
+
+fn cubic_c_default() -> f64 {
+    0.4
+}
+
+fn cubic_beta_default() -> f64 {
+    0.7
 }
 
 impl Default for DctcpConfig {
@@ -223,6 +252,9 @@ impl Default for DctcpConfig {
             rto_init: 10 * MILLIS,
             rto_max: 1_000 * MILLIS,
             dupthresh: 3,
+            cc: WindowCc::Dctcp,
+            cubic_c: cubic_c_default(),
+            cubic_beta: cubic_beta_default(),
             tlp: false,
         }
     }
@@ -244,6 +276,12 @@ impl DctcpConfig {
         }
         if self.dupthresh == 0 {
             return Err("dupthresh must be >= 1".into());
+        }
+        if !(self.cubic_c > 0.0 && self.cubic_beta > 0.0 && self.cubic_beta < 1.0) {
+            return Err(format!(
+                "need cubic_c > 0 and 0 < cubic_beta < 1, got {} and {}",
+                self.cubic_c, self.cubic_beta
+            ));
         }
         Ok(())
     }
@@ -342,6 +380,86 @@ impl Default for PptConfig {
     }
 }
 
+/// FlashPass (sender-driven emulation, over-provisioning, Aeolus-style first RTT). Names as in
+/// the paper (§III, Algorithm 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlashPassConfig {
+    /// `max_emulation_rate`: emulation packets/s that fill the host link's emulation share,
+    /// C · 84/(84 + 1538) bits/s in 84-byte packets (the initial `cur_rate`, §IV-C1).
+    pub max_emulation_rate: f64,
+    /// `min_target_loss` (1 %) and `max_target_loss` (10 %) of Algorithm 1.
+    pub min_target_loss: f64,
+    pub max_target_loss: f64,
+    /// T_wait: a granted data packet leaves at T + T_wait; must be ≥ the network's max RTT.
+    pub t_wait: Nanos,
+    /// The path's RTT before a measurement (emulation → grant), and Algorithm 1's floor period.
+    pub base_rtt: Nanos,
+    /// Algorithm 1 runs "every RTT": max(update_period, measured RTT).
+    pub update_period: Nanos,
+    /// `cur_rate` never falls below this fraction of `max_emulation_rate`.
+    pub min_rate_fraction: f64,
+    /// Over-provisioning with selective dropping (§III-C); off: every emulation packet is
+    /// ordinary until the granted slots cover the demand (the §IV-C2 ablation).
+    pub over_provisioning: bool,
+    /// Delayed credit feedback: the receiver may hold grants to batch them when T_wait leaves
+    /// slack beyond the RTT (§III-B).
+    pub delayed_feedback: bool,
+    /// Aeolus-style pre-credit phase (§III-C): up to `unscheduled_bytes` sent at once as
+    /// unscheduled (red) data, selectively dropped by the switches; losses go to the
+    /// scheduled path after SACK or the tail-loss timer.
+    pub unscheduled: bool,
+    pub unscheduled_bytes: u64,
+}
+
+impl FlashPassConfig {
+    /// Paper defaults for a host on a `link_bps` link whose own path RTT is about `base_rtt`,
+    /// in a network whose max RTT is `t_wait`; the pre-credit phase is one BDP of the host link.
+    pub fn for_link(link_bps: f64, base_rtt: Nanos, t_wait: Nanos) -> Self {
+        FlashPassConfig {
+            max_emulation_rate: credit_rate_for_link(link_bps, 1.0),
+            min_target_loss: 0.01,
+            max_target_loss: 0.10,
+            t_wait,
+            base_rtt,
+            update_period: base_rtt,
+            min_rate_fraction: 1.0 / 1024.0,
+            over_provisioning: true,
+            delayed_feedback: true,
+            unscheduled: true,
+            unscheduled_bytes: (link_bps * base_rtt as f64 / 8e9) as u64,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.max_emulation_rate.is_finite() && self.max_emulation_rate > 0.0) {
+            return Err("flashpass.max_emulation_rate must be > 0".into());
+        }
+        if !(0.0 <= self.min_target_loss
+            && self.min_target_loss < self.max_target_loss
+            && self.max_target_loss < 1.0)
+        {
+            return Err(format!(
+                "flashpass: need 0 <= min_target_loss < max_target_loss < 1, got {} and {}",
+                self.min_target_loss, self.max_target_loss
+            ));
+        }
+        if self.t_wait == 0 || self.base_rtt == 0 || self.update_period == 0 {
+            return Err("flashpass: t_wait, base_rtt and update_period must be > 0".into());
+        }
+        if !(self.min_rate_fraction > 0.0 && self.min_rate_fraction <= 1.0) {
+            return Err("flashpass.min_rate_fraction must be in (0, 1]".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for FlashPassConfig {
+    /// 10 Gbit/s, 40 ms RTT, T_wait 40 ms (the paper's Fig. 4 example).
+    fn default() -> Self {
+        FlashPassConfig::for_link(10e9, 40 * MILLIS, 40 * MILLIS)
+    }
+}
+
 /// Per-flow sender parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SenderConfig {
@@ -381,6 +499,9 @@ pub struct SenderConfig {
     /// PPT's low-priority loop and flow scheduling (transport ppt only).
     #[serde(default)]
     pub ppt: PptConfig,
+    /// FlashPass's emulation (transport flashpass only).
+    #[serde(default)]
+    pub flashpass: FlashPassConfig,
 }
 
 /// Default give-up timeout (`SenderConfig::give_up_timeout`): 30 s of silence from the peer.
@@ -405,6 +526,7 @@ impl SenderConfig {
             seed: 0,
             layered_window: false,
             ppt: PptConfig::default(),
+            flashpass: FlashPassConfig::default(),
         }
     }
 
@@ -424,6 +546,9 @@ impl SenderConfig {
         }
         if self.transport == TransportKind::Ppt {
             self.ppt.validate()?;
+        }
+        if self.transport == TransportKind::FlashPass {
+            self.flashpass.validate()?;
         }
         self.dctcp.validate()
     }

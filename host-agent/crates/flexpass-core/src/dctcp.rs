@@ -4,7 +4,7 @@
 //!
 //! Windows are counted in packets. Sequence numbers are the sub-flow's own packet numbers.
 
-use crate::config::DctcpConfig;
+use crate::config::{DctcpConfig, WindowCc};
 use crate::Nanos;
 
 /// RFC 6298 RTT estimator.
@@ -84,6 +84,13 @@ pub struct DctcpWindow {
     backoff: u32,
     /// α updates so far (one per window of acknowledged data).
     alpha_updates: u64,
+    /// Cubic (RFC 8312): the caller's clock, W_max, the previous W_max (fast convergence),
+    /// K and the start of the current congestion-avoidance epoch.
+    now: Nanos,
+    w_max: f64,
+    w_last_max: f64,
+    k: f64,
+    epoch_start: Option<Nanos>,
 }
 
 /// Wrapping "a ≥ b" for 32-bit sequence numbers.
@@ -104,6 +111,11 @@ impl DctcpWindow {
             rtt: RttEstimator::new(),
             backoff: 0,
             alpha_updates: 0,
+            now: 0,
+            w_max: 0.0,
+            w_last_max: 0.0,
+            k: 0.0,
+            epoch_start: None,
             cfg: cfg.clone(),
         }
     }
@@ -135,6 +147,9 @@ impl DctcpWindow {
     /// A data packet with sub-flow sequence `ack_seq` was newly acknowledged; `ece` tells
     /// whether it arrived CE-marked. `next_seq` is the next sequence the sender will use.
     pub fn on_ack(&mut self, ack_seq: u32, ece: bool, next_seq: u32) {
+        if self.cfg.cc == WindowCc::Cubic {
+            return self.cubic_on_ack();
+        }
         self.backoff = 0;
         self.acked_in_window += 1;
         if ece {
@@ -165,6 +180,13 @@ impl DctcpWindow {
     /// A loss was detected by duplicate ACK / SACK (`ack_seq` is the ACK that revealed it):
     /// halve the window, at most once per window.
     pub fn on_loss(&mut self, ack_seq: u32, next_seq: u32) {
+        if self.cfg.cc == WindowCc::Cubic {
+            if self.may_reduce(ack_seq) {
+                self.cubic_decrease();
+                self.reduce_window_end = Some(next_seq);
+            }
+            return;
+        }
         if self.may_reduce(ack_seq) {
             self.ssthresh = (self.cwnd / 2.0).max(self.cfg.min_cwnd.max(2.0));
             self.cwnd = self.ssthresh;
@@ -174,10 +196,63 @@ impl DctcpWindow {
 
     /// The retransmission timer fired: window to the minimum, back off the timer.
     pub fn on_timeout(&mut self, next_seq: u32) {
+        if self.cfg.cc == WindowCc::Cubic {
+            // RFC 8312 §4.7: as a loss, then the window restarts from one segment.
+            self.cubic_decrease();
+        }
         self.ssthresh = (self.cwnd / 2.0).max(2.0);
         self.cwnd = self.cfg.min_cwnd;
         self.reduce_window_end = Some(next_seq);
         self.backoff = (self.backoff + 1).min(16);
+    }
+
+    /// The caller's clock, for Cubic's time-based growth (call before `on_ack`).
+    pub fn clock(&mut self, now: Nanos) {
+        self.now = now;
+    }
+
+    /// RFC 8312 §4.5–4.6: W_max ← cwnd (less with fast convergence), cwnd ← β·cwnd.
+    fn cubic_decrease(&mut self) {
+        let beta = self.cfg.cubic_beta;
+        self.w_max = if self.cwnd < self.w_last_max {
+            self.cwnd * (1.0 + beta) / 2.0
+        } else {
+            self.cwnd
+        };
+        self.w_last_max = self.cwnd;
+        self.cwnd = (self.cwnd * beta).max(self.cfg.min_cwnd.max(2.0));
+        self.ssthresh = self.cwnd;
+        self.epoch_start = None;
+    }
+
+    /// RFC 8312 §4.1–4.3: slow start below ssthresh, then towards
+    /// max(W_cubic(t + RTT), W_est(t)), ECN ignored.
+    fn cubic_on_ack(&mut self) {
+        self.backoff = 0;
+        if self.cwnd < self.ssthresh {
+            self.cwnd = (self.cwnd + 1.0).min(self.cfg.max_cwnd);
+            return;
+        }
+        let (c, beta) = (self.cfg.cubic_c, self.cfg.cubic_beta);
+        let epoch = *self.epoch_start.get_or_insert_with(|| {
+            self.w_max = self.w_max.max(self.cwnd);
+            self.k = (self.w_max * (1.0 - beta) / c).cbrt();
+            self.now
+        });
+        if self.w_max < self.cwnd {
+            self.w_max = self.cwnd;
+        }
+        let rtt = self.rtt.srtt().unwrap_or(crate::MILLIS) as f64 * 1e-9;
+        let t = self.now.saturating_sub(epoch) as f64 * 1e-9;
+        let w_cubic = c * (t + rtt - self.k).powi(3) + self.w_max;
+        let w_est = self.w_max * beta + 3.0 * (1.0 - beta) / (1.0 + beta) * t / rtt;
+        let target = w_cubic.max(w_est);
+        self.cwnd += if target > self.cwnd {
+            ((target - self.cwnd) / self.cwnd).min(0.5)
+        } else {
+            0.01 / self.cwnd
+        };
+        self.cwnd = self.cwnd.min(self.cfg.max_cwnd);
     }
 
     /// Current retransmission timeout including exponential backoff.
@@ -248,6 +323,41 @@ mod tests {
         w.on_ack(1, true, 50);
         w.on_loss(2, 50);
         assert_eq!(w.cwnd(), after_first);
+    }
+
+    #[test]
+    fn cubic_decreases_by_beta_ignores_ecn_and_regrows_to_w_max_in_k() {
+        let cfg = DctcpConfig {
+            cc: WindowCc::Cubic,
+            ..Default::default()
+        };
+        let mut w = DctcpWindow::new(&cfg);
+        w.rtt.on_sample(100 * crate::MILLIS);
+        for s in 0..90 {
+            w.on_ack(s, true, 200);
+        }
+        assert_eq!(w.cwnd(), 100.0, "slow start, CE ignored");
+        w.on_loss(90, 200);
+        assert!((w.cwnd() - 70.0).abs() < 1e-9, "β = 0.7: {}", w.cwnd());
+        // K = cbrt(100 · 0.3 / 0.4) ≈ 4.2 s: after K the window is back near W_max = 100
+        // (a 100 ms RTT: the TCP-friendly estimate stays below the cubic curve).
+        let k = (100.0f64 * 0.3 / 0.4).cbrt();
+        let mut seq = 200;
+        let mut now = 0;
+        let mut cwnd_at_k = 0.0;
+        while (now as f64) < (k + 1.0) * 1e9 {
+            w.clock(now);
+            for _ in 0..(w.cwnd() as u32) {
+                w.on_ack(seq, false, seq + 1000);
+                seq += 1;
+            }
+            now += 100 * crate::MILLIS;
+            if cwnd_at_k == 0.0 && now as f64 >= k * 1e9 {
+                cwnd_at_k = w.cwnd();
+            }
+        }
+        assert!((cwnd_at_k - 100.0).abs() < 5.0, "cwnd at K {cwnd_at_k}");
+        assert!(w.cwnd() > 100.0, "convex growth beyond W_max: {}", w.cwnd());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Sans-IO transport core for FlexPass (EuroSys'23), ExpressPass (SIGCOMM'17), DCTCP and
-//! PPT (SIGCOMM'24).
+//! Sans-IO transport core for FlexPass (EuroSys'23), ExpressPass (SIGCOMM'17), DCTCP (and
+//! TCP Cubic as its window), PPT (SIGCOMM'24) and FlashPass (shallow-buffered WAN).
 //!
 //! Nothing here reads a clock or touches a socket: every entry point takes `now`
 //! (nanoseconds on the caller's clock), packets go in through `handle_packet`, and
@@ -15,6 +15,8 @@
 //!   pacing at I/RTT, exponential window decrease, closing after 2 RTTs without LP ACKs.
 //! - [`flow_scheduling`]: PPT's buffer-aware identification and mirror-symmetric priority
 //!   tagging (§4).
+//! - [`flashpass`]: FlashPass's sender-driven emulation (Algorithm 1, T + T_wait data slots,
+//!   over-provisioning, §III).
 //! - [`scoreboard`]: per-sub-flow send scoreboard: sub-flow sequence space, cumulative ACK +
 //!   SACK processing, loss detection by duplicate ACK.
 //! - [`send_buffer`]: the single FlexPass send buffer with per-packet states and the
@@ -28,6 +30,7 @@ pub mod ack_tracker;
 pub mod config;
 pub mod credit_feedback;
 pub mod dctcp;
+pub mod flashpass;
 pub mod flow_scheduling;
 pub mod lcp;
 pub mod pacer;
@@ -39,8 +42,8 @@ pub mod sender;
 mod transmit;
 
 pub use config::{
-    CreditConfig, DctcpConfig, PptConfig, ReceiverConfig, SenderConfig, TargetLossRule,
-    DEFAULT_GIVE_UP_TIMEOUT,
+    CreditConfig, DctcpConfig, FlashPassConfig, PptConfig, ReceiverConfig, SenderConfig,
+    TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT,
 };
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};

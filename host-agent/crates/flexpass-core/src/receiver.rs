@@ -11,7 +11,10 @@ use crate::pacer::CreditPacer;
 use crate::reassembly::{Inserted, Reassembly};
 use crate::{Nanos, Transmit};
 use bytes::Bytes;
-use flexpass_wire::{Ack, Credit, Data, HelloAck, HelloStatus, Packet, SubFlow, TransportKind};
+use flexpass_wire::{
+    Ack, Credit, Data, EmulationCredit, EmulationGrant, HelloAck, HelloStatus, Packet, SubFlow,
+    TransportKind, MAX_EMULATION_GRANTS,
+};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -34,6 +37,10 @@ pub struct ReceiverStats {
     pub untracked: u64,
     /// PPT: low-priority ACKs sent (one per two opportunistic packets).
     pub lp_acks_sent: u64,
+    /// FlashPass: emulation packets received, and EMULATION_CREDITs sent (one carries up
+    /// to 32 grants: delayed, batched feedback).
+    pub emulation_received: u64,
+    pub emulation_credits_sent: u64,
 }
 
 /// Why an incoming packet was dropped (counted; the flow keeps going).
@@ -76,6 +83,9 @@ pub struct Receiver {
     /// of them carried CE.
     lcp_unacked: u32,
     lcp_ce: bool,
+    /// FlashPass: grants held for batching, and when the first of them must leave.
+    grants: Vec<EmulationGrant>,
+    grants_due: Option<Nanos>,
 }
 
 impl Receiver {
@@ -107,6 +117,8 @@ impl Receiver {
             stats: ReceiverStats::default(),
             lcp_unacked: 0,
             lcp_ce: false,
+            grants: Vec::new(),
+            grants_due: None,
         })
     }
 
@@ -249,6 +261,21 @@ impl Receiver {
                 Ok(())
             }
             Packet::Data(d) => self.on_data(now, d, ce),
+            Packet::Emulation(e) if self.transport == TransportKind::FlashPass => {
+                // §III-B: the emulation packet got through; its grant goes back at once, or
+                // within `hold` together with later ones (delayed credit feedback).
+                self.stats.emulation_received += 1;
+                self.grants.push(EmulationGrant {
+                    emu_seq: e.emu_seq,
+                    timestamp: e.timestamp,
+                });
+                let due = now + u64::from(e.hold) * 10 * crate::MICROS;
+                self.grants_due = Some(self.grants_due.map_or(due, |d| d.min(due)));
+                if e.hold == 0 || self.grants.len() >= MAX_EMULATION_GRANTS {
+                    self.flush_grants();
+                }
+                Ok(())
+            }
             Packet::Reset(_) => {
                 self.stop_credits();
                 self.reset = true;
@@ -263,7 +290,7 @@ impl Receiver {
             (TransportKind::FlexPass, _) => true,
             (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
             (TransportKind::Dctcp, s) => s == SubFlow::Reactive,
-            (TransportKind::Ppt, _) => true,
+            (TransportKind::Ppt | TransportKind::FlashPass, _) => true,
         };
         if !allowed {
             return Err(Rejected::UnexpectedType(self.transport));
@@ -350,7 +377,23 @@ impl Receiver {
         Ok(())
     }
 
+    fn flush_grants(&mut self) {
+        if self.grants.is_empty() {
+            return;
+        }
+        self.stats.credits_sent += self.grants.len() as u64;
+        self.stats.emulation_credits_sent += 1;
+        self.out.push_back(Packet::EmulationCredit(EmulationCredit {
+            flow_id: self.flow_id,
+            grants: std::mem::take(&mut self.grants),
+        }));
+        self.grants_due = None;
+    }
+
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if self.grants_due.is_some_and(|d| now >= d) {
+            self.flush_grants();
+        }
         if let Some(p) = self.out.pop_front() {
             if matches!(p, Packet::Ack(_)) {
                 self.stats.acks_sent += 1;
@@ -375,13 +418,16 @@ impl Receiver {
     }
 
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        [self.pacer.next_at(), self.next_update]
+        [self.pacer.next_at(), self.next_update, self.grants_due]
             .into_iter()
             .flatten()
             .min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.grants_due.is_some_and(|d| now >= d) {
+            self.flush_grants();
+        }
         while let Some(t) = self.next_update {
             if now < t {
                 break;

@@ -158,6 +158,11 @@ impl SendBuffer {
         self.pending_bytes > 0 || (self.fin_requested && !self.fin_cut) || !self.unsent.is_empty()
     }
 
+    /// Segments waiting for retransmission.
+    pub fn lost_count(&self) -> usize {
+        self.lost.len()
+    }
+
     pub fn has_lost(&self) -> bool {
         !self.lost.is_empty()
     }
@@ -522,7 +527,11 @@ mod tests {
         assert!(b.get(t).unwrap().fin, "the tail carries the FIN");
         b.on_sent(t, SubFlow::Proactive, 0);
         assert_eq!(b.pending_bytes(), 900);
-        assert_eq!(b.sent_limit(), 0, "nothing below an unsent byte may be acknowledged");
+        assert_eq!(
+            b.sent_limit(),
+            0,
+            "nothing below an unsent byte may be acknowledged"
+        );
         let h = b.next_for_reactive(true).unwrap();
         assert_eq!(b.get(h).unwrap().flow_seq, 0);
         b.on_sent(h, SubFlow::Reactive, 0);
@@ -538,7 +547,10 @@ mod tests {
         assert!(b.mark_acked(t2).is_some());
         let mut order = vec![];
         while let Some(i) = b.next_for_hcp() {
-            assert!(order.len() < 100, "the HCP keeps getting segments: {order:?}");
+            assert!(
+                order.len() < 100,
+                "the HCP keeps getting segments: {order:?}"
+            );
             order.push(b.get(i).unwrap().flow_seq);
             b.on_sent(i, SubFlow::Reactive, 9);
         }

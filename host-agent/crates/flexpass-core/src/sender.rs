@@ -7,6 +7,7 @@
 
 use crate::config::{uses_credits, SenderConfig};
 use crate::dctcp::DctcpWindow;
+use crate::flashpass::{Emulation, EmulationStats};
 use crate::flow_scheduling::FlowScheduler;
 use crate::lcp::{Lcp, LcpStats, OpenCase};
 use crate::scoreboard::{AckError, AckEvents, Scoreboard};
@@ -14,7 +15,7 @@ use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
 use bytes::Bytes;
 use flexpass_wire::{
-    Ack, CreditRequest, Data, Hello, HelloConn, HelloStatus, Packet, SubFlow, TrafficClass,
+    Ack, CreditRequest, Data, Ecn, Hello, HelloConn, HelloStatus, Packet, SubFlow, TrafficClass,
     TransportKind,
 };
 use serde::Serialize;
@@ -89,11 +90,25 @@ pub struct SenderStats {
     /// PPT: identified as large by the buffer-aware approach (§4.1).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub identified_large: bool,
+    /// FlashPass: the emulation's counters (all zero for other transports).
+    #[serde(skip_serializing_if = "is_default")]
+    pub emulation: EmulationStats,
+    /// FlashPass: bytes sent unscheduled in the pre-credit phase (Aeolus).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bytes_unscheduled: u64,
     /// Tail-loss probes sent (`DctcpConfig::tlp`), and those whose ACK declared packets sent
     /// before the probe lost (recovered without waiting for the RTO; a probe that re-sent
     /// the only lost packet repairs the tail itself and is not counted here).
     pub tlp_probes: u64,
     pub tlp_recoveries: u64,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// At most this many HELLO_ACK `retry` answers make the sender re-send its HELLO at once;
@@ -174,6 +189,7 @@ pub struct Sender {
     acked_scratch: Vec<(u64, Segment)>,
     stats: SenderStats,
     ppt: Option<Box<Ppt>>,
+    fp: Option<Box<Emulation>>,
     tlp: TlpState,
 }
 
@@ -250,6 +266,8 @@ impl Sender {
                     flow_ack: 0,
                 })
             }),
+            fp: (cfg.transport == TransportKind::FlashPass)
+                .then(|| Box::new(Emulation::new(&cfg.flashpass, now))),
             tlp: TlpState::Armed,
             cfg,
         })
@@ -421,6 +439,17 @@ impl Sender {
                 Ok(())
             }
             Packet::Ack(a) => self.on_ack(now, a),
+            Packet::EmulationCredit(c) => {
+                let Some(em) = self.fp.as_mut() else {
+                    return Err(unexpected);
+                };
+                for g in &c.grants {
+                    em.on_grant(now, g.emu_seq, g.timestamp);
+                }
+                self.stats.emulation = em.stats().clone();
+                self.established(now);
+                Ok(())
+            }
             Packet::Reset(_) => {
                 self.fail(SenderError::Reset);
                 Ok(())
@@ -514,7 +543,11 @@ impl Sender {
     /// PPT: the RTT that paces the LCP and times its loops: the HCP's smoothed RTT, or the
     /// configured base RTT before a sample.
     fn ppt_rtt(&self) -> Nanos {
-        self.window.rtt.srtt().unwrap_or(self.cfg.ppt.base_rtt).max(1)
+        self.window
+            .rtt
+            .srtt()
+            .unwrap_or(self.cfg.ppt.base_rtt)
+            .max(1)
     }
 
     /// PPT §3.1 case 1: I = BDP − the DCTCP initial window, in packets.
@@ -548,6 +581,7 @@ impl Sender {
         self.established(now);
         let next_seq = self.scoreboard(ack.subflow).next_seq();
         let mut progress = false;
+        self.window.clock(now);
         // PPT's low-priority ACKs time the LCP's queueing, not the HCP's path.
         let rtt_sample = !(self.ppt.is_some() && ack.subflow == SubFlow::Proactive);
         for &(seq, seg, was_outstanding) in &events.acked {
@@ -683,7 +717,7 @@ impl Sender {
             TransportKind::FlexPass => {
                 self.buf.has_lost() || self.buf.has_pending() || self.buf.has_unacked_reactive()
             }
-            TransportKind::Ppt => false,
+            TransportKind::Ppt | TransportKind::FlashPass => false,
         }
     }
 
@@ -761,6 +795,9 @@ impl Sender {
         if let Some(p) = self.control.pop_front() {
             return Some(Transmit::new(p, self.cfg.transport));
         }
+        if self.fp.is_some() {
+            return self.flashpass_transmit(now);
+        }
         let flexpass = self.cfg.transport == TransportKind::FlexPass;
         while let Some(credit_seq) = self.credits.pop_front() {
             if self.windowed(SubFlow::Proactive)
@@ -805,6 +842,102 @@ impl Sender {
             }
         }
         self.next_opportunistic(now)
+    }
+
+    /// Packets the flow still needs slots for: never-sent segments and lost ones. Until the
+    /// application finished writing, the remaining demand is unknown and taken as unbounded
+    /// (a stream never over-provisions; §III-C's footnote uses the send buffer only when
+    /// the demand is unknown, and the buffer does not hold a T_wait's worth of data).
+    fn flashpass_demand(&self) -> u64 {
+        if !self.buf.fin_requested() {
+            return u64::MAX / 2;
+        }
+        self.buf.pending_bytes().div_ceil(self.cfg.mss as u64)
+            + self.buf.lost_count() as u64
+            + u64::from(self.buf.has_pending() && self.buf.pending_bytes() == 0)
+    }
+
+    /// FlashPass: a data packet in every due slot T + T_wait (§III-B), else the next paced
+    /// emulation packet (ordinary, or over-provisioned and Not-ECT, §III-C), else unscheduled
+    /// data of the pre-credit phase (Aeolus, red).
+    fn flashpass_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        while self.fp.as_mut().is_some_and(|em| em.take_due_slot(now)) {
+            // Lost, else never sent: unscheduled packets still in flight are not sent again
+            // on a slot (SACK or the tail-loss timer declares them lost first).
+            match self.buf.next_for_credit(false) {
+                Some((idx, choice)) => {
+                    if choice == CreditChoice::ProactiveRetransmission {
+                        self.stats.proactive_retransmissions += 1;
+                    }
+                    self.recovery_anchor = now;
+                    return self.send_segment(idx, SubFlow::Proactive, 0, now);
+                }
+                None => {
+                    let em = self.fp.as_mut()?;
+                    em.on_slot_wasted();
+                    self.stats.emulation = em.stats().clone();
+                }
+            }
+        }
+        let demand = self.flashpass_demand();
+        let em = self.fp.as_mut()?;
+        if now >= em.next_send() {
+            match em.classify(demand) {
+                Some(over_provisioned) => {
+                    let (emu_seq, timestamp, hold) = em.on_sent(now, over_provisioned);
+                    self.stats.emulation = em.stats().clone();
+                    let mut t = Transmit::new(
+                        Packet::Emulation(flexpass_wire::Emulation {
+                            flow_id: self.flow_id,
+                            emu_seq,
+                            timestamp,
+                            hold,
+                        }),
+                        self.cfg.transport,
+                    );
+                    if over_provisioned {
+                        t.ecn = Ecn::NotEct;
+                    }
+                    return Some(t);
+                }
+                None => em.idle(now),
+            }
+        }
+        let fp = &self.cfg.flashpass;
+        let next_unscheduled = em.next_unscheduled;
+        if fp.unscheduled
+            && self.stats.bytes_unscheduled < fp.unscheduled_bytes
+            && now >= next_unscheduled
+        {
+            if let Some(idx) = self.buf.next_for_reactive(false) {
+                // Paced at line rate less the emulation share: one 1622-byte slot (a data
+                // frame and an emulation packet) per packet, so the NIC never queues it.
+                em.next_unscheduled =
+                    next_unscheduled.max(now) + (1e9 / fp.max_emulation_rate) as Nanos;
+                let t = self.send_segment(idx, SubFlow::Reactive, 0, now);
+                if let Some(Packet::Data(d)) = t.as_ref().map(|t| &t.packet) {
+                    self.stats.bytes_unscheduled += d.payload.len() as u64;
+                }
+                return t;
+            }
+        }
+        None
+    }
+
+    /// FlashPass: the next slot, the next emulation packet while there is demand, and the
+    /// emulation's loss / Algorithm 1 timer.
+    fn flashpass_deadline(&self) -> Option<Nanos> {
+        let em = self.fp.as_ref()?;
+        let emulate = em.classify(self.flashpass_demand()).map(|_| em.next_send());
+        let fp = &self.cfg.flashpass;
+        let unscheduled = (fp.unscheduled
+            && self.stats.bytes_unscheduled < fp.unscheduled_bytes
+            && self.buf.has_pending())
+        .then_some(em.next_unscheduled);
+        [em.next_slot(), emulate, em.timer_deadline(), unscheduled]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// PPT: the first time the flow has data to send, look at the send buffer (§4.1
@@ -982,6 +1115,8 @@ impl Sender {
             self.recovery_deadline(),
             stop,
             self.lcp_deadline(),
+            self.flashpass_deadline(),
+            self.flashpass_data_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -993,12 +1128,37 @@ impl Sender {
         let p = self.ppt.as_ref()?;
         let rtt = self.ppt_rtt();
         let pace = p.lcp.next_pace().filter(|_| self.buf.has_pending());
-        [pace, p.lcp.close_deadline(rtt)].into_iter().flatten().min()
+        [pace, p.lcp.close_deadline(rtt)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// FlashPass: scheduled data not acknowledged within an RTO is lost (it goes back to the
+    /// demand and gets a new slot).
+    fn flashpass_data_deadline(&self) -> Option<Nanos> {
+        (self.fp.is_some() && self.proactive.outstanding() > 0)
+            .then(|| self.proactive.timer_anchor() + self.window.rto())
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.error().is_some() {
             return;
+        }
+        if let Some(em) = self.fp.as_mut() {
+            em.on_timer(now);
+            self.stats.emulation = em.stats().clone();
+            if self.flashpass_data_deadline().is_some_and(|d| now >= d) {
+                let mut events = std::mem::take(&mut self.events);
+                events.clear();
+                self.proactive.mark_all_lost(now, &mut events);
+                for &(seq, seg) in &events.lost {
+                    if self.buf.mark_lost(seg, SubFlow::Proactive, seq) {
+                        self.stats.losses_proactive += 1;
+                    }
+                }
+                self.events = events;
+            }
         }
         if let Handshake::Pending { at, tries } = self.handshake {
             if now >= at + self.hello_timeout(tries) {
@@ -1041,8 +1201,11 @@ impl Sender {
             let credits_flowing = self.handshake == Handshake::Established
                 && self.credit_state == CreditState::Requested
                 && self.recovery_expiries == 0;
-            let credit_work = self.cfg.transport == TransportKind::FlexPass
-                && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing);
+            // FlashPass: the pre-credit phase's tail-loss timer; unacknowledged unscheduled
+            // packets become demand for the emulation (scheduled retransmission).
+            let credit_work = (self.cfg.transport == TransportKind::FlexPass
+                && (self.buf.has_pending() || self.buf.has_lost() || credits_flowing))
+                || self.cfg.transport == TransportKind::FlashPass;
             let mut events = std::mem::take(&mut self.events);
             events.clear();
             self.reactive.mark_all_lost(now, &mut events);

@@ -80,6 +80,10 @@ pub struct TopologySpec {
     pub right: Option<usize>,
     /// dumbbell, parking-lot: rate of the links between switches, Gbit/s.
     pub bottleneck_gbps: Option<f64>,
+    /// dumbbell: the left hosts' link delays spread evenly over [lo, hi] µs, and the s1–s2
+    /// link's delay, µs (default: `link_delay_us` for both).
+    pub left_delay_us: Option<[f64; 2]>,
+    pub bottleneck_delay_us: Option<f64>,
     /// parking-lot: links between switches (bottlenecks), hosts on each switch.
     pub bottlenecks: Option<usize>,
     pub hosts_per_switch: Option<usize>,
@@ -124,8 +128,13 @@ pub struct SwitchSpec {
     pub buffer_alpha: f64,
     /// Host NIC data buffer, kB; default `buffer_kb`.
     pub nic_buffer_kb: Option<f64>,
-    /// Credit queue (Q0) capacity and token-bucket burst, in credits.
+    /// Credit queue (Q0) capacity and token-bucket burst, in credits. Profile "flashpass":
+    /// Q0 is the emulation queue (shaped to C·84/(84 + 1538), `credit_queue` = 8 packets).
     pub credit_queue: usize,
+    /// Profile "flashpass": the emulation queue's single threshold, packets (§IV-A: 2): an
+    /// arriving Not-ECT (over-provisioned) emulation packet is dropped when the queue holds
+    /// this many; an ECT one is CE-marked.
+    pub emulation_threshold: usize,
     pub credit_burst: f64,
     /// Credit share the receiver NIC shapes aggregate credits to (FlexPass profile; default
     /// w_q; 1.0 reproduces the FlexPass testbed's Fig. 7b).
@@ -168,6 +177,7 @@ impl Default for SwitchSpec {
             buffer_alpha: 0.25,
             nic_buffer_kb: None,
             credit_queue: 8,
+            emulation_threshold: 2,
             credit_burst: 2.0,
             nic_credit_share: None,
             owf_weight: None,
@@ -206,6 +216,45 @@ pub struct HostSpec {
     pub target_loss_scaling: Option<f64>,
     /// PPT senders (`[host.ppt]`).
     pub ppt: PptSpec,
+    /// Congestion control of the window transport (transport dctcp): "dctcp" (default) or
+    /// "cubic" (RFC 8312, FlashPass's WAN baseline; ignores ECN).
+    pub tcp: flexpass_core::WindowCc,
+    /// FlashPass senders (`[host.flashpass]`).
+    pub flashpass: FlashPassSpec,
+}
+
+/// FlashPass's host parameters (names as the paper).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlashPassSpec {
+    /// T_wait, ms: ≥ the network's max RTT (§III-B). Default: the topology's base RTT.
+    pub t_wait_ms: Option<f64>,
+    /// The RTT the emulation assumes before it measures one (and the BDP of the pre-credit
+    /// phase), ms. Default: T_wait.
+    pub rtt_ms: Option<f64>,
+    /// Algorithm 1's target band (1 %, 10 %).
+    pub min_target_loss: f64,
+    pub max_target_loss: f64,
+    /// Over-provisioning with selective dropping (§III-C); false: the §IV-C2 ablation.
+    pub over_provisioning: bool,
+    /// Aeolus-style unscheduled first RTT (FlashPass*); false: plain FlashPass.
+    pub unscheduled: bool,
+    /// Delayed, batched credit feedback.
+    pub delayed_feedback: bool,
+}
+
+impl Default for FlashPassSpec {
+    fn default() -> Self {
+        FlashPassSpec {
+            t_wait_ms: None,
+            rtt_ms: None,
+            min_target_loss: 0.01,
+            max_target_loss: 0.10,
+            over_provisioning: true,
+            unscheduled: true,
+            delayed_feedback: true,
+        }
+    }
 }
 
 /// PPT's host parameters (SIGCOMM'24) and the switches of its ablations.
@@ -254,6 +303,8 @@ impl Default for HostSpec {
             target_loss_rule: None,
             target_loss_scaling: None,
             ppt: PptSpec::default(),
+            tcp: flexpass_core::WindowCc::Dctcp,
+            flashpass: FlashPassSpec::default(),
         }
     }
 }
@@ -793,7 +844,13 @@ impl TopologySpec {
     fn keys_of(kind: &str) -> &'static [&'static str] {
         match kind {
             "star" => &["hosts"],
-            "dumbbell" => &["left", "right", "bottleneck_gbps"],
+            "dumbbell" => &[
+                "left",
+                "right",
+                "bottleneck_gbps",
+                "left_delay_us",
+                "bottleneck_delay_us",
+            ],
             "parking-lot" => &["bottlenecks", "hosts_per_switch", "bottleneck_gbps"],
             "leaf-spine" => &[
                 "leaves",
@@ -826,6 +883,8 @@ impl TopologySpec {
         k("left", self.left.is_some());
         k("right", self.right.is_some());
         k("bottleneck_gbps", self.bottleneck_gbps.is_some());
+        k("left_delay_us", self.left_delay_us.is_some());
+        k("bottleneck_delay_us", self.bottleneck_delay_us.is_some());
         k("bottlenecks", self.bottlenecks.is_some());
         k("hosts_per_switch", self.hosts_per_switch.is_some());
         k("leaves", self.leaves.is_some());
@@ -904,6 +963,22 @@ impl TopologySpec {
                 left: count(self.left, "left", None, 1)?,
                 right: count(self.right, "right", None, 1)?,
                 bottleneck_bps: gbps(self.bottleneck_gbps, "bottleneck_gbps")?,
+                left_delay: match self.left_delay_us {
+                    Some([lo, hi]) => {
+                        non_negative(lo, "topology.left_delay_us[0]")?;
+                        check(hi >= lo, || {
+                            format!("topology.left_delay_us must be [lo, hi] with hi >= lo, got [{lo}, {hi}]")
+                        })?;
+                        Some(((lo * 1e3) as Nanos, (hi * 1e3) as Nanos))
+                    }
+                    None => None,
+                },
+                bottleneck_delay: match self.bottleneck_delay_us {
+                    Some(d) => {
+                        Some((non_negative(d, "topology.bottleneck_delay_us")? * 1e3) as Nanos)
+                    }
+                    None => None,
+                },
             },
             "parking-lot" => Shape::ParkingLot {
                 bottlenecks: count(self.bottlenecks, "bottlenecks", None, 1)?,
@@ -1175,7 +1250,8 @@ impl Experiment {
         })?;
         if let Some(t) = self.deployment.transport {
             check(t != TransportKind::Dctcp, || {
-                "deployment.transport is the new transport: flexpass, expresspass or ppt".into()
+                "deployment.transport is the new transport: flexpass, expresspass, ppt or flashpass"
+                    .into()
             })?;
         }
         let m = &self.measure;
@@ -1266,6 +1342,7 @@ impl Experiment {
             .unwrap_or(match self.switch.profile {
                 Profile::FlexPass => TransportKind::FlexPass,
                 Profile::Ppt => TransportKind::Ppt,
+                Profile::FlashPass => TransportKind::FlashPass,
                 _ => TransportKind::ExpressPass,
             })
     }

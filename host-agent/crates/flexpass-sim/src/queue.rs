@@ -53,15 +53,21 @@ pub enum Profile {
     Layering,
     /// PPT (SIGCOMM'24): eight strict-priority queues with per-queue ECN, no credits.
     Ppt,
+    /// FlashPass (WAN): Q0 is the emulation queue (shaped to C·84/(84 + 1538), 8 packets,
+    /// single threshold: Not-ECT emulation packets dropped above `emulation_threshold`), one
+    /// data queue Q1 for everything else (FlashPass, ExpressPass and Cubic data) with red
+    /// (unscheduled, Aeolus) packets dropped above the selective-drop threshold.
+    FlashPass,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 5] = [
+    pub const ALL: [Profile; 6] = [
         Profile::FlexPass,
         Profile::Naive,
         Profile::Owf,
         Profile::Layering,
         Profile::Ppt,
+        Profile::FlashPass,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +77,7 @@ impl Profile {
             Profile::Owf => "owf",
             Profile::Layering => "layering",
             Profile::Ppt => "ppt",
+            Profile::FlashPass => "flashpass",
         }
     }
 
@@ -102,7 +109,9 @@ impl std::str::FromStr for Profile {
         Profile::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown profile '{s}' (flexpass, naive, owf, layering, ppt)"))
+            .ok_or_else(|| {
+                format!("unknown profile '{s}' (flexpass, naive, owf, layering, ppt, flashpass)")
+            })
     }
 }
 
@@ -183,6 +192,8 @@ pub struct PortConfig {
     pub lcp_pushout: bool,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
+    /// FlashPass profile: Q0's single threshold in packets (usize::MAX: none).
+    pub emulation_threshold: usize,
     /// Data buffer of the port.
     pub buffer: BufferLimit,
 }
@@ -202,7 +213,8 @@ impl PortConfig {
 
     /// Red packets are subject to selective dropping (FlexPass profile only).
     pub fn is_red(&self, class: TrafficClass) -> bool {
-        self.profile == Profile::FlexPass && class == TrafficClass::ReactiveData
+        matches!(self.profile, Profile::FlexPass | Profile::FlashPass)
+            && class == TrafficClass::ReactiveData
     }
 
     fn quantum(&self, q: usize) -> f64 {
@@ -386,6 +398,17 @@ impl PortQueue {
             if self.queues[0].len() >= self.cfg.credit_capacity {
                 self.stats[q].dropped_full += 1;
                 return Enqueued::Dropped(Refused::CreditQueueFull);
+            }
+            // FlashPass §III-C: RED/ECN with one threshold repurposed for selective dropping.
+            if self.queues[0].len() >= self.cfg.emulation_threshold {
+                if pkt.ecn == Ecn::NotEct {
+                    self.stats[q].dropped_red += 1;
+                    return Enqueued::Dropped(Refused::SelectiveDrop);
+                }
+                if pkt.ecn != Ecn::Ce {
+                    self.stats[q].ecn_marked += 1;
+                }
+                pkt.ecn = Ecn::Ce;
             }
         } else {
             let mut fits = match (self.cfg.buffer, shared.as_deref()) {
@@ -586,8 +609,45 @@ mod tests {
             lcp_drop: u64::MAX,
             lcp_pushout: false,
             red_threshold: 100_000,
+            emulation_threshold: if profile == Profile::FlashPass {
+                2
+            } else {
+                usize::MAX
+            },
             buffer: BufferLimit::PerPort { bytes: 1_000_000 },
         }
+    }
+
+    #[test]
+    fn flashpass_over_provisioned_emulation_is_dropped_before_ordinary() {
+        // FlashPass §III-C: above 2 packets in the emulation queue, Not-ECT (over-provisioned)
+        // emulation packets are dropped, ECT (ordinary) ones marked and kept up to 8.
+        let mut pq = PortQueue::new(cfg(Profile::FlashPass));
+        let emu = |ecn| {
+            let mut p = test_packet(TrafficClass::Credit, 84);
+            p.ecn = ecn;
+            p
+        };
+        for _ in 0..2 {
+            assert_eq!(pq.enqueue(emu(Ecn::NotEct), None), Enqueued::Accepted);
+        }
+        assert_eq!(
+            pq.enqueue(emu(Ecn::NotEct), None),
+            Enqueued::Dropped(Refused::SelectiveDrop)
+        );
+        for _ in 2..8 {
+            assert_eq!(pq.enqueue(emu(Ecn::Ect0), None), Enqueued::Accepted);
+        }
+        assert_eq!(
+            pq.enqueue(emu(Ecn::Ect0), None),
+            Enqueued::Dropped(Refused::CreditQueueFull)
+        );
+        let st = pq.stats()[0];
+        assert_eq!((st.dropped_red, st.dropped_full, st.ecn_marked), (1, 1, 6));
+        // Everything that is not emulation shares the one data queue.
+        assert_eq!(pq.cfg.queue_of(TrafficClass::Legacy), 1);
+        assert_eq!(pq.cfg.queue_of(TrafficClass::ProactiveData), 1);
+        assert!(pq.cfg.is_red(TrafficClass::ReactiveData));
     }
 
     #[test]

@@ -169,6 +169,50 @@ pub struct PptReport {
     pub switch_max_bytes: Vec<u64>,
 }
 
+/// FlashPass flows' emulation (§III-B/C), summed over the flows.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlashPassReport {
+    pub flows: usize,
+    pub emulation_sent: u64,
+    pub over_provisioned_sent: u64,
+    pub emulation_lost: u64,
+    /// Emulation packets lost / sent over the whole run (start-up included).
+    pub emulation_loss: f64,
+    pub grants_received: u64,
+    pub grants_wasted: u64,
+    pub late_grants: u64,
+    /// Algorithm 1 updates above, inside and below [min_target_loss, max_target_loss].
+    pub updates_above: u64,
+    pub updates_in_band: u64,
+    pub updates_below: u64,
+    pub bytes_unscheduled: u64,
+}
+
+fn flashpass_report(net: &crate::net::Network) -> Option<FlashPassReport> {
+    let mut r = FlashPassReport::default();
+    for f in net
+        .flows
+        .iter()
+        .filter(|f| f.spec.transport == TransportKind::FlashPass)
+    {
+        r.flows += 1;
+        let Some(s) = f.sender_stats() else { continue };
+        let e = &s.emulation;
+        r.emulation_sent += e.emulation_sent;
+        r.over_provisioned_sent += e.over_provisioned_sent;
+        r.emulation_lost += e.emulation_lost;
+        r.grants_received += e.grants_received;
+        r.grants_wasted += e.grants_wasted;
+        r.late_grants += e.late_grants;
+        r.updates_above += e.updates_above;
+        r.updates_in_band += e.updates_in_band;
+        r.updates_below += e.updates_below;
+        r.bytes_unscheduled += s.bytes_unscheduled;
+    }
+    r.emulation_loss = r.emulation_lost as f64 / r.emulation_sent.max(1) as f64;
+    (r.flows > 0).then_some(r)
+}
+
 fn ppt_report(net: &crate::net::Network, ports: &[PortReport]) -> Option<PptReport> {
     let flows: Vec<&Flow> = net
         .flows
@@ -319,6 +363,12 @@ pub struct RunReport {
     /// ppt profile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ppt: Option<PptReport>,
+    /// FlashPass flows' emulation (runs with FlashPass flows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flashpass: Option<FlashPassReport>,
+    /// Data packets dropped anywhere (switch buffers, selective dropping, host NICs) per
+    /// data packet the senders sent.
+    pub data_loss_rate: f64,
     pub corrupted_bytes: u64,
     pub jain_index: Option<f64>,
     pub paths: PathReport,
@@ -632,6 +682,15 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         tlp_probes: sender_sum(|s| s.tlp_probes),
         tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
         ppt: ppt_report(net, &ports),
+        flashpass: flashpass_report(net),
+        data_loss_rate: (full + red + nic) as f64
+            / net
+                .flows
+                .iter()
+                .filter_map(|f| f.sender_stats())
+                .map(|s| s.packets_proactive + s.packets_reactive)
+                .sum::<u64>()
+                .max(1) as f64,
         corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
         jain_index: (flows.len() > 1 && sampled).then(|| jain(&shares)),
         paths,

@@ -2,14 +2,16 @@
 //! the traffic, run the model, and hand the finished network to `report`.
 
 use crate::convergence;
-use crate::experiment::{Experiment, Override, PptSpec};
+use crate::experiment::{Experiment, FlashPassSpec, Override, PptSpec};
 use crate::net::{FlowSpec, Network, NodeId};
 use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::report::{self, RunReport};
 use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
 use flexpass_core::config::credit_queue_bps_mtu;
-use flexpass_core::{CreditConfig, Nanos, PptConfig, ReceiverConfig, SenderConfig, MILLIS};
+use flexpass_core::{
+    CreditConfig, FlashPassConfig, Nanos, PptConfig, ReceiverConfig, SenderConfig, MILLIS,
+};
 use flexpass_wire::TransportKind;
 use flexpass_wire::{max_frame_wire, max_payload_for_mtu, MIN_ETHERNET_WIRE};
 use std::time::Instant;
@@ -36,6 +38,9 @@ pub struct Stack {
     /// PPT profile, switch ports: HCP packets push queued LCP packets out of a full buffer.
     pub lcp_pushout: bool,
     pub ppt: PptSpec,
+    pub tcp: flexpass_core::WindowCc,
+    pub flashpass: FlashPassSpec,
+    pub emulation_threshold: usize,
     pub red_threshold: u64,
     pub buffer: u64,
     pub shared_buffer: Option<(u64, f64)>,
@@ -88,6 +93,8 @@ impl Stack {
             Profile::Naive | Profile::Layering => (s.w_q, 1.0),
             // No credits: the share only sizes the (unused) credit queue.
             Profile::Ppt => (s.w_q, 1.0),
+            // One data queue; Q0 (the emulation queue, or ExpressPass's credits) at 84/(84+1538).
+            Profile::FlashPass => (1.0, 1.0),
         };
         Stack {
             profile: s.profile,
@@ -102,6 +109,13 @@ impl Stack {
             lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
             lcp_pushout: s.lcp_pushout,
             ppt: exp.host.ppt.clone(),
+            tcp: exp.host.tcp,
+            flashpass: exp.host.flashpass.clone(),
+            emulation_threshold: if s.profile == Profile::FlashPass {
+                s.emulation_threshold
+            } else {
+                usize::MAX
+            },
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
             shared_buffer: s
@@ -165,6 +179,7 @@ impl Stack {
             lcp_drop: u64::MAX,
             lcp_pushout: false,
             red_threshold: self.red_threshold,
+            emulation_threshold: self.emulation_threshold,
             buffer,
         }
     }
@@ -185,6 +200,29 @@ impl Stack {
         if f.transport == TransportKind::Ppt {
             c.ppt = self.ppt_config();
         }
+        if f.transport == TransportKind::Dctcp {
+            c.dctcp.cc = self.tcp;
+        }
+        if f.transport == TransportKind::FlashPass {
+            c.flashpass = self.flashpass_config();
+        }
+        c
+    }
+
+    /// FlashPass senders: the host link's emulation rate, T_wait and the assumed RTT of
+    /// `[host.flashpass]` (default: the topology's base RTT), the target band and ablations.
+    pub fn flashpass_config(&self) -> FlashPassConfig {
+        let p = &self.flashpass;
+        let t_wait = p.t_wait_ms.map_or(self.base_rtt.max(1), ms);
+        let rtt = p.rtt_ms.map_or(t_wait, ms).max(1);
+        let mut c = FlashPassConfig::for_link(self.host_bps, rtt, t_wait);
+        c.max_emulation_rate =
+            credit_queue_bps_mtu(self.host_bps, 1.0, self.mtu) / (8.0 * MIN_ETHERNET_WIRE as f64);
+        c.min_target_loss = p.min_target_loss;
+        c.max_target_loss = p.max_target_loss;
+        c.over_provisioning = p.over_provisioning;
+        c.unscheduled = p.unscheduled;
+        c.delayed_feedback = p.delayed_feedback;
         c
     }
 

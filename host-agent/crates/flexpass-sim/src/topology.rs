@@ -23,6 +23,12 @@ pub enum Shape {
         left: usize,
         right: usize,
         bottleneck_bps: f64,
+        /// Link delays of the left hosts spread evenly over [lo, hi] (host i: lo + (hi − lo)
+        /// · (i + ½)/left), instead of the common link delay (FlashPass §IV-B1: senders 0–20
+        /// ms from the bottleneck switch).
+        left_delay: Option<(Nanos, Nanos)>,
+        /// Delay of the s1–s2 link, instead of the common link delay.
+        bottleneck_delay: Option<Nanos>,
     },
     /// Switches `s0 … sN` in a chain (N = `bottlenecks` links between them, each at
     /// `bottleneck_bps`), `hosts_per_switch` hosts on each.
@@ -151,11 +157,16 @@ impl Builder<'_> {
 
     /// A host on `sw` in `rack`; returns the switch's port towards it.
     fn host(&mut self, sw: NodeId, rack: usize) -> usize {
+        self.host_with_delay(sw, rack, self.links.delay)
+    }
+
+    /// A host whose link has propagation delay `delay` (plus the host delay).
+    fn host_with_delay(&mut self, sw: NodeId, rack: usize, delay: Nanos) -> usize {
         let h = self.net.add_host(&format!("h{}", self.rack_of.len()));
         self.rack_of.push(rack);
         let hn = self.net.host_node(h);
         let bps = self.links.bps;
-        let link = self.link(bps, self.links.delay + self.links.host_delay);
+        let link = self.link(bps, delay + self.links.host_delay);
         let (nic, down) = self.net.connect(
             hn,
             self.ports.nic_port(bps),
@@ -170,7 +181,19 @@ impl Builder<'_> {
 
     /// Switch-to-switch link; `a`'s port goes to group `up`, `b`'s to `down`.
     fn trunk(&mut self, a: NodeId, b: NodeId, bps: f64, up: &str, down: &str) {
-        let link = self.link(bps, self.links.delay);
+        self.trunk_with_delay(a, b, bps, self.links.delay, up, down)
+    }
+
+    fn trunk_with_delay(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        bps: f64,
+        delay: Nanos,
+        up: &str,
+        down: &str,
+    ) {
+        let link = self.link(bps, delay);
         let (pa, pb) = self.net.connect(
             a,
             self.ports.switch_port(bps),
@@ -216,16 +239,28 @@ pub fn build(net: &mut Network, shape: &Shape, links: &Links, ports: &dyn PortFa
             left,
             right,
             bottleneck_bps,
+            left_delay,
+            bottleneck_delay,
         } => {
             let s1 = b.switch("s1".into(), TIER_EDGE);
             let s2 = b.switch("s2".into(), TIER_EDGE);
-            for _ in 0..left {
-                b.host(s1, 0);
+            for i in 0..left {
+                let d = left_delay.map_or(links.delay, |(lo, hi)| {
+                    lo + ((hi - lo) as f64 * (i as f64 + 0.5) / left as f64) as Nanos
+                });
+                b.host_with_delay(s1, 0, d);
             }
             for _ in 0..right {
                 b.host(s2, 1);
             }
-            b.trunk(s1, s2, bottleneck_bps, "bottleneck", "bottleneck-reverse");
+            b.trunk_with_delay(
+                s1,
+                s2,
+                bottleneck_bps,
+                bottleneck_delay.unwrap_or(links.delay),
+                "bottleneck",
+                "bottleneck-reverse",
+            );
             bottleneck_bps
         }
         Shape::ParkingLot {

@@ -50,6 +50,7 @@ fn incast(t: TransportKind, n: usize, extra: &[String]) -> RunReport {
         TransportKind::FlexPass => ("flexpass", "flexpass"),
         TransportKind::Dctcp => ("dctcp", "flexpass"),
         TransportKind::Ppt => ("ppt", "ppt"),
+        TransportKind::FlashPass => ("flashpass", "flashpass"),
     };
     let mut s = sets(&[
         &format!("incast.0.transport={name}"),

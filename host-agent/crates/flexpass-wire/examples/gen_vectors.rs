@@ -78,6 +78,7 @@ fn transport_str(t: TransportKind) -> &'static str {
         TransportKind::ExpressPass => "expresspass",
         TransportKind::Dctcp => "dctcp",
         TransportKind::Ppt => "ppt",
+        TransportKind::FlashPass => "flashpass",
     }
 }
 
@@ -133,6 +134,14 @@ fn packet_json(p: &Packet) -> Value {
             }
             v
         }
+        Packet::Emulation(e) => json!({
+            "type": "emulation", "flow_id": e.flow_id, "emu_seq": e.emu_seq,
+            "timestamp": e.timestamp, "hold": e.hold,
+        }),
+        Packet::EmulationCredit(c) => json!({
+            "type": "emulation_credit", "flow_id": c.flow_id,
+            "grants": c.grants.iter().map(|g| json!([g.emu_seq, g.timestamp])).collect::<Vec<_>>(),
+        }),
         Packet::Reset(r) => json!({
             "type": "reset", "flow_id": r.flow_id,
             "reason": match r.reason {
@@ -552,6 +561,79 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             }),
         ),
         (
+            "hello_flashpass",
+            "HELLO, transport flashpass (5), 65 MB flow",
+            Packet::Hello(Hello {
+                flow_id: 22,
+                transport: TransportKind::FlashPass,
+                flow_size: 65_000_000,
+                conn: None,
+                cookie: None,
+            }),
+        ),
+        (
+            "hello_ack_flashpass",
+            "HELLO_ACK accepted, transport flashpass",
+            Packet::HelloAck(HelloAck {
+                flow_id: 22,
+                transport: TransportKind::FlashPass,
+                status: HelloStatus::Accepted,
+            }),
+        ),
+        (
+            "emulation",
+            "FlashPass EMULATION: emu_seq 7, T = 123456789 ns, credit returned at once (84 B on the wire)",
+            Packet::Emulation(Emulation {
+                flow_id: 22,
+                emu_seq: 7,
+                timestamp: 123_456_789,
+                hold: 0,
+            }),
+        ),
+        (
+            "emulation_hold_max",
+            "EMULATION with extreme values: the credit may be held 655.35 ms for batching",
+            Packet::Emulation(Emulation {
+                flow_id: u32::MAX,
+                emu_seq: u32::MAX,
+                timestamp: u32::MAX,
+                hold: u16::MAX,
+            }),
+        ),
+        (
+            "emulation_credit_one",
+            "EMULATION_CREDIT with one grant (86 B on the wire)",
+            Packet::EmulationCredit(EmulationCredit {
+                flow_id: 22,
+                grants: vec![EmulationGrant {
+                    emu_seq: 7,
+                    timestamp: 123_456_789,
+                }],
+            }),
+        ),
+        (
+            "emulation_credit_batch",
+            "EMULATION_CREDIT with three batched grants (delayed credit feedback), one seq missing (emulation packet 9 lost)",
+            Packet::EmulationCredit(EmulationCredit {
+                flow_id: 22,
+                grants: vec![
+                    EmulationGrant { emu_seq: 8, timestamp: 123_458_089 },
+                    EmulationGrant { emu_seq: 10, timestamp: 123_460_689 },
+                    EmulationGrant { emu_seq: 11, timestamp: 123_461_989 },
+                ],
+            }),
+        ),
+        (
+            "emulation_credit_max",
+            "EMULATION_CREDIT with the most grants, 32 (268 bytes)",
+            Packet::EmulationCredit(EmulationCredit {
+                flow_id: 1,
+                grants: (0..32)
+                    .map(|i| EmulationGrant { emu_seq: i, timestamp: u32::MAX - i })
+                    .collect(),
+            }),
+        ),
+        (
             "reset_unspecified",
             "RESET, reason unspecified",
             Packet::Reset(Reset {
@@ -668,6 +750,25 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             cookie: 0x1122_3344_5566_7788,
         },
     }));
+    let emu = enc(&Packet::Emulation(Emulation {
+        flow_id: 5,
+        emu_seq: 1,
+        timestamp: 2,
+        hold: 3,
+    }));
+    let ecred = enc(&Packet::EmulationCredit(EmulationCredit {
+        flow_id: 5,
+        grants: vec![
+            EmulationGrant {
+                emu_seq: 1,
+                timestamp: 2,
+            },
+            EmulationGrant {
+                emu_seq: 2,
+                timestamp: 3,
+            },
+        ],
+    }));
     let rst = enc(&Packet::Reset(Reset {
         flow_id: 5,
         reason: ResetReason::Shutdown,
@@ -699,7 +800,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("bad_version_15", "version nibble 15, also wrong length: version is checked first",
             with(with(stop.clone(), 0, &[0xf6]), 2, &[0, 99]), "UnsupportedVersion"),
         ("unknown_type_0", "type 0", with(stop.clone(), 0, &[0x10]), "UnknownType"),
-        ("unknown_type_10", "type 0xa", with(stop.clone(), 0, &[0x1a]), "UnknownType"),
+        ("unknown_type_12", "type 0xc (0xa and 0xb are FlashPass's)", with(stop.clone(), 0, &[0x1c]), "UnknownType"),
         ("unknown_type_15", "type 0xf", with(cr.clone(), 0, &[0x1f]), "UnknownType"),
         // --- Length mismatch -----------------------------------------------------------------
         ("length_field_too_big", "PROACTIVE_DATA buffer one byte shorter than its length field (truncated in transit)",
@@ -767,7 +868,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(ack4.clone(), 56, &[0, 0, 0, 50, 0, 0, 0, 60]), "BadSackBlock"),
         // --- HELLO / HELLO_ACK / RESET ---------------------------------------------------------------
         ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
-        ("hello_unknown_transport_5", "HELLO transport 5 (4 is ppt)", with(hello.clone(), 8, &[5]), "UnknownTransport"),
+        ("hello_unknown_transport_6", "HELLO transport 6 (5 is flashpass)", with(hello.clone(), 8, &[6]), "UnknownTransport"),
         ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
         ("hello_conn_role_0", "HELLO (CONN) role 0", with(hconn.clone(), 28, &[0]), "BadConnRole"),
         ("hello_conn_role_3", "HELLO (CONN) role 3", with(hconn.clone(), 28, &[3]), "BadConnRole"),
@@ -803,6 +904,18 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("hello_ack_retry_status_before_reserved", "HELLO_ACK with flag COOKIE, status 2 and reserved byte 10 = 1: the status is checked first",
             with(with(hretry.clone(), 9, &[2]), 10, &[1]), "BadStatus"),
         ("hello_ack_reserved_nonzero", "HELLO_ACK reserved 0x8000", with(hack.clone(), 10, &[0x80, 0]), "NonZeroReserved"),
+        // --- EMULATION / EMULATION_CREDIT (FlashPass) ------------------------------------------
+        ("emulation_short", "EMULATION of 16 bytes < 18", fix_len(emu[..16].to_vec()), "Truncated"),
+        ("emulation_long", "EMULATION of 20 bytes > 18", fix_len([emu.clone(), vec![0, 0]].concat()), "LengthMismatch"),
+        ("emulation_flag", "EMULATION with flag FIN (no flag is allowed)", with(emu.clone(), 1, &[0x01]), "InvalidFlags"),
+        ("emulation_credit_truncated", "EMULATION_CREDIT of 8 bytes < 12", fix_len(ecred[..8].to_vec()), "Truncated"),
+        ("emulation_credit_count_0", "EMULATION_CREDIT with count 0", with(ecred.clone(), 8, &[0]), "BadGrantCount"),
+        ("emulation_credit_count_33", "EMULATION_CREDIT with count 33 (max 32)", with(ecred.clone(), 8, &[33]), "BadGrantCount"),
+        ("emulation_credit_reserved", "EMULATION_CREDIT reserved byte 10 = 1", with(ecred.clone(), 10, &[1]), "NonZeroReserved"),
+        ("emulation_credit_count_before_reserved", "EMULATION_CREDIT with count 0 and reserved byte 9 = 1: the count is checked first",
+            with(with(ecred.clone(), 8, &[0]), 9, &[1]), "BadGrantCount"),
+        ("emulation_credit_missing_grant", "EMULATION_CREDIT with count 3 but two grants (28 bytes)", with(ecred.clone(), 8, &[3]), "Truncated"),
+        ("emulation_credit_extra_grant", "EMULATION_CREDIT with count 1 but two grants (28 bytes)", with(ecred.clone(), 8, &[1]), "LengthMismatch"),
         ("reset_bad_reason", "RESET reason 4", with(rst.clone(), 8, &[4]), "BadReason"),
         ("reset_reserved_nonzero", "RESET reserved byte 9 = 1", with(rst.clone(), 9, &[1]), "NonZeroReserved"),
     ]

@@ -94,11 +94,14 @@ pub enum DecodeError {
     /// HELLO (flag CONN) role byte is not 1 (open) or 2 (reply).
     #[error("bad HELLO connection role {0}")]
     BadConnRole(u8),
+    /// EMULATION_CREDIT grant count is 0 or above `MAX_EMULATION_GRANTS`.
+    #[error("bad EMULATION_CREDIT grant count {0} (1..=32)")]
+    BadGrantCount(u8),
 }
 
 impl DecodeError {
     /// Every error kind string, in the order of the specification table.
-    pub const KINDS: [&'static str; 17] = [
+    pub const KINDS: [&'static str; 18] = [
         "Truncated",
         "UnsupportedVersion",
         "UnknownType",
@@ -116,6 +119,7 @@ impl DecodeError {
         "BadStatus",
         "BadReason",
         "BadConnRole",
+        "BadGrantCount",
     ];
 
     /// Stable error-kind string shared with the JSON vectors and Python.
@@ -138,6 +142,7 @@ impl DecodeError {
             DecodeError::BadStatus(_) => "BadStatus",
             DecodeError::BadReason(_) => "BadReason",
             DecodeError::BadConnRole(_) => "BadConnRole",
+            DecodeError::BadGrantCount(_) => "BadGrantCount",
         }
     }
 }
@@ -175,6 +180,9 @@ pub enum EncodeError {
         /// The ACK's cum_ack.
         cum_ack: u32,
     },
+    /// EMULATION_CREDIT with no grant or more than `MAX_EMULATION_GRANTS`.
+    #[error("EMULATION_CREDIT carries {0} grants (1..=32)")]
+    BadGrantCount(usize),
 }
 
 impl EncodeError {
@@ -187,6 +195,7 @@ impl EncodeError {
             EncodeError::SeqOverflow => "SeqOverflow",
             EncodeError::TooLong(_) => "TooLong",
             EncodeError::BadSackBlock { .. } => "BadSackBlock",
+            EncodeError::BadGrantCount(_) => "BadGrantCount",
         }
     }
 }

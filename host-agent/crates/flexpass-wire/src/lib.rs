@@ -35,8 +35,9 @@ pub use dscp::{
 };
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
-    Ack, ConnRole, Credit, CreditRequest, Data, Hello, HelloAck, HelloConn, HelloStatus, Packet,
-    PacketType, Reset, ResetReason, SubFlow, TransportKind, STATUS_RETRY,
+    Ack, ConnRole, Credit, CreditRequest, Data, Emulation, EmulationCredit, EmulationGrant, Hello,
+    HelloAck, HelloConn, HelloStatus, Packet, PacketType, Reset, ResetReason, SubFlow,
+    TransportKind, STATUS_RETRY,
 };
 pub use sack::SackBlocks;
 
@@ -78,6 +79,14 @@ pub const COOKIE_LEN: usize = 8;
 pub const HELLO_ACK_LEN: usize = 12;
 /// Length of a HELLO_ACK carrying a cookie (flag COOKIE, status retry).
 pub const HELLO_ACK_COOKIE_LEN: usize = 20;
+/// Length of an EMULATION message (FlashPass): an 84-byte frame on an Ethernet wire.
+pub const EMULATION_LEN: usize = 18;
+/// Length of an EMULATION_CREDIT message without grants (common header + count + reserved).
+pub const EMULATION_CREDIT_BASE_LEN: usize = 12;
+/// Length of one EMULATION_CREDIT grant (emu_seq u32, timestamp u32).
+pub const EMULATION_GRANT_LEN: usize = 8;
+/// Most grants one EMULATION_CREDIT carries (delayed, batched credit feedback).
+pub const MAX_EMULATION_GRANTS: usize = 32;
 /// Length of a RESET message.
 pub const RESET_LEN: usize = 12;
 /// Largest value the 16-bit `length` field can carry.

@@ -12,8 +12,9 @@ use crate::sack::SackBlocks;
 use crate::{
     ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
     CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
-    CREDIT_STOP_LEN, DATA_HEADER_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_RETX,
-    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_MESSAGE_LEN,
+    CREDIT_STOP_LEN, DATA_HEADER_LEN, EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN,
+    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_RETX, HELLO_ACK_COOKIE_LEN,
+    HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN,
     MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
@@ -43,6 +44,10 @@ pub enum PacketType {
     HelloAck = 8,
     /// 0x9 RESET.
     Reset = 9,
+    /// 0xA EMULATION (FlashPass: sender → receiver through the emulation queue).
+    Emulation = 10,
+    /// 0xB EMULATION_CREDIT (FlashPass: receiver → sender, the credits of emulation packets).
+    EmulationCredit = 11,
 }
 
 impl PacketType {
@@ -58,6 +63,8 @@ impl PacketType {
             7 => PacketType::Hello,
             8 => PacketType::HelloAck,
             9 => PacketType::Reset,
+            10 => PacketType::Emulation,
+            11 => PacketType::EmulationCredit,
             _ => return None,
         })
     }
@@ -90,6 +97,8 @@ impl PacketType {
             PacketType::Hello => "HELLO",
             PacketType::HelloAck => "HELLO_ACK",
             PacketType::Reset => "RESET",
+            PacketType::Emulation => "EMULATION",
+            PacketType::EmulationCredit => "EMULATION_CREDIT",
         }
     }
 }
@@ -137,6 +146,10 @@ pub enum TransportKind {
     /// PPT (SIGCOMM'24): DCTCP as the high-priority loop (HCP) on the reactive sub-flow and
     /// the low-priority loop (LCP) of opportunistic packets on sub-flow 0; no credits; wire 4.
     Ppt,
+    /// FlashPass (ICNP'21 / WAN): sender-driven emulation — EMULATION packets through the
+    /// emulation queue, EMULATION_CREDIT back, one PROACTIVE_DATA at T + T_wait per credit;
+    /// first-RTT unscheduled data as REACTIVE_DATA (red); wire 5.
+    FlashPass,
 }
 
 impl TransportKind {
@@ -147,6 +160,7 @@ impl TransportKind {
             2 => Some(TransportKind::ExpressPass),
             3 => Some(TransportKind::Dctcp),
             4 => Some(TransportKind::Ppt),
+            5 => Some(TransportKind::FlashPass),
             _ => None,
         }
     }
@@ -158,21 +172,25 @@ impl TransportKind {
             TransportKind::ExpressPass => 2,
             TransportKind::Dctcp => 3,
             TransportKind::Ppt => 4,
+            TransportKind::FlashPass => 5,
         }
     }
 
     /// The transport's name on command lines, in configs and records: flexpass,
-    /// expresspass, dctcp, ppt.
+    /// expresspass, dctcp, ppt, flashpass.
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::FlexPass => "flexpass",
             TransportKind::ExpressPass => "expresspass",
             TransportKind::Dctcp => "dctcp",
             TransportKind::Ppt => "ppt",
+            TransportKind::FlashPass => "flashpass",
         }
     }
 
-    /// Every transport, in wire order.
+    /// Every transport the host agent runs, in wire order. FlashPass runs in the core and
+    /// the model only so far, so it is not here: `from_name("flashpass")` is None and the
+    /// agent refuses it by name.
     pub const ALL: [TransportKind; 4] = [
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
@@ -180,12 +198,13 @@ impl TransportKind {
         TransportKind::Ppt,
     ];
 
-    /// The transport named `s` (see [`name`](Self::name)).
+    /// The transport named `s` among [`ALL`](Self::ALL) (see [`name`](Self::name)).
     pub fn from_name(s: &str) -> Option<TransportKind> {
         Self::ALL.into_iter().find(|t| t.name() == s)
     }
 
-    /// True for transports whose receiver sends credits.
+    /// True for transports whose receiver sends CREDIT messages (ExpressPass-style credit
+    /// feedback; FlashPass's EMULATION_CREDITs are not such credits).
     pub fn is_credit_based(self) -> bool {
         matches!(self, TransportKind::FlexPass | TransportKind::ExpressPass)
     }
@@ -349,6 +368,42 @@ pub struct CreditRequest {
     pub pending_bytes: u64,
 }
 
+/// EMULATION (0xA), FlashPass §III-B: sender → receiver through the emulation queue (the
+/// credit class); it rehearses one data packet. Ordinary emulation packets are ECT(0),
+/// over-provisioned ones Not-ECT (dropped first by the queue's single threshold, §III-C).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emulation {
+    /// Flow identifier.
+    pub flow_id: u32,
+    /// Emulation packet number within the flow.
+    pub emu_seq: u32,
+    /// T: the sender's clock when it sent this packet, nanoseconds modulo 2^32 (the sender
+    /// sends the data packet at T + T_wait).
+    pub timestamp: u32,
+    /// How long the receiver may hold this packet's credit to batch it with later ones, in
+    /// units of 10 µs (0: return it at once).
+    pub hold: u16,
+}
+
+/// One credit of an EMULATION_CREDIT: the echo of an emulation packet's seq and timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmulationGrant {
+    /// `emu_seq` of the emulation packet that got through.
+    pub emu_seq: u32,
+    /// Its `timestamp` T, echoed.
+    pub timestamp: u32,
+}
+
+/// EMULATION_CREDIT (0xB), FlashPass §III-B: receiver → sender, 1..=32 grants (delayed,
+/// batched credit feedback); each licenses one data packet at T + T_wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmulationCredit {
+    /// Flow identifier.
+    pub flow_id: u32,
+    /// The grants, in the order the emulation packets arrived.
+    pub grants: Vec<EmulationGrant>,
+}
+
 /// HELLO (0x7): flow open, sender → receiver.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hello {
@@ -451,6 +506,10 @@ pub enum Packet {
     HelloAck(HelloAck),
     /// RESET (0x9).
     Reset(Reset),
+    /// EMULATION (0xA).
+    Emulation(Emulation),
+    /// EMULATION_CREDIT (0xB).
+    EmulationCredit(EmulationCredit),
 }
 
 // ---------------------------------------------------------------------------
@@ -521,6 +580,7 @@ impl Packet {
                 | Packet::Hello(_)
                 | Packet::CreditRequest(_)
                 | Packet::CreditStop { .. }
+                | Packet::Emulation(_)
         )
     }
 
@@ -535,6 +595,8 @@ impl Packet {
             Packet::Hello(h) => h.flow_id,
             Packet::HelloAck(h) => h.flow_id,
             Packet::Reset(r) => r.flow_id,
+            Packet::Emulation(e) => e.flow_id,
+            Packet::EmulationCredit(c) => c.flow_id,
         }
     }
 
@@ -552,6 +614,8 @@ impl Packet {
             Packet::Hello(_) => PacketType::Hello,
             Packet::HelloAck(_) => PacketType::HelloAck,
             Packet::Reset(_) => PacketType::Reset,
+            Packet::Emulation(_) => PacketType::Emulation,
+            Packet::EmulationCredit(_) => PacketType::EmulationCredit,
         }
     }
 
@@ -590,6 +654,9 @@ impl Packet {
             Packet::HelloAck(h) if h.status.cookie().is_some() => HELLO_ACK_COOKIE_LEN,
             Packet::HelloAck(_) => HELLO_ACK_LEN,
             Packet::Reset(_) => RESET_LEN,
+            Packet::Emulation(_) => EMULATION_LEN,
+            Packet::EmulationCredit(c) => EMULATION_CREDIT_BASE_LEN
+                .saturating_add(EMULATION_GRANT_LEN.saturating_mul(c.grants.len())),
         }
     }
 
@@ -607,7 +674,9 @@ impl Packet {
     /// everything else → (Legacy, Not-ECT). `Ppt` (defaults; a PPT sender overrides the
     /// priority of its data by flow scheduling, SIGCOMM'24 §4.2): reactive data (HCP) →
     /// (P0, ECT(0)); proactive-sub-flow data (LCP) → (P4, ECT(0)); an ACK of sub-flow 0 (a
-    /// low-priority ACK) → (P4, Not-ECT); everything else → (P0, Not-ECT).
+    /// low-priority ACK) → (P4, Not-ECT); everything else → (P0, Not-ECT). `FlashPass` uses
+    /// the credit-based classes; its EMULATION → (Credit, ECT(0)) (the emulation queue; an
+    /// over-provisioned one is sent Not-ECT by the sender), EMULATION_CREDIT → Control.
     pub fn marking(&self, transport: TransportKind) -> (TrafficClass, Ecn) {
         if transport == TransportKind::Dctcp {
             return match self {
@@ -629,6 +698,7 @@ impl Packet {
         }
         match self {
             Packet::Credit(_) => (TrafficClass::Credit, Ecn::NotEct),
+            Packet::Emulation(_) => (TrafficClass::Credit, Ecn::Ect0),
             Packet::Data(d) => match d.subflow {
                 SubFlow::Proactive => (TrafficClass::ProactiveData, Ecn::Ect0),
                 SubFlow::Reactive => (TrafficClass::ReactiveData, Ecn::Ect0),
@@ -674,11 +744,17 @@ impl Packet {
                     }
                 }
             }
+            Packet::EmulationCredit(c) => {
+                if c.grants.is_empty() || c.grants.len() > MAX_EMULATION_GRANTS {
+                    return Err(EncodeError::BadGrantCount(c.grants.len()));
+                }
+            }
             Packet::CreditRequest(_)
             | Packet::CreditStop { .. }
             | Packet::Hello(_)
             | Packet::HelloAck(_)
-            | Packet::Reset(_) => {}
+            | Packet::Reset(_)
+            | Packet::Emulation(_) => {}
         }
         Ok(())
     }
@@ -750,6 +826,19 @@ impl Packet {
             Packet::Reset(r) => {
                 out.push(r.reason.to_wire());
                 out.extend_from_slice(&[0, 0, 0]); // reserved
+            }
+            Packet::Emulation(e) => {
+                out.extend_from_slice(&e.emu_seq.to_be_bytes());
+                out.extend_from_slice(&e.timestamp.to_be_bytes());
+                out.extend_from_slice(&e.hold.to_be_bytes());
+            }
+            Packet::EmulationCredit(c) => {
+                out.push(u8::try_from(c.grants.len()).unwrap_or(u8::MAX));
+                out.extend_from_slice(&[0, 0, 0]); // reserved
+                for g in &c.grants {
+                    out.extend_from_slice(&g.emu_seq.to_be_bytes());
+                    out.extend_from_slice(&g.timestamp.to_be_bytes());
+                }
             }
         }
     }
@@ -1006,6 +1095,43 @@ fn decode_inner<'a>(
             }
             Packet::Reset(Reset { flow_id, reason })
         }
+        PacketType::Emulation => {
+            exact_len(len, EMULATION_LEN)?;
+            Packet::Emulation(Emulation {
+                flow_id,
+                emu_seq: u32_at(buf, 8)?,
+                timestamp: u32_at(buf, 12)?,
+                hold: u16_at(buf, 16)?,
+            })
+        }
+        PacketType::EmulationCredit => {
+            if len < EMULATION_CREDIT_BASE_LEN {
+                return Err(DecodeError::Truncated {
+                    needed: EMULATION_CREDIT_BASE_LEN,
+                    got: len,
+                });
+            }
+            let count = u8_at(buf, 8)?;
+            if count == 0 || usize::from(count) > MAX_EMULATION_GRANTS {
+                return Err(DecodeError::BadGrantCount(count));
+            }
+            if array_at::<3>(buf, 9)? != [0; 3] {
+                return Err(DecodeError::NonZeroReserved);
+            }
+            exact_len(
+                len,
+                EMULATION_CREDIT_BASE_LEN + EMULATION_GRANT_LEN * usize::from(count),
+            )?;
+            let mut grants = Vec::with_capacity(usize::from(count));
+            for i in 0..usize::from(count) {
+                let off = EMULATION_CREDIT_BASE_LEN + EMULATION_GRANT_LEN * i;
+                grants.push(EmulationGrant {
+                    emu_seq: u32_at(buf, off)?,
+                    timestamp: u32_at(buf, off + 4)?,
+                });
+            }
+            Packet::EmulationCredit(EmulationCredit { flow_id, grants })
+        }
     };
     Ok(packet)
 }
@@ -1073,6 +1199,18 @@ mod tests {
             (TrafficClass::Priority(4), Ecn::Ect0),
             "PPT: proactive-sub-flow data is the LCP"
         );
+        let e = Packet::Emulation(Emulation {
+            flow_id: 1,
+            emu_seq: 2,
+            timestamp: 3,
+            hold: 0,
+        });
+        assert_eq!(
+            e.marking(TransportKind::FlashPass),
+            (TrafficClass::Credit, Ecn::Ect0),
+            "emulation packets take the emulation (credit) queue, ordinary ones ECN-capable"
+        );
+        assert_eq!(e.wire_len(), 84, "an emulation packet is a minimum frame");
         let s = Packet::CreditStop { flow_id: 1 };
         assert_eq!(
             s.marking(TransportKind::Ppt),

@@ -191,6 +191,30 @@ fn packet_from_json(v: &Value) -> Packet {
                 s => panic!("bad status {s}"),
             },
         }),
+        "emulation" => Packet::Emulation(Emulation {
+            flow_id,
+            emu_seq: o.u32("emu_seq"),
+            timestamp: o.u32("timestamp"),
+            hold: u16::try_from(o.u64("hold")).expect("hold u16"),
+        }),
+        "emulation_credit" => Packet::EmulationCredit(EmulationCredit {
+            flow_id,
+            grants: o
+                .get("grants")
+                .as_array()
+                .expect("grants array")
+                .iter()
+                .map(|g| {
+                    let g = g.as_array().expect("grant is [emu_seq, timestamp]");
+                    assert_eq!(g.len(), 2);
+                    let n = |x: &Value| u32::try_from(x.as_u64().expect("u64")).expect("u32");
+                    EmulationGrant {
+                        emu_seq: n(&g[0]),
+                        timestamp: n(&g[1]),
+                    }
+                })
+                .collect(),
+        }),
         "reset" => Packet::Reset(Reset {
             flow_id,
             reason: match o.str("reason") {
@@ -296,7 +320,7 @@ fn valid_vectors_decode_and_reencode_exactly() {
     }
     assert_eq!(
         types,
-        (1..=9).collect(),
+        (1..=11).collect(),
         "every packet type has a valid vector"
     );
 }

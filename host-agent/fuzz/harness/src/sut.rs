@@ -49,7 +49,7 @@ pub fn subflow_allowed(transport: TransportKind, subflow: SubFlow) -> bool {
         TransportKind::FlexPass => true,
         TransportKind::ExpressPass => subflow == SubFlow::Proactive,
         TransportKind::Dctcp => subflow == SubFlow::Reactive,
-        TransportKind::Ppt => true,
+        TransportKind::Ppt | TransportKind::FlashPass => true,
     }
 }
 
