@@ -141,7 +141,10 @@ def test_transfer_over_af_xdp_is_byte_exact(pair, transport):
         assert s["datapath"] == "xdp", s
         x = s["xdp"]
         assert x["xsk_rx"] > 1000 and x["xsk_tx"] > 1000, x
-        assert x["kernel_tx"] < 0.05 * x["xsk_tx"], x
+        # Until the kernel has resolved the peer's MAC, datagrams leave through the kernel
+        # socket: about 10 on an idle host; with a 2 ms re-lookup a loaded CI VM once sent a
+        # fifth of this transfer that way (now 200 µs, xdp.rs NEIGH_RETRY).
+        assert x["kernel_tx"] < 0.1 * x["xsk_tx"], x
         assert x["bad_frames"] == 0, x
 
 
@@ -194,13 +197,15 @@ print("ready", flush=True)
 seen = 0
 while True:
     try:
-        f = s.recv(65535)
+        f, addr = s.recvfrom(65535)
     except socket.timeout:
         if seen:
             break  # the transfer is over
         continue
     seen += 1
-    if len(f) >= 42 and f[23] == 17 and struct.unpack("!H", f[36:38])[0] == {PORT}:
+    # Only frames arriving on the interface: the receiver's own replies to the sender's port
+    # (PACKET_OUTGOING, 4) leave through its kernel socket with an offloaded UDP checksum.
+    if addr[2] != 4 and len(f) >= 42 and f[23] == 17 and struct.unpack("!H", f[36:38])[0] == {PORT}:
         print(f.hex(), flush=True)
 """
 
@@ -237,17 +242,19 @@ def header_fields(f):
 def test_frames_from_both_datapaths_look_alike(pair):
     """A sender on AF_XDP and one on the UDP socket (GSO off), towards a receiver on the UDP
     socket (no XDP there, so AF_PACKET sees every frame): the headers agree field by field."""
-    frames = {}
+    frames, xsk_tx = {}, 0
     srv, _ = serve(pair, 2, datapath="udp")
     for dp in ("xdp", "udp"):
         cap = Capture(pair, B, DEV_B)
         # Without GSO the UDP socket's datagrams cross the veth one by one, as a NIC with
         # segmentation offload would put them on the wire.
-        _, err = finish(send(pair, "flexpass", 300_000, datapath=dp, extra=["--no-gso"]))
+        _, err = finish(send(pair, "flexpass", 1_000_000, datapath=dp, extra=["--no-gso"]))
         frames[dp] = cap.stop()
         assert (f"datapath AF_XDP on {DEV_A}" in err) == (dp == "xdp"), err
+        if dp == "xdp":
+            xsk_tx = stats(err, "send")["xdp"]["xsk_tx"]
     got = records(finish(srv)[0])
-    assert len(got) == 2 and all(r["sha256"] == pattern_sha(300_000) for r in got)
+    assert len(got) == 2 and all(r["sha256"] == pattern_sha(1_000_000) for r in got)
     xdp_frames, udp_frames = frames["xdp"], frames["udp"]
     assert len(xdp_frames) > 100 and len(udp_frames) > 100, (len(xdp_frames), len(udp_frames))
     a = {tuple(sorted(header_fields(f).items())) for f in xdp_frames}
@@ -258,9 +265,11 @@ def test_frames_from_both_datapaths_look_alike(pair):
     # Same data segment sizes and TOS values from both.
     size = lambda fs: {len(f) for f in fs if len(f) > 1000}
     assert size(xdp_frames) & size(udp_frames), (size(xdp_frames), size(udp_frames))
-    # The AF_XDP sender computes the UDP checksum (the kernel path may leave it to offload;
-    # the first few frames, before the neighbour is resolved, leave through the kernel).
-    for f in xdp_frames[-50:]:
+    # Every frame the AF_XDP sender built carries a full UDP checksum. The ones it sent through
+    # the kernel socket while the receiver's MAC was being resolved (its first burst, in any
+    # order on the wire) carry only the pseudo-header part (checksum offload on veth), so count:
+    # at least xsk_tx frames must verify.
+    def udp_checksum_verifies(f):
         src, dst = f[26:30], f[30:34]
         udp = f[34:34 + struct.unpack("!H", f[38:40])[0]]
         data = src + dst + bytes([0, 17]) + struct.pack("!H", len(udp)) + udp
@@ -268,7 +277,9 @@ def test_frames_from_both_datapaths_look_alike(pair):
         s = sum(struct.unpack(f"!{len(data) // 2}H", data))
         while s >> 16:
             s = (s & 0xFFFF) + (s >> 16)
-        assert s == 0xFFFF, "UDP checksum of an AF_XDP frame does not verify"
+        return s == 0xFFFF
+    verified = sum(map(udp_checksum_verifies, xdp_frames))
+    assert xsk_tx > 50 and verified >= xsk_tx, (verified, xsk_tx, len(xdp_frames))
 
 
 def test_auto_falls_back_to_udp_on_loopback(pair):

@@ -294,8 +294,9 @@ mod imp {
     }
 
     /// A missing next hop is looked up again after this long (the kernel resolves it meanwhile,
-    /// prompted by the datagrams sent through the kernel socket).
-    const NEIGH_RETRY: Duration = Duration::from_millis(2);
+    /// prompted by the datagrams sent through the kernel socket). ARP on a LAN takes tens of
+    /// µs to a few ms; a lookup (two /proc reads) costs about 20 µs, paid only while unresolved.
+    const NEIGH_RETRY: Duration = Duration::from_micros(200);
     /// A known next hop is looked up again after this long (a changed MAC is picked up).
     const NEIGH_REFRESH: Duration = Duration::from_secs(10);
 
