@@ -1057,6 +1057,20 @@ impl Sender {
         (pto < rto).then_some(pto)
     }
 
+    /// Every proactive packet in flight is lost (a recovery or FlashPass data timeout): their
+    /// segments go back to the send buffer for retransmission.
+    fn mark_proactive_in_flight_lost(&mut self, now: Nanos) {
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        self.proactive.mark_all_lost(now, &mut events);
+        for &(seq, seg) in &events.lost {
+            if self.buf.mark_lost(seg, SubFlow::Proactive, seq) {
+                self.stats.losses_proactive += 1;
+            }
+        }
+        self.events = events;
+    }
+
     fn recovery_deadline(&mut self) -> Option<Nanos> {
         // Before HELLO_ACK no credit can come: the HELLO retransmission is the timer then.
         if !self.cfg.uses_credits()
@@ -1149,15 +1163,7 @@ impl Sender {
             em.on_timer(now);
             self.stats.emulation = em.stats().clone();
             if self.flashpass_data_deadline().is_some_and(|d| now >= d) {
-                let mut events = std::mem::take(&mut self.events);
-                events.clear();
-                self.proactive.mark_all_lost(now, &mut events);
-                for &(seq, seg) in &events.lost {
-                    if self.buf.mark_lost(seg, SubFlow::Proactive, seq) {
-                        self.stats.losses_proactive += 1;
-                    }
-                }
-                self.events = events;
+                self.mark_proactive_in_flight_lost(now);
             }
         }
         if let Handshake::Pending { at, tries } = self.handshake {
@@ -1227,15 +1233,7 @@ impl Sender {
             }
         }
         if self.recovery_deadline().is_some_and(|d| now >= d) {
-            let mut events = std::mem::take(&mut self.events);
-            events.clear();
-            self.proactive.mark_all_lost(now, &mut events);
-            for &(seq, seg) in &events.lost {
-                if self.buf.mark_lost(seg, SubFlow::Proactive, seq) {
-                    self.stats.losses_proactive += 1;
-                }
-            }
-            self.events = events;
+            self.mark_proactive_in_flight_lost(now);
             self.stats.recovery_timeouts += 1;
             self.recovery_expiries += 1;
             let silent = now.saturating_sub(self.last_heard);
