@@ -198,7 +198,7 @@ bench-floods: build
 bench-model: build
 	@mkdir -p $(RESULTS)/bench
 	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
-	@$(PYTHON) $(HOST_AGENT)/experiments/bench_report.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
+	@$(PYTHON) $(HOST_AGENT)/reports/bench_model.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
