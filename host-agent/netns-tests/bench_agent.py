@@ -47,6 +47,9 @@ IDLE_FLOWS = int(os.environ.get("BENCH_IDLE_FLOWS", 10_000))
 IDLE_LOW = 100
 IDLE_ACTIVE_BYTES = int(os.environ.get("BENCH_IDLE_ACTIVE_BYTES", 50_000_000))
 IDLE_TRANSPORT = os.environ.get("BENCH_IDLE_TRANSPORT", "flexpass")
+# Idle flows opened at once (`workload --idle-wave`): each opening credit-based receiver
+# credits at full rate until its sender says CREDIT_STOP, so big waves cost seconds of CPU.
+IDLE_WAVE = os.environ.get("BENCH_IDLE_WAVE", "50")
 # Seconds of all-idle measurement per level.
 IDLE_WINDOW_S = float(os.environ.get("BENCH_IDLE_WINDOW_S", 3))
 
@@ -135,7 +138,7 @@ def idle_flows_case():
         for level in (IDLE_LOW, IDLE_FLOWS):
             c = subprocess.Popen(["ip", "netns", "exec", f"{P}a", str(BIN), "workload", "--to", "10.78.0.2:7890",
                                   "--transport", IDLE_TRANSPORT, "--count", "0", "--idle", str(level - opened),
-                                  "--hold-s", "36000", "--sample-ms", "0", *net],
+                                  "--idle-wave", IDLE_WAVE, "--hold-s", "36000", "--sample-ms", "0", *net],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             clients.append((c, Lines(c)))
             t_open = time.time()
@@ -171,18 +174,21 @@ def idle_flows_case():
                 "active_cpu_us_per_datagram": round((c3 - c2) / 1e3 / max(datagrams, 1), 3),
                 "active_datagrams": datagrams,
             }
-        # End: the clients finish their idle flows (FIN), which serve must all receive.
+            print(f"idle-flows bench: {level}: {json.dumps(levels[level])}", file=sys.stderr, flush=True)
+        # End: the clients finish their idle flows (FIN) all at once; serve must receive all.
+        t_end = time.time()
+        end_errors = []
         for c, _ in clients:
             c.send_signal(2)
         for c, lines in clients:
             c.wait(timeout=300)
-            summary = lines.wait_for("summary", 5)
-            if c.returncode != 0 or summary["idle_failed"]:
-                raise RuntimeError(f"idle-flows bench: client exit {c.returncode}, idle_failed {summary['idle_failed']}")
+            if c.returncode != 0:
+                end_errors.append(c.stderr.read().strip()[-300:])
         deadline = time.time() + 60
         while sum('"flow_received"' in line for line in out.lines) < IDLE_FLOWS + 2 and time.time() < deadline:
             time.sleep(0.2)
         received = sum('"flow_received"' in line for line in out.lines)
+        end_s = time.time() - t_end
         lo, hi = levels[IDLE_LOW], levels[IDLE_FLOWS]
 
         def ratio(k):
@@ -196,6 +202,7 @@ def idle_flows_case():
             f"ratio_{IDLE_FLOWS}_over_{IDLE_LOW}": {k: ratio(k) for k in (
                 "idle_cpu_us_per_s", "idle_cpu_us_per_turn", "active_cpu_us_per_datagram")},
             "flows_received_by_serve": received, "flows_expected": IDLE_FLOWS + 2,
+            "all_idle_flows_finishing_at_once_s": round(end_s, 1), "client_errors": end_errors,
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
     finally:

@@ -43,7 +43,7 @@ pub struct WorkloadArgs {
     #[arg(long, default_value = "0.0.0.0:0")]
     pub bind: SocketAddr,
     /// Idle flows besides the workload (many-flows tests and benchmarks): opened first,
-    /// IDLE_WAVE at a time, each sends --idle-bytes and then stays open, sending nothing,
+    /// --idle-wave at a time, each sends --idle-bytes and then stays open, sending nothing,
     /// until the workload's flows are done and --hold-s has passed (or SIGINT / SIGTERM);
     /// then each sends --idle-bytes more and finishes. One "idle_open" line once all are
     /// open, one "idle_flow" line per idle flow at the end.
@@ -51,6 +51,11 @@ pub struct WorkloadArgs {
     pub idle: usize,
     #[arg(long, default_value_t = 1000)]
     pub idle_bytes: u64,
+    /// Idle flows opened at once (each wave's first bytes are acknowledged before the next:
+    /// a burst of thousands of credit-based flows would make every receiver start
+    /// crediting at once, docs/agent-api.md "Scale").
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_wave: u64,
     /// Keep the idle flows open at least this long after they are all open, s.
     #[arg(long, default_value_t = 0.0)]
     pub hold_s: f64,
@@ -112,25 +117,19 @@ fn top_up(ep: &mut Endpoint, k: FlowKey, f: &mut Active) -> bool {
     s.is_complete() || s.error().is_some()
 }
 
-/// Idle flows opened at once (each waits for its first bytes to be acknowledged before the
-/// next wave: a burst of thousands of credit-based flows would make every receiver start
-/// crediting at once, docs/agent-api.md "Scale").
-const IDLE_WAVE: usize = 250;
-
-/// `--idle`: open `n` flows, each sending `bytes` pattern bytes (not finished), wave by
-/// wave; returns them once every one has its bytes acknowledged.
+/// `--idle`: open `a.idle` flows, each sending `a.idle_bytes` pattern bytes (not finished),
+/// `a.idle_wave` at a time; returns them once every one has its bytes acknowledged.
 fn open_idle(
     ep: &mut Endpoint,
-    to: &[SocketAddr],
+    a: &WorkloadArgs,
     t: TransportKind,
-    n: usize,
-    bytes: u64,
     timeout: Duration,
 ) -> Result<Vec<FlowKey>, String> {
+    let (to, n, bytes, wave) = (&a.to, a.idle, a.idle_bytes, a.idle_wave as usize);
     let mut keys = Vec::with_capacity(n);
     let started = Instant::now();
     while keys.len() < n {
-        let wave: Vec<FlowKey> = (0..IDLE_WAVE.min(n - keys.len()))
+        let wave: Vec<FlowKey> = (0..wave.min(n - keys.len()))
             .map(|i| {
                 let dst = to[(keys.len() + i) % to.len()];
                 let k = ep.open(dst, t, 2 * bytes).map_err(|e| e.to_string())?;
@@ -138,7 +137,7 @@ fn open_idle(
                 Ok(k)
             })
             .collect::<Result<_, String>>()?;
-        // Looks at one wave's flows per turn (at most IDLE_WAVE), not at all idle flows.
+        // Looks at one wave's flows per turn (at most --idle-wave), not at all idle flows.
         let mut waiting = wave.clone();
         while !waiting.is_empty() {
             if started.elapsed() > timeout {
@@ -216,14 +215,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
     };
     let mut ep = a.net.endpoint_towards(a.bind, false, &a.to)?;
     let stop = stop_flag()?;
-    let idle = open_idle(
-        &mut ep,
-        &a.to,
-        t,
-        a.idle,
-        a.idle_bytes,
-        Duration::from_secs(120),
-    )?;
+    let idle = open_idle(&mut ep, &a, t, Duration::from_secs(300))?;
     let idle_since = Instant::now();
     if a.idle > 0 {
         line(
