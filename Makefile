@@ -87,7 +87,7 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
+	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
 	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
@@ -198,7 +198,7 @@ bench-floods: build
 bench-model: build
 	@mkdir -p $(RESULTS)/bench
 	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
-	@$(PYTHON) $(HOST_AGENT)/experiments/bench_report.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
+	@$(PYTHON) $(HOST_AGENT)/reports/bench_model.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)

@@ -25,32 +25,52 @@ from typing import List
 from . import env
 
 
-def faults_main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet faults",
-                                 description="Network faults on the leaf-spine under running flows (issue #14)")
-    ap.add_argument("experiment", nargs="?", default="faults",
-                    help="experiment file (default: experiments/faults.toml; a bare name is looked up there)")
+def _file_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The arguments every file-driven runner takes: the experiment file, --switch, --out."""
+    ap = argparse.ArgumentParser(prog=f"python -m flexpass_mininet {name}", description=description)
+    ap.add_argument("experiment", nargs="?", default=name,
+                    help=f"experiment file (default: experiments/{name}.toml; a bare name is looked up there)")
     ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
+    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
+    return ap
+
+
+def _cannot_run(switch: str) -> bool:
+    problems = env.problems(switch)
+    if problems:
+        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+    return bool(problems)
+
+
+def _load(name: str, load, a, overrides: dict):
+    """(experiment, 0), or (None, exit status) after saying why not: a bad file (1) or a
+    machine that cannot run it (2).  ``overrides`` set to None are left to the file."""
+    from .expfile import ExperimentError
+
+    # SIGTERM unwinds like Ctrl-C, so every network and process started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    overrides = {k: v for k, v in {**overrides, "switch": a.switch}.items() if v is not None}
+    try:
+        exp = load(Path(a.experiment), overrides)
+    except ExperimentError as e:
+        print(f"flexpass_mininet {name}: {e}", file=sys.stderr)
+        return None, 1
+    return (None, 2) if _cannot_run(exp.switch) else (exp, 0)
+
+
+def faults_main(argv) -> int:
+    ap = _file_parser("faults", "Network faults on the leaf-spine under running flows (issue #14)")
     ap.add_argument("--reconcile", choices=["controller", "apply"], help="override who reconciles a restarted switch")
     ap.add_argument("--detect", choices=["told", "probe"],
                     help="who notices a link failure: told (flexpass-ctl link-down) or probe (the controller's "
                          "liveness probes, flexpass-ctl run --detect probe)")
-    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
     a = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from . import faults as fl
 
-    overrides = {k: v for k, v in (("switch", a.switch), ("reconcile", a.reconcile), ("detect", a.detect)) if v}
-    try:
-        exp = fl.load_experiment(Path(a.experiment), overrides)
-    except fl.ExperimentError as e:
-        print(f"flexpass_mininet faults: {e}", file=sys.stderr)
-        return 1
-    problems = env.problems(exp.switch)
-    if problems:
-        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
-        return 2
+    exp, status = _load("faults", fl.load_experiment, a, {"reconcile": a.reconcile, "detect": a.detect})
+    if exp is None:
+        return status
     r = fl.run(exp, a.out, a.pcap)
     print(fl.summary(r))
     print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, throughput.csv, recovery.csv, timeline.png, logs)")
@@ -58,24 +78,19 @@ def faults_main(argv) -> int:
 
 
 def soak_main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet soak",
-                                 description="Soak: a long mixed workload on the leaf-spine, memory and CPU of "
-                                             "every agent and switch over time (issue #14)")
-    ap.add_argument("experiment", nargs="?", default="soak",
-                    help="experiment file (default: experiments/soak.toml; a bare name is looked up there)")
+    ap = _file_parser("soak", "Soak: a long mixed workload on the leaf-spine, memory and CPU of "
+                              "every agent and switch over time (issue #14)")
     ap.add_argument("--duration", type=float, help="seconds of traffic (overrides the file's duration_s)")
     ap.add_argument("--drain", type=float, help="seconds the flows in flight get after it (the file's drain_s)")
-    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
-    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     ap.add_argument("--model", nargs="?", const=True, metavar="SIM.toml",
                     help="soak the model instead (no root): flexpass sim on host-agent/experiments/soak.toml "
                          "or the file given, with its memory and CPU over time")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="--model: flexpass sim --set")
     a = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from . import soak as sk
 
     if a.model:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         sim = sk.MODEL_EXPERIMENT if a.model is True else Path(a.model)
         if not env.FLEXPASS_BIN.is_file():
             print(f"flexpass_mininet soak: no agent binary at {env.FLEXPASS_BIN} (cargo build --release)",
@@ -85,19 +100,9 @@ def soak_main(argv) -> int:
         print(sk.model_summary(r))
         print(f"results: {a.out}/{r['experiment']}-model/ (result.json, resources.csv, resources.png, sim/)")
         return 0 if r["summary"]["corrupted_bytes"] == 0 and r["summary"]["incomplete"] == 0 else 3
-    from .faults import ExperimentError
-
-    overrides = {k: v for k, v in (("duration_s", a.duration), ("drain_s", a.drain), ("switch", a.switch))
-                 if v is not None}
-    try:
-        exp = sk.load_soak(Path(a.experiment), overrides)
-    except ExperimentError as e:
-        print(f"flexpass_mininet soak: {e}", file=sys.stderr)
-        return 1
-    problems = env.problems(exp.switch)
-    if problems:
-        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
-        return 2
+    exp, status = _load("soak", sk.load_soak, a, {"duration_s": a.duration, "drain_s": a.drain})
+    if exp is None:
+        return status
     r = sk.run(exp, a.out, progress=lambda line: print(line, flush=True))
     print(sk.summary(r))
     print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, resources.csv, flows.csv, resources.png, logs)")
@@ -106,32 +111,18 @@ def soak_main(argv) -> int:
 
 
 def ppt_main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet ppt",
-                                 description="PPT vs DCTCP flow completion times on a PPT switch (issue #13)")
-    ap.add_argument("experiment", nargs="?", default="ppt",
-                    help="experiment file (default: experiments/ppt.toml; a bare name is looked up there)")
-    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
+    ap = _file_parser("ppt", "PPT vs DCTCP flow completion times on a PPT switch (issue #13)")
     ap.add_argument("--flows-per-sender", type=int, help="override the file's flows_per_sender")
-    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     a = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from . import ppt
 
-    overrides = {k: v for k, v in (("switch", a.switch), ("flows_per_sender", a.flows_per_sender)) if v}
-    try:
-        exp = ppt.load_experiment(Path(a.experiment), overrides)
-    except ppt.ExperimentError as e:
-        print(f"flexpass_mininet ppt: {e}", file=sys.stderr)
-        return 1
-    problems = env.problems(exp.switch)
-    if problems:
-        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
-        return 2
+    exp, status = _load("ppt", ppt.load_experiment, a, {"flows_per_sender": a.flows_per_sender})
+    if exp is None:
+        return status
     r = ppt.run(exp, a.out)
     print(ppt.summary(r))
     print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, fct.csv, queues.csv, fct.png, logs)")
     return 0
-
 
 
 def main(argv=None) -> int:
@@ -157,9 +148,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every network and process started is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    problems = env.problems(a.switch)
-    if problems:
-        print("flexpass_mininet: cannot run:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+    if _cannot_run(a.switch):
         return 2
     from . import experiments as ex
 

@@ -38,16 +38,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from . import env
+from .expfile import ExperimentError, LeafSpineRun, no_leftovers, read, take, take_run
 from .experiments import _read_json_lines as _json_lines
 from .fabric import ecmp_member_index, leaf_spine, ecmp_paths, asymmetric_pairs
 from .scaling import Scaled
@@ -61,11 +60,6 @@ FAULT_KINDS = ("link-down", "switch-restart", "controller-restart")
 #: reads all ports in one thread, and libpcap 1.10's blocking read on a downed
 #: interface polls until the interface is up again), so the whole leaf stops.
 LINK_METHODS = ("drop", "ifdown")
-EXPERIMENTS = env.REPO / "mininet-topos" / "experiments"
-
-
-class ExperimentError(ValueError):
-    pass
 
 
 @dataclass
@@ -90,12 +84,7 @@ class Fault:
 
 
 @dataclass
-class Experiment:
-    name: str
-    description: str = ""
-    switch: str = "flexpass_switch"
-    link_mbps: float = 20.0
-    rtt_us: float = 1000.0
+class Experiment(LeafSpineRun):
     sample_ms: float = 50.0
     warmup_s: float = 3.0
     tail_s: float = 1.0
@@ -108,9 +97,6 @@ class Experiment:
     probe_interval_ms: float = 20.0
     probe_dead_ms: float = 100.0
     probe_up_ms: float = 300.0
-    spines: int = 2
-    leaves: int = 2
-    hosts_per_leaf: int = 2
     controller_interval_s: float = 0.02
     controller_resync_s: float = 5.0
     flow_bytes: Optional[int] = None
@@ -124,51 +110,30 @@ class Experiment:
         return t
 
 
-def _take(d: dict, key: str, typ, path: str, default=None):
-    if key not in d:
-        return default
-    v = d.pop(key)
-    if typ is float and isinstance(v, int) and not isinstance(v, bool):
-        v = float(v)
-    if not isinstance(v, typ) or isinstance(v, bool) and typ is not bool:
-        raise ExperimentError(f"{path}.{key}: expected {typ.__name__}, got {v!r}")
-    return v
-
-
 def parse_experiment(raw: dict, name: str) -> Experiment:
-    raw = json.loads(json.dumps(raw))  # a copy we may consume
     e = Experiment(name=name)
-    for key, typ in (("description", str), ("switch", str), ("link_mbps", float), ("rtt_us", float),
-                     ("sample_ms", float), ("warmup_s", float), ("tail_s", float),
-                     ("completion_timeout_s", float), ("recovery_bound_s", float), ("reconcile", str),
-                     ("flow_bytes", int), ("detect", str)):
-        v = _take(raw, key, typ, name)
-        if v is not None:
-            setattr(e, key, v)
+    take_run(raw, e, (("sample_ms", float), ("warmup_s", float), ("tail_s", float),
+                      ("completion_timeout_s", float), ("recovery_bound_s", float), ("reconcile", str),
+                      ("flow_bytes", int), ("detect", str)))
     if e.reconcile not in ("controller", "apply"):
         raise ExperimentError(f"{name}.reconcile: 'controller' or 'apply', got {e.reconcile!r}")
     if e.detect not in ("told", "probe"):
         raise ExperimentError(f"{name}.detect: 'told' or 'probe', got {e.detect!r}")
     probe = raw.pop("probe", {})
     for key in ("interval_ms", "dead_ms", "up_ms"):
-        v = _take(probe, key, float, f"{name}.probe")
+        v = take(probe, key, float, f"{name}.probe")
         if v is not None:
             setattr(e, f"probe_{key}", v)
-    if probe:
-        raise ExperimentError(f"{name}.probe: unknown keys {sorted(probe)}")
-    topo = raw.pop("topology", {})
-    for key in ("spines", "leaves", "hosts_per_leaf"):
-        v = _take(topo, key, int, f"{name}.topology")
-        if v is not None:
-            setattr(e, key, v)
+    no_leftovers(probe, f"{name}.probe")
     ctl = raw.pop("controller", {})
-    e.controller_interval_s = _take(ctl, "interval_s", float, f"{name}.controller", e.controller_interval_s)
-    e.controller_resync_s = _take(ctl, "resync_s", float, f"{name}.controller", e.controller_resync_s)
+    e.controller_interval_s = take(ctl, "interval_s", float, f"{name}.controller", e.controller_interval_s)
+    e.controller_resync_s = take(ctl, "resync_s", float, f"{name}.controller", e.controller_resync_s)
+    no_leftovers(ctl, f"{name}.controller")
     fab = leaf_spine(e.spines, e.leaves, e.hosts_per_leaf)
     for i, fr in enumerate(raw.pop("flow", [])):
         p = f"{name}.flow[{i}]"
-        fl = Flow(_take(fr, "src", str, p), _take(fr, "dst", str, p), _take(fr, "transport", str, p),
-                  _take(fr, "spine", str, p), _take(fr, "bytes", int, p))
+        fl = Flow(take(fr, "src", str, p), take(fr, "dst", str, p), take(fr, "transport", str, p),
+                  take(fr, "spine", str, p), take(fr, "bytes", int, p))
         for h in (fl.src, fl.dst):
             if h not in fab.hosts:
                 raise ExperimentError(f"{p}: no host {h!r} (hosts: {', '.join(fab.hosts)})")
@@ -178,17 +143,16 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
             raise ExperimentError(f"{p}.transport: one of {', '.join(TRANSPORTS)}, got {fl.transport!r}")
         if fl.spine is not None and fl.spine not in fab.switches:
             raise ExperimentError(f"{p}.spine: no switch {fl.spine!r}")
-        if fr:
-            raise ExperimentError(f"{p}: unknown keys {sorted(fr)}")
+        no_leftovers(fr, p)
         e.flows.append(fl)
     for i, fr in enumerate(raw.pop("fault", [])):
         p = f"{name}.fault[{i}]"
-        f = Fault(_take(fr, "kind", str, p))
+        f = Fault(take(fr, "kind", str, p))
         if f.kind not in FAULT_KINDS:
             raise ExperimentError(f"{p}.kind: one of {', '.join(FAULT_KINDS)}, got {f.kind!r}")
         for key, typ in (("link", str), ("hold_s", float), ("switch", str), ("down_s", float),
                          ("settle_s", float), ("method", str)):
-            v = _take(fr, key, typ, p)
+            v = take(fr, key, typ, p)
             if v is not None:
                 setattr(f, key, v)
         if f.kind == "link-down" and not f.link:
@@ -197,30 +161,17 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
             raise ExperimentError(f"{p}.method: one of {', '.join(LINK_METHODS)}, got {f.method!r}")
         if f.kind == "switch-restart" and f.switch not in fab.switches:
             raise ExperimentError(f"{p}.switch: one of {', '.join(fab.switches)}, got {f.switch!r}")
-        if fr:
-            raise ExperimentError(f"{p}: unknown keys {sorted(fr)}")
+        no_leftovers(fr, p)
         e.faults.append(f)
     if not e.flows:
         raise ExperimentError(f"{name}: no [[flow]]")
-    if raw:
-        raise ExperimentError(f"{name}: unknown keys {sorted(raw)}")
+    no_leftovers(raw, name)
     return e
 
 
 def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
-    p = Path(path)
-    if not p.is_file() and (EXPERIMENTS / p).is_file():
-        p = EXPERIMENTS / p
-    if not p.is_file() and (EXPERIMENTS / f"{p}.toml").is_file():
-        p = EXPERIMENTS / f"{p}.toml"
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise ExperimentError(f"cannot read {p}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ExperimentError(f"{p}: {e}") from None
-    raw.update(overrides or {})
-    return parse_experiment(raw, p.stem)
+    raw, name = read(path, overrides)
+    return parse_experiment(raw, name)
 
 
 # -- helpers ------------------------------------------------------------------------

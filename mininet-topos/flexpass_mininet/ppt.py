@@ -20,34 +20,23 @@ import json
 import math
 import statistics
 import time
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from . import env
+from .expfile import ExperimentError, Run, no_leftovers, read, take_run
 from .experiments import AGENT_PORT, _agent, _read_json_lines
 from .fabric import dumbbell
 from .network import start_network
 from .scaling import Scaled
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 TRANSPORTS = ("dctcp", "ppt")
 CDFS = ("search", "mining", "cachefollower", "webserver", "facebook", "google")
 
 
-class ExperimentError(ValueError):
-    pass
-
-
 @dataclass
-class Experiment:
-    name: str
-    description: str = ""
-    switch: str = "flexpass_switch"
+class Experiment(Run):
     senders: int = 4
-    link_mbps: float = 20.0
-    rtt_us: float = 1000.0
     cdf: str = "search"
     load: float = 0.5  # of the receiver's link, all senders together
     flows_per_sender: int = 20
@@ -60,21 +49,13 @@ class Experiment:
     flow_timeout_s: float = 600.0
 
 
-_KEYS = {"description": str, "switch": str, "senders": int, "link_mbps": (int, float), "rtt_us": (int, float),
-         "cdf": str, "load": (int, float), "flows_per_sender": int, "seed": int, "small_bytes": int,
-         "transports": list, "buffer_bytes": int, "ecn_threshold_hcp_bytes": int,
-         "ecn_threshold_lcp_bytes": int, "flow_timeout_s": (int, float)}
-
-
 def parse_experiment(raw: dict, name: str) -> Experiment:
-    for k, v in raw.items():
-        if k not in _KEYS:
-            raise ExperimentError(f"{name}: unknown key {k!r} (keys: {', '.join(_KEYS)})")
-        if isinstance(v, bool) or not isinstance(v, _KEYS[k]):
-            raise ExperimentError(f"{name}: {k} has the wrong type: {v!r}")
-    e = Experiment(name=name, **raw)
-    if e.switch not in env.SWITCH_BINARIES:
-        raise ExperimentError(f"{name}: switch must be one of {', '.join(env.SWITCH_BINARIES)}, got {e.switch!r}")
+    e = Experiment(name=name)
+    take_run(raw, e, (("senders", int), ("cdf", str), ("load", float), ("flows_per_sender", int), ("seed", int),
+                      ("small_bytes", int), ("transports", list), ("buffer_bytes", int),
+                      ("ecn_threshold_hcp_bytes", int), ("ecn_threshold_lcp_bytes", int),
+                      ("flow_timeout_s", float)))
+    no_leftovers(raw, name)
     if e.senders < 1 or e.flows_per_sender < 1:
         raise ExperimentError(f"{name}: senders and flows_per_sender must be >= 1")
     if not 0 < e.load <= 1:
@@ -90,19 +71,8 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
 
 
 def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
-    p = Path(path)
-    for cand in (p, EXPERIMENTS / p, EXPERIMENTS / f"{p}.toml"):
-        if cand.is_file():
-            p = cand
-            break
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise ExperimentError(f"cannot read {p}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ExperimentError(f"{p}: {e}") from None
-    raw.update(overrides or {})
-    return parse_experiment(raw, p.stem)
+    raw, name = read(path, overrides)
+    return parse_experiment(raw, name)
 
 
 def switch_config(e: Experiment) -> dict:
@@ -196,7 +166,7 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
 
 def run(e: Experiment, out: Path) -> dict:
     res = {"experiment": e.name, "description": e.description, "switch": e.switch,
-           "settings": {k: getattr(e, k) for k in _KEYS if k != "description"},
+           "settings": {k: v for k, v in asdict(e).items() if k not in ("name", "description")},
            "switch_config": switch_config(e), "runs": {}}
     for t in e.transports:
         print(f"{e.name}: {t} ({e.senders} x {e.flows_per_sender} flows, {e.cdf}, load {e.load})", flush=True)

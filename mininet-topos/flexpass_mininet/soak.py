@@ -36,14 +36,14 @@ import os
 import signal
 import subprocess
 import time
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from . import env
-from .faults import ControlPlane, ExperimentError, _take
+from .expfile import ExperimentError, LeafSpineRun, no_leftovers, read, take, take_run
+from .faults import ControlPlane
 from .fabric import leaf_spine
 from .scaling import Scaled
 
@@ -53,7 +53,6 @@ TCP_PORT = 7891
 WORKLOAD_PORT = 21000
 INCAST_PORT = 7990
 TRANSPORTS = ("flexpass", "expresspass", "dctcp", "tcp")
-EXPERIMENTS = env.REPO / "mininet-topos" / "experiments"
 #: Mean flow sizes of the compiled-in CDFs (host-agent/workloads/README.md), for the
 #: expected number of arrivals.
 CDF_MEAN_BYTES = {"search": 1654275, "mining": 7410212, "cachefollower": 701490, "webserver": 63735,
@@ -81,45 +80,23 @@ class Incast:
 
 
 @dataclass
-class Soak:
-    name: str
-    description: str = ""
-    switch: str = "flexpass_switch"
-    link_mbps: float = 20.0
-    rtt_us: float = 1000.0
+class Soak(LeafSpineRun):
     duration_s: float = 1800.0
     sample_s: float = 2.0
     progress_s: float = 30.0
     drain_s: float = 60.0
     controller: bool = True
-    spines: int = 2
-    leaves: int = 2
-    hosts_per_leaf: int = 2
     workloads: List[Workload] = field(default_factory=list)
     incasts: List[Incast] = field(default_factory=list)
 
 
 def parse_soak(raw: dict, name: str) -> Soak:
-    raw = json.loads(json.dumps(raw))
     s = Soak(name=name)
-    for key, typ in (("description", str), ("switch", str), ("link_mbps", float), ("rtt_us", float),
-                     ("duration_s", float), ("sample_s", float), ("progress_s", float), ("drain_s", float),
-                     ("controller", bool)):
-        v = _take(raw, key, typ, name)
-        if v is not None:
-            setattr(s, key, v)
-    if s.switch not in env.SWITCH_BINARIES:
-        raise ExperimentError(f"{name}.switch: one of {', '.join(env.SWITCH_BINARIES)}, got {s.switch!r}")
-    for key in ("duration_s", "sample_s", "progress_s", "link_mbps"):
+    take_run(raw, s, (("duration_s", float), ("sample_s", float), ("progress_s", float), ("drain_s", float),
+                      ("controller", bool)))
+    for key in ("duration_s", "sample_s", "progress_s"):
         if not getattr(s, key) > 0:
             raise ExperimentError(f"{name}.{key}: must be > 0, got {getattr(s, key)}")
-    topo = raw.pop("topology", {})
-    for key in ("spines", "leaves", "hosts_per_leaf"):
-        v = _take(topo, key, int, f"{name}.topology")
-        if v is not None:
-            setattr(s, key, v)
-    if topo:
-        raise ExperimentError(f"{name}.topology: unknown keys {sorted(topo)}")
     fab = leaf_spine(s.spines, s.leaves, s.hosts_per_leaf)
 
     def host(h, p):
@@ -134,57 +111,43 @@ def parse_soak(raw: dict, name: str) -> Soak:
 
     for i, w in enumerate(raw.pop("workload", [])):
         p = f"{name}.workload[{i}]"
-        wl = Workload(host(_take(w, "src", str, p), f"{p}.src"),
-                      [host(h, f"{p}.dst") for h in _take(w, "dst", list, p, [])],
-                      transport(_take(w, "transport", str, p), f"{p}.transport"))
-        wl.cdf = _take(w, "cdf", str, p, wl.cdf)
-        wl.load = _take(w, "load", float, p, wl.load)
-        wl.seed = _take(w, "seed", int, p, i + 1)
+        wl = Workload(host(take(w, "src", str, p), f"{p}.src"),
+                      [host(h, f"{p}.dst") for h in take(w, "dst", list, p, [])],
+                      transport(take(w, "transport", str, p), f"{p}.transport"))
+        wl.cdf = take(w, "cdf", str, p, wl.cdf)
+        wl.load = take(w, "load", float, p, wl.load)
+        wl.seed = take(w, "seed", int, p, i + 1)
         if not wl.dst or wl.src in wl.dst:
             raise ExperimentError(f"{p}.dst: a non-empty list of other hosts")
         if wl.cdf not in CDF_MEAN_BYTES:
             raise ExperimentError(f"{p}.cdf: one of {', '.join(CDF_MEAN_BYTES)}, got {wl.cdf!r}")
         if not 0 < wl.load <= 1:
             raise ExperimentError(f"{p}.load: in (0, 1], got {wl.load}")
-        if w:
-            raise ExperimentError(f"{p}: unknown keys {sorted(w)}")
+        no_leftovers(w, p)
         s.workloads.append(wl)
     for i, c in enumerate(raw.pop("incast", [])):
         p = f"{name}.incast[{i}]"
-        ic = Incast(host(_take(c, "client", str, p), f"{p}.client"),
-                    [host(h, f"{p}.servers") for h in _take(c, "servers", list, p, [])],
-                    [transport(t, f"{p}.transports") for t in _take(c, "transports", list, p, ["flexpass"])])
-        ic.flows = _take(c, "flows", int, p, ic.flows)
-        ic.bytes = _take(c, "bytes", int, p, ic.bytes)
-        ic.every_s = _take(c, "every_s", float, p, ic.every_s)
+        ic = Incast(host(take(c, "client", str, p), f"{p}.client"),
+                    [host(h, f"{p}.servers") for h in take(c, "servers", list, p, [])],
+                    [transport(t, f"{p}.transports") for t in take(c, "transports", list, p, ["flexpass"])])
+        ic.flows = take(c, "flows", int, p, ic.flows)
+        ic.bytes = take(c, "bytes", int, p, ic.bytes)
+        ic.every_s = take(c, "every_s", float, p, ic.every_s)
         if not ic.servers or ic.client in ic.servers or not ic.transports:
             raise ExperimentError(f"{p}: servers (other hosts) and transports must be non-empty lists")
         if ic.flows < 1 or ic.bytes < 1 or not ic.every_s > 0:
             raise ExperimentError(f"{p}: flows, bytes and every_s must be > 0")
-        if c:
-            raise ExperimentError(f"{p}: unknown keys {sorted(c)}")
+        no_leftovers(c, p)
         s.incasts.append(ic)
     if not s.workloads and not s.incasts:
         raise ExperimentError(f"{name}: no [[workload]] and no [[incast]]")
-    if raw:
-        raise ExperimentError(f"{name}: unknown keys {sorted(raw)}")
+    no_leftovers(raw, name)
     return s
 
 
 def load_soak(path, overrides: Optional[dict] = None) -> Soak:
-    p = Path(path)
-    for cand in (p, EXPERIMENTS / p, EXPERIMENTS / f"{p}.toml"):
-        if cand.is_file():
-            p = cand
-            break
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise ExperimentError(f"cannot read {p}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ExperimentError(f"{p}: {e}") from None
-    raw.update(overrides or {})
-    return parse_soak(raw, p.stem)
+    raw, name = read(path, overrides)
+    return parse_soak(raw, name)
 
 
 # -- byte-exact checks -----------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_ppt_experiment_file_gives_a_valid_ppt_switch_config():
 def test_ppt_experiment_errors_name_the_key():
     from flexpass_mininet import ppt
 
-    with pytest.raises(ppt.ExperimentError, match="unknown key 'flows'"):
+    with pytest.raises(ppt.ExperimentError, match=r"x: unknown keys \['flows'\]"):
         ppt.parse_experiment({"flows": 3}, "x")
     with pytest.raises(ppt.ExperimentError, match="transports"):
         ppt.parse_experiment({"transports": ["ppt", "homa"]}, "x")
@@ -190,3 +190,31 @@ def test_ppt_fct_summary_uses_completed_flows_and_the_small_cut():
     assert s["overall_avg_us"] == pytest.approx(5_400 / 3) and s["timeouts"] == 1
     q = ppt.queue_summary({"queues": [{"queue": 7, "dequeued_bytes": 300}, {"queue": 0, "dequeued_bytes": 100}]})
     assert q["P0"]["share"] == 0.75 and q["P7"]["share"] == 0.25 and q["P3"]["dequeued_bytes"] == 0
+
+
+def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
+    """faults, soak and ppt read their files through expfile: a bare name is found in
+    mininet-topos/experiments/, and a wrong type, a bad switch, a bad topology size or an
+    unknown key is an error naming the file and the key."""
+    from flexpass_mininet import expfile, faults as fl, ppt, soak
+
+    raw, name = expfile.read("faults-quick")
+    assert name == "faults-quick" and "flow" in raw
+    with pytest.raises(expfile.ExperimentError, match="cannot read"):
+        expfile.read(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("link_mbps = [")
+    with pytest.raises(expfile.ExperimentError, match="bad.toml"):
+        expfile.read(bad)
+    flow = [{"src": "h1", "dst": "h3", "transport": "dctcp"}]
+    with pytest.raises(expfile.ExperimentError, match=r"x.link_mbps: expected float, got True"):
+        fl.parse_experiment({"flow": flow, "link_mbps": True}, "x")
+    with pytest.raises(expfile.ExperimentError, match=r"x.switch: one of"):
+        soak.parse_soak({"switch": "tofino", "incast": []}, "x")
+    with pytest.raises(expfile.ExperimentError, match=r"x.topology.spines: must be >= 1"):
+        fl.parse_experiment({"flow": flow, "topology": {"spines": 0}}, "x")
+    with pytest.raises(expfile.ExperimentError, match=r"x.controller: unknown keys \['period'\]"):
+        fl.parse_experiment({"flow": flow, "controller": {"period": 1}}, "x")
+    with pytest.raises(expfile.ExperimentError, match=r"x.rtt_us: must be > 0"):
+        ppt.parse_experiment({"rtt_us": 0}, "x")
+    assert fl.ExperimentError is soak.ExperimentError is ppt.ExperimentError is expfile.ExperimentError

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Table of a ppt-websearch / ppt-datamining sweep (docs/results-ppt.md).
 
-    python3 host-agent/experiments/ppt/ppt_table.py RESULTS_DIR [CSV_OUT]
+    python3 host-agent/reports/ppt_table.py RESULTS_DIR [CSV_OUT]
 
 Per scheme (the runs' `name`): the paper's four FCT statistics from the run report
 (overall average, small flows <= 100 kB average and p99, large flows average), the
