@@ -54,7 +54,7 @@ pub struct WorkloadArgs {
     /// Idle flows opened at once (each wave's first bytes are acknowledged before the next:
     /// a burst of thousands of credit-based flows would make every receiver start
     /// crediting at once, docs/agent-api.md "Scale").
-    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_wave: u64,
     /// Keep the idle flows open at least this long after they are all open, s.
     #[arg(long, default_value_t = 0.0)]

@@ -88,6 +88,9 @@ fn many_idle_flows_through_one_serve(transport: &str) {
             &ACTIVE.to_string(),
         ])
         .args(["--load", "0.05", "--sample-ms", "0", "--hold-s", "0.5"])
+        // Small waves (as the default): every opening credit-based receiver credits at
+        // full rate until its sender stops it (docs/agent-api.md, "Scale", not covered).
+        .args(["--idle-wave", "50"])
         .args([
             "--idle",
             &IDLE.to_string(),
