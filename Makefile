@@ -87,7 +87,7 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
+	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
 	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against

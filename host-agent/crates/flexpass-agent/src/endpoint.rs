@@ -4,6 +4,7 @@
 
 use crate::datapath::{Datapath, DatapathMode};
 use crate::socket::BATCH;
+use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
 use bytes::Bytes;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
@@ -17,8 +18,7 @@ use flexpass_wire::{
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -316,10 +316,6 @@ pub enum Dir {
     Recv,
 }
 
-/// A flow's timer as registered in the deadline heap: when, and whether it is a credit
-/// (a receiver sending credits: worth a busy-wait, see `EndpointConfig::spin`).
-type Timer = (Nanos, bool);
-
 /// One flow and its bookkeeping for the event loop (docs/agent-api.md, "Scale"): the timer
 /// it has in the deadline heap, and whether it waits in the dirty list.
 struct Slot<T> {
@@ -456,10 +452,9 @@ pub struct Endpoint {
     /// Flows touched (a packet, a write, open, confirmation) since the last turn: each turn
     /// handles these and the due timers only, never every flow.
     dirty: Vec<(Dir, FlowKey)>,
-    /// Deadline heap (earliest first) with lazy invalidation: an entry counts only while it
-    /// equals its flow's `Slot::timer`; others are dropped when they reach the top, and the
-    /// heap is rebuilt when stale entries outnumber the flows.
-    timers: BinaryHeap<Reverse<(Nanos, bool, Dir, FlowKey)>>,
+    /// Deadline heap (earliest first) with lazy deletion: an entry counts only while it
+    /// equals its flow's `Slot::timer` (crate::timers).
+    timers: DeadlineHeap<(Dir, FlowKey)>,
     /// Flows a packet or a timer touched, and flows closed, since the last `take_changed`
     /// (only while `track_changes` is on: the daemon services their owners only).
     changed: Vec<(Dir, FlowKey)>,
@@ -604,7 +599,7 @@ impl Endpoint {
             senders: HashMap::new(),
             receivers: HashMap::new(),
             dirty: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: DeadlineHeap::default(),
             changed: Vec::new(),
             track_changes: false,
             accepted: VecDeque::new(),
@@ -1330,12 +1325,8 @@ impl Endpoint {
             }
         }
         // Due timers join the dirty flows (stale heap entries are dropped).
-        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            let timer = Some((at, credit));
+        while let Some(((dir, key), timer)) = self.timers.pop_due(now) {
+            let timer = Some(timer);
             match dir {
                 Dir::Send => {
                     if let Some(s) = self.senders.get_mut(&key).filter(|s| s.timer == timer) {
@@ -1380,12 +1371,7 @@ impl Endpoint {
             let peer = key.0;
             // Registers the flow's next deadline in the heap if it changed.
             let mut arm = |timer: &mut Option<Timer>, next: Option<Timer>| {
-                if *timer != next {
-                    *timer = next;
-                    if let Some((at, credit)) = next {
-                        timers.push(Reverse((at, credit, dir, key)));
-                    }
-                }
+                timers.arm(timer, (dir, key), next)
             };
             let (flags, failed) = match dir {
                 Dir::Send => {
@@ -1463,7 +1449,7 @@ impl Endpoint {
         self.dirty = dirty;
         // Rebuild the heap once stale entries outnumber the flows (amortised O(1) a push).
         let flows = self.senders.len() + self.receivers.len();
-        if self.timers.len() > 4 * flows + 1024 {
+        if self.timers.needs_rebuild(flows) {
             self.rebuild_timers();
         }
         let next = self.next_timer();
@@ -1473,33 +1459,23 @@ impl Endpoint {
 
     /// The earliest registered deadline (stale entries at the top are dropped).
     fn next_timer(&mut self) -> Option<Timer> {
-        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
-            let timer = match dir {
-                Dir::Send => self.senders.get(&key).and_then(|s| s.timer),
-                Dir::Recv => self.receivers.get(&key).and_then(|r| r.timer),
-            };
-            if timer == Some((at, credit)) {
-                return timer;
-            }
-            self.timers.pop();
-        }
-        None
+        let (senders, receivers) = (&self.senders, &self.receivers);
+        self.timers.peek_current(|(dir, key)| match dir {
+            Dir::Send => senders.get(&key).and_then(|s| s.timer),
+            Dir::Recv => receivers.get(&key).and_then(|r| r.timer),
+        })
     }
 
     fn rebuild_timers(&mut self) {
-        let mut v = std::mem::take(&mut self.timers).into_vec();
-        v.clear();
-        v.extend(
-            self.senders
-                .iter()
-                .filter_map(|(&k, s)| s.timer.map(|(at, c)| Reverse((at, c, Dir::Send, k)))),
-        );
-        v.extend(
-            self.receivers
-                .iter()
-                .filter_map(|(&k, r)| r.timer.map(|(at, c)| Reverse((at, c, Dir::Recv, k)))),
-        );
-        self.timers = BinaryHeap::from(v);
+        let senders = self
+            .senders
+            .iter()
+            .filter_map(|(&k, s)| s.timer.map(|t| ((Dir::Send, k), t)));
+        let receivers = self
+            .receivers
+            .iter()
+            .filter_map(|(&k, r)| r.timer.map(|t| ((Dir::Recv, k), t)));
+        self.timers.rebuild(senders.chain(receivers));
     }
 
     /// Heap entries and dirty flows (the scale test and the memory report).

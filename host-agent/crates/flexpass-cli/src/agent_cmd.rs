@@ -2,7 +2,7 @@
 //! plus plain kernel TCP as the legacy baseline (`--transport tcp`).
 
 use bytes::Bytes;
-use flexpass_agent::{Endpoint, EndpointConfig, FlowKey};
+use flexpass_agent::{Dir, Endpoint, EndpointConfig, FlowKey};
 use flexpass_core::TargetLossRule;
 use flexpass_wire::TransportKind;
 use serde::Serialize;
@@ -238,6 +238,10 @@ pub struct ServeArgs {
     /// since the last sample, per sub-flow (proactive / reactive); 0: none.
     #[arg(long, default_value_t = 0.0)]
     pub sample_ms: f64,
+    /// Every this many ms, print one "agent_stats" line: event-loop turns so far, open
+    /// flows and the endpoint's counters (for benchmarks; 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    pub stats_ms: f64,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -321,7 +325,30 @@ pub fn parse_transport(s: &str) -> Result<Option<TransportKind>, String> {
     })
 }
 
-fn stop_flag() -> Result<Arc<AtomicBool>, String> {
+/// The flows a packet, a timer or a close touched since the last `take`, each once
+/// (docs/agent-api.md, "Scale"). The CLI's loops (`serve`, `workload`, `incast`) service
+/// these and the flows they just opened or accepted, never every flow each turn: data to
+/// read, room in the send window, completion and failure all come with a packet or a timer.
+pub struct Touched {
+    buf: Vec<(Dir, FlowKey)>,
+}
+
+impl Touched {
+    pub fn new(ep: &mut Endpoint) -> Self {
+        ep.track_changes(true);
+        Touched { buf: Vec::new() }
+    }
+
+    /// Sorted, without duplicates (a flow touched in several turns is listed once).
+    pub fn take(&mut self, ep: &mut Endpoint) -> &[(Dir, FlowKey)] {
+        ep.take_changed(&mut self.buf);
+        self.buf.sort_unstable();
+        self.buf.dedup();
+        &self.buf
+    }
+}
+
+pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>, String> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -644,9 +671,18 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
     let sample_every =
         (args.sample_ms > 0.0).then(|| Duration::from_secs_f64(args.sample_ms / 1e3));
     let mut next_sample = sample_every.map(|d| t0 + d);
+    let stats_every = (args.stats_ms > 0.0).then(|| Duration::from_secs_f64(args.stats_ms / 1e3));
+    let mut next_stats = stats_every.map(|d| t0 + d);
+    let mut turns = 0u64;
+    let mut touched = Touched::new(&mut ep);
+    let mut to_read: Vec<FlowKey> = vec![];
+    let mut to_pump: Vec<FlowKey> = vec![];
     while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|c| done < c) {
         ep.poll(Duration::from_millis(2))
             .map_err(|e| e.to_string())?;
+        turns += 1;
+        to_read.clear();
+        to_pump.clear();
         while let Some(k) = ep.accept() {
             flows.insert(
                 k,
@@ -658,11 +694,22 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                     sampled: (0, 0),
                 },
             );
+            to_read.push(k);
+        }
+        for &(dir, k) in touched.take(&mut ep) {
+            match dir {
+                Dir::Recv if flows.contains_key(&k) => to_read.push(k),
+                Dir::Send if responses.contains_key(&k) => to_pump.push(k),
+                _ => {}
+            }
         }
         let mut finished = vec![];
-        for (k, inc) in flows.iter_mut() {
+        for &k in &to_read {
+            let Some(inc) = flows.get_mut(&k) else {
+                continue;
+            };
             let r = ep
-                .receiver_mut(*k)
+                .receiver_mut(k)
                 .expect("accepted flows stay until finished");
             while let Some(b) = r.read() {
                 inc.hasher.update(&b);
@@ -676,11 +723,13 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 }
             }
             if r.is_finished() {
-                finished.push(*k);
+                finished.push(k);
             }
         }
         for k in finished {
-            let inc = flows.remove(&k).expect("listed");
+            let Some(inc) = flows.remove(&k) else {
+                continue;
+            };
             let r = ep.receiver(k).expect("present");
             let st = r.stats();
             let rec = FlowRecord {
@@ -720,6 +769,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                         transport: rec.transport.clone(),
                     },
                 );
+                to_pump.push(key);
             }
         }
         if let (Some(every), Some(due)) = (sample_every, next_sample) {
@@ -728,7 +778,24 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
                 next_sample = Some(due + every);
             }
         }
-        pump_responses(&mut ep, &mut responses, args.stdout);
+        if let (Some(every), Some(due)) = (stats_every, next_stats) {
+            if Instant::now() >= due {
+                let line = serde_json::json!({
+                    "event": "agent_stats", "t_ms": t0.elapsed().as_secs_f64() * 1e3,
+                    "turns": turns, "flows_open": flows.len(), "responses_open": responses.len(),
+                    "tables": ep.table_sizes(), "endpoint": ep.stats,
+                });
+                if args.stdout {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+                next_stats = Some(due + every);
+            }
+        }
+        for &k in &to_pump {
+            pump_response(&mut ep, &mut responses, k, args.stdout);
+        }
         while let Ok(rec) = tcp_rx.try_recv() {
             emit(&rec, args.stdout);
             done += 1;
@@ -783,47 +850,45 @@ fn sample_flows(
     }
 }
 
-/// Feed response flows from the pattern and report the finished ones.
-fn pump_responses(
+/// Feed a response flow from the pattern; report and close it once finished.
+fn pump_response(
     ep: &mut Endpoint,
     responses: &mut std::collections::HashMap<FlowKey, Outgoing>,
+    k: FlowKey,
     to_stderr: bool,
 ) {
-    let mut finished = vec![];
-    for (k, o) in responses.iter_mut() {
-        let Some(s) = ep.sender_mut(*k) else { continue };
-        while o.left > 0 && s.unacked_bytes() < SEND_WINDOW {
-            let n = o.left.min(CHUNK as u64) as usize;
-            s.write(pattern_bytes(o.offset, n));
-            o.offset += n as u64;
-            o.left -= n as u64;
-            if o.left == 0 {
-                s.finish();
-            }
-        }
-        if s.is_complete() || s.error().is_some() {
-            finished.push(*k);
+    let (Some(o), Some(s)) = (responses.get_mut(&k), ep.sender_mut(k)) else {
+        return;
+    };
+    while o.left > 0 && s.unacked_bytes() < SEND_WINDOW {
+        let n = o.left.min(CHUNK as u64) as usize;
+        s.write(pattern_bytes(o.offset, n));
+        o.offset += n as u64;
+        o.left -= n as u64;
+        if o.left == 0 {
+            s.finish();
         }
     }
-    for k in finished {
-        let o = responses.remove(&k).expect("listed");
-        let s = ep.close_sender(k).expect("open");
-        let mut h = Sha256::new();
-        h.update(b"");
-        let mut rec = record(
-            "response_sent",
-            &o.transport,
-            k.0,
-            k.1,
-            o.offset,
-            h,
-            o.started,
-            Some(&s),
-            s.error().map(|e| e.to_string()),
-        );
-        rec.sha256.clear();
-        emit(&rec, to_stderr);
+    if !(s.is_complete() || s.error().is_some()) {
+        return;
     }
+    let o = responses.remove(&k).expect("present");
+    let s = ep.close_sender(k).expect("open");
+    let mut h = Sha256::new();
+    h.update(b"");
+    let mut rec = record(
+        "response_sent",
+        &o.transport,
+        k.0,
+        k.1,
+        o.offset,
+        h,
+        o.started,
+        Some(&s),
+        s.error().map(|e| e.to_string()),
+    );
+    rec.sha256.clear();
+    emit(&rec, to_stderr);
 }
 
 fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
