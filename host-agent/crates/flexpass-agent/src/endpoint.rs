@@ -405,6 +405,10 @@ impl TokenBucket {
 /// 10 %, a period of 16 tells "none", "some" and "many" apart).
 pub const FLASHPASS_MIN_UPDATE_SAMPLES: u64 = 16;
 
+/// Floor of the agent's FlashPass emulation rate, as a fraction of the link's emulation
+/// rate (Algorithm 1 grows back from it by × 1.1 per update: 44 updates).
+pub const FLASHPASS_MIN_RATE_FRACTION: f64 = 1.0 / 64.0;
+
 /// Depth of a FlashPass emulation queue and its single threshold, in packets (FlashPass
 /// §IV-A: "8 packets", "2 packets"; docs/protocol.md §10).
 pub const EMULATION_QUEUE_PACKETS: u32 = 8;
@@ -682,6 +686,12 @@ impl Endpoint {
                     .flashpass
                     .min_update_samples
                     .max(FLASHPASS_MIN_UPDATE_SAMPLES),
+                // A stalled host (descheduled longer than T_wait) finds a whole period of
+                // emulation lost: the floor bounds how long the rate takes to grow back.
+                min_rate_fraction: cfg
+                    .flashpass
+                    .min_rate_fraction
+                    .max(FLASHPASS_MIN_RATE_FRACTION),
                 ..fp
             };
         }
