@@ -296,6 +296,10 @@ impl Sender {
     pub fn transport(&self) -> TransportKind {
         self.cfg.transport
     }
+    /// The flow's parameters.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
     pub fn stats(&self) -> &SenderStats {
         &self.stats
     }
