@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 pub const STARVATION_SHARE: f64 = 0.2;
 
 /// Runs with more flows than this keep only the per-flow record, not the full transport
-/// statistics of each flow nor per-flow throughput samples.
-pub const DETAILED_FLOWS: usize = 100;
+/// statistics of each flow nor per-flow throughput samples (256: FlashPass Fig. 10b's 200
+/// long flows still get their shares).
+pub const DETAILED_FLOWS: usize = 256;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowReport {
