@@ -127,6 +127,9 @@ pub struct EmulationStats {
     pub late_grants: u64,
     /// Grants whose data slot found nothing to send.
     pub grants_wasted: u64,
+    /// Grants that echo no emulation packet in flight (seq and T): duplicated, replayed after
+    /// their packet was resolved, or forged. They license no data.
+    pub grants_unmatched: u64,
     pub emulation_lost: u64,
     /// Algorithm 1 updates whose loss rate was above max_target_loss, inside
     /// [min_target_loss, max_target_loss], and below min_target_loss.
@@ -250,35 +253,37 @@ impl Emulation {
         // T on our clock: the most recent time ≤ now whose low 32 bits are `timestamp`.
         let t = now.saturating_sub(u64::from((now as u32).wrapping_sub(timestamp)));
         let idx = emu_seq.wrapping_sub(self.base_seq) as usize;
-        if self
+        // Only a grant echoing an emulation packet in flight (its seq and T) licenses a data
+        // slot: a duplicated or replayed grant, or a forged one, would send data that no
+        // emulation packet rehearsed.
+        if !self
             .inflight
             .get(idx)
             .is_some_and(|e| e.sent == t && !e.resolved)
         {
-            // The emulation path is FIFO (one path per flow, grants returned in arrival
-            // order): an earlier emulation packet still unanswered was dropped.
-            for e in self.inflight.iter_mut().take(idx).filter(|e| !e.resolved) {
-                e.resolved = true;
-                self.e_out -= 1;
-                self.stats.emulation_lost += 1;
-                if !e.over_provisioned {
-                    self.control.on_resolved(false);
-                }
+            self.stats.grants_unmatched += 1;
+            return;
+        }
+        // The emulation path is FIFO (one path per flow, grants returned in arrival order):
+        // an earlier emulation packet still unanswered was dropped.
+        for e in self.inflight.iter_mut().take(idx).filter(|e| !e.resolved) {
+            e.resolved = true;
+            self.e_out -= 1;
+            self.stats.emulation_lost += 1;
+            if !e.over_provisioned {
+                self.control.on_resolved(false);
             }
         }
-        if let Some(e) = self.inflight.get_mut(idx) {
-            if e.sent == t && !e.resolved {
-                e.resolved = true;
-                self.e_out -= 1;
-                if !e.over_provisioned {
-                    self.control.on_resolved(true);
-                }
-                // A held grant may leave before its hold ends (a full batch): only grants
-                // returned at once time the path.
-                if e.hold == 0 {
-                    self.min_rtt = self.min_rtt.min(now.saturating_sub(t).max(1));
-                }
-            }
+        let e = &mut self.inflight[idx];
+        e.resolved = true;
+        self.e_out -= 1;
+        if !e.over_provisioned {
+            self.control.on_resolved(true);
+        }
+        // A held grant may leave before its hold ends (a full batch): only grants returned
+        // at once time the path.
+        if e.hold == 0 {
+            self.min_rtt = self.min_rtt.min(now.saturating_sub(t).max(1));
         }
         let mut slot = t + self.cfg.t_wait;
         if slot < now {
