@@ -506,3 +506,118 @@ class PptProfile(FlexPassTest):
             self.assertGreater(marked, 0, f"P{p}: a queue above K must mark")
             self.assertEqual(self.counter("ecn_marked", port, qid) - before, marked)
             time.sleep(0.5)
+
+
+class FlashPassProfile(FlexPassTest):
+    """The FlashPass profile (§III-B, §III-C, §IV-A; docs/protocol.md §10) on the same
+    program: s1's entries and BMv2 queues are switched to profile flashpass (what
+    flexpass-ctl apply writes for it), then back.  EMULATION packets (DSCP 46) go to the
+    emulation queue, every data class to one data queue; in a burst into the emulation
+    queue the over-provisioned (Not-ECT) packets are dropped once 2 are queued while the
+    ordinary (ECT) ones interleaved with them all get through (CE-marked above 2); and the
+    emulation queue passes at most its rate C·84/(84 + 1538) plus its 8 packets."""
+
+    def setUp(self):
+        FlexPassTest.setUp(self)
+        import dataclasses
+
+        from flexpass_cp.bmv2_queues import apply_queue_settings
+        from flexpass_cp.config import switch_entries
+
+        if TOFINO:
+            self.skipTest("profile flashpass is BMv2 / flexpass_switch only")
+        fp_sw = dataclasses.replace(SW, profile="flashpass")
+        self.fp_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": fp_sw})
+        self.thrift = int(testutils.test_param_get("thrift_port") or SW.thrift_port)
+        self.client.apply(switch_entries(self.fp_cfg, "s1"))
+        apply_queue_settings(self.fp_cfg, "s1", thrift_port=self.thrift)
+
+    def tearDown(self):
+        from flexpass_cp.bmv2_queues import apply_queue_settings
+        from flexpass_cp.config import switch_entries
+
+        try:
+            self.client.apply(switch_entries(CFG, "s1"))
+            apply_queue_settings(CFG, "s1", thrift_port=self.thrift)
+        finally:
+            FlexPassTest.tearDown(self)
+
+    @staticmethod
+    def emulation(port, seq, ecn):
+        from flexpass_cp.scapy_flexpass import FlexPassEmulation
+
+        return fp_packet(port, DSCP.credit, ecn=ecn,
+                         body=FlexPass(flow_id=11) / FlexPassEmulation(emu_seq=seq, timestamp=seq, hold=0))
+
+    def collect_timed(self, port, timeout, quiet=1.0):
+        """(arrival time, packet) of everything received on `port` (see collect)."""
+        got = []
+        end = time.time() + timeout
+        while time.time() < end:
+            res = testutils.dp_poll(self, device_number=0, port_number=port, timeout=quiet)
+            if not isinstance(res, self.dataplane.PollSuccess):
+                break
+            got.append((res.time, Ether(res.packet)))  # when the dataplane received it
+        return got
+
+    def runTest(self):
+        from flexpass_cp.scapy_flexpass import FlexPassEmulation
+
+        cq, dq = Q["credit"], Q["flexpass"]
+        cases = [("ordinary emulation", self.emulation(3, 0, 2), cq),
+                 ("over-provisioned emulation", self.emulation(3, 1, 0), cq),
+                 ("proactive_data", fp_packet(3, DSCP.proactive_data), dq),
+                 ("unscheduled data", fp_packet(3, DSCP.reactive_data), dq),
+                 ("control", fp_packet(3, DSCP.control), dq),
+                 ("legacy", fp_packet(3, DSCP.legacy), dq)]
+        for name, pkt, qid in cases:
+            before = self.counter("forwarded", 3, qid)
+            testutils.send_packet(self, 1, pkt)
+            testutils.verify_packet(self, expected(pkt, 3), 3)
+            testutils.verify_no_other_packets(self)
+            self.assertEqual(self.counter("forwarded", 3, qid) - before, 1, f"{name}: not counted in q{qid}")
+
+        # Selective dropping on the slow port (77 emulation packets/s): a burst of eight,
+        # ordinary and over-provisioned alternating, no more than the queue holds.
+        port = 2
+        d = self.fp_cfg.derived("s1", port)
+        before = self.counters(port, cq)
+        burst = [self.emulation(port, i, 2 if i % 2 == 0 else 0) for i in range(8)]
+        self.send_burst(1, burst)
+        got = self.collect(port, timeout=10)
+        after = self.counters(port, cq)
+        seqs = {x[FlexPassEmulation].emu_seq: x[IP].tos & 3 for x in got}
+        ordinary = [s for s in seqs if s % 2 == 0]
+        over = [s for s in seqs if s % 2 == 1]
+        print(f"\nemulation burst: ordinary {sorted(ordinary)} over-provisioned {sorted(over)} received; "
+              f"ECN {seqs}; counters {dict((k, after[k] - before[k]) for k in after)}")
+        self.assertEqual(sorted(ordinary), [0, 2, 4, 6], "every ordinary emulation packet gets through")
+        self.assertLess(len(over), 4, "over-provisioned packets are dropped once the queue holds 2")
+        self.assertEqual(after["red_dropped"] - before["red_dropped"], 4 - len(over))
+        self.assertEqual(after["credit_dropped"] - before["credit_dropped"], 0, "the meter drops none")
+        self.assertGreater(after["ecn_marked"] - before["ecn_marked"], 0,
+                           "ordinary packets above the threshold are CE-marked")
+        time.sleep(0.5)
+
+        # The emulation queue's rate: 80 ordinary packets offered at twice C·84/(84+1538)
+        # (77/s) leave at about that rate, at most the queue and the meter's burst ahead.
+        rate = d.credits_per_second
+        before = self.counters(port, cq)
+        n = 80
+        t0 = time.time()
+        for i in range(n):
+            testutils.send_packet(self, 1, self.emulation(port, 100 + i, 2))
+            time.sleep(max(0.0, t0 + (i + 1) / (2 * rate) - time.time()))
+        elapsed = time.time() - t0
+        got = self.collect_timed(port, timeout=15)
+        after = self.counters(port, cq)
+        fwd = after["forwarded"] - before["forwarded"]
+        span = got[-1][0] - got[8][0] if len(got) > 9 else 0.0
+        measured = (len(got) - 9) / span if span > 0 else float("inf")
+        print(f"emulation rate: sent {n} in {elapsed:.3f}s, forwarded {fwd}, received {len(got)}, "
+              f"after the first 8: {measured:.1f}/s (C·84/1622 = {rate:.1f}/s)")
+        self.assertEqual(len(got), fwd)
+        self.assertLess(fwd, n, "the emulation queue drops beyond its rate")
+        self.assertLessEqual(fwd, 2 * 8 + rate * (elapsed + 0.2) * 1.2 + 2)
+        self.assertLessEqual(measured, rate * 1.25, "drains no faster than C·84/(84+1538)")
+        self.assertGreaterEqual(measured, rate * 0.75, "and at that rate while backlogged")

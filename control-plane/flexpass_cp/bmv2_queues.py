@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from . import env_check
-from .config import PPT_PROFILE, Config, Derived, ppt_qid
+from .config import FLASHPASS_PROFILE, PPT_PROFILE, Config, Derived, ppt_qid
 from .dscp import PRIORITY_LEVELS
 
 
@@ -57,8 +57,22 @@ def queue_commands(cfg: Config, switch: str) -> List[QueueCommand]:
                                         f"PPT P{p}: line rate"))
             continue
         cq, fq, lq = d.qid("credit"), d.qid("flexpass"), d.qid("legacy")
+        if sw.profile == FLASHPASS_PROFILE:
+            # FlashPass §III-B, §IV-A: the emulation queue drains at C·84/(84 + max frame)
+            # (one emulation packet per maximum frame), a few packets deep; one data queue.
+            out.append(QueueCommand("set_queue_depth", q.credit_queue_packets, port, cq,
+                                    "emulation queue: a few packets (FlashPass: 8)"))
+            out.append(QueueCommand("set_queue_rate", d.emulation_pps, port, cq,
+                                    "emulation queue: C·84/(84 + max frame)"))
+            out.append(QueueCommand("set_queue_depth", d.data_queue_depth_pkts, port, fq,
+                                    "data queue buffer"))
+            out.append(QueueCommand("set_queue_rate", d.line_rate_pps, port, fq,
+                                    "data queue: line rate"))
+            continue
         out.append(QueueCommand("set_queue_depth", q.credit_queue_packets, port, cq,
                                 "credit queue: a few credits (ExpressPass: 8)"))
+        out.append(QueueCommand("set_queue_rate", d.line_rate_pps, port, cq,
+                                "credit queue: line rate (the P4 meter limits credits)"))
         out.append(QueueCommand("set_queue_depth", d.data_queue_depth_pkts, port, fq,
                                 "FlexPass queue buffer"))
         out.append(QueueCommand("set_queue_depth", d.data_queue_depth_pkts, port, lq,

@@ -41,6 +41,7 @@ from .config import (
     INGRESS_EVENT_NAMES,
     INGRESS_EVENTS,
     LOGICAL_QUEUES,
+    FLASHPASS_PROFILE,
     PPT_PROFILE,
     ppt_qid,
     PORT_QUEUE_COUNTERS,
@@ -165,6 +166,12 @@ def cmd_show(cfg: Config, switch: str, as_json: bool = False) -> int:
     if sw.profile == PPT_PROFILE:
         print("queues (BMv2 priority, highest served first): " +
               ", ".join(f"P{p}={ppt_qid(p)}" for p in range(8)) + "; other DSCPs with P3")
+    elif sw.profile == FLASHPASS_PROFILE:
+        fp = cfg.flashpass
+        print(f"queues (BMv2 priority, highest served first): emulation={cfg.bmv2_priority['credit']} "
+              f"(EMULATION + CREDIT; Not-ECT red, dropped at {fp.emulation_threshold_packets} queued), "
+              f"data={cfg.bmv2_priority['flexpass']} (every data class; unscheduled red, dropped at "
+              f"{fp.unscheduled_threshold_packets} queued)")
     else:
         print("queues (BMv2 priority, highest served first): " +
               ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))

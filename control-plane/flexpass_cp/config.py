@@ -147,7 +147,20 @@ PROFILES: Dict[str, Dict[TrafficClass, Tuple[str, int]]] = {
         TrafficClass.CONTROL: ("legacy", COLOR_GREEN),
         TrafficClass.LEGACY: ("legacy", COLOR_GREEN),
     },
+    # FlashPass (shallow-buffered WAN §III-B, §III-C, §IV-A; docs/protocol.md §10): the
+    # credit queue is the emulation queue (EMULATION, and CREDITs of ExpressPass flows);
+    # every data class shares one data queue, where the unscheduled first-RTT data
+    # (REACTIVE_DATA) is red.  Over-provisioned (Not-ECT) emulation packets are coloured
+    # red by `ecn_color` entries (:func:`flashpass_ecn_color_entries`).
+    "flashpass": {
+        TrafficClass.CREDIT: ("credit", COLOR_GREEN),
+        TrafficClass.PROACTIVE_DATA: ("flexpass", COLOR_GREEN),
+        TrafficClass.REACTIVE_DATA: ("flexpass", COLOR_RED),
+        TrafficClass.CONTROL: ("flexpass", COLOR_GREEN),
+        TrafficClass.LEGACY: ("flexpass", COLOR_GREEN),
+    },
 }
+FLASHPASS_PROFILE = "flashpass"
 
 #: PPT (SIGCOMM'24 §4.2, §6.2; docs/protocol.md §10): eight strict priorities.  BMv2
 #: and flexpass_switch serve the HIGHEST queue index first, so priority Pp (P0 the
@@ -170,6 +183,8 @@ T_CLASSIFIER = "classifier"
 T_ROUTING = "routing"
 T_QUEUE_THRESHOLDS = "queue_thresholds"
 T_PORT_SMAC = "port_smac"
+T_ECN_COLOR = "ecn_color"
+ECN_NOT_ECT = 0
 AP_ECMP = "ecmp_selector"
 METER_CREDIT = "credit_meter"
 PORT_QUEUE_COUNTERS = ("forwarded", "ecn_marked", "red_dropped", "credit_dropped")
@@ -291,6 +306,18 @@ class PptParams:
 
 
 @dataclass(frozen=True)
+class FlashPassParams:
+    """FlashPass switch profile (§III-C, §IV-A): the emulation queue's single threshold
+    (an over-provisioned, Not-ECT emulation packet that finds this many queued is
+    dropped, an ordinary ECT one CE-marked) and the data queue's selective-drop threshold
+    for unscheduled (red) data, both in packets (paper: 2 and 2).  The emulation queue
+    is the credit queue: ``credit_queue_packets`` deep (paper: 8)."""
+
+    emulation_threshold_packets: int = 2
+    unscheduled_threshold_packets: int = 2
+
+
+@dataclass(frozen=True)
 class PortConfig:
     port: int
     name: str
@@ -351,6 +378,7 @@ class Config:
     # max_frame_bytes of no MTU.
     mtu: Optional[int] = frames.DEFAULT_MTU
     ppt: PptParams = PptParams()
+    flashpass: FlashPassParams = FlashPassParams()
 
     def switch(self, name: str) -> SwitchConfig:
         if name not in self.switches:
@@ -379,7 +407,7 @@ class Derived:
     @property
     def effective_w_q(self) -> float:
         """Share of the link reserved for proactive data (1.0 in the naive profile)."""
-        return 1.0 if self.switch.profile == "expresspass_naive" else self.port.queues.w_q
+        return 1.0 if self.switch.profile in ("expresspass_naive", FLASHPASS_PROFILE) else self.port.queues.w_q
 
     @property
     def credit_rate_bps(self) -> float:
@@ -418,7 +446,11 @@ class Derived:
 
     @property
     def meter_burst_bytes(self) -> int:
-        """Credit meter burst (cburst = pburst): two credits (ExpressPass §3.1)."""
+        """Credit meter burst (cburst = pburst): two credits (ExpressPass §3.1); FlashPass:
+        the emulation queue's depth, so that the queue (shaped at the same rate) and its
+        threshold, not the meter, decide which emulation packets are dropped."""
+        if self.switch.profile == FLASHPASS_PROFILE:
+            return self.port.queues.credit_queue_packets * self.credit_meter_bytes
         return 2 * self.credit_meter_bytes
 
     def packets(self, nbytes: int) -> int:
@@ -484,6 +516,54 @@ class Derived:
         """TM credit queue buffer: credit_queue_packets of the largest credit, in BMv2 bytes."""
         return self.port.queues.credit_queue_packets * (MAX_CREDIT_WIRE_BYTES - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2)
 
+    # ---- FlashPass (profile: flashpass) ------------------------------------
+
+    @property
+    def emulation_bmv2_bytes(self) -> int:
+        """An EMULATION frame as BMv2 and flexpass_switch count it: 84 wire bytes - 24 = 60."""
+        return frames.CREDIT_WIRE - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2
+
+    @property
+    def emulation_pps(self) -> int:
+        """Emulation packets/s of the port: C·84/(84 + max frame) in 84-byte packets
+        (stock BMv2 shapes the emulation queue in packets/s)."""
+        return max(1, int(round(self.credits_per_second)))
+
+    def flashpass_thresholds(self) -> Dict[int, Tuple[int, int]]:
+        """qid -> (ecn_threshold, red_threshold) of the P4 egress (``queue_thresholds``)
+        in the target's enq_qdepth units: above the emulation threshold ECT emulation
+        packets are marked and red (Not-ECT) ones dropped; red (unscheduled) data above
+        the unscheduled threshold.  enq_qdepth excludes the packet itself, so "n packets
+        queued" is depth > n - 1 packets (BMv2) or > n·frame - 1 bytes (flexpass_switch,
+        which drops red at admission: no red threshold here)."""
+        fp = self.config.flashpass
+        e = fp.emulation_threshold_packets
+        u = fp.unscheduled_threshold_packets
+        if self.switch.target == "flexpass_switch":
+            return {self.qid("credit"): (e * self.emulation_bmv2_bytes - 1, NO_THRESHOLD),
+                    self.qid("flexpass"): (NO_THRESHOLD, NO_THRESHOLD)}
+        return {self.qid("credit"): (e - 1, e - 1), self.qid("flexpass"): (NO_THRESHOLD, u - 1)}
+
+    def flashpass_tm_port(self) -> "TmPort":
+        """flexpass_switch TM of a FlashPass port (§III-B, §IV-A): the emulation queue at
+        strict priority, shaped to C·84/(84 + max frame), ``credit_queue_packets``
+        emulation frames deep, red (Not-ECT) arrivals dropped once the threshold's
+        packets are queued, ECT ones marked; one data queue with the port's buffer and
+        red (unscheduled) data dropped above its threshold."""
+        q, fp = self.port.queues, self.config.flashpass
+        emu = self.emulation_bmv2_bytes
+        emulation = TmQueue(self.qid("credit"), priority=1, weight=1.0,
+                            buffer_bytes=q.credit_queue_packets * emu,
+                            shaper_rate_bps=self.credit_rate_bps,
+                            shaper_burst_bytes=2 * self.config.credit_wire_bytes,
+                            red_threshold=fp.emulation_threshold_packets * emu,
+                            ecn_threshold=fp.emulation_threshold_packets * emu - 1)
+        frame = self.config.max_frame_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2
+        data = TmQueue(self.qid("flexpass"), priority=0, weight=1.0, buffer_bytes=q.buffer_bytes,
+                       red_threshold=fp.unscheduled_threshold_packets * frame)
+        return TmPort(self.port.port, self.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2,
+                      (emulation, data))
+
     def tm_port(self) -> "TmPort":
         """flexpass_switch traffic-manager settings of this port (FlexPass §4.1):
         credits strict priority, shaped to credit_rate_bps with a 2-credit burst and
@@ -492,6 +572,8 @@ class Derived:
         queue and shapes credits for the whole link.  PPT: :meth:`ppt_tm_port`."""
         if self.switch.profile == PPT_PROFILE:
             return self.ppt_tm_port()
+        if self.switch.profile == FLASHPASS_PROFILE:
+            return self.flashpass_tm_port()
         q = self.port.queues
         credit = TmQueue(self.qid("credit"), priority=1, weight=1.0,
                          buffer_bytes=self.credit_buffer_bytes,
@@ -733,13 +815,14 @@ _QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold"
                  "buffer", "credit_queue_packets")
 
 
-#: FlexPass queue fields a PPT switch does not use; a ppt-profile port may omit them
-#: (the FlexPass testbed values fill them, unused).  A PPT port uses ``buffer`` only.
+#: FlexPass queue fields a PPT or FlashPass switch does not use; a port of those
+#: profiles may omit them (the FlexPass testbed values fill them, unused).  A PPT port
+#: uses ``buffer`` only, a FlashPass port ``buffer`` and ``credit_queue_packets``.
 _PPT_UNUSED_DEFAULTS = {"w_q": 0.5, "ecn_threshold": "60KB", "red_threshold": "100KB"}
 
 
-def _queue_params(raw: Mapping, path: str, ppt: bool = False) -> QueueParams:
-    if ppt:
+def _queue_params(raw: Mapping, path: str, flexpass_fields_unused: bool = False) -> QueueParams:
+    if flexpass_fields_unused:
         raw = {**_PPT_UNUSED_DEFAULTS, **raw}
     _check_keys(raw, path, _QUEUE_FIELDS, required=("w_q", "ecn_threshold", "red_threshold"))
     w_q = raw["w_q"]
@@ -754,7 +837,7 @@ def _queue_params(raw: Mapping, path: str, ppt: bool = False) -> QueueParams:
     legacy_k = raw.get("legacy_ecn_threshold")
     legacy_k = None if legacy_k is None else parse_size(legacy_k, _join(path, "legacy_ecn_threshold"))
     buf = parse_size(raw.get("buffer", "300KB"), _join(path, "buffer"))
-    if buf < red and not ppt:
+    if buf < red and not flexpass_fields_unused:
         raise ConfigError(_join(path, "buffer"),
                           f"must be at least red_threshold ({red} B), got {buf} B")
     cq = _int(raw.get("credit_queue_packets", 8), _join(path, "credit_queue_packets"), 1, 1024)
@@ -779,10 +862,19 @@ def _ppt_params(raw: Any) -> PptParams:
     return PptParams(float(rtt), lam["lambda_hcp"], lam["lambda_lcp"], ks["ecn_threshold_hcp"], ks["ecn_threshold_lcp"])
 
 
+def _flashpass_params(raw: Any) -> FlashPassParams:
+    raw = _mapping(raw, "flashpass")
+    keys = ("emulation_threshold_packets", "unscheduled_threshold_packets")
+    _check_keys(raw, "flashpass", keys)
+    d = FlashPassParams()
+    return FlashPassParams(*(_int(raw.get(k, getattr(d, k)), _join("flashpass", k), 1, 1024) for k in keys))
+
+
 def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate a config already loaded from YAML/JSON into Python objects."""
     raw = _mapping(raw, "")
-    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links", "ppt"),
+    _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links", "ppt",
+                          "flashpass"),
                 required=("switches",))
 
     credit = _mapping(raw.get("credit", {}), "credit")
@@ -834,6 +926,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     plan = DscpPlan(**values, priority=tuple(prio_dscp))
     plan.validate()
     ppt = _ppt_params(raw.get("ppt", {}))
+    flashpass = _flashpass_params(raw.get("flashpass", {}))
 
     bmv2 = _mapping(raw.get("bmv2", {}), "bmv2")
     _check_keys(bmv2, "bmv2", ("priority",))
@@ -854,7 +947,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     switches = {}
     for sname, sraw in switches_raw.items():
         switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
-    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu, ppt=ppt)
+    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu, ppt=ppt, flashpass=flashpass)
     down = raw.get("down_links", [])
     if not isinstance(down, list):
         raise ConfigError("down_links", "must be a list of links like 'leaf1:3' or 'leaf1:spine1'")
@@ -880,8 +973,8 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     if profile not in PROFILES and profile != PPT_PROFILE:
         raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} "
                                                   f"(profiles: {', '.join(tuple(PROFILES) + (PPT_PROFILE,))})")
-    if profile == PPT_PROFILE and target in TOFINO_CHIPS:
-        raise ConfigError(_join(path, "profile"), f"profile ppt is not implemented for target {target} yet "
+    if profile in (PPT_PROFILE, FLASHPASS_PROFILE) and target in TOFINO_CHIPS:
+        raise ConfigError(_join(path, "profile"), f"profile {profile} is not implemented for target {target} yet "
                                                   "(BMv2 simple_switch and flexpass_switch only)")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
@@ -905,7 +998,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         qraw = dict(defaults)
         qraw.update({k: v for k, v in praw.items() if k in _QUEUE_FIELDS})
         # Errors in inherited fields point at the port (the effective value).
-        qp = _queue_params(qraw, ppath, ppt=profile == PPT_PROFILE)
+        qp = _queue_params(qraw, ppath, flexpass_fields_unused=profile in (PPT_PROFILE, FLASHPASS_PROFILE))
         pname = praw.get("name", f"port{port}")
         if not isinstance(pname, str):
             raise ConfigError(_join(ppath, "name"), f"must be a string, got {pname!r}")
@@ -1254,11 +1347,27 @@ def classifier_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
     return out
 
 
+def flashpass_ecn_color_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
+    """``ecn_color`` of a BMv2 / flexpass_switch switch: profile flashpass colours a
+    Not-ECT packet in the emulation (credit) queue red (FlashPass §III-C: an
+    over-provisioned emulation packet, dropped first); every profile writes the default
+    (keep the DSCP's colour), so the table is managed and a change of profile removes
+    the entries."""
+    out = []
+    if sw.profile == FLASHPASS_PROFILE:
+        out.append(TableEntry(T_ECN_COLOR, (("qid", cfg.bmv2_priority["credit"]), ("ecn", ECN_NOT_ECT)),
+                              "set_color", {"color": COLOR_RED}))
+    out.append(TableEntry(T_ECN_COLOR, (), "keep_color", {}, is_default=True))
+    return out
+
+
 def switch_entries(cfg: Config, switch: str) -> List[Entity]:
     """Every P4Runtime entity the switch should hold, in a deterministic order."""
     sw = cfg.switch(switch)
     out: List[Entity] = []
     out.extend(classifier_entries(cfg, sw))
+    if sw.target not in TOFINO_CHIPS:
+        out.extend(flashpass_ecn_color_entries(cfg, sw))
 
     mids = member_ids(sw)
     for name, mid in sorted(mids.items(), key=lambda kv: kv[1]):
@@ -1288,6 +1397,11 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
                                       "set_thresholds",
                                       {"ecn_threshold": d.qdepth(d.ppt_ecn_threshold_bytes(p)),
                                        "red_threshold": NO_THRESHOLD}))
+        # FlashPass: the emulation queue's single threshold, red data in the data queue.
+        if sw.profile == FLASHPASS_PROFILE:
+            for qid, (k, red) in sorted(d.flashpass_thresholds().items()):
+                out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", qid)),
+                                      "set_thresholds", {"ecn_threshold": k, "red_threshold": red}))
         # FlexPass queue: ECN at K and selective dropping of red above the red threshold.
         if sw.profile == "flexpass":
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("flexpass"))),
@@ -1295,7 +1409,7 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
                                   {"ecn_threshold": d.ecn_threshold_qdepth, "red_threshold": d.red_threshold_qdepth}))
         # Legacy (or shared, naive) queue: DCTCP-style ECN marking only.
         k = d.legacy_ecn_threshold_qdepth
-        if k is not None and sw.profile != PPT_PROFILE:
+        if k is not None and sw.profile not in (PPT_PROFILE, FLASHPASS_PROFILE):
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
                                   "set_thresholds", {"ecn_threshold": k, "red_threshold": 0x7FFFF}))
         # Stock BMv2 limits credits with the P4 meter; flexpass_switch shapes its credit

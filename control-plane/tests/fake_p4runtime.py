@@ -54,6 +54,8 @@ def synthetic_p4info() -> p4info_pb2.P4Info:
     set_nexthop = action("set_nexthop", ("port", 9), ("dmac", 48))
     set_smac = action("set_smac", ("smac", 48))
     set_thr = action("set_thresholds", ("ecn_threshold", 19), ("red_threshold", 19))
+    set_color = action("set_color", ("color", 2))
+    keep_color = action("keep_color")
     ap = info.action_profiles.add()
     ap.preamble.id, ap.preamble.name = next(ids), "ecmp_selector"
     ap.with_selector, ap.size, ap.max_group_size = True, 1024, 16
@@ -74,6 +76,7 @@ def synthetic_p4info() -> p4info_pb2.P4Info:
     table("routing", [("dst_addr", 32, L)], [set_nexthop], ap_id)
     table("port_smac", [("egress_port", 9, E)], [set_smac])
     table("queue_thresholds", [("egress_port", 9, E), ("qid", 3, E)], [set_thr])
+    table("ecn_color", [("qid", 3, E), ("ecn", 2, E)], [set_color, keep_color])
     m = info.meters.add()
     m.preamble.id, m.preamble.name = next(ids), "credit_meter"
     m.size = 64

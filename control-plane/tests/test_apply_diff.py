@@ -72,7 +72,8 @@ def test_first_apply_inserts_everything_then_is_idempotent():
     desired = switch_entries(cfg, "s1")
     sw = FakeSwitch()
     ups = plan_updates(desired, sw.read())
-    assert sum(u.op == INSERT for u in ups) == len(desired) - 1 - 4  # default entry + 4 meters are MODIFY
+    # The default entries (classifier, ecn_color) and 4 meters are MODIFY.
+    assert sum(u.op == INSERT for u in ups) == len(desired) - 2 - 4
     assert all(u.op != DELETE for u in ups)
     # Members before groups before table entries.
     kinds = [u.entity.kind for u in ups]
@@ -132,7 +133,8 @@ def test_queue_commands():
     lines = [c.line() for c in cmds]
     assert "set_queue_depth 8 1 7" in lines  # credit queue: 8 credits
     assert f"set_queue_rate {round(0.5 * 10e9 / (8 * 1538))} 1 6" in lines  # legacy (1-w_q)C
-    assert len(cmds) == 5 * 4
+    assert f"set_queue_rate {round(10e9 / (8 * 1538))} 1 7" in lines  # credits: the meter limits
+    assert len(cmds) == 6 * 4
 
 
 # ---------------------------------------------------------------- P4Runtime encoding

@@ -437,3 +437,91 @@ def test_ppt_config_errors_name_the_field():
     raw = ppt_raw()
     raw["switches"]["s1"]["profile"] = "flexpass"
     assert err(raw).path.endswith("w_q")
+
+
+# ---------------------------------------------------------------- FlashPass profile
+
+
+def flashpass_raw(target="flexpass_switch"):
+    raw = base()
+    raw["switches"]["s1"]["profile"] = "flashpass"
+    raw["switches"]["s1"]["target"] = target
+    return raw
+
+
+def _entries(cfg, table):
+    return [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == table]
+
+
+def test_flashpass_classifier_puts_emulation_in_q0_and_every_data_class_in_one_queue():
+    from flexpass_cp.config import T_ECN_COLOR
+
+    cfg = parse_config(flashpass_raw())
+    by_dscp = {dict(e.match)["dscp"]: e.params for e in _entries(cfg, T_CLASSIFIER) if not e.is_default}
+    q = cfg.bmv2_priority
+    assert by_dscp[46]["qid"] == q["credit"] and by_dscp[46]["color"] == 0  # EMULATION (and CREDIT)
+    for dscp in (26, 24, 0):  # proactive data, control (EMULATION_CREDIT), legacy: green
+        assert by_dscp[dscp] == {**by_dscp[dscp], "qid": q["flexpass"], "color": 0}
+    assert by_dscp[30]["qid"] == q["flexpass"] and by_dscp[30]["color"] == 2  # unscheduled data: red
+    default = next(e for e in _entries(cfg, T_CLASSIFIER) if e.is_default)
+    assert default.params["qid"] == q["flexpass"]
+    # §III-C: a Not-ECT (over-provisioned) packet in the emulation queue is red; ECT keeps green.
+    colour = _entries(cfg, T_ECN_COLOR)
+    assert [(dict(e.match), e.params) for e in colour if not e.is_default] == \
+        [({"qid": q["credit"], "ecn": 0}, {"color": 2})]
+    # Every BMv2 profile manages the table (its default), so switching profiles clears it.
+    for profile in ("flexpass", "expresspass_naive"):
+        raw = flashpass_raw()
+        raw["switches"]["s1"]["profile"] = profile
+        assert [e.is_default for e in _entries(parse_config(raw), T_ECN_COLOR)] == [True]
+
+
+def test_flashpass_emulation_queue_is_the_papers_on_both_bmv2_targets():
+    from flexpass_cp.bmv2_queues import queue_commands
+    from flexpass_cp.config import tm_settings
+
+    # flexpass_switch: the TM shapes the emulation queue to C·84/(84+1538), 8 frames of 60 B
+    # (as BMv2 counts an 84-byte frame), drops red (Not-ECT) at 2 queued, reports ECN above.
+    cfg = parse_config(flashpass_raw())
+    d = cfg.derived("s1", 1)
+    assert d.credit_rate_bps == pytest.approx(10e9 * 84 / (84 + 1538))
+    tp = next(t for t in tm_settings(cfg, "s1") if t.port == 1)
+    emu, data = sorted(tp.queues, key=lambda q: -q.priority)
+    assert emu.queue == cfg.bmv2_priority["credit"] and emu.priority > data.priority
+    assert emu.shaper_rate_bps == pytest.approx(10e9 * 84 / 1622)
+    assert (emu.buffer_bytes, emu.red_threshold, emu.ecn_threshold) == (8 * 60, 2 * 60, 2 * 60 - 1)
+    assert data.queue == cfg.bmv2_priority["flexpass"]
+    assert (data.buffer_bytes, data.red_threshold, data.ecn_threshold) == (300_000, 2 * 1514, None)
+    thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
+           if dict(e.match)["egress_port"] == 1}
+    assert thr[cfg.bmv2_priority["credit"]] == {"ecn_threshold": 119, "red_threshold": 0x7FFFF}
+    # Stock BMv2: enq_qdepth in packets, the egress drops red above 1 queued (2 with it);
+    # the emulation queue drains at C/(8·1622) packets/s; the meter's burst is the queue.
+    cfg = parse_config(flashpass_raw("simple_switch"))
+    thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
+           if dict(e.match)["egress_port"] == 1}
+    assert thr == {cfg.bmv2_priority["credit"]: {"ecn_threshold": 1, "red_threshold": 1},
+                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": 0x7FFFF, "red_threshold": 1}}
+    lines = [c.line() for c in queue_commands(cfg, "s1") if c.port == 1]
+    assert lines == ["set_queue_depth 8 1 7", f"set_queue_rate {round(10e9 / (8 * 1622))} 1 7",
+                     f"set_queue_depth {math.ceil(300_000 / 1538)} 1 5", f"set_queue_rate {round(10e9 / (8 * 1538))} 1 5"]
+    meter = next(e for e in switch_entries(cfg, "s1") if isinstance(e, MeterEntry) and e.index == 1)
+    assert meter.cburst == 8 * 60
+
+
+def test_flashpass_thresholds_are_configurable_and_checked():
+    raw = flashpass_raw()
+    raw["flashpass"] = {"emulation_threshold_packets": 3, "unscheduled_threshold_packets": 4}
+    tp = next(t for t in __import__("flexpass_cp.config", fromlist=["tm_settings"]).tm_settings(
+        parse_config(raw), "s1") if t.port == 1)
+    emu, data = sorted(tp.queues, key=lambda q: -q.priority)
+    assert emu.red_threshold == 180 and data.red_threshold == 4 * 1514
+    raw["flashpass"] = {"emulation_threshold_packets": 0}
+    with pytest.raises(ConfigError, match="flashpass.emulation_threshold_packets"):
+        parse_config(raw)
+    raw["flashpass"] = {"threshold": 2}
+    with pytest.raises(ConfigError, match="flashpass"):
+        parse_config(raw)
+    raw = flashpass_raw("tofino")
+    with pytest.raises(ConfigError, match="profile flashpass is not implemented for target tofino"):
+        parse_config(raw)

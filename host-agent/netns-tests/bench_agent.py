@@ -10,6 +10,14 @@ AF_XDP (`--datapath xdp`, docs/datapath.md) is measured beside it at both MTUs (
 with `auto`, which says which datapath it got). Needs root; skips loudly otherwise.
 BENCH_JUMBO=0 skips the jumbo runs; BENCH_SET=datapath runs only what the datapath
 comparison needs (TCP, UDP and AF_XDP at 1500 and 9000).
+
+Many idle flows (docs/agent-api.md, "Scale"; BENCH_SET=idle_flows runs only this): one
+`flexpass serve` holds 100, then 10 000 (BENCH_IDLE_FLOWS) concurrent idle flows from
+`flexpass workload --idle` clients; at each level: its RSS per idle flow, its CPU per
+second and per event-loop turn while all flows are idle, and its CPU per datagram of one
+active 50 MB flow (BENCH_IDLE_ACTIVE_BYTES) beside them; ratios 10 000 / 100 in one run.
+BENCH_SERVE_BIN measures another build of the serving agent (e.g. main's, for before/after;
+turns are counted only by agents with `serve --stats-ms`).
 """
 
 import json
@@ -33,6 +41,17 @@ GSO = os.environ.get("BENCH_GSO", "1") != "0"
 REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
 JUMBO = os.environ.get("BENCH_JUMBO", "1") != "0"
 ONLY_DATAPATH = os.environ.get("BENCH_SET", "all") == "datapath"
+ONLY_IDLE_FLOWS = os.environ.get("BENCH_SET", "all") == "idle_flows"
+SERVE_BIN = Path(os.environ.get("BENCH_SERVE_BIN", BIN))
+IDLE_FLOWS = int(os.environ.get("BENCH_IDLE_FLOWS", 10_000))
+IDLE_LOW = 100
+IDLE_ACTIVE_BYTES = int(os.environ.get("BENCH_IDLE_ACTIVE_BYTES", 50_000_000))
+IDLE_TRANSPORT = os.environ.get("BENCH_IDLE_TRANSPORT", "flexpass")
+# Idle flows opened at once (`workload --idle-wave`): each opening credit-based receiver
+# credits at full rate until its sender says CREDIT_STOP, so big waves cost seconds of CPU.
+IDLE_WAVE = os.environ.get("BENCH_IDLE_WAVE", "50")
+# Seconds of all-idle measurement per level.
+IDLE_WINDOW_S = float(os.environ.get("BENCH_IDLE_WINDOW_S", 3))
 
 
 def sh(*a, check=True):
@@ -54,6 +73,149 @@ def finish(p):
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     return out, err, ru.ru_utime + ru.ru_stime, p.returncode
+
+
+def proc_cpu_ns(pid):
+    """CPU time of a process so far, ns (scheduler run time: finer than rusage ticks)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def proc_rss_kb(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+class Lines:
+    """Collects a child's stdout lines in a thread (a full pipe would block the child)."""
+
+    def __init__(self, p):
+        import threading
+        self.lines, self.p = [], p
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        for line in self.p.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, event, timeout, after=0):
+        """The first JSON line with this event from index `after` on."""
+        end = time.time() + timeout
+        while time.time() < end:
+            for line in self.lines[after:]:
+                if f'"{event}"' in line:
+                    return json.loads(line)
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"idle-flows bench: no '{event}' line within {timeout} s "
+                           f"(exit {self.p.poll()}): {self.p.stderr.read()[-500:] if self.p.poll() is not None else ''}")
+
+    def last_stats(self):
+        for line in reversed(self.lines):
+            if '"agent_stats"' in line:
+                return json.loads(line)
+        return None
+
+
+def idle_flows_case():
+    """One serve agent with 100, then IDLE_FLOWS idle flows (see the module doc)."""
+    net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "udp"]
+    stats_ms = "--stats-ms" in sh(str(SERVE_BIN), "serve", "--help").stdout
+    srv = subprocess.Popen(["ip", "netns", "exec", f"{P}b", str(SERVE_BIN), "serve", "--listen", "0.0.0.0:7890",
+                            "--max-flows", str(2 * IDLE_FLOWS + 1000), "--max-half-open", "4096", *net,
+                            *(["--stats-ms", "200"] if stats_ms else [])],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = Lines(srv)
+    clients = []
+    try:
+        time.sleep(0.5)
+        rss0 = proc_rss_kb(srv.pid)
+        levels = {}
+        opened = 0
+        for level in (IDLE_LOW, IDLE_FLOWS):
+            c = subprocess.Popen(["ip", "netns", "exec", f"{P}a", str(BIN), "workload", "--to", "10.78.0.2:7890",
+                                  "--transport", IDLE_TRANSPORT, "--count", "0", "--idle", str(level - opened),
+                                  "--idle-wave", IDLE_WAVE, "--hold-s", "36000", "--sample-ms", "0", *net],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            clients.append((c, Lines(c)))
+            t_open = time.time()
+            clients[-1][1].wait_for("idle_open", 600)
+            open_s = time.time() - t_open
+            opened = level
+            print(f"idle-flows bench: {level} idle flows open ({open_s:.1f} s)", file=sys.stderr, flush=True)
+            time.sleep(1.0)  # credits stopped, linger of the opening over
+            s0, c0 = out.last_stats(), proc_cpu_ns(srv.pid)
+            time.sleep(IDLE_WINDOW_S)
+            s1, c1 = out.last_stats(), proc_cpu_ns(srv.pid)
+            rss = proc_rss_kb(srv.pid)
+            idle_cpu = (c1 - c0) / 1e9
+            turns = s1 and s0 and s1["turns"] - s0["turns"]
+            # One active flow beside the idle ones: serve's CPU per datagram it handled.
+            c2 = proc_cpu_ns(srv.pid)
+            t0 = time.time()
+            _, err, _, rc = finish(start("a", "send", "--to", "10.78.0.2:7890", "--transport", "flexpass",
+                                         "--size", str(IDLE_ACTIVE_BYTES), *net))
+            elapsed = time.time() - t0
+            c3 = proc_cpu_ns(srv.pid)
+            if rc != 0:
+                raise RuntimeError(f"idle-flows bench: active flow failed at {level} idle flows: {err[-500:]}")
+            st = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
+            datagrams = st["datagrams_in"] + st["datagrams_out"]
+            levels[level] = {
+                "open_s": round(open_s, 2),
+                "rss_kb": rss,
+                "idle_cpu_us_per_s": round(idle_cpu * 1e6 / IDLE_WINDOW_S, 1),
+                "idle_turns_per_s": turns and round(turns / IDLE_WINDOW_S, 1),
+                "idle_cpu_us_per_turn": turns and round(idle_cpu * 1e6 / max(turns, 1), 3),
+                "active_gbps": round(IDLE_ACTIVE_BYTES * 8 / elapsed / 1e9, 3),
+                "active_cpu_us_per_datagram": round((c3 - c2) / 1e3 / max(datagrams, 1), 3),
+                "active_datagrams": datagrams,
+            }
+            print(f"idle-flows bench: {level}: {json.dumps(levels[level])}", file=sys.stderr, flush=True)
+        # End: the clients finish their idle flows (FIN) all at once; serve must receive all.
+        t_end = time.time()
+        end_errors = []
+        for c, _ in clients:
+            c.send_signal(2)
+        for c, lines in clients:
+            c.wait(timeout=300)
+            if c.returncode != 0:
+                end_errors.append(c.stderr.read().strip()[-300:])
+        deadline = time.time() + 60
+        while sum('"flow_received"' in line for line in out.lines) < IDLE_FLOWS + 2 and time.time() < deadline:
+            time.sleep(0.2)
+        received = sum('"flow_received"' in line for line in out.lines)
+        end_s = time.time() - t_end
+        lo, hi = levels[IDLE_LOW], levels[IDLE_FLOWS]
+
+        def ratio(k):
+            return hi[k] and lo[k] and round(hi[k] / lo[k], 2)
+
+        return {
+            "agent": str(SERVE_BIN), "idle_transport": IDLE_TRANSPORT, "idle_window_s": IDLE_WINDOW_S,
+            "levels": levels,
+            "rss_kb_per_idle_flow": round((hi["rss_kb"] - lo["rss_kb"]) / (IDLE_FLOWS - IDLE_LOW), 3),
+            "rss_kb_at_start": rss0,
+            f"ratio_{IDLE_FLOWS}_over_{IDLE_LOW}": {k: ratio(k) for k in (
+                "idle_cpu_us_per_s", "idle_cpu_us_per_turn", "active_cpu_us_per_datagram")},
+            "flows_received_by_serve": received, "flows_expected": IDLE_FLOWS + 2,
+            "all_idle_flows_finishing_at_once_s": round(end_s, 1), "client_errors": end_errors,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
+    finally:
+        for c, _ in clients:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+        srv.send_signal(2)
+        try:
+            srv.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
 
 
 def main():
@@ -99,6 +261,9 @@ def main():
                 r["sender_stats"] = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
             return r
 
+        if ONLY_IDLE_FLOWS:
+            print("agent bench:", json.dumps({"idle_flows": idle_flows_case()}))
+            return 0
         load_before = os.getloadavg()
         net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "udp"]
         xdp = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "xdp"]
@@ -221,6 +386,7 @@ def main():
         if ONLY_DATAPATH:
             print("agent bench:", json.dumps(summary))
             return 0
+        summary["idle_flows"] = idle_flows_case()
         summary["timing_xdp_idle"] = timing(results["idle-xdp"])
         summary[f"with_spin_{SPIN_US}us"] = timing(results["flexpass-spin"])
         summary["timing"] = {

@@ -174,7 +174,7 @@ def finish(p, timeout=90):
     return out, err
 
 
-@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp", "tcp"])
+@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp", "flashpass", "tcp"])
 def test_byte_exact_transfer_through_router(net, transport):
     size = 3_000_000
     srv = serve(net, 1)
@@ -184,6 +184,12 @@ def test_byte_exact_transfer_through_router(net, transport):
     got = records(sout)[0]
     assert sent["sha256"] == got["sha256"] == expected_sha(size)
     assert got["bytes"] == size
+    if transport == "flashpass":
+        # FlashPass §III-B: after the pre-credit phase every data packet was licensed by a
+        # returned emulation packet (the router's credit class is the emulation queue).
+        em = sent["emulation"]
+        assert sent["packets_proactive"] > 0 and em["emulation_sent"] > 0
+        assert em["grants_received"] >= sent["packets_proactive"], sent
 
 
 def test_flexpass_and_kernel_tcp_concurrently(net):

@@ -123,7 +123,7 @@ def stats(err, cmd):
     return __import__("json").loads(line.split(": ", 1)[1])
 
 
-@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp"])
+@pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp", "flashpass"])
 def test_transfer_over_af_xdp_is_byte_exact(pair, transport):
     size = 3_000_000
     srv, log = serve(pair, 1)

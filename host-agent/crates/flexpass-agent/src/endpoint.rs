@@ -4,21 +4,21 @@
 
 use crate::datapath::{Datapath, DatapathMode};
 use crate::socket::BATCH;
+use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
 use bytes::Bytes;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
 use flexpass_core::{
-    CreditConfig, Nanos, PptConfig, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule,
-    Transmit,
+    CreditConfig, FlashPassConfig, Nanos, PptConfig, Receiver, ReceiverConfig, Sender,
+    SenderConfig, TargetLossRule, Transmit,
 };
 use flexpass_wire::{
     CreditRequest, DscpPlan, Ecn, Hello, HelloAck, HelloConn, HelloStatus, Packet, Reset,
-    ResetReason, TransportKind, DEFAULT_MTU, MAX_MTU, MIN_MTU,
+    ResetReason, TransportKind, DEFAULT_MTU, MAX_MTU, MIN_ETHERNET_WIRE, MIN_MTU,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -47,6 +47,13 @@ pub struct EndpointConfig {
     pub w_q: f64,
     /// Floor of the credit feedback update period (the path's base RTT).
     pub base_rtt: Nanos,
+    /// FlashPass T_wait: a granted data packet leaves at T + T_wait, T its emulation
+    /// packet's send time (FlashPass §III-B: at least the network's max RTT; a grant that
+    /// arrives later is used at once and counted in `late_grants`).
+    pub t_wait: Nanos,
+    /// FlashPass: the Aeolus pre-credit phase (one host-link BDP of unscheduled, red data in
+    /// the first RTT, §III-C); off: plain FlashPass (every data packet scheduled).
+    pub flashpass_unscheduled: bool,
     /// Algorithm 1's target-loss rule for the flows this endpoint receives.
     pub target_loss_rule: TargetLossRule,
     pub dscp: DscpPlan,
@@ -143,6 +150,8 @@ impl EndpointConfig {
             mtu: DEFAULT_MTU,
             w_q: 0.5,
             base_rtt: 100_000,
+            t_wait: 2_000_000,
+            flashpass_unscheduled: true,
             target_loss_rule: TargetLossRule::Fixed,
             dscp: DscpPlan::default(),
             accept: true,
@@ -183,6 +192,13 @@ impl EndpointConfig {
         }
         if self.base_rtt == 0 {
             return Err("base RTT must be > 0".into());
+        }
+        // T_wait + RTT must stay below the 2^32 ns an EMULATION timestamp spans (§6.9).
+        if self.t_wait == 0 || self.t_wait > 1_000_000_000 {
+            return Err(format!(
+                "FlashPass T_wait must be in (0, 1 s], got {} ns",
+                self.t_wait
+            ));
         }
         if !(self.half_open_credit_share > 0.0 && self.half_open_credit_share <= 1.0) {
             return Err(format!(
@@ -232,6 +248,9 @@ pub struct EndpointStats {
     pub unknown_flow: u64,
     pub rejected_by_flow: u64,
     pub credits_rate_limited: u64,
+    /// FlashPass: emulation packets the host's emulation queue dropped (over the link's
+    /// emulation share, or over-provisioned above the threshold).
+    pub emulation_dropped: u64,
     pub send_errors: u64,
     /// recvmmsg(2) / sendmmsg(2) calls (datagrams per call = datagrams_in / recv_calls).
     pub recv_calls: u64,
@@ -296,10 +315,6 @@ pub enum Dir {
     Send,
     Recv,
 }
-
-/// A flow's timer as registered in the deadline heap: when, and whether it is a credit
-/// (a receiver sending credits: worth a busy-wait, see `EndpointConfig::spin`).
-type Timer = (Nanos, bool);
 
 /// One flow and its bookkeeping for the event loop (docs/agent-api.md, "Scale"): the timer
 /// it has in the deadline heap, and whether it waits in the dirty list.
@@ -368,16 +383,67 @@ impl TokenBucket {
         }
     }
 
-    fn admit(&mut self, now: Nanos, len: usize) -> bool {
+    fn refill(&mut self, now: Nanos) {
         self.tokens =
             (self.tokens + now.saturating_sub(self.at) as f64 * self.per_ns).min(self.depth);
         self.at = now;
+    }
+
+    fn admit(&mut self, now: Nanos, len: usize) -> bool {
+        self.refill(now);
         if self.tokens >= len as f64 {
             self.tokens -= len as f64;
             true
         } else {
             false
         }
+    }
+}
+
+/// Algorithm 1 of the agent's FlashPass senders updates over at least this many resolved
+/// emulation packets: a loss rate resolves 1/16 (between the target band's edges, 1 % and
+/// 10 %, a period of 16 tells "none", "some" and "many" apart).
+pub const FLASHPASS_MIN_UPDATE_SAMPLES: u64 = 16;
+
+/// Floor of the agent's FlashPass emulation rate, as a fraction of the link's emulation
+/// rate (Algorithm 1 grows back from it by × 1.1 per update: 44 updates).
+pub const FLASHPASS_MIN_RATE_FRACTION: f64 = 1.0 / 64.0;
+
+/// Depth of a FlashPass emulation queue and its single threshold, in packets (FlashPass
+/// §IV-A: "8 packets", "2 packets"; docs/protocol.md §10).
+pub const EMULATION_QUEUE_PACKETS: u32 = 8;
+pub const EMULATION_THRESHOLD_PACKETS: u32 = 2;
+
+/// The host's emulation queue, as a switch port's Q0 in the profile `flashpass` (FlashPass
+/// §III-B, §III-C): EMULATION packets of all the host's flows leave at most at the link's
+/// emulation share C·84/(84 + max frame), `EMULATION_QUEUE_PACKETS` deep; with more than
+/// `EMULATION_THRESHOLD_PACKETS` queued, an over-provisioned (Not-ECT) packet is dropped.
+/// A policer: the backlog a queue would hold is the bucket's spent tokens.
+struct EmulationQueue {
+    bucket: TokenBucket,
+}
+
+impl EmulationQueue {
+    fn new(link_bps: f64, mtu: usize) -> Self {
+        let bytes = MIN_ETHERNET_WIRE as f64;
+        EmulationQueue {
+            bucket: TokenBucket::new(
+                credit_queue_bps_mtu(link_bps, 1.0, mtu) / 8.0,
+                f64::from(EMULATION_QUEUE_PACKETS) * bytes,
+            ),
+        }
+    }
+
+    /// Whether an emulation packet with this ECN code point gets through.
+    fn admit(&mut self, now: Nanos, ecn: Ecn) -> bool {
+        let b = &mut self.bucket;
+        b.refill(now);
+        let bytes = MIN_ETHERNET_WIRE as f64;
+        let queued = (b.depth - b.tokens) / bytes;
+        if ecn == Ecn::NotEct && queued >= f64::from(EMULATION_THRESHOLD_PACKETS) {
+            return false;
+        }
+        b.admit(now, MIN_ETHERNET_WIRE)
     }
 }
 
@@ -390,16 +456,16 @@ pub struct Endpoint {
     /// Flows touched (a packet, a write, open, confirmation) since the last turn: each turn
     /// handles these and the due timers only, never every flow.
     dirty: Vec<(Dir, FlowKey)>,
-    /// Deadline heap (earliest first) with lazy invalidation: an entry counts only while it
-    /// equals its flow's `Slot::timer`; others are dropped when they reach the top, and the
-    /// heap is rebuilt when stale entries outnumber the flows.
-    timers: BinaryHeap<Reverse<(Nanos, bool, Dir, FlowKey)>>,
+    /// Deadline heap (earliest first) with lazy deletion: an entry counts only while it
+    /// equals its flow's `Slot::timer` (crate::timers).
+    timers: DeadlineHeap<(Dir, FlowKey)>,
     /// Flows a packet or a timer touched, and flows closed, since the last `take_changed`
     /// (only while `track_changes` is on: the daemon services their owners only).
     changed: Vec<(Dir, FlowKey)>,
     track_changes: bool,
     accepted: VecDeque<FlowKey>,
     shaper: TokenBucket,
+    emulation: EmulationQueue,
     /// RESET(unknown_flow) answers (docs/protocol.md §7: "with rate limiting").
     reset_limiter: TokenBucket,
     next_flow_id: u32,
@@ -443,6 +509,7 @@ pub struct Endpoint {
 struct Tx<'a> {
     sock: &'a mut Datapath,
     shaper: &'a mut TokenBucket,
+    emulation: &'a mut EmulationQueue,
     stats: &'a mut EndpointStats,
     dscp: &'a DscpPlan,
 }
@@ -452,6 +519,10 @@ impl Tx<'_> {
     fn send(&mut self, peer: SocketAddr, t: Transmit, now: Nanos) {
         if matches!(t.packet, Packet::Credit(_)) && !self.shaper.admit(now, t.packet.wire_len()) {
             self.stats.credits_rate_limited += 1;
+            return;
+        }
+        if matches!(t.packet, Packet::Emulation(_)) && !self.emulation.admit(now, t.ecn) {
+            self.stats.emulation_dropped += 1;
             return;
         }
         let tos = self.dscp.tos(t.class, t.ecn);
@@ -532,11 +603,12 @@ impl Endpoint {
             senders: HashMap::new(),
             receivers: HashMap::new(),
             dirty: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: DeadlineHeap::default(),
             changed: Vec::new(),
             track_changes: false,
             accepted: VecDeque::new(),
             shaper,
+            emulation: EmulationQueue::new(cfg.link_bps, cfg.mtu),
             reset_limiter: TokenBucket::new(RESETS_PER_SECOND, RESET_BURST),
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             next_due: None,
@@ -591,6 +663,37 @@ impl Endpoint {
             let link = PptConfig::for_link(self.cfg.link_bps, self.cfg.base_rtt);
             cfg.ppt.bdp_bytes = link.bdp_bytes;
             cfg.ppt.base_rtt = link.base_rtt;
+        }
+        if transport == TransportKind::FlashPass {
+            // FlashPass §III-B: emulation at the host link's full emulation share (one 84-byte
+            // packet per maximum frame of the MTU), data at T + T_wait.
+            let fp = FlashPassConfig::for_link_mtu(
+                self.cfg.link_bps,
+                self.cfg.base_rtt,
+                self.cfg.t_wait,
+                self.cfg.mtu,
+            );
+            // The template's Algorithm 1 band and ablations stay.
+            cfg.flashpass = FlashPassConfig {
+                min_target_loss: cfg.flashpass.min_target_loss,
+                max_target_loss: cfg.flashpass.max_target_loss,
+                over_provisioning: cfg.flashpass.over_provisioning,
+                delayed_feedback: cfg.flashpass.delayed_feedback,
+                unscheduled: cfg.flashpass.unscheduled && self.cfg.flashpass_unscheduled,
+                // A host's RTT may hold only a few emulation packets: Algorithm 1 waits for
+                // enough of them to measure a loss rate (FlashPassConfig::min_update_samples).
+                min_update_samples: cfg
+                    .flashpass
+                    .min_update_samples
+                    .max(FLASHPASS_MIN_UPDATE_SAMPLES),
+                // A stalled host (descheduled longer than T_wait) finds a whole period of
+                // emulation lost: the floor bounds how long the rate takes to grow back.
+                min_rate_fraction: cfg
+                    .flashpass
+                    .min_rate_fraction
+                    .max(FLASHPASS_MIN_RATE_FRACTION),
+                ..fp
+            };
         }
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -683,6 +786,7 @@ impl Endpoint {
         let mut tx = Tx {
             sock: &mut self.sock,
             shaper: &mut self.shaper,
+            emulation: &mut self.emulation,
             stats: &mut self.stats,
             dscp: &self.cfg.dscp,
         };
@@ -1231,12 +1335,8 @@ impl Endpoint {
             }
         }
         // Due timers join the dirty flows (stale heap entries are dropped).
-        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            let timer = Some((at, credit));
+        while let Some(((dir, key), timer)) = self.timers.pop_due(now) {
+            let timer = Some(timer);
             match dir {
                 Dir::Send => {
                     if let Some(s) = self.senders.get_mut(&key).filter(|s| s.timer == timer) {
@@ -1258,6 +1358,7 @@ impl Endpoint {
             receivers,
             sock,
             shaper,
+            emulation,
             stats,
             cfg,
             pacing_errors,
@@ -1271,6 +1372,7 @@ impl Endpoint {
         let mut tx = Tx {
             sock,
             shaper,
+            emulation,
             stats,
             dscp: &cfg.dscp,
         };
@@ -1279,12 +1381,7 @@ impl Endpoint {
             let peer = key.0;
             // Registers the flow's next deadline in the heap if it changed.
             let mut arm = |timer: &mut Option<Timer>, next: Option<Timer>| {
-                if *timer != next {
-                    *timer = next;
-                    if let Some((at, credit)) = next {
-                        timers.push(Reverse((at, credit, dir, key)));
-                    }
-                }
+                timers.arm(timer, (dir, key), next)
             };
             let (flags, failed) = match dir {
                 Dir::Send => {
@@ -1362,7 +1459,7 @@ impl Endpoint {
         self.dirty = dirty;
         // Rebuild the heap once stale entries outnumber the flows (amortised O(1) a push).
         let flows = self.senders.len() + self.receivers.len();
-        if self.timers.len() > 4 * flows + 1024 {
+        if self.timers.needs_rebuild(flows) {
             self.rebuild_timers();
         }
         let next = self.next_timer();
@@ -1372,33 +1469,23 @@ impl Endpoint {
 
     /// The earliest registered deadline (stale entries at the top are dropped).
     fn next_timer(&mut self) -> Option<Timer> {
-        while let Some(&Reverse((at, credit, dir, key))) = self.timers.peek() {
-            let timer = match dir {
-                Dir::Send => self.senders.get(&key).and_then(|s| s.timer),
-                Dir::Recv => self.receivers.get(&key).and_then(|r| r.timer),
-            };
-            if timer == Some((at, credit)) {
-                return timer;
-            }
-            self.timers.pop();
-        }
-        None
+        let (senders, receivers) = (&self.senders, &self.receivers);
+        self.timers.peek_current(|(dir, key)| match dir {
+            Dir::Send => senders.get(&key).and_then(|s| s.timer),
+            Dir::Recv => receivers.get(&key).and_then(|r| r.timer),
+        })
     }
 
     fn rebuild_timers(&mut self) {
-        let mut v = std::mem::take(&mut self.timers).into_vec();
-        v.clear();
-        v.extend(
-            self.senders
-                .iter()
-                .filter_map(|(&k, s)| s.timer.map(|(at, c)| Reverse((at, c, Dir::Send, k)))),
-        );
-        v.extend(
-            self.receivers
-                .iter()
-                .filter_map(|(&k, r)| r.timer.map(|(at, c)| Reverse((at, c, Dir::Recv, k)))),
-        );
-        self.timers = BinaryHeap::from(v);
+        let senders = self
+            .senders
+            .iter()
+            .filter_map(|(&k, s)| s.timer.map(|t| ((Dir::Send, k), t)));
+        let receivers = self
+            .receivers
+            .iter()
+            .filter_map(|(&k, r)| r.timer.map(|t| ((Dir::Recv, k), t)));
+        self.timers.rebuild(senders.chain(receivers));
     }
 
     /// Heap entries and dirty flows (the scale test and the memory report).
@@ -1410,6 +1497,7 @@ impl Endpoint {
         Tx {
             sock: &mut self.sock,
             shaper: &mut self.shaper,
+            emulation: &mut self.emulation,
             stats: &mut self.stats,
             dscp: &self.cfg.dscp,
         }
@@ -1498,5 +1586,44 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 4);
+    }
+
+    /// The host's emulation queue (FlashPass §III-C, as a switch's Q0 in the profile
+    /// `flashpass`): a burst finds two packets' room for over-provisioned (Not-ECT) packets
+    /// and eight for ordinary (ECT(0)) ones; afterwards it drains at the link's emulation
+    /// share, C·84/(84 + max frame) — one packet per maximum frame of the MTU — and a FlashPass
+    /// sender's first emulation rate is exactly that share.
+    #[test]
+    fn emulation_queue_drops_over_provisioned_above_two_and_drains_at_the_share() {
+        for mtu in [1500, 9000] {
+            let link = 1e9;
+            let mut q = EmulationQueue::new(link, mtu);
+            let per_packet = 1e9 * 8.0 * (84 + flexpass_wire::max_frame_wire(mtu)) as f64 / link;
+            assert!(q.admit(0, Ecn::NotEct) && q.admit(0, Ecn::NotEct));
+            assert!(
+                !q.admit(0, Ecn::NotEct),
+                "two queued: over-provisioned dropped"
+            );
+            for _ in 2..EMULATION_QUEUE_PACKETS {
+                assert!(q.admit(0, Ecn::Ect0));
+            }
+            assert!(!q.admit(0, Ecn::Ect0), "eight queued: full");
+            // One packet's time later one more fits, ordinary only (seven still queued).
+            let t = per_packet.ceil() as Nanos;
+            assert!(!q.admit(t, Ecn::NotEct) && q.admit(t, Ecn::Ect0) && !q.admit(t, Ecn::Ect0));
+            // Drained to 2.5 queued: an over-provisioned packet is still dropped; at one
+            // queued it gets through.
+            assert!(!q.admit(t + (5.5 * per_packet) as Nanos, Ecn::NotEct));
+            assert!(q.admit(t + (7.0 * per_packet).ceil() as Nanos, Ecn::NotEct));
+
+            let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+            cfg.link_bps = link;
+            cfg.mtu = mtu;
+            let mut ep = Endpoint::bind(cfg).unwrap();
+            let peer = ep.local_addr().unwrap();
+            let k = ep.open(peer, TransportKind::FlashPass, 0).unwrap();
+            let fp = &ep.sender(k).unwrap().config().flashpass;
+            assert!((fp.max_emulation_rate * per_packet / 1e9 - 1.0).abs() < 1e-9);
+        }
     }
 }

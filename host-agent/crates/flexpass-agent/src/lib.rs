@@ -8,6 +8,7 @@ pub mod mtu;
 pub mod poller;
 pub mod socket;
 pub mod tcp;
+pub mod timers;
 pub mod xdp;
 
 pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey};

@@ -65,12 +65,7 @@ fn transfer(
 #[test]
 fn byte_exact_over_loopback_for_each_transport() {
     let data = pattern(3 << 20, 3);
-    for t in [
-        TransportKind::FlexPass,
-        TransportKind::ExpressPass,
-        TransportKind::Dctcp,
-        TransportKind::Ppt,
-    ] {
+    for t in TransportKind::ALL {
         let (got, server, _) = transfer(t, &data, |_, _, _| {});
         assert_eq!(got.len(), data.len(), "{t:?}");
         assert_eq!(Sha256::digest(&got), Sha256::digest(&data), "{t:?}");
@@ -334,4 +329,129 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
     }
     let lcp = client.sender(keys[1]).unwrap().stats();
     assert!(lcp.bytes_proactive > 0 && lcp.bytes_reactive > 0);
+}
+
+/// FlashPass over real sockets, through a relay that reads each datagram's TOS byte and its
+/// arrival time: the flow arrives byte-exact; EMULATION packets carry the credit class
+/// (DSCP 46, the emulation queue) with ECT(0), or Not-ECT once over-provisioned (§III-C),
+/// EMULATION_CREDITs the control class (24) and data the proactive class (26), ECT(0)
+/// (docs/protocol.md §10); without the pre-credit phase no data leaves before T_wait has
+/// passed since the flow opened (§III-B), and grants arrived in time.
+#[test]
+fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
+    use flexpass_agent::socket::TosSocket;
+    use std::collections::{BTreeSet, HashMap};
+
+    // Large enough that a loaded test machine (other jobs, a debug build) returns grants
+    // in time; the receiver may hold each for about half of it.
+    const T_WAIT: u64 = 20_000_000;
+    let cfg = |accept: bool| {
+        let mut c = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        c.accept = accept;
+        c.link_bps = 1e9;
+        c.base_rtt = 200_000;
+        c.t_wait = T_WAIT;
+        c.flashpass_unscheduled = false;
+        c
+    };
+    let mut server = Endpoint::bind(cfg(true)).unwrap();
+    let mut client = Endpoint::bind(cfg(false)).unwrap();
+    let mut front = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut back = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let (front_addr, server_addr) = (front.local_addr().unwrap(), server.local_addr().unwrap());
+    let client_addr = client.local_addr().unwrap();
+
+    let data = pattern(1 << 20, 7);
+    let start = Instant::now();
+    let k = client
+        .open(front_addr, TransportKind::FlashPass, data.len() as u64)
+        .unwrap();
+    client.write(k, Bytes::copy_from_slice(&data));
+    client.sender_mut(k).unwrap().finish();
+    let mut seen: HashMap<&'static str, BTreeSet<(u8, u8)>> = HashMap::new();
+    let mut first_data = None;
+    let mut not_ect_emulation = 0u64;
+    let mut note = |bytes: &[u8], tos: u8| {
+        let kind = match Packet::decode(bytes).expect("the agent sends valid packets") {
+            Packet::Emulation(_) => {
+                not_ect_emulation += u64::from(tos & 3 == Ecn::NotEct as u8);
+                "emulation"
+            }
+            Packet::EmulationCredit(_) => "emulation credit",
+            Packet::Data(d) if d.subflow == SubFlow::Proactive => {
+                first_data.get_or_insert(start.elapsed());
+                "proactive data"
+            }
+            Packet::Data(_) => "reactive data",
+            Packet::Ack(_) => "ack",
+            _ => "control",
+        };
+        seen.entry(kind).or_default().insert((tos >> 2, tos & 3));
+    };
+    let mut got = vec![];
+    let mut rkey = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        client.poll(Duration::from_micros(100)).unwrap();
+        for forward in [true, false] {
+            let (from, to, dst) = if forward {
+                (&mut front, &mut back, server_addr)
+            } else {
+                (&mut back, &mut front, client_addr)
+            };
+            while from.recv_batch(64).unwrap() > 0 {
+                for i in 0..from.datagrams() {
+                    let m = from.received(i);
+                    note(m.data, m.tos);
+                    let d = m.data.to_vec();
+                    to.queue(dst, m.tos, |out| out.extend_from_slice(&d))
+                        .unwrap();
+                }
+                to.flush();
+            }
+        }
+        server.poll(Duration::from_micros(100)).unwrap();
+        if let Some(r) = server.accept() {
+            rkey = Some(r);
+        }
+        if let Some(r) = rkey {
+            let r = server.receiver_mut(r).unwrap();
+            while let Some(b) = r.read() {
+                got.extend_from_slice(&b);
+            }
+        }
+        if client.sender(k).unwrap().is_complete() {
+            break;
+        }
+    }
+    let s = client.sender(k).unwrap();
+    assert!(
+        s.is_complete() && s.error().is_none(),
+        "the flow did not complete"
+    );
+    assert_eq!(Sha256::digest(&got), Sha256::digest(&data));
+    let (ect0, not_ect) = (Ecn::Ect0 as u8, Ecn::NotEct as u8);
+    let kind = |k: &str| seen.get(k).map(|s| s.iter().copied().collect::<Vec<_>>());
+    let em = &s.stats().emulation;
+    // Ordinary ones ECT(0); the over-provisioned ones (how many depends on timing: those
+    // sent once the grants expected cover what is left) Not-ECT, none dropped on loopback.
+    let emulation = kind("emulation").unwrap();
+    assert!(emulation.contains(&(46, ect0)), "{emulation:?}");
+    assert!(emulation
+        .iter()
+        .all(|&e| e == (46, ect0) || e == (46, not_ect)));
+    assert_eq!(client.stats.emulation_dropped, 0);
+    assert_eq!(not_ect_emulation, em.over_provisioned_sent);
+    assert_eq!(kind("emulation credit"), Some(vec![(24, ect0)]));
+    assert_eq!(kind("proactive data"), Some(vec![(26, ect0)]));
+    assert_eq!(kind("reactive data"), None, "no pre-credit phase");
+    // The first emulation packet left after `start`, so its data slot is later than this.
+    let first = first_data.unwrap();
+    assert!(
+        first >= Duration::from_nanos(T_WAIT),
+        "first data {first:?} after the flow opened, T_wait {T_WAIT} ns"
+    );
+    assert!(em.grants_received > 0, "{em:?}");
+    // Most grants come back in time (a loaded test machine may stall a turn past T_wait).
+    assert!(em.late_grants * 4 <= em.grants_received, "grants late: {em:?}");
 }

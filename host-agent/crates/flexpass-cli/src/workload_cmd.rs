@@ -2,14 +2,16 @@
 //! (N-to-1 synchronized requests): one JSON line per flow, periodic per-flow / per-sub-flow
 //! throughput samples, and a summary (average and p99 FCT by size bucket).
 
-use crate::agent_cmd::{parse_transport, pattern_bytes, NetArgs};
+use crate::agent_cmd::{parse_transport, pattern_bytes, stop_flag, NetArgs, Touched};
 use flexpass_agent::workload::{next_gap_ns, summarize, FlowSizeCdf};
-use flexpass_agent::FlowKey;
+use flexpass_agent::{Dir, Endpoint, FlowKey};
+use flexpass_wire::TransportKind;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +32,7 @@ pub struct WorkloadArgs {
     /// Number of flows.
     #[arg(long, default_value_t = 100)]
     pub count: usize,
-    /// flexpass, expresspass, dctcp, ppt or tcp.
+    /// flexpass, expresspass, dctcp, ppt, flashpass or tcp.
     #[arg(long, default_value = "flexpass")]
     pub transport: String,
     #[arg(long, default_value_t = 1)]
@@ -40,6 +42,23 @@ pub struct WorkloadArgs {
     pub sample_ms: f64,
     #[arg(long, default_value = "0.0.0.0:0")]
     pub bind: SocketAddr,
+    /// Idle flows besides the workload (many-flows tests and benchmarks): opened first,
+    /// --idle-wave at a time, each sends --idle-bytes and then stays open, sending nothing,
+    /// until the workload's flows are done and --hold-s has passed (or SIGINT / SIGTERM);
+    /// then each sends --idle-bytes more and finishes. One "idle_open" line once all are
+    /// open, one "idle_flow" line per idle flow at the end.
+    #[arg(long, default_value_t = 0)]
+    pub idle: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub idle_bytes: u64,
+    /// Idle flows opened at once (each wave's first bytes are acknowledged before the next:
+    /// a burst of thousands of credit-based flows would make every receiver start
+    /// crediting at once, docs/agent-api.md "Scale").
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_wave: u64,
+    /// Keep the idle flows open at least this long after they are all open, s.
+    #[arg(long, default_value_t = 0.0)]
+    pub hold_s: f64,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -57,7 +76,7 @@ pub struct IncastArgs {
     /// Response size in bytes (FlexPass §6.1: 64 kB).
     #[arg(long, default_value_t = 64_000)]
     pub size: u64,
-    /// flexpass, expresspass, dctcp, ppt or tcp.
+    /// flexpass, expresspass, dctcp, ppt, flashpass or tcp.
     #[arg(long, default_value = "flexpass")]
     pub transport: String,
     /// Local UDP address (responses come back to it).
@@ -81,6 +100,69 @@ struct Active {
     start: Instant,
     dst: SocketAddr,
     last: (u64, u64),
+}
+
+/// Write what the window allows of a flow's pattern bytes (finishing it after the last),
+/// then report whether the flow is done (complete or failed).
+fn top_up(ep: &mut Endpoint, k: FlowKey, f: &mut Active) -> bool {
+    let s = ep.sender_mut(k).expect("open");
+    while f.written < f.size && s.unacked_bytes() < WINDOW {
+        let n = (f.size - f.written).min(CHUNK);
+        s.write(pattern_bytes(f.written, n as usize));
+        f.written += n;
+        if f.written == f.size {
+            s.finish();
+        }
+    }
+    s.is_complete() || s.error().is_some()
+}
+
+/// `--idle`: open `a.idle` flows, each sending `a.idle_bytes` pattern bytes (not finished),
+/// `a.idle_wave` at a time; returns them once every one has its bytes acknowledged.
+fn open_idle(
+    ep: &mut Endpoint,
+    a: &WorkloadArgs,
+    t: TransportKind,
+    timeout: Duration,
+) -> Result<Vec<FlowKey>, String> {
+    let (to, n, bytes, wave) = (&a.to, a.idle, a.idle_bytes, a.idle_wave as usize);
+    let mut keys = Vec::with_capacity(n);
+    let started = Instant::now();
+    while keys.len() < n {
+        let wave: Vec<FlowKey> = (0..wave.min(n - keys.len()))
+            .map(|i| {
+                let dst = to[(keys.len() + i) % to.len()];
+                let k = ep.open(dst, t, 2 * bytes).map_err(|e| e.to_string())?;
+                ep.write(k, pattern_bytes(0, bytes as usize));
+                Ok(k)
+            })
+            .collect::<Result<_, String>>()?;
+        // Looks at one wave's flows per turn (at most --idle-wave), not at all idle flows.
+        let mut waiting = wave.clone();
+        while !waiting.is_empty() {
+            if started.elapsed() > timeout {
+                return Err(format!(
+                    "idle flows: {} of {n} open, {} not acknowledged after {} s",
+                    keys.len(),
+                    waiting.len(),
+                    timeout.as_secs()
+                ));
+            }
+            ep.poll(Duration::from_millis(1))
+                .map_err(|e| e.to_string())?;
+            waiting.retain(|&k| {
+                let s = ep.sender(k).expect("open");
+                s.error().is_none() && s.unacked_bytes() > 0
+            });
+        }
+        for &k in &wave {
+            if let Some(e) = ep.sender(k).and_then(|s| s.error()) {
+                return Err(format!("idle flow {} failed while opening: {e}", k.1));
+            }
+        }
+        keys.extend(wave);
+    }
+    Ok(keys)
 }
 
 pub fn workload(a: WorkloadArgs) -> Result<(), String> {
@@ -132,10 +214,29 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
         return Ok(());
     };
     let mut ep = a.net.endpoint_towards(a.bind, false, &a.to)?;
+    let stop = stop_flag()?;
+    let idle = open_idle(&mut ep, &a, t, Duration::from_secs(300))?;
+    let idle_since = Instant::now();
+    if a.idle > 0 {
+        line(
+            json!({"event": "idle_open", "flows": idle.len(), "t_ms": (idle_since - t0).as_secs_f64() * 1e3}),
+        );
+    }
+    // The workload's arrivals start after the idle flows are open.
+    let t0 = Instant::now();
+    let mut next_arrival = t0;
     let mut active: HashMap<FlowKey, Active> = HashMap::new();
+    let mut touched = Touched::new(&mut ep);
+    let mut to_pump: Vec<FlowKey> = vec![];
     let mut next_sample = t0 + Duration::from_secs_f64(a.sample_ms.max(0.0) / 1e3);
-    while launched < a.count || !active.is_empty() {
+    let hold = Duration::from_secs_f64(a.hold_s.max(0.0));
+    let holding = |launched: usize, active: &HashMap<FlowKey, Active>| {
+        !stop.load(Ordering::Relaxed)
+            && (launched < a.count || !active.is_empty() || idle_since.elapsed() < hold)
+    };
+    while holding(launched, &active) {
         let now = Instant::now();
+        to_pump.clear();
         while launched < a.count && now >= next_arrival {
             let size = cdf.sample(&mut rng);
             let dst = a.to[rng.gen_range(0..a.to.len())];
@@ -150,31 +251,30 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
                     last: (0, 0),
                 },
             );
+            to_pump.push(key);
             launched += 1;
             next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
         }
-        let mut done = vec![];
-        for (k, f) in active.iter_mut() {
-            let s = ep.sender_mut(*k).expect("open");
-            while f.written < f.size && s.unacked_bytes() < WINDOW {
-                let n = (f.size - f.written).min(CHUNK);
-                s.write(pattern_bytes(f.written, n as usize));
-                f.written += n;
-                if f.written == f.size {
-                    s.finish();
-                }
+        to_pump.extend(
+            touched
+                .take(&mut ep)
+                .iter()
+                .filter(|&&(dir, k)| dir == Dir::Send && active.contains_key(&k))
+                .map(|&(_, k)| k),
+        );
+        for &k in &to_pump {
+            let Some(f) = active.get_mut(&k) else {
+                continue;
+            };
+            if !top_up(&mut ep, k, f) {
+                continue;
             }
-            if s.is_complete() || s.error().is_some() {
-                done.push(*k);
-            }
-        }
-        for k in done {
             let f = active.remove(&k).expect("listed");
             let s = ep.close_sender(k).expect("open");
             let fct = f.start.elapsed().as_secs_f64() * 1e6;
             let st = s.stats();
             line(
-                json!({"event": "flow", "transport": a.transport, "dst": f.dst.to_string(), "size": f.size,
+                json!({"event": "flow", "transport": a.transport, "dst": f.dst.to_string(), "flow_id": k.1, "size": f.size,
                 "start_us": (f.start - t0).as_secs_f64() * 1e6, "fct_us": fct,
                 "retransmissions": st.retransmissions, "timeouts": st.timeouts,
                 "credits_received": st.credits_received, "credits_wasted": st.credits_wasted,
@@ -185,6 +285,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
             }
         }
         if a.sample_ms > 0.0 && now >= next_sample {
+            // Every open flow, once per sample period (not per turn).
             let flows: Vec<_> = active
                 .iter_mut()
                 .map(|(k, f)| {
@@ -210,10 +311,76 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
         ep.poll(until.saturating_duration_since(Instant::now()))
             .map_err(|e| e.to_string())?;
     }
+    let idle_failed = finish_idle(&mut ep, &idle, &a, Duration::from_secs(120))?;
     line(
-        json!({"event": "summary", "transport": a.transport, "fct": summarize(&results), "endpoint": ep.stats}),
+        json!({"event": "summary", "transport": a.transport, "fct": summarize(&results),
+        "flows_done": results.len(), "idle_flows": idle.len(), "idle_failed": idle_failed, "endpoint": ep.stats}),
     );
+    if stop.load(Ordering::Relaxed) && launched < a.count {
+        return Err(format!("interrupted after {launched} of {} flows", a.count));
+    }
+    if idle_failed > 0 {
+        return Err(format!("{idle_failed} of {} idle flows failed", idle.len()));
+    }
     Ok(())
+}
+
+/// End of `--idle`: every idle flow sends its second `idle_bytes` and finishes; one
+/// "idle_flow" line each once complete (or failed). Returns how many failed.
+fn finish_idle(
+    ep: &mut Endpoint,
+    idle: &[FlowKey],
+    a: &WorkloadArgs,
+    timeout: Duration,
+) -> Result<usize, String> {
+    let mut open: std::collections::HashSet<FlowKey> = idle.iter().copied().collect();
+    for &k in idle {
+        let s = ep.sender_mut(k).expect("open");
+        s.write(pattern_bytes(a.idle_bytes, a.idle_bytes as usize));
+        s.finish();
+    }
+    let mut touched = Touched::new(ep);
+    let mut failed = 0;
+    // The first turn looks at every idle flow (all were just written), later ones at the
+    // touched ones only.
+    let mut check: Vec<FlowKey> = idle.to_vec();
+    let started = Instant::now();
+    while !open.is_empty() {
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "{} of {} idle flows not complete after {} s",
+                open.len(),
+                idle.len(),
+                timeout.as_secs()
+            ));
+        }
+        for k in check.drain(..) {
+            let Some(s) = ep.sender(k).filter(|_| open.contains(&k)) else {
+                continue;
+            };
+            if !(s.is_complete() || s.error().is_some()) {
+                continue;
+            }
+            let err = s.error().map(|e| e.to_string());
+            failed += err.is_some() as usize;
+            line(
+                json!({"event": "idle_flow", "transport": a.transport, "dst": k.0.to_string(),
+                "flow_id": k.1, "size": 2 * a.idle_bytes, "error": err}),
+            );
+            open.remove(&k);
+            ep.close_sender(k);
+        }
+        ep.poll(Duration::from_millis(1))
+            .map_err(|e| e.to_string())?;
+        check.extend(
+            touched
+                .take(ep)
+                .iter()
+                .filter(|&&(dir, _)| dir == Dir::Send)
+                .map(|&(_, k)| k),
+        );
+    }
+    Ok(failed)
 }
 
 fn tcp_flow(dst: SocketAddr, size: u64) -> Result<(), String> {
@@ -285,6 +452,8 @@ pub fn incast(a: IncastArgs) -> Result<(), String> {
                 pending += 1;
             }
             let mut reading: HashMap<FlowKey, u64> = HashMap::new();
+            let mut touched = Touched::new(&mut ep);
+            let mut to_read: Vec<FlowKey> = vec![];
             while pending > 0 {
                 if Instant::now() > deadline {
                     return Err(format!(
@@ -294,21 +463,35 @@ pub fn incast(a: IncastArgs) -> Result<(), String> {
                 }
                 ep.poll(Duration::from_millis(1))
                     .map_err(|e| e.to_string())?;
+                to_read.clear();
                 while let Some(k) = ep.accept() {
                     reading.insert(k, 0);
+                    to_read.push(k);
                 }
+                to_read.extend(
+                    touched
+                        .take(&mut ep)
+                        .iter()
+                        .filter(|&&(dir, _)| dir == Dir::Recv)
+                        .map(|&(_, k)| k),
+                );
                 let mut finished = vec![];
-                for (k, got) in reading.iter_mut() {
-                    let r = ep.receiver_mut(*k).expect("accepted");
+                for &k in &to_read {
+                    let Some(got) = reading.get_mut(&k) else {
+                        continue;
+                    };
+                    let r = ep.receiver_mut(k).expect("accepted");
                     while let Some(b) = r.read() {
                         *got += b.len() as u64;
                     }
                     if r.is_finished() {
-                        finished.push(*k);
+                        finished.push(k);
                     }
                 }
                 for k in finished {
-                    let got = reading.remove(&k).expect("listed");
+                    let Some(got) = reading.remove(&k) else {
+                        continue;
+                    };
                     let fct = t0.elapsed().as_secs_f64() * 1e6;
                     line(
                         json!({"event": "response", "transport": a.transport, "from": k.0.to_string(), "size": got, "fct_us": fct}),

@@ -398,6 +398,14 @@ pub struct FlashPassConfig {
     pub update_period: Nanos,
     /// `cur_rate` never falls below this fraction of `max_emulation_rate`.
     pub min_rate_fraction: f64,
+    /// Algorithm 1 updates only once this many ordinary emulation packets were resolved
+    /// since the last update (a period with fewer carries its counts into the next). 1:
+    /// every RTT with a resolved packet, as published. On paths whose RTT holds only a
+    /// few emulation packets (a host agent at a few hundred Mbit/s and a sub-ms RTT) one
+    /// period's loss rate is 0 or 1, and one period of timer-found losses sends the rate
+    /// to the floor.
+    #[serde(default = "one")]
+    pub min_update_samples: u64,
     /// Over-provisioning with selective dropping (§III-C); off: every emulation packet is
     /// ordinary until the granted slots cover the demand (the §IV-C2 ablation).
     pub over_provisioning: bool,
@@ -415,14 +423,21 @@ impl FlashPassConfig {
     /// Paper defaults for a host on a `link_bps` link whose own path RTT is about `base_rtt`,
     /// in a network whose max RTT is `t_wait`; the pre-credit phase is one BDP of the host link.
     pub fn for_link(link_bps: f64, base_rtt: Nanos, t_wait: Nanos) -> Self {
+        Self::for_link_mtu(link_bps, base_rtt, t_wait, DEFAULT_MTU)
+    }
+
+    /// [`FlashPassConfig::for_link`] on a path of IP MTU `mtu`: one emulation packet per
+    /// maximum frame, so the emulation share is 84/(84 + `max_frame_wire(mtu)`).
+    pub fn for_link_mtu(link_bps: f64, base_rtt: Nanos, t_wait: Nanos, mtu: usize) -> Self {
         FlashPassConfig {
-            max_emulation_rate: credit_rate_for_link(link_bps, 1.0),
+            max_emulation_rate: credit_rate_for_link_mtu(link_bps, 1.0, mtu),
             min_target_loss: 0.01,
             max_target_loss: 0.10,
             t_wait,
             base_rtt,
             update_period: base_rtt,
             min_rate_fraction: 1.0 / 1024.0,
+            min_update_samples: 1,
             over_provisioning: true,
             delayed_feedback: true,
             unscheduled: true,
@@ -448,6 +463,9 @@ impl FlashPassConfig {
         }
         if !(self.min_rate_fraction > 0.0 && self.min_rate_fraction <= 1.0) {
             return Err("flashpass.min_rate_fraction must be in (0, 1]".into());
+        }
+        if self.min_update_samples == 0 {
+            return Err("flashpass.min_update_samples must be ≥ 1".into());
         }
         Ok(())
     }
@@ -584,4 +602,8 @@ impl ReceiverConfig {
 
 pub fn uses_credits(t: TransportKind) -> bool {
     matches!(t, TransportKind::FlexPass | TransportKind::ExpressPass)
+}
+
+fn one() -> u64 {
+    1
 }

@@ -28,6 +28,7 @@ pub struct EmulationControl {
     min_rate: f64,
     min_target_loss: f64,
     max_target_loss: f64,
+    min_samples: u64,
     /// Ordinary emulation packets resolved this period: credited, and lost.
     credit_in: u64,
     lost: u64,
@@ -46,6 +47,7 @@ impl EmulationControl {
             min_rate: cfg.max_emulation_rate * cfg.min_rate_fraction,
             min_target_loss: cfg.min_target_loss,
             max_target_loss: cfg.max_target_loss,
+            min_samples: cfg.min_update_samples.max(1),
             credit_in: 0,
             lost: 0,
             last_loss: 0.0,
@@ -78,10 +80,11 @@ impl EmulationControl {
 
     /// Once per RTT: lines 1–6 of Algorithm 1 with `loss_rate = 1 − #credit_in /
     /// #emulation_out` over the ordinary emulation packets resolved in the period (a period
-    /// in which none was resolved changes nothing).
+    /// in which fewer than `min_update_samples` — by default one — were resolved changes
+    /// nothing and passes its counts on).
     pub fn update(&mut self) {
         let out = self.credit_in + self.lost;
-        if out == 0 {
+        if out == 0 || out < self.min_samples {
             return;
         }
         let before = self.cur_rate;
@@ -462,6 +465,32 @@ mod tests {
             ec.update();
         }
         assert_eq!(ec.cur_rate(), c.max_emulation_rate);
+    }
+
+    /// With `min_update_samples` an update waits for enough resolved packets: a period of
+    /// one lost packet does not send the rate to the floor, its count joins the next ones.
+    #[test]
+    fn algorithm1_waits_for_min_update_samples() {
+        let mut c = cfg();
+        c.min_update_samples = 16;
+        let mut ec = EmulationControl::new(&c);
+        ec.on_resolved(false);
+        ec.update();
+        assert_eq!(ec.updates(), 0);
+        assert_eq!(ec.cur_rate(), c.max_emulation_rate);
+        for _ in 0..15 {
+            ec.on_resolved(true);
+        }
+        ec.update();
+        assert_eq!(ec.updates(), 1);
+        // 1 of 16 lost (6.25 %): inside the band, unchanged.
+        assert_eq!(ec.last_loss(), 1.0 / 16.0);
+        assert_eq!(ec.cur_rate(), c.max_emulation_rate);
+        // As published (1): the same single loss is a loss rate of 1.
+        let mut ec = EmulationControl::new(&cfg());
+        ec.on_resolved(false);
+        ec.update();
+        assert_eq!(ec.cur_rate(), c.max_emulation_rate * c.min_rate_fraction);
     }
 
     #[test]

@@ -166,8 +166,9 @@ pub struct Sender {
     /// each one doubles the next timeout (up to 2^MAX_RECOVERY_BACKOFF), so a peer that has
     /// gone away is not sent CREDIT_REQUESTs at the full rate.
     recovery_expiries: u32,
-    /// When a packet from the peer was last accepted (the flow's start before that): an
-    /// expiry after `give_up_timeout` of silence fails the flow.
+    /// When a packet from the peer was last accepted (the flow's start before that, or when
+    /// it re-requested credits after stopping them): an expiry after `give_up_timeout` of
+    /// silence fails the flow.
     last_heard: Nanos,
     /// Arrival of the last credit.
     last_credit_at: Nanos,
@@ -294,6 +295,10 @@ impl Sender {
     }
     pub fn transport(&self) -> TransportKind {
         self.cfg.transport
+    }
+    /// The flow's parameters.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
     }
     pub fn stats(&self) -> &SenderStats {
         &self.stats
@@ -740,6 +745,9 @@ impl Sender {
                 }
             }
             CreditState::Stopped if busy && self.handshake == Handshake::Established => {
+                // With its credits stopped the flow waited for nothing (an idle flow may stay
+                // so for hours): the silence that can fail it (give_up_timeout) starts now.
+                self.last_heard = self.last_heard.max(now);
                 self.send_credit_request(now);
             }
             CreditState::Stopped => {
@@ -781,6 +789,11 @@ impl Sender {
     }
 
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if self.credit_state == CreditState::Stopped {
+            // New bytes since the credits were stopped (an idle stream resumes): request
+            // credits now, not when some timer next runs.
+            self.update_credit_state(now);
+        }
         let t = self.next_transmit(now);
         if t.is_some() {
             self.update_credit_state(now);
@@ -1086,6 +1099,12 @@ impl Sender {
             || self.buf.is_complete()
             || matches!(self.handshake, Handshake::Pending { .. })
         {
+            return None;
+        }
+        // Credits stopped: none is expected until the request that (re)starts this timer
+        // (recovery_anchor) — a stream idle for long that gets new bytes must not find it
+        // long expired before its request is even sent.
+        if self.credit_state == CreditState::Stopped {
             return None;
         }
         let waiting = self.owes_proactive() || self.proactive.outstanding() > 0;

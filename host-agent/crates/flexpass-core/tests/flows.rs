@@ -818,3 +818,67 @@ fn tail_loss_probe_recovers_a_lost_tail_without_the_rto() {
         assert!(with < rto_min / 20, "{t:?}: completed at {with} ns");
     }
 }
+
+#[test]
+fn a_flow_idle_longer_than_the_give_up_timeout_resumes() {
+    // Many idle flows (docs/agent-api.md, "Scale"): a flow sends a little, stops its
+    // credits and stays idle (no timer, no packet) far longer than the give-up timeout; new
+    // bytes then re-request credits and must complete: the silence that fails a flow counts
+    // only while it waits for the peer.
+    for t in [TransportKind::FlexPass, TransportKind::ExpressPass] {
+        let cfg = SenderConfig::new(t);
+        let give_up = cfg.give_up_timeout;
+        let mut s = Sender::new(7, cfg, 0, 0).unwrap();
+        let mut r = receiver(t);
+        let mut now = 0;
+        let mut got = 0usize;
+        // Both sides in lockstep until `done(s)` or 1 s of simulated time, in the agent's
+        // order: due timers first, then what each side has to send.
+        let mut run = |s: &mut Sender,
+                       r: &mut Receiver,
+                       now: &mut Nanos,
+                       done: &dyn Fn(&mut Sender) -> bool| {
+            let end = *now + 1_000 * MILLIS;
+            while !done(s) && s.error().is_none() && *now < end {
+                if s.poll_timeout().is_some_and(|d| d <= *now) {
+                    s.handle_timeout(*now);
+                }
+                if r.poll_timeout().is_some_and(|d| d <= *now) {
+                    r.handle_timeout(*now);
+                }
+                for p in drain(s, *now) {
+                    let _ = r.handle_packet(*now, &p, false);
+                }
+                while let Some(tx) = r.poll_transmit(*now) {
+                    let _ = s.handle_packet(*now, &tx.packet);
+                }
+                while let Some(b) = r.read() {
+                    got += b.len();
+                }
+                let next = [s.poll_timeout(), r.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                *now = next.unwrap_or(*now + MILLIS).max(*now + 1);
+            }
+        };
+        s.write(Bytes::from(vec![3u8; 1000]));
+        run(&mut s, &mut r, &mut now, &|s| {
+            s.unacked_bytes() == 0 && s.poll_timeout().is_none()
+        });
+        assert_eq!(s.unacked_bytes(), 0, "{t:?}: first bytes acknowledged");
+        assert_eq!(s.poll_timeout(), None, "{t:?}: idle flow has no timer");
+        // Idle, silent, for twice the give-up timeout.
+        now += 2 * give_up;
+        s.write(Bytes::from(vec![4u8; 3000]));
+        s.finish();
+        run(&mut s, &mut r, &mut now, &|s| s.is_complete());
+        assert!(s.is_complete(), "{t:?}: resumed flow: {:?}", s.error());
+        assert_eq!(
+            s.stats().recovery_timeouts,
+            0,
+            "{t:?}: no spurious recovery timeout"
+        );
+        assert_eq!(got, 4000, "{t:?}: every byte delivered");
+    }
+}

@@ -25,7 +25,7 @@
 //!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
 //! port, every non-loopback IPv4 destination), FLEXPASS_AGENT_SOCKET (default
-//! /run/flexpass/agent.sock), FLEXPASS_TRANSPORT (flexpass | expresspass | dctcp | ppt),
+//! /run/flexpass/agent.sock), FLEXPASS_TRANSPORT (flexpass | expresspass | dctcp | ppt | flashpass),
 //! FLEXPASS_LOG=info|debug (the CLI's log level: the library's lines on stderr). The once-per-peer fallback line and the
 //! once-per-process "agent not running" line are always printed.
 //!
@@ -156,6 +156,7 @@ fn config() -> &'static Config {
             Some(b"expresspass") => "expresspass",
             Some(b"dctcp") => "dctcp",
             Some(b"ppt") => "ppt",
+            Some(b"flashpass") => "flashpass",
             _ => "flexpass",
         };
         // The CLI's log-level variable: info or debug turn the library's lines on too.

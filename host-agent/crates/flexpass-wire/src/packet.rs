@@ -188,14 +188,14 @@ impl TransportKind {
         }
     }
 
-    /// Every transport the host agent runs, in wire order. FlashPass runs in the core and
-    /// the model only so far, so it is not here: `from_name("flashpass")` is None and the
-    /// agent refuses it by name.
-    pub const ALL: [TransportKind; 4] = [
+    /// Every transport, in wire order (all of them run in the core, the model and the host
+    /// agent).
+    pub const ALL: [TransportKind; 5] = [
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
         TransportKind::Dctcp,
         TransportKind::Ppt,
+        TransportKind::FlashPass,
     ];
 
     /// The transport named `s` among [`ALL`](Self::ALL) (see [`name`](Self::name)).

@@ -35,8 +35,38 @@ control Classifier(in headers_t hdr,
         size = 64;
     }
 
+    /* Colour by ECN code point, after the DSCP class: FlashPass (§III-C) marks
+     * an over-provisioned emulation packet Not-ECT and an ordinary one ECT(0),
+     * and the emulation queue drops the Not-ECT ones first.  Key: the queue the
+     * DSCP chose and the ECN field; default: the DSCP's colour stays.  The
+     * control plane writes entries for profile flashpass only (and the default
+     * in every profile, so that switching profiles removes them). */
+    @name(".set_color")
+    action set_color(color_t color) {
+        meta.color = color;
+    }
+
+    @name(".keep_color")
+    action keep_color() {
+    }
+
+    @name(".ecn_color")
+    table ecn_color {
+        key = {
+            meta.qid      : exact @name("qid");
+            hdr.ipv4.ecn  : exact @name("ecn");
+        }
+        actions = {
+            set_color;
+            keep_color;
+        }
+        default_action = keep_color();
+        size = 32;
+    }
+
     apply {
         classifier.apply();
+        ecn_color.apply();
         standard_metadata.priority = meta.qid;
     }
 }
