@@ -124,10 +124,11 @@ pub fn sender_config(transport: TransportKind, mss: usize, fp: u8) -> SenderConf
 }
 
 /// FlashPass variants a header picks from (a tag below this).
-pub const FLASHPASS_VARIANTS: u8 = 32;
+pub const FLASHPASS_VARIANTS: u8 = 64;
 
 /// FlashPass variant `v`: bits 0–1 pick the path (link rate, base RTT, T_wait), bit 2 turns
-/// the pre-credit phase (Aeolus) off, bit 3 over-provisioning, bit 4 delayed feedback. The
+/// the pre-credit phase (Aeolus) off, bit 3 over-provisioning, bit 4 delayed feedback; bit 5
+/// makes Algorithm 1 wait for 16 resolved packets (`min_update_samples`, the agent's). The
 /// pre-credit phase is capped at four segments (a BDP would cover every input's bytes).
 pub fn flashpass_config(v: u8, mss: usize) -> FlashPassConfig {
     const PATHS: [(f64, Nanos, Nanos); 4] = [
@@ -142,6 +143,7 @@ pub fn flashpass_config(v: u8, mss: usize) -> FlashPassConfig {
     c.unscheduled_bytes = c.unscheduled_bytes.min(4 * mss as u64);
     c.over_provisioning = v & 8 == 0;
     c.delayed_feedback = v & 16 == 0;
+    c.min_update_samples = if v & 32 == 0 { 1 } else { 16 };
     c
 }
 
