@@ -29,6 +29,9 @@ pub struct EmulationControl {
     min_target_loss: f64,
     max_target_loss: f64,
     min_samples: u64,
+    /// Periods since the last update (an update waits for `min_samples` packets or as
+    /// many periods, whichever comes first).
+    periods: u64,
     /// Ordinary emulation packets resolved this period: credited, and lost.
     credit_in: u64,
     lost: u64,
@@ -48,6 +51,7 @@ impl EmulationControl {
             min_target_loss: cfg.min_target_loss,
             max_target_loss: cfg.max_target_loss,
             min_samples: cfg.min_update_samples.max(1),
+            periods: 0,
             credit_in: 0,
             lost: 0,
             last_loss: 0.0,
@@ -80,13 +84,16 @@ impl EmulationControl {
 
     /// Once per RTT: lines 1–6 of Algorithm 1 with `loss_rate = 1 − #credit_in /
     /// #emulation_out` over the ordinary emulation packets resolved in the period (a period
-    /// in which fewer than `min_update_samples` — by default one — were resolved changes
-    /// nothing and passes its counts on).
+    /// in which none, or fewer than `min_update_samples` — by default one — were resolved
+    /// changes nothing and passes its counts on, for at most `min_update_samples` periods:
+    /// a slow flow still updates every that many RTTs).
     pub fn update(&mut self) {
         let out = self.credit_in + self.lost;
-        if out == 0 || out < self.min_samples {
+        self.periods += 1;
+        if out == 0 || (out < self.min_samples && self.periods < self.min_samples) {
             return;
         }
+        self.periods = 0;
         let before = self.cur_rate;
         let loss_rate = 1.0 - self.credit_in as f64 / out as f64;
         if loss_rate > self.max_target_loss {
@@ -467,8 +474,9 @@ mod tests {
         assert_eq!(ec.cur_rate(), c.max_emulation_rate);
     }
 
-    /// With `min_update_samples` an update waits for enough resolved packets: a period of
-    /// one lost packet does not send the rate to the floor, its count joins the next ones.
+    /// With `min_update_samples` an update waits for enough resolved packets, or as many
+    /// periods: a period of one lost packet does not send the rate to the floor, its count
+    /// joins the next ones; a flow sending one packet per period still updates.
     #[test]
     fn algorithm1_waits_for_min_update_samples() {
         let mut c = cfg();
@@ -483,6 +491,25 @@ mod tests {
         }
         ec.update();
         assert_eq!(ec.updates(), 1);
+        assert_eq!(ec.last_loss(), 1.0 / 16.0);
+        // A slow flow, one packet every other period: an update after 16 periods with the
+        // 8 packets they had.
+        for i in 0..16 {
+            assert_eq!(ec.updates(), 1, "period {i}");
+            if i % 2 == 0 {
+                ec.on_resolved(true);
+            }
+            ec.update();
+        }
+        assert_eq!(ec.updates(), 2);
+        assert_eq!(ec.last_loss(), 0.0);
+        assert_eq!(ec.cur_rate(), c.max_emulation_rate, "at most the maximum");
+        let mut ec = EmulationControl::new(&c);
+        ec.on_resolved(false);
+        for _ in 0..15 {
+            ec.on_resolved(true);
+        }
+        ec.update();
         // 1 of 16 lost (6.25 %): inside the band, unchanged.
         assert_eq!(ec.last_loss(), 1.0 / 16.0);
         assert_eq!(ec.cur_rate(), c.max_emulation_rate);
