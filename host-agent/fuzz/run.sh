@@ -6,7 +6,8 @@
 # 1. Generates the stateful targets' seed corpora (seeds/<target>, deterministic) and
 #    checks that they round-trip and replay their exchange (harness tests, stable Rust).
 # 2. Runs each target under libFuzzer for SECONDS_PER_TARGET with corpus/<target> (kept
-#    between runs, not in git) and its seeds; logs go to build/fuzz/<target>.log.
+#    between runs, not in git), its seeds and regressions/<target> (inputs that once failed,
+#    in git); logs go to build/fuzz/<target>.log.
 # 3. Prints one line per target from libFuzzer's final status line: executions, exec/s,
 #    cov (edges covered) and ft (features), and writes a one-line summary to
 #    build/fuzz/summary.txt (the test summary quotes it).
@@ -42,6 +43,7 @@ for t in $targets; do
   mkdir -p "corpus/$t"
   dirs=("corpus/$t")
   [ -d "seeds/$t" ] && dirs+=("seeds/$t")
+  [ -d "regressions/$t" ] && dirs+=("regressions/$t")
   cargo +nightly fuzz run -s "$san" -a "$t" "${dirs[@]}" -- \
     -max_total_time="$secs" -print_final_stats=1 >"$logs/$t.log" 2>&1
   rc=$?
@@ -72,6 +74,7 @@ if [ "${FUZZ_COVERAGE:-0}" = 1 ]; then
   for t in $targets; do
     dirs=("corpus/$t")
     [ -d "seeds/$t" ] && dirs+=("seeds/$t")
+    [ -d "regressions/$t" ] && dirs+=("regressions/$t")
     cargo +nightly fuzz coverage "$t" "${dirs[@]}" >"$logs/coverage-$t.log" 2>&1 || continue
     bin=$(find target -path "*coverage*release/$t" -type f | head -1)
     if [ "$t" = decode ]; then src=flexpass-wire; else

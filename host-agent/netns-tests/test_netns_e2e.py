@@ -204,15 +204,33 @@ def test_flexpass_and_kernel_tcp_concurrently(net):
     assert all(r["sha256"] == expected_sha(size) for r in got)
 
 
-def test_incast_two_senders_three_flows_each(net):
+@pytest.mark.parametrize("transport", ["flexpass", "flashpass"])
+def test_incast_two_senders_three_flows_each(net, transport):
     size = 500_000
     srv = serve(net, 6)
-    procs = [send(net, h, "flexpass", size) for h in ("h1", "h2") for _ in range(3)]
+    procs = [send(net, h, transport, size) for h in ("h1", "h2") for _ in range(3)]
     sent = [records(finish(p)[0])[0] for p in procs]
     got = records(finish(srv)[0])
     assert len(got) == 6
     assert all(r["sha256"] == expected_sha(size) for r in got)
     assert all(r["timeouts"] == 0 for r in sent)
+
+
+def test_incast_responses_over_flashpass(net):
+    """`flexpass incast --transport flashpass`: h3 asks h1 and h2 (serve --respond) for
+    6 responses at once; each comes back as a FlashPass flow, all of them complete."""
+    srvs = [net.spawn(h, "serve", "--listen", f"0.0.0.0:{PORT}", "--respond", *NET_ARGS) for h in ("h1", "h2")]
+    time.sleep(0.3)
+    p = net.spawn("h3", "incast", "--servers", f"{net.ip['h1']}:{PORT},{net.ip['h2']}:{PORT}", "--flows", "6",
+                  "--size", "64000", "--transport", "flashpass", "--bind", f"0.0.0.0:{PORT}", "--timeout-s", "30",
+                  *NET_ARGS)
+    out, _ = finish(p, timeout=60)
+    recs = records(out)
+    responses = [r for r in recs if r.get("event") == "response"]
+    assert len(responses) == 6 and all(r["transport"] == "flashpass" and r["size"] == 64000 for r in responses)
+    assert any(r.get("event") == "summary" and r["flows"] == 6 for r in recs)
+    for s in srvs:
+        s.terminate()
 
 
 def test_hostile_traffic_is_dropped_and_the_flow_survives(net):

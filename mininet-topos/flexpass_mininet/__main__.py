@@ -12,6 +12,10 @@ workload with memory and CPU of every agent and switch over time
 
 ``python -m flexpass_mininet ppt [EXPERIMENT.toml]``: PPT vs DCTCP flow completion
 times on a PPT switch (experiments/ppt.toml by default; flexpass_mininet/ppt.py).
+
+``python -m flexpass_mininet flashpass [EXPERIMENT.toml]``: FlashPass vs a window
+transport through a FlashPass switch: queue, loss, byte-exact (experiments/flashpass.toml
+by default; flexpass_mininet/flashpass.py).
 """
 
 from __future__ import annotations
@@ -125,6 +129,20 @@ def ppt_main(argv) -> int:
     return 0
 
 
+def flashpass_main(argv) -> int:
+    ap = _file_parser("flashpass", "FlashPass vs a window transport through a FlashPass switch (issue #13)")
+    a = ap.parse_args(argv)
+    from . import flashpass as fp
+
+    exp, status = _load("flashpass", fp.load_experiment, a, {})
+    if exp is None:
+        return status
+    r = fp.run(exp, a.out)
+    print(fp.summary(r))
+    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, flows.csv, queue.csv, queue.png, logs)")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "faults":
@@ -133,9 +151,11 @@ def main(argv=None) -> int:
         return soak_main(argv[1:])
     if argv and argv[0] == "ppt":
         return ppt_main(argv[1:])
+    if argv and argv[0] == "flashpass":
+        return flashpass_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt", "flashpass"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

@@ -218,3 +218,33 @@ def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
     with pytest.raises(expfile.ExperimentError, match=r"x.rtt_us: must be > 0"):
         ppt.parse_experiment({"rtt_us": 0}, "x")
     assert fl.ExperimentError is soak.ExperimentError is ppt.ExperimentError is expfile.ExperimentError
+
+
+def test_flashpass_experiment_files_give_a_valid_flashpass_switch_config():
+    from flexpass_cp.config import parse_config, switch_entries, tm_settings
+    from flexpass_mininet import flashpass
+    from flexpass_mininet.fabric import dumbbell
+
+    for name in ("flashpass", "flashpass-quick"):
+        e = flashpass.load_experiment(Path(name))
+        assert "flashpass" in e.transports and e.t_wait_us >= e.rtt_us
+        cfg = dumbbell(e.senders).control_plane_config(Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6),
+                                                       "flexpass_switch", "flashpass")
+        cfg.update(flashpass.switch_config(e))
+        c = parse_config(cfg)
+        queues = {q.queue: q for q in tm_settings(c, "s1")[0].queues}
+        emu, data = queues[flashpass.EMULATION_QUEUE], queues[flashpass.DATA_QUEUE]
+        assert emu.shaper_rate_bps == pytest.approx(e.link_mbps * 1e6 * 84 / 1622)
+        assert data.buffer_bytes == e.buffer_bytes and data.red_threshold == 2 * 1514
+        assert any(getattr(x, "table", None) == "ecn_color" and not x.is_default for x in switch_entries(c, "s1"))
+
+
+def test_flashpass_experiment_errors_name_the_key():
+    from flexpass_mininet import flashpass
+
+    with pytest.raises(flashpass.ExperimentError, match=r"x: unknown keys \['flows'\]"):
+        flashpass.parse_experiment({"flows": 3}, "x")
+    with pytest.raises(flashpass.ExperimentError, match="transports"):
+        flashpass.parse_experiment({"transports": ["flashpass", "cubic"]}, "x")
+    with pytest.raises(flashpass.ExperimentError, match="t_wait_us"):
+        flashpass.parse_experiment({"t_wait_us": 500, "rtt_us": 1000}, "x")

@@ -1,4 +1,4 @@
-//! Fuzz target `sender`: a Sender (FlexPass, ExpressPass or DCTCP) fed packets from an honest
+//! Fuzz target `sender`: a Sender (any transport, FlashPass included) fed packets from an honest
 //! or forging receiver, timer events and application calls, with invariants checked after
 //! every step (harness/src/sender.rs, harness/src/sut.rs, docs/fuzzing.md).
 #![no_main]

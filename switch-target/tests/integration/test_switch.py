@@ -346,3 +346,51 @@ def test_tm_api_rejects_bad_requests(tm):
         tm.set_queue(OUT, 1, priority=0, weight=-1, buffer_bytes=None)
     assert OUT in tm.list_ports()
     assert tm.get_config(OUT)["queues"][1]["weight"] == 1.0  # unchanged by the rejected request
+
+
+def test_flashpass_profile_drops_over_provisioned_emulation_at_admission(tm):
+    """Profile flashpass on flexpass_switch (FlashPass §III-C; docs/protocol.md §10): the
+    entries flexpass-ctl writes for it (``ecn_color``: Not-ECT in the emulation queue is
+    red) and the TM settings it derives for the port; a burst of 8 emulation-sized frames,
+    ordinary (ECT(0)) and over-provisioned (Not-ECT) alternating, into the shaped
+    emulation queue: the TM drops over-provisioned ones at admission once 2 frames are
+    queued (counted as red), every ordinary one gets through, marked CE above that."""
+    import dataclasses
+    import itertools
+
+    from flexpass_cp.config import load_config, switch_entries, tm_settings
+    from flexpass_cp.p4runtime_client import P4RuntimeClient
+
+    cfg = load_config(CONFIG)
+    sw = cfg.switch("s1")
+    fp_cfg = dataclasses.replace(cfg, switches={"s1": dataclasses.replace(sw, target="flexpass_switch",
+                                                                          profile="flashpass")})
+    client = P4RuntimeClient(GRPC, sw.device_id, (0, 500 + next(itertools.count())))
+    client.load_p4info(P4BUILD / "flexpass.p4info.txtpb")
+    try:
+        client.apply(switch_entries(fp_cfg, "s1"))
+        tm.set_port(OUT, link_rate_bps=1_000_000)
+        emu = next(q for q in next(t for t in tm_settings(fp_cfg, "s1") if t.port == OUT).queues
+                   if q.queue == Q_CREDIT)
+        # The port's emulation share at 1 Mbit/s: 77 frames/s, so the burst queues up.
+        tm.set_queue(OUT, Q_CREDIT, priority=1, weight=1.0, buffer_bytes=emu.buffer_bytes,
+                     red_threshold=emu.red_threshold, ecn_threshold=emu.ecn_threshold,
+                     shaper_rate_bps=int(1_000_000 * 84 / 1622), shaper_burst_bytes=int(emu.shaper_burst_bytes))
+        before = queue_stats(tm)[Q_CREDIT]
+        rx = Receiver("fp-h3")
+        send_burst([frame(CREDIT, 60, ecn=2 if i % 2 == 0 else 0, sport=i) for i in range(8)])
+        drain(tm)
+        recs = rx.stop()
+        after = queue_stats(tm)[Q_CREDIT]
+        ordinary = [r for r in recs if r[1] == CREDIT and r[2] in (2, 3)]
+        over = [r for r in recs if r[1] == CREDIT and r[2] == 0]
+        red = after["dropped_pkts"]["red"] - before["dropped_pkts"]["red"]
+        print(f"\nflashpass burst: {len(ordinary)} ordinary ({sum(r[2] == 3 for r in ordinary)} CE), "
+              f"{len(over)} over-provisioned received, {red} red drops, max depth {after['max_depth_bytes']} B")
+        assert len(ordinary) == 4, recs
+        assert red >= 1 and len(over) == 4 - red, (recs, after)
+        assert after["dropped_pkts"]["queue_full"] == before["dropped_pkts"]["queue_full"]
+        assert after["max_depth_bytes"] <= emu.buffer_bytes
+    finally:
+        client.apply(switch_entries(cfg, "s1"))
+        client.close()

@@ -399,7 +399,8 @@ pub struct FlashPassConfig {
     /// `cur_rate` never falls below this fraction of `max_emulation_rate`.
     pub min_rate_fraction: f64,
     /// Algorithm 1 updates only once this many ordinary emulation packets were resolved
-    /// since the last update (a period with fewer carries its counts into the next). 1:
+    /// since the last update, or this many periods passed (a period with fewer carries its
+    /// counts into the next). 1:
     /// every RTT with a resolved packet, as published. On paths whose RTT holds only a
     /// few emulation packets (a host agent at a few hundred Mbit/s and a sub-ms RTT) one
     /// period's loss rate is 0 or 1, and one period of timer-found losses sends the rate

@@ -29,6 +29,9 @@ pub struct EmulationControl {
     min_target_loss: f64,
     max_target_loss: f64,
     min_samples: u64,
+    /// Periods since the last update (an update waits for `min_samples` packets or as
+    /// many periods, whichever comes first).
+    periods: u64,
     /// Ordinary emulation packets resolved this period: credited, and lost.
     credit_in: u64,
     lost: u64,
@@ -48,6 +51,7 @@ impl EmulationControl {
             min_target_loss: cfg.min_target_loss,
             max_target_loss: cfg.max_target_loss,
             min_samples: cfg.min_update_samples.max(1),
+            periods: 0,
             credit_in: 0,
             lost: 0,
             last_loss: 0.0,
@@ -80,13 +84,16 @@ impl EmulationControl {
 
     /// Once per RTT: lines 1–6 of Algorithm 1 with `loss_rate = 1 − #credit_in /
     /// #emulation_out` over the ordinary emulation packets resolved in the period (a period
-    /// in which fewer than `min_update_samples` — by default one — were resolved changes
-    /// nothing and passes its counts on).
+    /// in which none, or fewer than `min_update_samples` — by default one — were resolved
+    /// changes nothing and passes its counts on, for at most `min_update_samples` periods:
+    /// a slow flow still updates every that many RTTs).
     pub fn update(&mut self) {
         let out = self.credit_in + self.lost;
-        if out == 0 || out < self.min_samples {
+        self.periods += 1;
+        if out == 0 || (out < self.min_samples && self.periods < self.min_samples) {
             return;
         }
+        self.periods = 0;
         let before = self.cur_rate;
         let loss_rate = 1.0 - self.credit_in as f64 / out as f64;
         if loss_rate > self.max_target_loss {
@@ -116,7 +123,19 @@ struct InFlight {
     sent: Nanos,
     hold: Nanos,
     over_provisioned: bool,
-    resolved: bool,
+    state: EmuState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EmuState {
+    /// Neither credited nor found lost (counts in E_out).
+    Unresolved,
+    /// Found lost (by the gap before a later grant, or its timer). Its grant may still come
+    /// (reordered, or late) and then licenses its slot; the record is kept for twice the
+    /// loss timeout.
+    Lost,
+    /// Its grant came: a second one (duplicate, replay) licenses nothing.
+    Credited,
 }
 
 /// Counters of the emulation process.
@@ -130,6 +149,9 @@ pub struct EmulationStats {
     pub late_grants: u64,
     /// Grants whose data slot found nothing to send.
     pub grants_wasted: u64,
+    /// Grants that echo no emulation packet in flight (seq and T): duplicated, replayed after
+    /// their packet was resolved, or forged. They license no data.
+    pub grants_unmatched: u64,
     pub emulation_lost: u64,
     /// Algorithm 1 updates whose loss rate was above max_target_loss, inside
     /// [min_target_loss, max_target_loss], and below min_target_loss.
@@ -235,7 +257,7 @@ impl Emulation {
             sent: now,
             hold: hold_units * 10_000,
             over_provisioned,
-            resolved: false,
+            state: EmuState::Unresolved,
         });
         self.e_out += 1;
         self.stats.emulation_sent += 1;
@@ -250,28 +272,33 @@ impl Emulation {
     /// A grant (emu_seq, T mod 2^32) arrived: its data slot is T + T_wait.
     pub fn on_grant(&mut self, now: Nanos, emu_seq: u32, timestamp: u32) {
         self.stats.grants_received += 1;
-        // T on our clock: the most recent time ≤ now whose low 32 bits are `timestamp`.
-        let t = now.saturating_sub(u64::from((now as u32).wrapping_sub(timestamp)));
+        // T on our clock: the most recent time ≤ now whose low 32 bits are `timestamp` (none
+        // before the clock's start: such a T was never sent, and clamping it to 0 would
+        // match a packet sent at 0).
+        let Some(t) = now.checked_sub(u64::from((now as u32).wrapping_sub(timestamp))) else {
+            self.stats.grants_unmatched += 1;
+            return;
+        };
         let idx = emu_seq.wrapping_sub(self.base_seq) as usize;
-        if self
-            .inflight
-            .get(idx)
-            .is_some_and(|e| e.sent == t && !e.resolved)
-        {
-            // The emulation path is FIFO (one path per flow, grants returned in arrival
-            // order): an earlier emulation packet still unanswered was dropped.
-            for e in self.inflight.iter_mut().take(idx).filter(|e| !e.resolved) {
-                e.resolved = true;
-                self.e_out -= 1;
-                self.stats.emulation_lost += 1;
-                if !e.over_provisioned {
-                    self.control.on_resolved(false);
+        // Only a grant echoing an emulation packet sent (its seq and T), and the first one,
+        // licenses a data slot: a duplicated or replayed grant, or a forged one, would send
+        // data that no emulation packet rehearsed.
+        match self.inflight.get(idx) {
+            Some(e) if e.sent == t && e.state == EmuState::Unresolved => {
+                // The emulation path is FIFO (one path per flow, grants returned in arrival
+                // order): an earlier emulation packet still unanswered was dropped.
+                for e in self.inflight.iter_mut().take(idx) {
+                    if e.state == EmuState::Unresolved {
+                        e.state = EmuState::Lost;
+                        self.e_out -= 1;
+                        self.stats.emulation_lost += 1;
+                        if !e.over_provisioned {
+                            self.control.on_resolved(false);
+                        }
+                    }
                 }
-            }
-        }
-        if let Some(e) = self.inflight.get_mut(idx) {
-            if e.sent == t && !e.resolved {
-                e.resolved = true;
+                let e = &mut self.inflight[idx];
+                e.state = EmuState::Credited;
                 self.e_out -= 1;
                 if !e.over_provisioned {
                     self.control.on_resolved(true);
@@ -281,6 +308,15 @@ impl Emulation {
                 if e.hold == 0 {
                     self.min_rtt = self.min_rtt.min(now.saturating_sub(t).max(1));
                 }
+            }
+            // Reordered behind a later grant, or later than its timer: it got through after
+            // all (Algorithm 1 keeps it as lost).
+            Some(e) if e.sent == t && e.state == EmuState::Lost => {
+                self.inflight[idx].state = EmuState::Credited;
+            }
+            _ => {
+                self.stats.grants_unmatched += 1;
+                return;
             }
         }
         let mut slot = t + self.cfg.t_wait;
@@ -295,20 +331,20 @@ impl Emulation {
             .rposition(|&s| s <= slot)
             .map_or(0, |p| p + 1);
         self.slots.insert(pos, slot);
-        self.trim();
+        self.trim(now);
     }
 
     /// Emulation packets not credited within 2·min_rtt + their hold (+ a quarter of T_wait's
     /// slack) are lost (the tail: earlier losses are found by the gap before a grant, see
     /// `on_grant`); the per-RTT Algorithm 1 update. Call on every timeout.
     pub fn on_timer(&mut self, now: Nanos) {
-        let wait = 2 * self.min_rtt + self.cfg.t_wait.saturating_sub(self.min_rtt) / 4;
+        let wait = self.loss_wait();
         for e in self.inflight.iter_mut() {
             if e.sent + e.hold + wait > now {
                 break;
             }
-            if !e.resolved {
-                e.resolved = true;
+            if e.state == EmuState::Unresolved {
+                e.state = EmuState::Lost;
                 self.e_out -= 1;
                 self.stats.emulation_lost += 1;
                 if !e.over_provisioned {
@@ -316,7 +352,7 @@ impl Emulation {
                 }
             }
         }
-        self.trim();
+        self.trim(now);
         if now >= self.next_update {
             let before = self.control.updates();
             self.control.update();
@@ -335,8 +371,19 @@ impl Emulation {
         }
     }
 
-    fn trim(&mut self) {
-        while self.inflight.front().is_some_and(|e| e.resolved) {
+    /// How long after its send time (and hold) an unanswered emulation packet is lost.
+    fn loss_wait(&self) -> Nanos {
+        2 * self.min_rtt + self.cfg.t_wait.saturating_sub(self.min_rtt) / 4
+    }
+
+    /// Forget credited records, and lost ones twice the loss timeout old.
+    fn trim(&mut self, now: Nanos) {
+        let keep_lost = 2 * self.loss_wait();
+        while self.inflight.front().is_some_and(|e| match e.state {
+            EmuState::Unresolved => false,
+            EmuState::Lost => e.sent + e.hold + keep_lost <= now,
+            EmuState::Credited => true,
+        }) {
             self.inflight.pop_front();
             self.base_seq = self.base_seq.wrapping_add(1);
         }
@@ -362,11 +409,11 @@ impl Emulation {
 
     /// The next loss-expiry or Algorithm-1 deadline while emulation packets are in flight.
     pub fn timer_deadline(&self) -> Option<Nanos> {
-        let wait = 2 * self.min_rtt + self.cfg.t_wait.saturating_sub(self.min_rtt) / 4;
+        let wait = self.loss_wait();
         let expiry = self
             .inflight
             .iter()
-            .find(|e| !e.resolved)
+            .find(|e| e.state == EmuState::Unresolved)
             .map(|e| e.sent + e.hold + wait);
         let update = (self.e_out > 0).then_some(self.next_update);
         [expiry, update].into_iter().flatten().min()
@@ -427,8 +474,9 @@ mod tests {
         assert_eq!(ec.cur_rate(), c.max_emulation_rate);
     }
 
-    /// With `min_update_samples` an update waits for enough resolved packets: a period of
-    /// one lost packet does not send the rate to the floor, its count joins the next ones.
+    /// With `min_update_samples` an update waits for enough resolved packets, or as many
+    /// periods: a period of one lost packet does not send the rate to the floor, its count
+    /// joins the next ones; a flow sending one packet per period still updates.
     #[test]
     fn algorithm1_waits_for_min_update_samples() {
         let mut c = cfg();
@@ -443,6 +491,25 @@ mod tests {
         }
         ec.update();
         assert_eq!(ec.updates(), 1);
+        assert_eq!(ec.last_loss(), 1.0 / 16.0);
+        // A slow flow, one packet every other period: an update after 16 periods with the
+        // 8 packets they had.
+        for i in 0..16 {
+            assert_eq!(ec.updates(), 1, "period {i}");
+            if i % 2 == 0 {
+                ec.on_resolved(true);
+            }
+            ec.update();
+        }
+        assert_eq!(ec.updates(), 2);
+        assert_eq!(ec.last_loss(), 0.0);
+        assert_eq!(ec.cur_rate(), c.max_emulation_rate, "at most the maximum");
+        let mut ec = EmulationControl::new(&c);
+        ec.on_resolved(false);
+        for _ in 0..15 {
+            ec.on_resolved(true);
+        }
+        ec.update();
         // 1 of 16 lost (6.25 %): inside the band, unchanged.
         assert_eq!(ec.last_loss(), 1.0 / 16.0);
         assert_eq!(ec.cur_rate(), c.max_emulation_rate);
@@ -521,6 +588,24 @@ mod tests {
         let (s, ts, _) = em.on_sent(t, false);
         em.on_grant(t + 10 * crate::MILLIS, s, ts);
         assert_eq!(em.next_slot(), Some(t + c.t_wait));
+    }
+
+    #[test]
+    fn a_grant_from_before_the_clock_started_matches_nothing() {
+        // Found by the fuzz harness: a forged T 4 ns ahead, at 2 ns after a packet sent at 0,
+        // was recovered as "2^32 − 2 ns ago", clamped to 0, and licensed a data slot.
+        let mut em = Emulation::new(&cfg(), 0);
+        let (s, ts, _) = em.on_sent(0, false);
+        em.on_grant(2, s, ts.wrapping_add(4));
+        assert_eq!(em.next_slot(), None, "no slot for a T never sent");
+        assert_eq!(em.stats().grants_unmatched, 1);
+        assert_eq!(em.e_out(), 1, "the packet is still in flight");
+        em.on_grant(2, s, ts);
+        assert_eq!(
+            em.next_slot(),
+            Some(cfg().t_wait),
+            "its genuine grant still counts"
+        );
     }
 
     #[test]

@@ -835,7 +835,8 @@ impl Sender {
         self.ppt_first_data(now);
         let probe = self.tlp == TlpState::Due;
         if self.cfg.transport != TransportKind::ExpressPass
-            && (probe || f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0))
+            && (probe
+                || f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0))
         {
             let next = match self.cfg.transport {
                 TransportKind::Ppt => self.buf.next_for_hcp(),
@@ -859,10 +860,15 @@ impl Sender {
 
     /// Packets the flow still needs slots for: never-sent segments and lost ones. Until the
     /// application finished writing, the remaining demand is unknown and taken as unbounded
-    /// (a stream never over-provisions; §III-C's footnote uses the send buffer only when
+    /// while anything waits to be sent, none otherwise (a stream never over-provisions; §III-C's footnote uses the send buffer only when
     /// the demand is unknown, and the buffer does not hold a T_wait's worth of data).
     fn flashpass_demand(&self) -> u64 {
         if !self.buf.fin_requested() {
+            // A stream with nothing to send and nothing lost emulates for nothing: it would
+            // keep pacing emulation packets (and draw grants) while idle, forever.
+            if !self.buf.has_pending() && !self.buf.has_lost() {
+                return 0;
+            }
             return u64::MAX / 2;
         }
         self.buf.pending_bytes().div_ceil(self.cfg.mss as u64)
@@ -1060,7 +1066,10 @@ impl Sender {
     /// empty pipe), armed only when it comes before the RTO, for the transports whose whole
     /// flow is one DCTCP window.
     fn tlp_deadline(&self) -> Option<Nanos> {
-        let windowed = matches!(self.cfg.transport, TransportKind::Dctcp | TransportKind::Ppt);
+        let windowed = matches!(
+            self.cfg.transport,
+            TransportKind::Dctcp | TransportKind::Ppt
+        );
         if !self.cfg.dctcp.tlp || !windowed || self.tlp != TlpState::Armed {
             return None;
         }

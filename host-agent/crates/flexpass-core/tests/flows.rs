@@ -253,7 +253,11 @@ fn credit_requests_to_a_silent_peer_back_off_and_the_flow_fails() {
         silent >= give_up && silent < give_up + cap,
         "failed after {silent} ns of silence"
     );
-    let Some(SenderError::NoProgress { silent_ms, expiries }) = s.error() else {
+    let Some(SenderError::NoProgress {
+        silent_ms,
+        expiries,
+    }) = s.error()
+    else {
         panic!("{:?}", s.error())
     };
     assert_eq!(silent_ms, silent / MILLIS);

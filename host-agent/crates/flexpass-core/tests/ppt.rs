@@ -59,7 +59,10 @@ fn run(
         let mut out: Vec<(bool, Transmit)> = vec![];
         while let Some(t) = s.poll_transmit(now) {
             // A sender that never runs dry at one instant is a bug, not a long test.
-            assert!(out.len() < 1_000_000, "the sender keeps sending at {now} ns");
+            assert!(
+                out.len() < 1_000_000,
+                "the sender keeps sending at {now} ns"
+            );
             if let Packet::Data(d) = &t.packet {
                 sent.push((now, d.subflow, d.flow_seq, t.class));
             }
@@ -157,7 +160,11 @@ fn ewd_halves_the_lcp_window_every_rtt() {
         .filter(|x| x.1 == SubFlow::Proactive)
         .map(|x| x.2)
         .collect();
-    assert_eq!(lcp[0], (data.len() as u64 - 1) / MSS * MSS, "the last segment first");
+    assert_eq!(
+        lcp[0],
+        (data.len() as u64 - 1) / MSS * MSS,
+        "the last segment first"
+    );
     assert!(lcp.windows(2).all(|w| w[1] < w[0]));
     // The HCP sends again only the one opportunistic packet still unacknowledged when the
     // loop closed (the receiver waits for its pair).
@@ -170,7 +177,11 @@ fn ewd_halves_the_lcp_window_every_rtt() {
     let st = &s.stats().lcp;
     assert_eq!((st.loops_case1, st.closed), (1, 1), "{st:?}");
     assert_eq!(st.initial_window_packets, 64);
-    assert_eq!(r.stats().lp_acks_sent, 63, "one per two opportunistic packets");
+    assert_eq!(
+        r.stats().lp_acks_sent,
+        63,
+        "one per two opportunistic packets"
+    );
 }
 
 #[test]
@@ -226,7 +237,9 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
     s.write(Bytes::from(pattern(50_000)));
     s.finish();
     let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| (Some(rtt / 2), false));
+    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| {
+        (Some(rtt / 2), false)
+    });
     assert!(!s.stats().identified_large);
     let first_lcp = sent.iter().find(|x| x.1 == SubFlow::Proactive).unwrap();
     assert_eq!(first_lcp.0, 0, "first RTT");
@@ -242,7 +255,9 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
     s.write(Bytes::from(pattern(2_000_000)));
     s.finish();
     let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| (Some(rtt / 2), false));
+    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| {
+        (Some(rtt / 2), false)
+    });
     assert!(s.stats().identified_large);
     let first_lcp = sent.iter().find(|x| x.1 == SubFlow::Proactive).unwrap();
     assert_eq!(first_lcp.0, rtt, "second RTT: with the HELLO_ACK");
@@ -268,7 +283,9 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
     }
     s.finish();
     let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 500 * MILLIS, &mut |_, _| (Some(rtt / 2), false));
+    let (sent, _) = run(&mut s, &mut r, 500 * MILLIS, &mut |_, _| {
+        (Some(rtt / 2), false)
+    });
     let levels: Vec<u8> = sent
         .iter()
         .filter(|x| x.1 == SubFlow::Reactive)

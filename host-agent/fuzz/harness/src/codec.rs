@@ -67,12 +67,23 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// One of the five transports. The writer writes `wire − 1` (0..=4), so every input it
+    /// wrote (the seeds) keeps its transport; a mutated byte ≥ 4 picks by its value mod 5.
     pub fn transport(&mut self) -> TransportKind {
-        TransportKind::from_wire(1 + self.tag(4)).expect("1..=4")
+        TransportKind::from_wire(1 + self.tag(5)).expect("1..=5")
     }
 
     pub fn subflow(&mut self) -> SubFlow {
         SubFlow::from_wire(self.tag(2)).expect("0..=1")
+    }
+
+    /// The FlashPass variant of a header: read for transport flashpass only (0 otherwise),
+    /// so the other transports' inputs are unchanged.
+    pub fn flashpass_variant(&mut self, t: TransportKind) -> u8 {
+        match t {
+            TransportKind::FlashPass => self.tag(crate::sut::FLASHPASS_VARIANTS),
+            _ => 0,
+        }
     }
 
     pub fn status(&mut self) -> HelloStatus {
@@ -129,6 +140,12 @@ impl Writer {
 
     pub fn subflow(&mut self, s: SubFlow) {
         self.tag(s.to_wire());
+    }
+
+    pub fn flashpass_variant(&mut self, t: TransportKind, v: u8) {
+        if t == TransportKind::FlashPass {
+            self.tag(v);
+        }
     }
 
     pub fn status(&mut self, s: HelloStatus) {

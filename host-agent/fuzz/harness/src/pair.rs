@@ -40,17 +40,21 @@ pub struct PairHeader {
     pub start: u64,
     /// The receiver's target-loss rule (see `ReceiverHeader`).
     pub rate_scaled: bool,
+    /// FlashPass variant (see `SenderHeader`); in the input for FlashPass only.
+    pub fp: u8,
 }
 
 impl Codec for PairHeader {
     fn decode(r: &mut Reader) -> Self {
+        let transport = r.transport();
         PairHeader {
-            transport: r.transport(),
+            transport,
             mss: r.tag(MSS.len() as u8),
             reorder: r.tag(REORDER.len() as u8),
             seed: r.varint(),
             start: r.upto(MAX_TIME),
             rate_scaled: r.bool(),
+            fp: r.flashpass_variant(transport),
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -60,6 +64,7 @@ impl Codec for PairHeader {
         w.varint(self.seed);
         w.varint(self.start);
         w.bool(self.rate_scaled);
+        w.flashpass_variant(self.transport, self.fp);
     }
 }
 
@@ -270,7 +275,7 @@ impl PairHarness {
         let mss = MSS[h.mss as usize] as u64;
         PairHarness {
             now: h.start,
-            s: SenderSut::new(h.transport, mss as usize, 0, h.start),
+            s: SenderSut::new(h.transport, mss as usize, h.fp, 0, h.start),
             r: None,
             max_reorder: REORDER[h.reorder as usize],
             seed: h.seed,
@@ -649,6 +654,18 @@ impl PairHarness {
                         "an idle stream still gets credits 20 ms later"
                     );
                 }
+            }
+            if self.s.transport == TransportKind::FlashPass {
+                // Nothing to send, nothing lost: no more emulation (and so no grants).
+                let before = self.s.s.stats().emulation.emulation_sent;
+                let until = self.now + 20 * MILLIS;
+                self.run_reliable(LIVENESS_STEPS, &|h| failed(h) || h.now >= until);
+                let after = self.s.s.stats().emulation.emulation_sent;
+                assert!(
+                    failed(self) || after == before,
+                    "an idle FlashPass stream still emulates 20 ms later: {} packets in 20 ms",
+                    after - before
+                );
             }
             self.s.finish();
         }

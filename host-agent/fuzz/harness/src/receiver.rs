@@ -1,8 +1,8 @@
 //! Target `receiver`: one [`Receiver`](flexpass_core::Receiver) fed what a sender — honest
 //! or not — could send it: data on either sub-flow at any flow offset (near its in-order
 //! point or anywhere, with FIN or not, empty or not), any sub-flow and credit sequence,
-//! HELLOs (matching transport or not), CREDIT_REQUEST, CREDIT_STOP, RESET, and packets only a
-//! sender accepts; interleaved with application reads, polls and timer events after
+//! HELLOs (matching transport or not), CREDIT_REQUEST, CREDIT_STOP, RESET, FlashPass
+//! EMULATION packets (any emu_seq, T and hold), and packets only a sender accepts; interleaved with application reads, polls and timer events after
 //! arbitrary time advances. Payloads always carry the flow's bytes for their offset
 //! ([`crate::pattern`]), so whatever the receiver delivers must be a prefix of the flow.
 
@@ -13,8 +13,8 @@ use crate::sender::poll_count;
 use crate::sut::{ReceiverSut, FLOW};
 use bytes::Bytes;
 use flexpass_wire::{
-    Ack, Credit, CreditRequest, Data, Hello, HelloAck, HelloStatus, Packet, Reset, ResetReason,
-    SackBlocks, SubFlow, TransportKind,
+    Ack, Credit, CreditRequest, Data, Emulation, EmulationCredit, EmulationGrant, Hello, HelloAck,
+    HelloStatus, Packet, Reset, ResetReason, SackBlocks, SubFlow, TransportKind,
 };
 
 /// Reorder limits the targets pick from.
@@ -87,13 +87,20 @@ pub enum ReceiverPkt {
     Stray {
         kind: u8,
     },
+    /// FlashPass: `emu_seq` relative to the emulation packets the receiver accepted so far,
+    /// T and hold as given.
+    Emulation {
+        seq: SeqRef,
+        timestamp: u32,
+        hold: u16,
+    },
 }
 
-pub const STRAY_KINDS: u8 = 4;
+pub const STRAY_KINDS: u8 = 6;
 
 impl Codec for ReceiverPkt {
     fn decode(r: &mut Reader) -> Self {
-        match r.tag(6) {
+        match r.tag(7) {
             0 => ReceiverPkt::Data {
                 subflow: r.subflow(),
                 flow_seq: OffRef::decode(r),
@@ -113,8 +120,13 @@ impl Codec for ReceiverPkt {
             },
             3 => ReceiverPkt::CreditStop,
             4 => ReceiverPkt::Reset { reason: r.reason() },
-            _ => ReceiverPkt::Stray {
+            5 => ReceiverPkt::Stray {
                 kind: r.tag(STRAY_KINDS),
+            },
+            _ => ReceiverPkt::Emulation {
+                seq: SeqRef::decode(r),
+                timestamp: r.u32(),
+                hold: r.varint() as u16,
             },
         }
     }
@@ -160,6 +172,16 @@ impl Codec for ReceiverPkt {
             ReceiverPkt::Stray { kind } => {
                 w.tag(5);
                 w.tag(*kind);
+            }
+            ReceiverPkt::Emulation {
+                seq,
+                timestamp,
+                hold,
+            } => {
+                w.tag(6);
+                seq.encode(w);
+                w.u32(*timestamp);
+                w.varint(u64::from(*hold));
             }
         }
     }
@@ -219,6 +241,16 @@ impl ReceiverPkt {
                 reason: *reason,
             }),
             ReceiverPkt::Stray { kind } => stray_for_receiver(*kind),
+            ReceiverPkt::Emulation {
+                seq,
+                timestamp,
+                hold,
+            } => Packet::Emulation(Emulation {
+                flow_id: FLOW,
+                emu_seq: seq.eval(r.map_or(0, |r| r.emulations)),
+                timestamp: *timestamp,
+                hold: *hold,
+            }),
         }
     }
 
@@ -245,6 +277,11 @@ impl ReceiverPkt {
             },
             Packet::CreditStop { .. } => ReceiverPkt::CreditStop,
             Packet::Reset(r) => ReceiverPkt::Reset { reason: r.reason },
+            Packet::Emulation(e) => ReceiverPkt::Emulation {
+                seq: SeqRef::Abs(e.emu_seq),
+                timestamp: e.timestamp,
+                hold: e.hold,
+            },
             _ => return None,
         })
     }
@@ -271,6 +308,19 @@ fn stray_for_receiver(kind: u8) -> Packet {
             flow_id: FLOW,
             transport: TransportKind::FlexPass,
             status: HelloStatus::Accepted,
+        }),
+        4 => Packet::EmulationCredit(EmulationCredit {
+            flow_id: FLOW,
+            grants: vec![EmulationGrant {
+                emu_seq: 0,
+                timestamp: 0,
+            }],
+        }),
+        5 => Packet::Emulation(Emulation {
+            flow_id: FLOW + 1,
+            emu_seq: 0,
+            timestamp: 0,
+            hold: 0,
         }),
         _ => Packet::Data(Data {
             flow_id: FLOW + 1,

@@ -1,6 +1,7 @@
-//! Target `sender`: one [`Sender`](flexpass_core::Sender) (FlexPass, ExpressPass or DCTCP)
-//! fed what a receiver — honest or not — could send it: HELLO_ACKs of every status,
-//! credits with any sequence, ACKs built by an honest receiver from packets the sender really
+//! Target `sender`: one [`Sender`](flexpass_core::Sender) (any transport) fed what a
+//! receiver — honest or not — could send it: HELLO_ACKs of every status, credits with any
+//! sequence, FlashPass EMULATION_CREDITs granting emulation packets really sent (any of
+//! them, batched, duplicated) or forged (any emu_seq, T stale, in the future or anywhere), ACKs built by an honest receiver from packets the sender really
 //! sent (any subset, any order: loss and reordering) or forged field by field (cum_ack,
 //! ack_seq, SACK blocks and flow_ack anywhere, relative to what was sent or absolute),
 //! RESETs, and packets that only a receiver accepts; interleaved with application writes,
@@ -12,8 +13,9 @@ use crate::sut::{receiver_config, sf, SenderSut, FLOW};
 use bytes::Bytes;
 use flexpass_core::{Nanos, Receiver, MICROS};
 use flexpass_wire::{
-    Ack, Credit, CreditRequest, Data, Hello, HelloAck, HelloStatus, Packet, Reset, ResetReason,
-    SackBlocks, SubFlow, TransportKind,
+    Ack, Credit, CreditRequest, Data, Emulation, EmulationCredit, EmulationGrant, Hello, HelloAck,
+    HelloStatus, Packet, Reset, ResetReason, SackBlocks, SubFlow, TransportKind,
+    MAX_EMULATION_GRANTS,
 };
 
 /// Payload sizes the targets pick from (1 B makes many segments out of few bytes).
@@ -30,6 +32,8 @@ pub struct SenderHeader {
     pub flow_size: u64,
     /// Clock at the start (ns): lets the µs timestamps wrap early.
     pub start: u64,
+    /// FlashPass variant ([`crate::sut::flashpass_config`]); in the input for FlashPass only.
+    pub fp: u8,
 }
 
 impl SenderHeader {
@@ -40,11 +44,13 @@ impl SenderHeader {
 
 impl Codec for SenderHeader {
     fn decode(r: &mut Reader) -> Self {
+        let transport = r.transport();
         SenderHeader {
-            transport: r.transport(),
+            transport,
             mss: r.tag(MSS.len() as u8),
             flow_size: r.varint(),
             start: r.upto(crate::sut::MAX_TIME),
+            fp: r.flashpass_variant(transport),
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -52,6 +58,7 @@ impl Codec for SenderHeader {
         w.tag(self.mss);
         w.varint(self.flow_size);
         w.varint(self.start);
+        w.flashpass_variant(self.transport, self.fp);
     }
 }
 
@@ -112,13 +119,94 @@ pub enum SenderPkt {
     Stray {
         kind: u8,
     },
+    /// FlashPass: an EMULATION_CREDIT of `grants.len()` grants (0 and 33+ do not encode:
+    /// the codec drops them).
+    EmulationCredit {
+        grants: Vec<GrantRef>,
+    },
 }
 
-pub const STRAY_KINDS: u8 = 8;
+pub const STRAY_KINDS: u8 = 10;
+/// Most grants a built EMULATION_CREDIT carries (one beyond the wire's limit).
+pub const MAX_GRANTS_BUILT: u8 = 34;
+
+/// One grant of a built EMULATION_CREDIT: `emu_seq` relative to the number of emulation
+/// packets the sender sent (Back(1): the latest), and its T.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrantRef {
+    pub seq: SeqRef,
+    pub ts: GrantTs,
+}
+
+/// A grant's T: the one the named emulation packet carried (an honest echo; "now" if the
+/// sender never sent that packet), that plus an offset (forged), an absolute value, or
+/// relative to the sender's clock (stale: in the past; future: ahead of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GrantTs {
+    Echo,
+    EchoPlus(u32),
+    Abs(u32),
+    Ago(u64),
+    Ahead(u64),
+}
+
+impl Codec for GrantRef {
+    fn decode(r: &mut Reader) -> Self {
+        let seq = SeqRef::decode(r);
+        let ts = match r.tag(5) {
+            0 => GrantTs::Echo,
+            1 => GrantTs::EchoPlus(r.u32()),
+            2 => GrantTs::Abs(r.u32()),
+            3 => GrantTs::Ago(r.varint()),
+            _ => GrantTs::Ahead(r.varint()),
+        };
+        GrantRef { seq, ts }
+    }
+    fn encode(&self, w: &mut Writer) {
+        self.seq.encode(w);
+        match self.ts {
+            GrantTs::Echo => w.tag(0),
+            GrantTs::EchoPlus(v) => {
+                w.tag(1);
+                w.u32(v)
+            }
+            GrantTs::Abs(v) => {
+                w.tag(2);
+                w.u32(v)
+            }
+            GrantTs::Ago(v) => {
+                w.tag(3);
+                w.varint(v)
+            }
+            GrantTs::Ahead(v) => {
+                w.tag(4);
+                w.varint(v)
+            }
+        }
+    }
+}
+
+impl GrantRef {
+    fn build(&self, s: &SenderSut) -> EmulationGrant {
+        let emu_seq = self.seq.eval(s.emulations.len() as u32);
+        let echo = s
+            .emulations
+            .get(emu_seq as usize)
+            .map_or(s.now as u32, |e| e.timestamp);
+        let timestamp = match self.ts {
+            GrantTs::Echo => echo,
+            GrantTs::EchoPlus(d) => echo.wrapping_add(d),
+            GrantTs::Abs(v) => v,
+            GrantTs::Ago(d) => s.now.wrapping_sub(d) as u32,
+            GrantTs::Ahead(d) => s.now.wrapping_add(d) as u32,
+        };
+        EmulationGrant { emu_seq, timestamp }
+    }
+}
 
 impl Codec for SenderPkt {
     fn decode(r: &mut Reader) -> Self {
-        match r.tag(5) {
+        match r.tag(6) {
             0 => SenderPkt::HelloAck {
                 transport: r.transport(),
                 status: r.status(),
@@ -146,9 +234,15 @@ impl Codec for SenderPkt {
                 }
             }
             3 => SenderPkt::Reset { reason: r.reason() },
-            _ => SenderPkt::Stray {
+            4 => SenderPkt::Stray {
                 kind: r.tag(STRAY_KINDS),
             },
+            _ => {
+                let n = r.tag(MAX_GRANTS_BUILT);
+                SenderPkt::EmulationCredit {
+                    grants: (0..n).map(|_| GrantRef::decode(r)).collect(),
+                }
+            }
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -191,6 +285,13 @@ impl Codec for SenderPkt {
             SenderPkt::Stray { kind } => {
                 w.tag(4);
                 w.tag(*kind);
+            }
+            SenderPkt::EmulationCredit { grants } => {
+                w.tag(5);
+                w.tag(grants.len() as u8);
+                for g in grants {
+                    g.encode(w);
+                }
             }
         }
     }
@@ -245,6 +346,10 @@ impl SenderPkt {
                 reason: *reason,
             }),
             SenderPkt::Stray { kind } => stray_for_sender(*kind),
+            SenderPkt::EmulationCredit { grants } => Packet::EmulationCredit(EmulationCredit {
+                flow_id: FLOW,
+                grants: grants.iter().map(|g| g.build(s)).collect(),
+            }),
         }
     }
 
@@ -273,6 +378,16 @@ impl SenderPkt {
                     .collect(),
             },
             Packet::Reset(r) => SenderPkt::Reset { reason: r.reason },
+            Packet::EmulationCredit(c) => SenderPkt::EmulationCredit {
+                grants: c
+                    .grants
+                    .iter()
+                    .map(|g| GrantRef {
+                        seq: SeqRef::Abs(g.emu_seq),
+                        ts: GrantTs::Abs(g.timestamp),
+                    })
+                    .collect(),
+            },
             _ => return None,
         })
     }
@@ -323,6 +438,19 @@ fn stray_for_sender(kind: u8) -> Packet {
             transport: TransportKind::FlexPass,
             status: HelloStatus::Refused,
         }),
+        8 => Packet::Emulation(Emulation {
+            flow_id: FLOW,
+            emu_seq: 0,
+            timestamp: 0,
+            hold: 0,
+        }),
+        9 => Packet::EmulationCredit(EmulationCredit {
+            flow_id: other,
+            grants: vec![EmulationGrant {
+                emu_seq: 0,
+                timestamp: 0,
+            }],
+        }),
         _ => Packet::Ack(Ack {
             flow_id: other,
             subflow: SubFlow::Reactive,
@@ -357,11 +485,17 @@ pub enum SenderOp {
         ece: bool,
     },
     Pkt(SenderPkt),
+    /// FlashPass: an honest receiver grants `count + 1` emulation packets the sender sent,
+    /// from the `pick`-th most recent on (modulo the count), in one EMULATION_CREDIT.
+    HonestGrant {
+        pick: u32,
+        count: u8,
+    },
 }
 
 impl Codec for SenderOp {
     fn decode(r: &mut Reader) -> Self {
-        match r.tag(8) {
+        match r.tag(9) {
             0 => SenderOp::Write {
                 len: r.upto(MAX_WRITE),
             },
@@ -374,7 +508,11 @@ impl Codec for SenderOp {
                 pick: r.u32(),
                 ece: r.bool(),
             },
-            _ => SenderOp::Pkt(SenderPkt::decode(r)),
+            7 => SenderOp::Pkt(SenderPkt::decode(r)),
+            _ => SenderOp::HonestGrant {
+                pick: r.u32(),
+                count: r.tag(MAX_EMULATION_GRANTS as u8),
+            },
         }
     }
     fn encode(&self, w: &mut Writer) {
@@ -403,6 +541,11 @@ impl Codec for SenderOp {
                 w.tag(7);
                 p.encode(w);
             }
+            SenderOp::HonestGrant { pick, count } => {
+                w.tag(8);
+                w.u32(*pick);
+                w.tag(*count);
+            }
         }
     }
 }
@@ -426,7 +569,7 @@ impl SenderHarness {
         let mirror = Receiver::new(FLOW, h.transport, &receiver_config(64 << 20, 0, false))
             .expect("valid receiver config");
         SenderHarness {
-            sut: SenderSut::new(h.transport, h.mss(), h.flow_size, h.start),
+            sut: SenderSut::new(h.transport, h.mss(), h.fp, h.flow_size, h.start),
             mirror,
             credits_delivered: 0,
             max_written: MAX_SEGMENTS * h.mss() as u64,
@@ -484,6 +627,25 @@ impl SenderHarness {
             SenderOp::Pkt(p) => {
                 let p = p.build(&self.sut, self.credits_delivered);
                 self.deliver(&p);
+            }
+            SenderOp::HonestGrant { pick, count } => {
+                let n = self.sut.emulations.len();
+                if n == 0 {
+                    return;
+                }
+                let first = n - 1 - (*pick as usize % n);
+                let grants = self.sut.emulations[first..]
+                    .iter()
+                    .take(usize::from(*count) + 1)
+                    .map(|e| EmulationGrant {
+                        emu_seq: e.emu_seq,
+                        timestamp: e.timestamp,
+                    })
+                    .collect();
+                self.deliver(&Packet::EmulationCredit(EmulationCredit {
+                    flow_id: FLOW,
+                    grants,
+                }));
             }
         }
     }

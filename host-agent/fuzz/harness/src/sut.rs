@@ -8,11 +8,12 @@ use crate::pattern;
 use bytes::Bytes;
 use flexpass_core::config::uses_credits;
 use flexpass_core::{
-    CreditConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, TargetLossRule, Transmit,
-    MICROS,
+    CreditConfig, FlashPassConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig,
+    TargetLossRule, Transmit, MICROS, MILLIS,
 };
 use flexpass_wire::{
-    HelloStatus, Packet, SubFlow, TransportKind, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN,
+    Ecn, EmulationGrant, HelloStatus, Packet, SubFlow, TrafficClass, TransportKind,
+    CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, MAX_EMULATION_GRANTS,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -75,6 +76,13 @@ fn check_emitted(t: &Transmit, transport: TransportKind) {
     assert_eq!(p.flow_id(), FLOW, "emitted packet of another flow: {p:?}");
     let (class, ecn) = p.marking(transport);
     match (transport, p) {
+        // FlashPass §III-C: emulation packets take the emulation (credit) queue; the ECN
+        // field is their dropping priority, ECT(0) ordinary, Not-ECT over-provisioned
+        // (SenderSut checks which).
+        (TransportKind::FlashPass, Packet::Emulation(_)) => {
+            assert_eq!(t.class, TrafficClass::Credit, "marking of {p:?}");
+            assert!(matches!(t.ecn, Ecn::Ect0 | Ecn::NotEct), "marking of {p:?}");
+        }
         // PPT data carries its flow's priority (SIGCOMM'24 §4.2): the HCP one of P0–P3, the
         // LCP the mirror image P4–P7; the marking gives each half's top.
         (TransportKind::Ppt, Packet::Data(d)) => {
@@ -107,10 +115,63 @@ pub enum Event {
     },
 }
 
-pub fn sender_config(transport: TransportKind, mss: usize) -> SenderConfig {
+/// `fp`: the FlashPass variant ([`flashpass_config`]; ignored for other transports).
+pub fn sender_config(transport: TransportKind, mss: usize, fp: u8) -> SenderConfig {
     let mut c = SenderConfig::new(transport);
     c.mss = mss;
+    c.flashpass = flashpass_config(fp, mss);
     c
+}
+
+/// FlashPass variants a header picks from (a tag below this).
+pub const FLASHPASS_VARIANTS: u8 = 64;
+
+/// FlashPass variant `v`: bits 0–1 pick the path (link rate, base RTT, T_wait), bit 2 turns
+/// the pre-credit phase (Aeolus) off, bit 3 over-provisioning, bit 4 delayed feedback; bit 5
+/// makes Algorithm 1 wait for 16 resolved packets (`min_update_samples`, the agent's). The
+/// pre-credit phase is capped at four segments (a BDP would cover every input's bytes).
+pub fn flashpass_config(v: u8, mss: usize) -> FlashPassConfig {
+    const PATHS: [(f64, Nanos, Nanos); 4] = [
+        (10e9, 100 * MICROS, MILLIS),
+        (1e9, 10 * MICROS, 200 * MICROS),
+        (10e9, MILLIS, MILLIS),
+        (1e9, 40 * MILLIS, 40 * MILLIS),
+    ];
+    let (link, base_rtt, t_wait) = PATHS[usize::from(v & 3)];
+    let mut c = FlashPassConfig::for_link(link, base_rtt, t_wait);
+    c.unscheduled = v & 4 == 0;
+    c.unscheduled_bytes = c.unscheduled_bytes.min(4 * mss as u64);
+    c.over_provisioning = v & 8 == 0;
+    c.delayed_feedback = v & 16 == 0;
+    c.min_update_samples = if v & 32 == 0 { 1 } else { 16 };
+    c
+}
+
+/// What the sender target and the invariants remember of one emulation packet sent.
+#[derive(Clone, Copy, Debug)]
+pub struct EmulationSent {
+    pub emu_seq: u32,
+    pub timestamp: u32,
+    pub sent: Nanos,
+    pub hold: u16,
+}
+
+/// FlashPass sender bookkeeping of the invariants.
+#[derive(Default)]
+struct FlashPassCheck {
+    cfg: FlashPassConfig,
+    /// emu_seq → the emulation packet, until a grant echoing it (seq and T) licenses a slot.
+    uncredited: BTreeMap<u32, EmulationSent>,
+    /// Data slots T + T_wait licensed by genuine grants (a multiset: slot → count).
+    slots: BTreeMap<Nanos, u32>,
+    next_emu_seq: u32,
+    emulations: u64,
+    over_provisioned: u64,
+    unscheduled_packets: u64,
+    unscheduled_bytes: u64,
+    created: Nanos,
+    /// The pacers' floor gap: 1 / max_emulation_rate.
+    min_gap: Nanos,
 }
 
 /// `rate_scaled`: Algorithm 1 with the ns-2 target-loss rule instead of the paper's.
@@ -154,16 +215,63 @@ pub struct SenderSut {
     segments: BTreeMap<u64, (usize, bool)>,
     was_complete: bool,
     was_failed: bool,
+    /// FlashPass: emulation packets sent, in order (the sender target's honest receiver
+    /// grants from them).
+    pub emulations: Vec<EmulationSent>,
+    fp: Option<Box<FlashPassCheck>>,
     /// Heap budget granted by this endpoint's activity.
     pub cost: usize,
     pub trace: Option<Vec<(Nanos, Event)>>,
 }
 
+impl FlashPassCheck {
+    /// A grant licenses one data slot at T + T_wait (at once when that has passed) iff it
+    /// echoes an emulation packet this sender sent, seq and T, and no grant did before: a
+    /// duplicated, replayed or forged grant licenses nothing.
+    fn on_grant(&mut self, now: Nanos, g: &EmulationGrant) {
+        let Some(e) = self.uncredited.get(&g.emu_seq) else {
+            return;
+        };
+        if e.timestamp != g.timestamp {
+            return;
+        }
+        let slot = (e.sent + self.cfg.t_wait).max(now);
+        self.uncredited.remove(&g.emu_seq);
+        *self.slots.entry(slot).or_default() += 1;
+    }
+
+    /// A proactive data packet at `now` uses the earliest licensed slot, which must be due.
+    fn use_slot(&mut self, now: Nanos) {
+        let Some(mut first) = self.slots.first_entry() else {
+            panic!("FlashPass proactive data at {now} without a grant");
+        };
+        let slot = *first.key();
+        assert!(
+            slot <= now,
+            "FlashPass proactive data at {now} before its slot T + T_wait = {slot}"
+        );
+        *first.get_mut() -= 1;
+        if *first.get() == 0 {
+            first.remove();
+        }
+    }
+}
+
 impl SenderSut {
-    pub fn new(transport: TransportKind, mss: usize, flow_size: u64, start: Nanos) -> Self {
-        let s = Sender::new(FLOW, sender_config(transport, mss), flow_size, start)
-            .expect("valid sender config");
+    pub fn new(transport: TransportKind, mss: usize, fp: u8, flow_size: u64, start: Nanos) -> Self {
+        let cfg = sender_config(transport, mss, fp);
+        let fp = (transport == TransportKind::FlashPass).then(|| {
+            Box::new(FlashPassCheck {
+                min_gap: ((1e9 / cfg.flashpass.max_emulation_rate) as Nanos).max(1),
+                cfg: cfg.flashpass.clone(),
+                created: start,
+                ..Default::default()
+            })
+        });
+        let s = Sender::new(FLOW, cfg, flow_size, start).expect("valid sender config");
         SenderSut {
+            emulations: Vec::new(),
+            fp,
             s,
             transport,
             mss: mss.max(1),
@@ -231,6 +339,7 @@ impl SenderSut {
             || p.is_sender_to_receiver()
             || match &p {
                 Packet::Credit(_) => !uses_credits(self.transport),
+                Packet::EmulationCredit(_) => self.fp.is_none(),
                 Packet::HelloAck(h) => h.transport != self.transport,
                 Packet::Ack(a) => !subflow_allowed(self.transport, a.subflow),
                 _ => false,
@@ -247,6 +356,12 @@ impl SenderSut {
         }
         match (&p, r.is_ok()) {
             (Packet::Credit(c), true) => self.credits.push_back(c.credit_seq),
+            (Packet::EmulationCredit(c), true) => {
+                let fp = self.fp.as_mut().expect("accepted by FlashPass only");
+                for g in &c.grants {
+                    fp.on_grant(self.now, g);
+                }
+            }
             (Packet::Ack(a), true) => {
                 // The sender never accepts an acknowledgement of something it did not send.
                 let next = self.next_seq[sf(a.subflow)];
@@ -296,6 +411,30 @@ impl SenderSut {
         let p = &t.packet;
         assert!(!self.was_failed, "a failed sender transmitted {p:?}");
         assert!(p.is_sender_to_receiver(), "sender emitted {p:?}");
+        if let (Some(fp), Packet::Data(d)) = (self.fp.as_mut(), p) {
+            match d.subflow {
+                // Scheduled data: one per genuine grant, never before T + T_wait.
+                SubFlow::Proactive => fp.use_slot(self.now),
+                // Unscheduled data (Aeolus pre-credit phase): new data only, at most
+                // `unscheduled_bytes` (the last packet may cross it), paced at most one per
+                // 1 / max_emulation_rate since the flow opened.
+                SubFlow::Reactive => {
+                    assert!(fp.cfg.unscheduled, "unscheduled data with the phase off");
+                    assert!(!d.retransmission, "FlashPass retransmits on slots only");
+                    assert!(
+                        fp.unscheduled_bytes < fp.cfg.unscheduled_bytes,
+                        "unscheduled data beyond the pre-credit budget of {} B",
+                        fp.cfg.unscheduled_bytes
+                    );
+                    assert!(
+                        fp.unscheduled_packets <= self.now.saturating_sub(fp.created) / fp.min_gap,
+                        "unscheduled data faster than line rate"
+                    );
+                    fp.unscheduled_packets += 1;
+                    fp.unscheduled_bytes += d.payload.len() as u64;
+                }
+            }
+        }
         match p {
             Packet::Data(d) => {
                 assert!(!self.was_complete, "a complete sender sent data");
@@ -337,7 +476,9 @@ impl SenderSut {
                         );
                         let above = self.segments.range(d.flow_seq..).next();
                         assert!(
-                            above.is_none_or(|(&s, _)| end <= s && (end < s || !d.payload.is_empty())),
+                            above.is_none_or(
+                                |(&s, _)| end <= s && (end < s || !d.payload.is_empty())
+                            ),
                             "new segment at {} overlaps a later one",
                             d.flow_seq
                         );
@@ -354,8 +495,14 @@ impl SenderSut {
                     }
                 }
                 match d.subflow {
-                    // PPT's opportunistic packets consume no credit.
-                    SubFlow::Proactive if self.transport == TransportKind::Ppt => {
+                    // PPT's opportunistic packets consume no credit; FlashPass data uses a
+                    // slot (checked above), not a CREDIT.
+                    SubFlow::Proactive
+                        if matches!(
+                            self.transport,
+                            TransportKind::Ppt | TransportKind::FlashPass
+                        ) =>
+                    {
                         assert_eq!(d.credit_seq, 0)
                     }
                     SubFlow::Proactive => {
@@ -374,6 +521,59 @@ impl SenderSut {
                     SubFlow::Reactive => assert_eq!(d.credit_seq, 0),
                 }
                 self.sent.push(d.clone());
+            }
+            Packet::Emulation(e) => {
+                let fp = self
+                    .fp
+                    .as_mut()
+                    .unwrap_or_else(|| panic!("{:?} sender emitted {p:?}", self.transport));
+                assert!(!self.was_complete, "a complete sender emulates");
+                assert_eq!(e.emu_seq, fp.next_emu_seq, "emu_seq numbering");
+                assert_eq!(
+                    e.timestamp, self.now as u32,
+                    "T is the send time (ns mod 2^32)"
+                );
+                let max_hold = fp.cfg.t_wait / 2 / (10 * MICROS);
+                assert!(
+                    if fp.cfg.delayed_feedback {
+                        u64::from(e.hold) <= max_hold
+                    } else {
+                        e.hold == 0
+                    },
+                    "hold {} (× 10 µs) beyond (T_wait − 2·RTT)/2",
+                    e.hold
+                );
+                // Paced at cur_rate ≤ max_emulation_rate from the flow's start.
+                assert!(
+                    fp.emulations <= self.now.saturating_sub(fp.created) / fp.min_gap,
+                    "emulation faster than max_emulation_rate: {} packets in {} ns",
+                    fp.emulations + 1,
+                    self.now - fp.created
+                );
+                // Over-provisioned (Not-ECT) iff the sender counts it so, only when the
+                // demand is known (after finish) and the mechanism is on.
+                let over = self.s.stats().emulation.over_provisioned_sent;
+                let not_ect = t.ecn == Ecn::NotEct;
+                assert_eq!(
+                    over,
+                    fp.over_provisioned + u64::from(not_ect),
+                    "over-provisioned emulation packets are exactly the Not-ECT ones"
+                );
+                assert!(
+                    !not_ect || (fp.cfg.over_provisioning && self.finished),
+                    "over-provisioned emulation before the demand is known, or with it off"
+                );
+                fp.over_provisioned = over;
+                fp.emulations += 1;
+                fp.next_emu_seq = fp.next_emu_seq.wrapping_add(1);
+                let sent = EmulationSent {
+                    emu_seq: e.emu_seq,
+                    timestamp: e.timestamp,
+                    sent: self.now,
+                    hold: e.hold,
+                };
+                fp.uncredited.insert(e.emu_seq, sent);
+                self.emulations.push(sent);
             }
             Packet::Hello(h) => assert_eq!(h.transport, self.transport),
             Packet::CreditRequest(_) | Packet::CreditStop { .. } => {
@@ -482,6 +682,8 @@ enum Expect {
         transport: TransportKind,
         status: HelloStatus,
     },
+    /// FlashPass: the grants of the emulation packets accepted, in arrival order.
+    EmulationCredit(Vec<EmulationGrant>),
 }
 
 pub struct ReceiverSut {
@@ -512,6 +714,11 @@ pub struct ReceiverSut {
     next_credit_seq: u32,
     /// Credits emitted at the same instant (the pacer bounds bursts).
     burst: (Nanos, u32),
+    /// FlashPass: grants held (delayed feedback) and when the first of them is due.
+    held: Vec<EmulationGrant>,
+    held_due: Option<Nanos>,
+    /// Emulation packets accepted (the receiver target's emu_seq reference).
+    pub emulations: u32,
     pub cost: usize,
     pub trace: Option<Vec<(Nanos, Event)>>,
 }
@@ -545,6 +752,9 @@ impl ReceiverSut {
             credits_on: false,
             next_credit_seq: 0,
             burst: (Nanos::MAX, 0),
+            held: Vec::new(),
+            held_due: None,
+            emulations: 0,
             cost: 0,
             trace: None,
         }
@@ -611,6 +821,7 @@ impl ReceiverSut {
             || !(p.is_sender_to_receiver() || matches!(p, Packet::Reset(_)))
             || match &p {
                 Packet::CreditRequest(_) | Packet::CreditStop { .. } => !credit,
+                Packet::Emulation(_) => self.transport != TransportKind::FlashPass,
                 Packet::Data(d) => !subflow_allowed(self.transport, d.subflow),
                 _ => false,
             };
@@ -689,6 +900,20 @@ impl ReceiverSut {
             // ACKs); the next data packet stops them again.
             Packet::CreditRequest(_) => self.credits_on = true,
             Packet::CreditStop { .. } | Packet::Reset(_) => self.credits_on = false,
+            // FlashPass §III-B: every emulation packet that got through is granted, at once
+            // (hold 0) or within its hold together with later ones, at most 32 a packet.
+            Packet::Emulation(e) => {
+                self.emulations = self.emulations.wrapping_add(1);
+                self.held.push(EmulationGrant {
+                    emu_seq: e.emu_seq,
+                    timestamp: e.timestamp,
+                });
+                let due = self.now + u64::from(e.hold) * 10 * MICROS;
+                self.held_due = Some(self.held_due.map_or(due, |d| d.min(due)));
+                if e.hold == 0 || self.held.len() >= MAX_EMULATION_GRANTS {
+                    self.release_grants();
+                }
+            }
             _ => unreachable!("rejected above"),
         }
         if matches!(p, Packet::Data(_)) && self.r.is_complete() {
@@ -707,9 +932,25 @@ impl ReceiverSut {
         self.poll_into(max, out)
     }
 
+    /// The held grants leave in one EMULATION_CREDIT, after everything owed so far.
+    fn release_grants(&mut self) {
+        if !self.held.is_empty() {
+            self.expected
+                .push_back(Expect::EmulationCredit(std::mem::take(&mut self.held)));
+        }
+        self.held_due = None;
+    }
+
+    fn release_due_grants(&mut self) {
+        if self.held_due.is_some_and(|d| self.now >= d) {
+            self.release_grants();
+        }
+    }
+
     fn poll_into(&mut self, max: usize, out: &mut Vec<Packet>) -> usize {
         let mut n = 0;
         while n < max {
+            self.release_due_grants();
             let Some(t) = self.r.poll_transmit(self.now) else {
                 break;
             };
@@ -777,6 +1018,14 @@ impl ReceiverSut {
                     "one HELLO_ACK per HELLO, in order"
                 );
             }
+            Packet::EmulationCredit(c) => {
+                let want = self.expected.pop_front();
+                assert_eq!(
+                    want.as_ref(),
+                    Some(&Expect::EmulationCredit(c.grants.clone())),
+                    "one grant per emulation packet, in arrival order, batched as the holds allow"
+                );
+            }
             Packet::Credit(c) => {
                 assert!(self.expected.is_empty(), "credits go after owed ACKs");
                 assert!(self.credits_on, "credit sent while credits are stopped");
@@ -823,11 +1072,13 @@ impl ReceiverSut {
         if let Some(tr) = &mut self.trace {
             tr.push((before, Event::Timeout { after: self.now }));
         }
+        self.release_due_grants();
         self.r.handle_timeout(self.now);
         self.check_no_spin(out);
     }
 
     pub fn spurious_timeout(&mut self) {
+        self.release_due_grants();
         self.r.handle_timeout(self.now);
     }
 
@@ -878,6 +1129,14 @@ impl ReceiverSut {
                 "{sub:?} cumulative ACK moved backwards"
             );
             self.last_cum[i] = cum;
+        }
+        // A held grant is never held past its hold: the deadline covers it.
+        if let Some(due) = self.held_due {
+            assert!(
+                r.poll_timeout().is_some_and(|t| t <= due),
+                "held grants due at {due} but the receiver's deadline is {:?}",
+                r.poll_timeout()
+            );
         }
         let rate = r.credit_rate();
         assert!(

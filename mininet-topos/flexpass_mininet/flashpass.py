@@ -1,0 +1,235 @@
+"""FlashPass with real packets: ``python3 -m flexpass_mininet flashpass [experiments/flashpass.toml]``.
+
+N senders each send one long flow (``flexpass send``) to one receiver through one
+``flexpass_switch`` with the FlashPass profile of ``flexpass-ctl`` (docs/protocol.md §10:
+the emulation queue shaped to C·84/(84 + 1538), 8 packets, over-provisioned Not-ECT
+emulation dropped at 2 queued; one shallow data queue), the static case of FlashPass
+§IV-B1 scaled down.  The same senders run once per transport: ``flashpass`` (plain, no
+pre-credit phase, as Fig. 10) and ``dctcp`` (the agent's window transport; the data
+queue marks nothing, so it is loss-driven like the paper's TCP baseline).
+
+Measured: every flow byte-exact (sender and receiver SHA-256), its completion time and
+retransmissions, the senders' emulation counters; the bottleneck port's TM counters per
+queue (bytes dequeued, maximum depth, drops per reason) and the data queue's depth
+sampled every ``sample_ms`` (mean, p99, max).  Data loss is data packets the switch
+dropped (data queue: full buffer or red) plus the senders' retransmissions.  Writes
+result.json, flows.csv, queue.csv and queue.png into <out>/<name>-<switch>/.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from .expfile import ExperimentError, Run, no_leftovers, read, take_run
+from .experiments import AGENT_PORT, _agent, _read_json_lines
+from .fabric import dumbbell
+from .network import start_network
+from .scaling import Scaled
+
+from flexpass_cp.config import DEFAULT_BMV2_PRIORITY
+
+TRANSPORTS = ("flashpass", "dctcp")
+# The profile's queues: the credit queue is the emulation queue, the FlexPass queue the data.
+EMULATION_QUEUE = DEFAULT_BMV2_PRIORITY["credit"]
+DATA_QUEUE = DEFAULT_BMV2_PRIORITY["flexpass"]
+
+
+@dataclass
+class Experiment(Run):
+    senders: int = 4
+    flow_bytes: int = 2_000_000
+    start_gap_ms: float = 100.0
+    t_wait_us: float = 4000.0
+    transports: List[str] = field(default_factory=lambda: list(TRANSPORTS))
+    buffer_bytes: int = 15_140
+    sample_ms: float = 20.0
+    flow_timeout_s: float = 120.0
+
+
+def parse_experiment(raw: dict, name: str) -> Experiment:
+    e = Experiment(name=name)
+    take_run(raw, e, (("senders", int), ("flow_bytes", int), ("start_gap_ms", float), ("t_wait_us", float),
+                      ("transports", list), ("buffer_bytes", int), ("sample_ms", float),
+                      ("flow_timeout_s", float)))
+    no_leftovers(raw, name)
+    if e.senders < 1 or e.flow_bytes < 1:
+        raise ExperimentError(f"{name}: senders and flow_bytes must be >= 1")
+    bad = [t for t in e.transports if t not in TRANSPORTS]
+    if bad or not e.transports:
+        raise ExperimentError(f"{name}: transports must be among {', '.join(TRANSPORTS)}, got {e.transports}")
+    if e.t_wait_us < e.rtt_us:
+        raise ExperimentError(f"{name}: t_wait_us ({e.t_wait_us}) must be at least the RTT rtt_us ({e.rtt_us}): "
+                              "FlashPass §III-B, T_wait >= the network's max RTT")
+    if e.buffer_bytes < 3 * 1514:
+        raise ExperimentError(f"{name}: buffer_bytes must hold at least 3 full frames (4542 B), got {e.buffer_bytes}")
+    if not 0 < e.sample_ms <= 1000 or e.start_gap_ms < 0:
+        raise ExperimentError(f"{name}: need 0 < sample_ms <= 1000 and start_gap_ms >= 0")
+    return e
+
+
+def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
+    raw, name = read(path, overrides)
+    return parse_experiment(raw, name)
+
+
+def switch_config(e: Experiment) -> dict:
+    """The flexpass-ctl keys of the FlashPass switch: the data queue's buffer (the paper's
+    thresholds are the profile's defaults: 8-packet emulation queue, 2 and 2)."""
+    return {"port_defaults": {"buffer": e.buffer_bytes}}
+
+
+def _pct(xs: List[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def queue_summary(stats: dict, depth_samples: List[int]) -> dict:
+    queues = {q["queue"]: q for q in stats.get("queues", [])}
+
+    def one(q):
+        s = queues.get(q, {})
+        return {"queue": q, "dequeued_pkts": int(s.get("dequeued_pkts", 0)),
+                "dequeued_bytes": int(s.get("dequeued_bytes", 0)),
+                "max_depth_bytes": int(s.get("max_depth_bytes", 0)),
+                "max_depth_pkts": int(s.get("max_depth_pkts", 0)),
+                "ecn_marked_pkts": int(s.get("ecn_marked_pkts", 0)),
+                "dropped_pkts": {k: v for k, v in s.get("dropped_pkts", {}).items() if v}}
+    data = one(DATA_QUEUE)
+    data["depth_samples"] = len(depth_samples)
+    data["mean_depth_bytes"] = sum(depth_samples) / len(depth_samples) if depth_samples else 0.0
+    data["p99_depth_bytes"] = _pct(depth_samples, 0.99)
+    return {"emulation": one(EMULATION_QUEUE), "data": data}
+
+
+def run_transport(e: Experiment, transport: str, out: Path) -> dict:
+    sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
+    fab = dumbbell(e.senders)
+    run_dir = out / f"{e.name}-{e.switch}" / transport
+    run_dir.mkdir(parents=True, exist_ok=True)
+    receiver = f"h{e.senders + 1}"
+    rip = fab.hosts[receiver].ip
+    sw_port = fab.host_port(receiver)[1]
+    extra = ["--t-wait-us", f"{e.t_wait_us:g}", "--flashpass-no-unscheduled"] if transport == "flashpass" else []
+    series: List[tuple] = []
+    from flexpass_cp.tm_client import TmClient
+
+    with start_network(fab, sc, e.switch, run_dir, "flashpass", config_extra=switch_config(e)) as net:
+        tm_port = fab.switches["s1"].tm_port
+        net.popen(receiver, _agent("serve", "--listen", f"{rip}:{AGENT_PORT}", "--count", str(e.senders),
+                                   *sc.agent_args()),
+                  run_dir / f"{receiver}-serve.jsonl", run_dir / f"{receiver}-serve.err")
+        time.sleep(0.5)
+        procs = []
+        t0 = time.monotonic()
+        for i in range(1, e.senders + 1):
+            procs.append(net.popen(f"h{i}", _agent(
+                "send", "--to", f"{rip}:{AGENT_PORT}", "--transport", transport, "--size", str(e.flow_bytes),
+                "--timeout-s", f"{e.flow_timeout_s:g}", *sc.agent_args(), *extra),
+                run_dir / f"h{i}-send.jsonl", run_dir / f"h{i}-send.err"))
+            time.sleep(e.start_gap_ms / 1e3)
+        deadline = t0 + e.flow_timeout_s + 5
+        last_print = 0.0
+        with TmClient("127.0.0.1", tm_port) as tm:
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                st = tm.get_stats(sw_port)
+                q = {x["queue"]: x for x in st.get("queues", [])}
+                now = time.monotonic() - t0
+                series.append((now, int(q.get(DATA_QUEUE, {}).get("depth_bytes", 0)),
+                               int(q.get(EMULATION_QUEUE, {}).get("depth_bytes", 0))))
+                if now - last_print >= 2.0:
+                    last_print = now
+                    done = sum(p.poll() is not None for p in procs)
+                    print(f"  {transport}: {now:5.1f} s, {done}/{len(procs)} senders done", flush=True)
+                time.sleep(e.sample_ms / 1e3)
+            stats = tm.get_stats(sw_port)
+        timed_out = [f"h{i}" for i, p in enumerate(procs, start=1) if p.poll() is None]
+        time.sleep(0.5)
+    sent = []
+    for i in range(1, e.senders + 1):
+        sent += [dict(r, sender=f"h{i}") for r in _read_json_lines(run_dir / f"h{i}-send.jsonl")
+                 if r.get("event", "").startswith("flow_")]
+    received = [r for r in _read_json_lines(run_dir / f"{receiver}-serve.jsonl") if r.get("event") == "flow_received"]
+    got = {r["sha256"] for r in received if r.get("bytes") == e.flow_bytes}
+    exact = sum(1 for s in sent if not s.get("error") and s["sha256"] in got)
+    # Samples while every sender is active (the busy period): the queue FlashPass keeps.
+    busy = [d for t, d, _ in series if t >= e.start_gap_ms * (e.senders - 1) / 1e3]
+    queues = queue_summary(stats, busy)
+    data_drops = sum(queues["data"]["dropped_pkts"].values())
+    fcts = [s["fct_us"] for s in sent if not s.get("error")]
+    span_s = (max(fcts) / 1e6 + e.start_gap_ms * (e.senders - 1) / 1e3) if fcts else 0.0
+    emulation = [s["emulation"] for s in sent if s.get("emulation")]
+    em_total = {k: sum(x[k] for x in emulation) for k in (emulation[0] if emulation else {})}
+    return {"transport": transport, "flows": sent, "byte_exact": exact, "senders_timed_out": timed_out,
+            "goodput_mbps": (exact * e.flow_bytes * 8 / span_s / 1e6) if span_s else 0.0,
+            "retransmissions": sum(int(s.get("retransmissions") or 0) for s in sent),
+            "timeouts": sum(int(s.get("timeouts") or 0) for s in sent),
+            "data_packets_dropped": data_drops, "emulation": em_total, "queues": queues,
+            "series": series, "tm_stats": stats}
+
+
+def run(e: Experiment, out: Path) -> dict:
+    res = {"experiment": e.name, "description": e.description, "switch": e.switch,
+           "settings": {k: v for k, v in asdict(e).items() if k not in ("name", "description")},
+           "switch_config": switch_config(e), "runs": {}}
+    for t in e.transports:
+        print(f"{e.name}: {t} ({e.senders} senders x {e.flow_bytes} B, {e.link_mbps:g} Mbit/s, "
+              f"RTT {e.rtt_us:g} µs)", flush=True)
+        res["runs"][t] = run_transport(e, t, out)
+    d = out / f"{e.name}-{e.switch}"
+    with open(d / "flows.csv", "w") as f:
+        f.write("transport,sender,bytes,fct_us,retransmissions,timeouts,error\n")
+        for t, r in res["runs"].items():
+            for x in r["flows"]:
+                f.write(f"{t},{x['sender']},{x['bytes']},{x['fct_us']:.0f},{x.get('retransmissions', 0)},"
+                        f"{x.get('timeouts', 0)},{x.get('error') or ''}\n")
+    with open(d / "queue.csv", "w") as f:
+        f.write("transport,t_s,data_depth_bytes,emulation_depth_bytes\n")
+        for t, r in res["runs"].items():
+            for s, dd, ed in r["series"]:
+                f.write(f"{t},{s:.3f},{dd},{ed}\n")
+    plot(res, d / "queue.png")
+    for r in res["runs"].values():
+        del r["series"]
+    (d / "result.json").write_text(json.dumps(res, indent=2))
+    return res
+
+
+def plot(res: dict, path: Path) -> None:
+    from .plots import plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for t, r in res["runs"].items():
+        xs = [s for s, _, _ in r["series"]]
+        ax.plot(xs, [d / 1e3 for _, d, _ in r["series"]], label=f"{t}: data queue", lw=1)
+    ax.axhline(res["settings"]["buffer_bytes"] / 1e3, color="grey", ls="--", lw=0.8, label="buffer")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("bottleneck data queue (kB)")
+    ax.set_title(f"FlashPass vs window transport on {res['switch']} (Mininet): {res['experiment']}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary(res: dict) -> str:
+    lines = [f"== {res['experiment']} ({res['switch']}) =="]
+    for t, r in res["runs"].items():
+        dq, eq = r["queues"]["data"], r["queues"]["emulation"]
+        lines.append(f"  {t:9} {r['byte_exact']}/{len(r['flows'])} flows byte-exact, goodput {r['goodput_mbps']:.2f} "
+                     f"Mbit/s; data queue mean {dq['mean_depth_bytes'] / 1e3:.2f} kB, p99 "
+                     f"{dq['p99_depth_bytes'] / 1e3:.2f} kB, max {dq['max_depth_bytes'] / 1e3:.2f} kB; data drops "
+                     f"{dq['dropped_pkts'] or 0}, retransmissions {r['retransmissions']}, timeouts {r['timeouts']}")
+        if t == "flashpass":
+            em = r["emulation"]
+            lines.append(f"            emulation: sent {em.get('emulation_sent', 0)}, lost {em.get('emulation_lost', 0)}, "
+                         f"over-provisioned {em.get('over_provisioned_sent', 0)}, grants {em.get('grants_received', 0)} "
+                         f"(late {em.get('late_grants', 0)}); switch emulation queue: max {eq['max_depth_pkts']} pkts, "
+                         f"drops {eq['dropped_pkts'] or 0}, ECN {eq['ecn_marked_pkts']}")
+    return "\n".join(lines)
