@@ -23,7 +23,8 @@ pub struct WorkloadArgs {
     /// Destinations (flexpass serve), comma separated; each flow picks one at random.
     #[arg(long, value_delimiter = ',', required = true)]
     pub to: Vec<SocketAddr>,
-    /// Flow-size CDF: search, mining, cachefollower, webserver, facebook, google, or a file.
+    /// Flow-size CDF: search, mining, cachefollower, webserver, facebook, google, alibaba-wan,
+    /// flashpass-10-80mb, or a file.
     #[arg(long, default_value = "search")]
     pub cdf: String,
     /// Offered load as a fraction of --link-gbps.

@@ -65,7 +65,7 @@ fn one() -> u64 {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologySpec {
-    /// star | dumbbell | parking-lot | leaf-spine | clos3
+    /// star | dumbbell | parking-lot | leaf-spine | clos3 | three-dc
     pub kind: String,
     /// Host link rate (and every other link's unless set), Gbit/s.
     pub link_gbps: Option<f64>,
@@ -102,6 +102,12 @@ pub struct TopologySpec {
     pub aggs_per_pod: Option<usize>,
     /// clos3: aggregation–core link rate, Gbit/s (default: `link_gbps`).
     pub core_gbps: Option<f64>,
+    /// three-dc (FlashPass §IV-B2): hosts in each data centre (20), WAN link rate, Gbit/s
+    /// (10), and the WAN links' one-way delays [dc0–dc1, dc1–dc2, dc2–dc0], µs
+    /// ([20000, 30000, 40000]).
+    pub hosts_per_dc: Option<usize>,
+    pub wan_gbps: Option<f64>,
+    pub wan_delay_us: Option<Vec<f64>>,
     /// IP MTU of every link, bytes (default 1500; 9000: jumbo frames): the senders' segment
     /// size and the credit rates, share · C · 84 / (84 + mtu + 38) (docs/protocol.md §9).
     pub mtu: Option<usize>,
@@ -123,6 +129,9 @@ pub struct SwitchSpec {
     pub red_kb: f64,
     /// Per-port data buffer, kB (ignored by switches when `shared_buffer_mb` is set).
     pub buffer_kb: f64,
+    /// Per-port data buffer in kB per Gbit/s of the port's link (FlashPass §IV-A: "20KB per
+    /// port per Gbps"), replacing `buffer_kb` when set.
+    pub buffer_kb_per_gbps: Option<f64>,
     /// A shared buffer per switch, MB, with a dynamic threshold α (`buffer_alpha`).
     pub shared_buffer_mb: Option<f64>,
     pub buffer_alpha: f64,
@@ -173,6 +182,7 @@ impl Default for SwitchSpec {
             k_q1_kb: None,
             red_kb: 100.0,
             buffer_kb: 600.0,
+            buffer_kb_per_gbps: None,
             shared_buffer_mb: None,
             buffer_alpha: 0.25,
             nic_buffer_kb: None,
@@ -387,7 +397,8 @@ pub struct IncastEntry {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
-    /// A built-in CDF (search, mining, cachefollower, webserver, facebook, google) or a file.
+    /// A built-in CDF (search, mining, cachefollower, webserver, facebook, google,
+    /// alibaba-wan, flashpass-10-80mb) or a file.
     pub cdf: String,
     /// Offered load on the topology's load capacity (ToR / leaf uplinks, else host links).
     pub load: f64,
@@ -396,6 +407,11 @@ pub struct WorkloadSpec {
     /// Homa and HPCC generate traffic: λ = load · C · hosts / mean size).
     #[serde(default)]
     pub load_on: Option<String>,
+    /// Who talks to whom: "any" (default: uniformly random distinct hosts) or "inter-rack"
+    /// (source and destination in different racks — FlashPass §IV-B2: "chosen uniformly
+    /// random from different DCs").
+    #[serde(default)]
+    pub pairs: Option<String>,
     /// Background flows.
     pub flows: usize,
     #[serde(default)]
@@ -868,6 +884,7 @@ impl TopologySpec {
                 "core_gbps",
                 "oversubscription",
             ],
+            "three-dc" => &["hosts_per_dc", "wan_gbps", "wan_delay_us"],
             _ => &[],
         }
     }
@@ -897,17 +914,29 @@ impl TopologySpec {
         k("tors", self.tors.is_some());
         k("aggs_per_pod", self.aggs_per_pod.is_some());
         k("core_gbps", self.core_gbps.is_some());
+        k("hosts_per_dc", self.hosts_per_dc.is_some());
+        k("wan_gbps", self.wan_gbps.is_some());
+        k("wan_delay_us", self.wan_delay_us.is_some());
         out
     }
 
-    /// Host link rate, bits/s (default 10 Gbit/s; clos3: 40).
+    /// Host link rate, bits/s (default 10 Gbit/s; clos3: 40; three-dc: 1, FlashPass §IV-B2).
     pub fn link_bps(&self) -> f64 {
-        let default = if self.kind == "clos3" { 40.0 } else { 10.0 };
+        let default = match self.kind.as_str() {
+            "clos3" => 40.0,
+            "three-dc" => 1.0,
+            _ => 10.0,
+        };
         self.link_gbps.unwrap_or(default) * 1e9
     }
 
+    /// Link delay (default 5 µs; clos3: 4; three-dc: the DC links' 10 µs, FlashPass §IV-B2).
     pub fn link_delay(&self) -> Nanos {
-        let default = if self.kind == "clos3" { 4.0 } else { 5.0 };
+        let default = match self.kind.as_str() {
+            "clos3" => 4.0,
+            "three-dc" => 10.0,
+            _ => 5.0,
+        };
         us(self.link_delay_us.unwrap_or(default))
     }
 
@@ -1043,6 +1072,37 @@ impl TopologySpec {
                     core_bps: gbps(self.core_gbps, "core_gbps")?,
                 }
             }
+            "three-dc" => {
+                let wan_delay = match self.wan_delay_us.as_deref() {
+                    None => [20 * MILLIS, 30 * MILLIS, 40 * MILLIS],
+                    Some(&[a, b, c]) => {
+                        let mut out = [0; 3];
+                        for (i, (d, link)) in [a, b, c]
+                            .into_iter()
+                            .zip(["dc0–dc1", "dc1–dc2", "dc2–dc0"])
+                            .enumerate()
+                        {
+                            non_negative(d, &format!("topology.wan_delay_us[{i}] ({link})"))?;
+                            out[i] = us(d);
+                        }
+                        out
+                    }
+                    Some(v) => {
+                        return Err(format!(
+                            "topology.wan_delay_us must be three one-way delays [dc0–dc1, dc1–dc2, dc2–dc0] in µs, got {} value(s)",
+                            v.len()
+                        ))
+                    }
+                };
+                Shape::ThreeDc {
+                    hosts_per_dc: count(self.hosts_per_dc, "hosts_per_dc", Some(20), 1)?,
+                    wan_bps: match self.wan_gbps {
+                        Some(g) => positive(g, "topology.wan_gbps")? * 1e9,
+                        None => 10e9,
+                    },
+                    wan_delay,
+                }
+            }
             _ => unreachable!("checked above"),
         })
     }
@@ -1130,6 +1190,12 @@ impl Experiment {
             "host.ppt.alpha_history must be >= 1".into()
         })?;
         positive(s.buffer_kb, "switch.buffer_kb")?;
+        if let Some(b) = s.buffer_kb_per_gbps {
+            positive(b, "switch.buffer_kb_per_gbps")?;
+            check(s.shared_buffer_mb.is_none(), || {
+                "switch.buffer_kb_per_gbps sizes per-port buffers: it does not apply with shared_buffer_mb".into()
+            })?;
+        }
         if let Some(b) = s.shared_buffer_mb {
             positive(b, "switch.shared_buffer_mb")?;
         }
@@ -1226,6 +1292,15 @@ impl Experiment {
                     format!(
                         "workload.load_on must be \"uplinks\" or \"hosts\", got {:?}",
                         w.load_on.as_deref().unwrap_or("")
+                    )
+                },
+            )?;
+            check(
+                matches!(w.pairs.as_deref(), None | Some("any") | Some("inter-rack")),
+                || {
+                    format!(
+                        "workload.pairs must be \"any\" or \"inter-rack\", got {:?}",
+                        w.pairs.as_deref().unwrap_or("")
                     )
                 },
             )?;
@@ -1332,6 +1407,7 @@ impl Experiment {
                 ..
             } => leaves * hosts_per_leaf,
             Shape::Clos3 { hosts, .. } => hosts,
+            Shape::ThreeDc { hosts_per_dc, .. } => 3 * hosts_per_dc,
         })
     }
 
@@ -1507,6 +1583,70 @@ transport = "flexpass"
             .experiment(&[])
             .unwrap_err();
         assert!(e.contains("topology.kind 'ring'"), "{e}");
+    }
+
+    #[test]
+    fn three_dc_keys_and_values_are_checked() {
+        const WAN: &str = "[topology]\nkind = \"three-dc\"\n[[flow]]\nsrc = 0\ndst = 59\n";
+        let err = |sets: &[&str]| {
+            let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+            src(WAN).experiment(&o).unwrap_err()
+        };
+        let e = src(WAN).experiment(&[]).unwrap();
+        assert_eq!(
+            e.num_hosts().unwrap(),
+            60,
+            "20 hosts in each of 3 DCs by default"
+        );
+        assert_eq!(e.topology.link_bps(), 1e9);
+        assert_eq!(e.topology.link_delay(), 10 * MICROS);
+        let e = err(&["topology.wan_delay_us=[20000, 30000]"]);
+        assert!(
+            e.contains("topology.wan_delay_us must be three one-way delays") && e.contains("got 2"),
+            "{e}"
+        );
+        let e = err(&["topology.wan_delay_us=[20000, -1, 40000]"]);
+        assert!(
+            e.contains("topology.wan_delay_us[1] (dc1–dc2) must be >= 0, got -1"),
+            "{e}"
+        );
+        let e = err(&["topology.wan_gbps=0"]);
+        assert!(e.contains("topology.wan_gbps must be > 0, got 0"), "{e}");
+        let e = err(&["topology.hosts_per_dc=0"]);
+        assert!(
+            e.contains("topology.hosts_per_dc must be >= 1, got 0"),
+            "{e}"
+        );
+        let e = err(&["topology.hosts=4"]);
+        assert!(
+            e.contains("topology.hosts does not apply to kind 'three-dc'")
+                && e.contains("hosts_per_dc, wan_gbps, wan_delay_us"),
+            "{e}"
+        );
+        let e = err(&["topology.wan_gbps=\"fast\""]);
+        assert!(e.contains("wan_gbps") && e.contains("invalid type"), "{e}");
+        let e = src(STAR)
+            .experiment(&[Override::parse("topology.wan_gbps=10").unwrap()])
+            .unwrap_err();
+        assert!(
+            e.contains("topology.wan_gbps does not apply to kind 'star'"),
+            "{e}"
+        );
+        let e = err(&["switch.buffer_kb_per_gbps=-20"]);
+        assert!(
+            e.contains("switch.buffer_kb_per_gbps must be > 0, got -20"),
+            "{e}"
+        );
+        let e = err(&[
+            "workload.cdf=\"alibaba-wan\"",
+            "workload.load=0.4",
+            "workload.flows=3",
+            "workload.pairs=\"cross\"",
+        ]);
+        assert!(
+            e.contains("workload.pairs must be \"any\" or \"inter-rack\", got \"cross\""),
+            "{e}"
+        );
     }
 
     #[test]

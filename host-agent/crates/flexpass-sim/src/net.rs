@@ -498,6 +498,11 @@ impl Network {
         self.nodes[n].ports.iter().map(|p| p.peer)
     }
 
+    /// Each neighbour with the propagation delay of the link to it.
+    pub fn neighbour_delays(&self, n: NodeId) -> impl Iterator<Item = (NodeId, Nanos)> + '_ {
+        self.nodes[n].ports.iter().map(|p| (p.peer, p.link.delay))
+    }
+
     pub fn is_host_node(&self, n: NodeId) -> bool {
         self.nodes[n].host.is_some()
     }

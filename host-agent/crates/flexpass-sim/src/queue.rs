@@ -22,7 +22,7 @@
 //! port (or the shared buffer) for all eight. A `Priority(p)` packet goes to queue p; any
 //! other class (legacy DCTCP) to Q3, the HCP priority of large flows.
 
-use flexpass_wire::{Ecn, TrafficClass};
+use flexpass_wire::{Ecn, Packet, TrafficClass};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -244,6 +244,10 @@ pub struct QueueStats {
     pub ecn_marked: u64,
     /// Dropped because the queue (Q0) or port buffer was full.
     pub dropped_full: u64,
+    /// Of `dropped_full` in a data queue, packets without payload (ACKs, EMULATION_CREDITs and
+    /// other control messages, which share the data queue).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_full_control: u64,
     /// PPT profile: of `dropped_full`, packets refused while lower-priority queues of the
     /// port held bytes (strict priority never lets those delay this packet on the wire, but
     /// they took the buffer it needed).
@@ -426,6 +430,9 @@ impl PortQueue {
             let st = &mut self.stats[q];
             if !fits {
                 st.dropped_full += 1;
+                if !matches!(pkt.packet, Packet::Data(_)) {
+                    st.dropped_full_control += 1;
+                }
                 if self.cfg.profile == Profile::Ppt && self.bytes[q + 1..].iter().any(|&b| b > 0) {
                     st.dropped_full_lower_held += 1;
                     if q < PPT_LCP_QUEUES.start && self.bytes[PPT_LCP_QUEUES].iter().any(|&b| b > 0)
@@ -873,7 +880,10 @@ mod tests {
         // The 120 kB buffer full of LCP frames: 30 in P7, then 48 in P4.
         for i in 0..78 {
             let p = if i < 30 { 7 } else { 4 };
-            assert_eq!(pq.enqueue(test_packet(TrafficClass::Priority(p), 1538), None), Enqueued::Accepted);
+            assert_eq!(
+                pq.enqueue(test_packet(TrafficClass::Priority(p), 1538), None),
+                Enqueued::Accepted
+            );
         }
         // Another LCP packet is refused (no push-out among LCP packets).
         assert_eq!(
@@ -882,7 +892,10 @@ mod tests {
         );
         // HCP packets push LCP packets out, lowest priority (P7) first, one frame each.
         for _ in 0..31 {
-            assert_eq!(pq.enqueue(test_packet(TrafficClass::Priority(2), 1538), None), Enqueued::Accepted);
+            assert_eq!(
+                pq.enqueue(test_packet(TrafficClass::Priority(2), 1538), None),
+                Enqueued::Accepted
+            );
         }
         assert_eq!(pq.stats()[7].dropped_pushout, 30);
         assert_eq!(pq.stats()[4].dropped_pushout, 1);

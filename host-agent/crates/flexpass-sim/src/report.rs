@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 pub const STARVATION_SHARE: f64 = 0.2;
 
 /// Runs with more flows than this keep only the per-flow record, not the full transport
-/// statistics of each flow nor per-flow throughput samples.
-pub const DETAILED_FLOWS: usize = 100;
+/// statistics of each flow nor per-flow throughput samples (256: FlashPass Fig. 10b's 200
+/// long flows still get their shares).
+pub const DETAILED_FLOWS: usize = 256;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowReport {
@@ -366,9 +367,17 @@ pub struct RunReport {
     /// FlashPass flows' emulation (runs with FlashPass flows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flashpass: Option<FlashPassReport>,
+    /// Packets without payload (ACKs, EMULATION_CREDITs, other control messages) dropped
+    /// for a full data buffer, switches and NICs; counted in `data_drops_full` /
+    /// `nic_data_drops` (they share the data queue), not in `data_loss_rate`.
+    pub control_drops: u64,
     /// Data packets dropped anywhere (switch buffers, selective dropping, host NICs) per
     /// data packet the senders sent.
     pub data_loss_rate: f64,
+    /// Of `data_loss_rate`: red data selectively dropped (FlexPass's reactive packets,
+    /// FlashPass*'s unscheduled pre-credit packets), switches and NICs. The rest is data
+    /// dropped for a full buffer: for FlashPass, scheduled data.
+    pub red_loss_rate: f64,
     pub corrupted_bytes: u64,
     pub jain_index: Option<f64>,
     pub paths: PathReport,
@@ -599,7 +608,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         })
         .collect();
     let ports = net.port_reports();
-    let (mut full, mut red, mut credit, mut nic) = (0, 0, 0, 0);
+    let (mut full, mut red, mut credit, mut nic, mut control) = (0, 0, 0, 0, 0);
+    let mut nic_red = 0;
     let link_drops = ports
         .iter()
         .flat_map(|p| p.queues.iter())
@@ -611,8 +621,13 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             .iter()
             .map(|q| q.dropped_full + q.dropped_red)
             .sum();
+        control += data_queues
+            .iter()
+            .map(|q| q.dropped_full_control)
+            .sum::<u64>();
         if p.host {
             nic += data;
+            nic_red += data_queues.iter().map(|q| q.dropped_red).sum::<u64>();
             continue;
         }
         if p.data_queues.start > 0 {
@@ -623,6 +638,12 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             red += q.dropped_red;
         }
     }
+    let data_sent: u64 = net
+        .flows
+        .iter()
+        .filter_map(|f| f.sender_stats())
+        .map(|s| s.packets_proactive + s.packets_reactive)
+        .sum();
     let mut paths = PathReport::default();
     for f in &net.flows {
         if f.paths.data.is_some() && f.paths.credit.is_some() {
@@ -683,14 +704,9 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
         ppt: ppt_report(net, &ports),
         flashpass: flashpass_report(net),
-        data_loss_rate: (full + red + nic) as f64
-            / net
-                .flows
-                .iter()
-                .filter_map(|f| f.sender_stats())
-                .map(|s| s.packets_proactive + s.packets_reactive)
-                .sum::<u64>()
-                .max(1) as f64,
+        control_drops: control,
+        red_loss_rate: (red + nic_red) as f64 / data_sent.max(1) as f64,
+        data_loss_rate: (full + red + nic - control) as f64 / data_sent.max(1) as f64,
         corrupted_bytes: net.flows.iter().map(|f| f.corrupted_bytes).sum(),
         jain_index: (flows.len() > 1 && sampled).then(|| jain(&shares)),
         paths,

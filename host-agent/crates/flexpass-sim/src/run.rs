@@ -43,8 +43,11 @@ pub struct Stack {
     pub emulation_threshold: usize,
     pub red_threshold: u64,
     pub buffer: u64,
+    /// Per-port buffer in bytes per Gbit/s of the port's link, replacing `buffer` when set.
+    pub buffer_per_gbps: Option<u64>,
     pub shared_buffer: Option<(u64, f64)>,
-    pub nic_buffer: u64,
+    /// Host NIC buffer (default: a switch port's).
+    pub nic_buffer: Option<u64>,
     pub credit_queue: usize,
     pub credit_burst: f64,
     pub nic_credit_share: Option<f64>,
@@ -118,10 +121,11 @@ impl Stack {
             },
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
+            buffer_per_gbps: s.buffer_kb_per_gbps.map(kb),
             shared_buffer: s
                 .shared_buffer_mb
                 .map(|mb| ((mb * 1e6) as u64, s.buffer_alpha)),
-            nic_buffer: kb(s.nic_buffer_kb.unwrap_or(s.buffer_kb)),
+            nic_buffer: s.nic_buffer_kb.map(kb),
             credit_queue: s.credit_queue,
             credit_burst: s.credit_burst,
             nic_credit_share: s.nic_credit_share,
@@ -182,6 +186,12 @@ impl Stack {
             emulation_threshold: self.emulation_threshold,
             buffer,
         }
+    }
+
+    /// A port's data buffer: `buffer_kb`, or `buffer_kb_per_gbps` × the link's Gbit/s.
+    fn port_buffer(&self, link_bps: f64) -> u64 {
+        self.buffer_per_gbps
+            .map_or(self.buffer, |b| (b as f64 * link_bps / 1e9) as u64)
     }
 
     pub fn sender_config(&self, f: &FlowSpec) -> SenderConfig {
@@ -266,7 +276,9 @@ impl PortFactory for Stack {
     fn switch_port(&self, link_bps: f64) -> PortConfig {
         let buffer = match self.shared_buffer {
             Some(_) => BufferLimit::Shared,
-            None => BufferLimit::PerPort { bytes: self.buffer },
+            None => BufferLimit::PerPort {
+                bytes: self.port_buffer(link_bps),
+            },
         };
         PortConfig {
             lcp_drop: self.lcp_drop,
@@ -286,7 +298,9 @@ impl PortFactory for Stack {
             link_bps,
             share,
             BufferLimit::PerPort {
-                bytes: self.nic_buffer,
+                bytes: self
+                    .nic_buffer
+                    .unwrap_or_else(|| self.port_buffer(link_bps)),
             },
         )
     }
@@ -297,16 +311,14 @@ impl PortFactory for Stack {
     }
 }
 
-/// Base RTT across `hops` links at `bps`: propagation both ways plus, at every hop, the
-/// serialisation of one maximum data frame (of an MTU of `mtu` bytes) and one credit
-/// (Algorithm 1's update period).
-pub fn base_rtt(hops: usize, delay: Nanos, host_delay: Nanos, bps: f64, mtu: usize) -> Nanos {
+/// Base RTT of a path of `hops` links with one-way propagation delay `one_way` (links and
+/// host delays): propagation both ways plus, at every hop, the serialisation at `bps` of one
+/// maximum data frame (of an MTU of `mtu` bytes) and one credit (Algorithm 1's update
+/// period).
+pub fn base_rtt(hops: usize, one_way: Nanos, bps: f64, mtu: usize) -> Nanos {
     let ser = |bytes: f64| (bytes * 8.0 / bps * 1e9) as Nanos;
     let h = hops as Nanos;
-    2 * h * delay
-        + 4 * host_delay
-        + h * ser(max_frame_wire(mtu) as f64)
-        + h * ser(MIN_ETHERNET_WIRE as f64)
+    2 * one_way + h * ser(max_frame_wire(mtu) as f64) + h * ser(MIN_ETHERNET_WIRE as f64)
 }
 
 /// A network ready to run: built, configured and loaded with the experiment's flows.
@@ -362,13 +374,9 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     );
     let built = topology::build(&mut scratch, &shape, &links, &probe);
     let flows = traffic::generate(exp, &built)?;
-    let rtt = base_rtt(
-        built.diameter(),
-        links.delay,
-        links.host_delay,
-        links.bps,
-        exp.topology.mtu(),
-    );
+    // The base RTT of the topology: that of its longest path in propagation delay.
+    let (hops, one_way) = built.longest_path();
+    let rtt = base_rtt(hops, one_way, links.bps, exp.topology.mtu());
     let stack = Stack::new(exp, rtt, traffic::owf_oracle_weight(exp, &built, &flows));
     let (s1, s2) = (stack.clone(), stack.clone());
     let mut net = Network::new(

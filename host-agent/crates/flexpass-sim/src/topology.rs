@@ -1,5 +1,5 @@
-//! Topology builders: star, dumbbell, parking lot, leaf-spine and the 3-tier Clos of
-//! FlexPass §6.2. A builder adds hosts, switches and links to a `Network` (ports configured
+//! Topology builders: star, dumbbell, parking lot, leaf-spine, the 3-tier Clos of
+//! FlexPass §6.2 and FlashPass §IV-B2's three data centres joined by WAN links. A builder adds hosts, switches and links to a `Network` (ports configured
 //! by `PortFactory`) and returns what the experiment needs to know about the result: racks,
 //! named groups of ports (for utilisation and queue monitoring) and path delays.
 
@@ -11,7 +11,14 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The topology kinds an experiment can name.
-pub const KINDS: &[&str] = &["star", "dumbbell", "parking-lot", "leaf-spine", "clos3"];
+pub const KINDS: &[&str] = &[
+    "star",
+    "dumbbell",
+    "parking-lot",
+    "leaf-spine",
+    "clos3",
+    "three-dc",
+];
 
 /// A built topology, as data. Dimensions and rates are validated by the experiment.
 #[derive(Clone, Debug, Serialize)]
@@ -55,6 +62,16 @@ pub enum Shape {
         hosts: usize,
         aggs_per_pod: usize,
         core_bps: f64,
+    },
+    /// FlashPass §IV-B2 / Fig. 13: three data centres, each `hosts_per_dc` hosts on its
+    /// border router `dc0`, `dc1`, `dc2` (host links at the common rate and delay); the
+    /// border routers joined in a triangle by WAN links at `wan_bps` with one-way delays
+    /// `wan_delay` = [dc0–dc1, dc1–dc2, dc2–dc0]. Routing is by hop count, so every
+    /// inter-DC flow takes its direct WAN link (one WAN hop), whatever the delays.
+    ThreeDc {
+        hosts_per_dc: usize,
+        wan_bps: f64,
+        wan_delay: [Nanos; 3],
     },
 }
 
@@ -101,8 +118,10 @@ pub struct Built {
     /// number of links between them: `one_way[links]`.
     #[serde(skip)]
     hops: Vec<Vec<u8>>,
-    link_delay: Nanos,
-    host_delay: Nanos,
+    /// One-way propagation delay (links, host delays included) from a host to another,
+    /// along the first shortest route: `delays[a][b]`.
+    #[serde(skip)]
+    delays: Vec<Vec<Nanos>>,
 }
 
 impl Built {
@@ -111,9 +130,9 @@ impl Built {
         self.hops[a][b] as usize
     }
 
-    /// One-way propagation delay between two hosts.
+    /// One-way propagation delay between two hosts (links and host delays).
     pub fn one_way_delay(&self, a: HostId, b: HostId) -> Nanos {
-        self.hops(a, b) as Nanos * self.link_delay + 2 * self.host_delay
+        self.delays[a][b]
     }
 
     /// The largest number of links between two hosts.
@@ -124,6 +143,21 @@ impl Built {
             .copied()
             .max()
             .unwrap_or(0) as usize
+    }
+
+    /// The pair of hosts farthest apart in propagation delay (ties: more links), as
+    /// (links, one-way delay): the path of the topology's base RTT.
+    pub fn longest_path(&self) -> (usize, Nanos) {
+        let mut best = (0, 0);
+        for (a, row) in self.delays.iter().enumerate() {
+            for (b, &d) in row.iter().enumerate() {
+                let links = self.hops(a, b);
+                if (d, links) > (best.1, best.0) {
+                    best = (links, d);
+                }
+            }
+        }
+        best
     }
 }
 
@@ -342,6 +376,26 @@ pub fn build(net: &mut Network, shape: &Shape, links: &Links, ports: &dyn PortFa
             }
             (tors * aggs_per_pod) as f64 * host_bps
         }
+        Shape::ThreeDc {
+            hosts_per_dc,
+            wan_bps,
+            wan_delay,
+        } => {
+            let dc: Vec<NodeId> = (0..3)
+                .map(|i| b.switch(format!("dc{i}"), TIER_EDGE))
+                .collect();
+            for (i, &router) in dc.iter().enumerate() {
+                for _ in 0..hosts_per_dc {
+                    b.host(router, i);
+                }
+            }
+            for (i, &delay) in wan_delay.iter().enumerate() {
+                b.trunk_with_delay(dc[i], dc[(i + 1) % 3], wan_bps, delay, "wan", "wan");
+            }
+            // The load is on the WAN links, both directions: with source and destination in
+            // different DCs (the paper's traffic) every flow crosses exactly one of the six.
+            6.0 * wan_bps
+        }
     };
     let racks = b.rack_of.iter().max().map_or(0, |r| r + 1);
     let Builder {
@@ -351,7 +405,7 @@ pub fn build(net: &mut Network, shape: &Shape, links: &Links, ports: &dyn PortFa
         ..
     } = b;
     net.compute_routes();
-    let hops = host_hops(net);
+    let (hops, delays) = host_paths(net);
     Built {
         rack_of,
         racks,
@@ -360,19 +414,20 @@ pub fn build(net: &mut Network, shape: &Shape, links: &Links, ports: &dyn PortFa
         host_bps,
         switches,
         hops,
-        link_delay: links.delay,
-        host_delay: links.host_delay,
+        delays,
     }
 }
 
-/// Links between every pair of hosts (breadth-first over the built network; hosts do not
-/// forward).
-fn host_hops(net: &Network) -> Vec<Vec<u8>> {
+/// Links and one-way propagation delay between every pair of hosts (breadth-first over
+/// the built network; hosts do not forward). The delay is summed along the first shortest
+/// route found; in every builder the routes of equal length have equal delays.
+fn host_paths(net: &Network) -> (Vec<Vec<u8>>, Vec<Vec<Nanos>>) {
     let nodes = net.num_nodes();
     (0..net.num_hosts())
         .map(|h| {
             let src = net.host_node(h);
             let mut dist = vec![u8::MAX; nodes];
+            let mut delay = vec![0; nodes];
             dist[src] = 0;
             let mut frontier = vec![src];
             while !frontier.is_empty() {
@@ -381,9 +436,10 @@ fn host_hops(net: &Network) -> Vec<Vec<u8>> {
                     if u != src && net.is_host_node(u) {
                         continue;
                     }
-                    for v in net.neighbours(u) {
+                    for (v, d) in net.neighbour_delays(u) {
                         if dist[v] == u8::MAX {
                             dist[v] = dist[u] + 1;
+                            delay[v] = delay[u] + d;
                             next.push(v);
                         }
                     }
@@ -391,8 +447,8 @@ fn host_hops(net: &Network) -> Vec<Vec<u8>> {
                 frontier = next;
             }
             (0..net.num_hosts())
-                .map(|g| dist[net.host_node(g)])
-                .collect()
+                .map(|g| (dist[net.host_node(g)], delay[net.host_node(g)]))
+                .unzip()
         })
-        .collect()
+        .unzip()
 }

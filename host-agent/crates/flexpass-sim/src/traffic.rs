@@ -101,13 +101,20 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         // Flow sizes are payload bytes; the load counts them on the wire (FlexPass's
         // simulator: avgFlowSize · 8 / maxPayload · maxEthernetSize).
         let mean_wire = cdf.mean() * wire_factor(exp.topology.mtu());
+        let inter_rack = w.pairs.as_deref() == Some("inter-rack");
+        if inter_rack && built.racks < 2 {
+            return Err(
+                "workload.pairs = \"inter-rack\" needs a topology with two racks or more".into(),
+            );
+        }
         let start = (w.start_ms * MILLIS as f64) as Nanos;
         let mut t = start;
         for _ in 0..w.flows {
             t += next_gap_ns(&mut rng, w.load * (1.0 - fg_fraction), capacity, mean_wire);
             let src = rng.gen_range(0..hosts);
             let mut dst = rng.gen_range(0..hosts);
-            while dst == src {
+            // Rejection keeps the destination uniform over the hosts allowed.
+            while dst == src || (inter_rack && built.rack_of[dst] == built.rack_of[src]) {
                 dst = rng.gen_range(0..hosts);
             }
             let size = cdf.sample(&mut rng).max(1);

@@ -96,6 +96,106 @@ fn other_shapes() {
 }
 
 #[test]
+fn three_dc_is_flashpass_wan() {
+    // FlashPass §IV-B2 / Fig. 13: 3 DCs × 20 hosts at 1 Gbit/s (10 µs links) behind border
+    // routers joined by 10 Gbit/s WAN links of 20, 30, 40 ms; §IV-A's 20 kB per port per
+    // Gbit/s; inter-DC random pairs with the load on the WAN links.
+    let path = std::env::temp_dir().join(format!("fp-three-dc-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        "[topology]\nkind = \"three-dc\"\n[switch]\nprofile = \"flashpass\"\nbuffer_kb_per_gbps = 20\n\
+         [workload]\ncdf = \"alibaba-wan\"\nload = 0.8\nflows = 4000\npairs = \"inter-rack\"\n",
+    )
+    .unwrap();
+    let (e, _) = exp(path.to_str().unwrap(), &[]);
+    std::fs::remove_file(&path).unwrap();
+    let p = prepare(&e).unwrap();
+    let b = &p.built;
+    assert_eq!(b.rack_of.len(), 60);
+    assert_eq!(b.racks, 3);
+    assert!((0..60).all(|h| b.rack_of[h] == h / 20), "h0–h19 in dc0, …");
+    assert_eq!(b.switches, ["dc0", "dc1", "dc2"]);
+    let mut wan: Vec<String> = b.groups["wan"]
+        .iter()
+        .map(|&(n, port)| {
+            assert_eq!(p.net.port_link_bps(n, port), 10e9);
+            p.net.port_name(n, port)
+        })
+        .collect();
+    wan.sort();
+    assert_eq!(
+        wan,
+        ["dc0->dc1", "dc0->dc2", "dc1->dc0", "dc1->dc2", "dc2->dc0", "dc2->dc1"]
+    );
+    assert!(b.groups["host-down"]
+        .iter()
+        .all(|&(n, port)| p.net.port_link_bps(n, port) == 1e9));
+    // Paths: inside a DC two host links; across, the direct WAN link (3 links, never the
+    // 4-link detour over the third DC).
+    let (ms, us) = (1_000_000, 1_000);
+    assert_eq!(b.hops(0, 19), 2);
+    assert_eq!(b.one_way_delay(0, 19), 20 * us);
+    for (a, z, wan_ms) in [
+        (0, 20, 20),
+        (20, 40, 30),
+        (40, 0, 40),
+        (5, 59, 40),
+        (39, 21, 0),
+    ] {
+        let same_dc = wan_ms == 0;
+        assert_eq!(b.hops(a, z), if same_dc { 2 } else { 3 }, "h{a}->h{z}");
+        assert_eq!(b.one_way_delay(a, z), wan_ms * ms + 20 * us, "h{a}->h{z}");
+        assert_eq!(b.one_way_delay(z, a), b.one_way_delay(a, z));
+    }
+    assert_eq!(b.longest_path(), (3, 40 * ms + 20 * us));
+    // Base RTT (T_wait's default): the dc0–dc2 round trip, 80.04 ms, plus a 1538-byte frame
+    // and an 84-byte credit serialised at 1 Gbit/s on each of the 3 hops.
+    assert_eq!(p.stack.base_rtt, 80_040_000 + 3 * (12_304 + 672));
+    assert_eq!(p.stack.flashpass_config().t_wait, p.stack.base_rtt);
+    // Buffers: 20 kB on the hosts' 1 Gbit/s ports, 200 kB on the WAN ports.
+    use flexpass_sim::queue::BufferLimit;
+    use flexpass_sim::topology::PortFactory;
+    assert_eq!(
+        p.stack.switch_port(1e9).buffer,
+        BufferLimit::PerPort { bytes: 20_000 }
+    );
+    assert_eq!(
+        p.stack.switch_port(10e9).buffer,
+        BufferLimit::PerPort { bytes: 200_000 }
+    );
+    // Traffic: every flow between DCs, each ordered DC pair about a sixth of them, and the
+    // offered load on the six directed WAN links (60 Gbit/s) the target.
+    assert_eq!(b.load_capacity_bps, 60e9);
+    let mut per_pair = BTreeMap::new();
+    for f in &p.net.flows {
+        let (s, d) = (b.rack_of[f.spec.src], b.rack_of[f.spec.dst]);
+        assert_ne!(s, d, "flow {} stays in DC {s}", f.spec.id);
+        *per_pair.entry((s, d)).or_insert(0usize) += 1;
+    }
+    assert_eq!(per_pair.len(), 6);
+    for (&k, &n) in &per_pair {
+        assert!((n as f64 / 4000.0 - 1.0 / 6.0).abs() < 0.03, "{k:?}: {n}");
+    }
+    let bytes: f64 = p
+        .net
+        .flows
+        .iter()
+        .map(|f| f.spec.size.unwrap() as f64)
+        .sum();
+    let span = p.net.flows.iter().map(|f| f.spec.start).max().unwrap() as f64 / 1e9;
+    let load = bytes * wire_factor(1500) * 8.0 / span / b.load_capacity_bps;
+    assert!((load - 0.8).abs() < 0.1, "offered load {load}");
+    // The WAN CDF: Table V's 15.8 % below 10 MB.
+    let small = p
+        .net
+        .flows
+        .iter()
+        .filter(|f| f.spec.size.unwrap() < 10_000_000)
+        .count();
+    assert!((small as f64 / 4000.0 - 0.158).abs() < 0.02, "{small}");
+}
+
+#[test]
 fn deployment_by_rack_and_workload_load() {
     // Half the racks: a flow is new only when both ends are in racks 0..16.
     let (e, _) = exp("clos-websearch", &["deployment.fraction=0.5"]);
@@ -346,7 +446,12 @@ fn flows_survive_a_multi_second_outage_within_the_give_up_timeout() {
     assert!(!stalled.is_empty(), "no flow crossed the failed link");
     for f in &r.flows {
         assert_eq!(f.delivered_bytes, 10_000_000, "flow {}", f.id);
-        assert!(f.max_stall_us < 3.5e6, "flow {} stalled {} µs", f.id, f.max_stall_us);
+        assert!(
+            f.max_stall_us < 3.5e6,
+            "flow {} stalled {} µs",
+            f.id,
+            f.max_stall_us
+        );
     }
     let mut short = outage.to_vec();
     short.push("host.give_up_ms=1000");

@@ -18,6 +18,14 @@ pub const BUILTIN_CDFS: &[(&str, &str)] = &[
     ),
     ("facebook", include_str!("../../../workloads/facebook.cdf")),
     ("google", include_str!("../../../workloads/google.cdf")),
+    (
+        "alibaba-wan",
+        include_str!("../../../workloads/alibaba-wan.cdf"),
+    ),
+    (
+        "flashpass-10-80mb",
+        include_str!("../../../workloads/flashpass-10-80mb.cdf"),
+    ),
 ];
 
 /// Small flows (< 100 KB) are the FlexPass evaluation's tail-latency class.
