@@ -378,6 +378,35 @@ pub struct FlowEntry {
     pub start_us: f64,
     /// Bytes to send; absent: long-lived (an endless backlog).
     pub bytes: Option<u64>,
+    /// `count` flows from consecutive sources `src`, `src` + 1, …, the k-th starting
+    /// `start_step_us` · k after `start_us`: many senders in one entry.
+    #[serde(default = "one_flow")]
+    pub count: usize,
+    #[serde(default)]
+    pub start_step_us: f64,
+}
+
+fn one_flow() -> usize {
+    1
+}
+
+impl FlowEntry {
+    /// (source, start_us) of each flow of the entry; `hosts` bounds the sources.
+    pub fn expand(&self, hosts: usize) -> Result<Vec<(usize, f64)>, String> {
+        let first = self.src.resolve(hosts)?;
+        (0..self.count)
+            .map(|k| {
+                let src = first + k;
+                if src >= hosts {
+                    return Err(format!(
+                        "count = {} from host {first} needs host {src}, the topology has {hosts}",
+                        self.count
+                    ));
+                }
+                Ok((src, self.start_us + self.start_step_us * k as f64))
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -1243,15 +1272,14 @@ impl Experiment {
         self.host.rule()?;
         let hosts = self.num_hosts()?;
         for (i, f) in self.flows.iter().enumerate() {
-            let src = f
-                .src
-                .resolve(hosts)
-                .map_err(|e| format!("flow[{i}].src: {e}"))?;
+            check(f.count >= 1, || format!("flow[{i}].count must be >= 1"))?;
+            non_negative(f.start_step_us, &format!("flow[{i}].start_step_us"))?;
+            let srcs = f.expand(hosts).map_err(|e| format!("flow[{i}].src: {e}"))?;
             let dst = f
                 .dst
                 .resolve(hosts)
                 .map_err(|e| format!("flow[{i}].dst: {e}"))?;
-            check(src != dst, || {
+            check(srcs.iter().all(|&(src, _)| src != dst), || {
                 format!("flow[{i}]: src and dst are the same host")
             })?;
             non_negative(f.start_us, &format!("flow[{i}].start_us"))?;
@@ -1340,9 +1368,10 @@ impl Experiment {
         if let Some(c) = &self.convergence {
             positive(c.join_ms, "convergence.join_ms")?;
             positive(c.after_ms, "convergence.after_ms")?;
-            check(self.flows.len() >= 2, || {
-                "convergence needs two listed flows: the last one joins".into()
-            })?;
+            check(
+                self.flows.iter().map(|f| f.count).sum::<usize>() >= 2,
+                || "convergence needs two listed flows: the last one joins".into(),
+            )?;
         }
         for (i, f) in self.faults.iter().enumerate() {
             non_negative(f.at_ms, &format!("fault[{i}].at_ms"))?;
@@ -1528,6 +1557,32 @@ src = 1
 dst = "h0"
 transport = "flexpass"
 "#;
+
+    #[test]
+    fn a_flow_entry_with_count_lists_consecutive_senders() {
+        let many = "[topology]\nkind = \"star\"\nhosts = 5\n[[flow]]\nsrc = \"h1\"\ndst = 0\n\
+                    start_us = 10\ncount = 3\nstart_step_us = 5\n";
+        let e = src(many).experiment(&[]).unwrap();
+        assert_eq!(
+            e.flows[0].expand(5).unwrap(),
+            vec![(1, 10.0), (2, 15.0), (3, 20.0)]
+        );
+        let err = src(&many.replace("count = 3", "count = 5"))
+            .experiment(&[])
+            .unwrap_err();
+        assert!(
+            err.contains("flow[0].src: count = 5 from host 1 needs host 5"),
+            "{err}"
+        );
+        let err = src(&many.replace("count = 3", "count = 0"))
+            .experiment(&[])
+            .unwrap_err();
+        assert!(err.contains("flow[0].count must be >= 1"), "{err}");
+        let err = src(&many.replace("dst = 0", "dst = 2"))
+            .experiment(&[])
+            .unwrap_err();
+        assert!(err.contains("src and dst are the same host"), "{err}");
+    }
 
     #[test]
     fn every_builtin_experiment_parses_and_validates() {

@@ -57,17 +57,18 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         });
     };
     for f in &exp.flows {
-        let src = f.src.resolve(hosts)?;
         let dst = f.dst.resolve(hosts)?;
-        push(
-            &mut out,
-            src,
-            dst,
-            f.transport,
-            f.bytes,
-            us(f.start_us),
-            FlowKind::Listed,
-        );
+        for (src, start_us) in f.expand(hosts)? {
+            push(
+                &mut out,
+                src,
+                dst,
+                f.transport,
+                f.bytes,
+                us(start_us),
+                FlowKind::Listed,
+            );
+        }
     }
     for g in &exp.incast {
         let r = g.receiver.resolve(hosts)?;
