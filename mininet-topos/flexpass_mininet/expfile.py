@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -69,6 +69,12 @@ class LeafSpineRun(Run):
     spines: int = 2
     leaves: int = 2
     hosts_per_leaf: int = 2
+
+
+def result_header(run: Run) -> dict:
+    """The head of a run's result.json: what ran, on which switch, with every setting."""
+    return {"experiment": run.name, "description": run.description, "switch": run.switch,
+            "settings": {k: v for k, v in asdict(run).items() if k not in ("name", "description")}}
 
 
 def take_run(raw: dict, run: Run, extra=()) -> None:

@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from .expfile import ExperimentError, Run, no_leftovers, read, take_run
+from .expfile import ExperimentError, Run, no_leftovers, read, result_header, take_run
 from .experiments import AGENT_PORT, _agent, _read_json_lines
 from .fabric import dumbbell
 from .network import start_network
@@ -175,9 +175,7 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
 
 
 def run(e: Experiment, out: Path) -> dict:
-    res = {"experiment": e.name, "description": e.description, "switch": e.switch,
-           "settings": {k: v for k, v in asdict(e).items() if k not in ("name", "description")},
-           "switch_config": switch_config(e), "runs": {}}
+    res = {**result_header(e), "switch_config": switch_config(e), "runs": {}}
     for t in e.transports:
         print(f"{e.name}: {t} ({e.senders} senders x {e.flow_bytes} B, {e.link_mbps:g} Mbit/s, "
               f"RTT {e.rtt_us:g} µs)", flush=True)

@@ -20,11 +20,11 @@ import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .expfile import ExperimentError, Run, no_leftovers, read, take_run
+from .expfile import ExperimentError, Run, no_leftovers, read, result_header, take_run
 from .experiments import AGENT_PORT, _agent, _read_json_lines
 from .fabric import dumbbell
 from .network import start_network
@@ -165,9 +165,7 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
 
 
 def run(e: Experiment, out: Path) -> dict:
-    res = {"experiment": e.name, "description": e.description, "switch": e.switch,
-           "settings": {k: v for k, v in asdict(e).items() if k not in ("name", "description")},
-           "switch_config": switch_config(e), "runs": {}}
+    res = {**result_header(e), "switch_config": switch_config(e), "runs": {}}
     for t in e.transports:
         print(f"{e.name}: {t} ({e.senders} x {e.flows_per_sender} flows, {e.cdf}, load {e.load})", flush=True)
         res["runs"][t] = run_transport(e, t, out)
