@@ -1,5 +1,6 @@
 """Network and helpers of the flood tests (test_netns_floods.py) and their longer
-measurement (bench_floods.py).
+measurement (bench_floods.py); its generic helpers (skip_reason, sh, pattern_sha, records)
+serve every netns test.
 
     h1 (10.78.1.2, legit senders) --\\
                                      r (forwarding; egress to h3: nic/flexpass_nic.py, 200 Mbit/s)
@@ -31,14 +32,17 @@ RATE_MBIT = 200
 NET_ARGS = ["--link-gbps", str(RATE_MBIT / 1000), "--rtt-us", "200"]
 
 
-def skip_reason():
+def skip_reason(tools=("ip", "tc"), need=()):
+    """Why the netns tests cannot run here (None: they can): root, ``tools`` on PATH, the
+    agent binary and the ``need`` files ((path, how to build it) pairs), a namespace."""
     if os.geteuid() != 0:
         return "not root: network namespaces and raw sockets need CAP_NET_ADMIN / CAP_NET_RAW"
-    for tool in ("ip", "tc"):
+    for tool in tools:
         if shutil.which(tool) is None:
             return f"'{tool}' not installed"
-    if not BIN.exists():
-        return f"{BIN} not built (cargo build --release)"
+    for path, how in ((BIN, "cargo build --release"), *need):
+        if not Path(path).exists():
+            return f"{path} not built ({how})"
     probe = f"fpfprobe{os.getpid() % 10000}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:

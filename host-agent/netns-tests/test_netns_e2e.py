@@ -16,7 +16,6 @@ Needs root, `ip netns` and `tc`; skips loudly otherwise.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -24,38 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from floodnet import BIN, pattern_sha, records, sh, skip_reason
+
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
 NIC_TOOL = ROOT.parent / "nic" / "flexpass_nic.py"
 PREFIX = f"fpt{os.getpid() % 10000}"
 RATE_MBIT = 200
 PORT = 7890
 
-
-def _skip_reason():
-    if os.geteuid() != 0:
-        return "not root: network namespaces need CAP_NET_ADMIN"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"'{tool}' not installed"
-    if not BIN.exists():
-        return f"{BIN} not built (cargo build --release)"
-    probe = subprocess.run(["ip", "netns", "add", f"{PREFIX}probe"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot create a network namespace: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", f"{PREFIX}probe"], capture_output=True)
-    return None
-
-
-SKIP = _skip_reason()
+SKIP = skip_reason()
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"SKIPPED netns tier: {SKIP}")
-
-
-def sh(*args, check=True):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
-    return r
 
 
 def ns(name, *args, check=True):
@@ -141,24 +118,6 @@ def serve(net, count):
     return p
 
 
-def records(text):
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def expected_sha(size):
-    h = hashlib.sha256()
-    pos = 0
-    chunk = bytearray()
-    # Same generator as `flexpass send --size`: byte i = (i * 2654435761 >> 13) & 0xff.
-    for i in range(size):
-        chunk.append(((i * 2654435761) >> 13) & 0xFF)
-        if len(chunk) == 1 << 16:
-            h.update(chunk)
-            chunk.clear()
-    h.update(chunk)
-    return h.hexdigest()
-
-
 def send(net, host, transport, size, bind_port=None):
     port = PORT + 1 if transport == "tcp" else PORT
     args = ["send", "--to", f"{net.ip['h3']}:{port}", "--transport", transport, "--size", str(size),
@@ -182,7 +141,7 @@ def test_byte_exact_transfer_through_router(net, transport):
     sent = records(out)[0]
     sout, _ = finish(srv)
     got = records(sout)[0]
-    assert sent["sha256"] == got["sha256"] == expected_sha(size)
+    assert sent["sha256"] == got["sha256"] == pattern_sha(size)
     assert got["bytes"] == size
     if transport == "flashpass":
         # FlashPass §III-B: after the pre-credit phase every data packet was licensed by a
@@ -201,7 +160,7 @@ def test_flexpass_and_kernel_tcp_concurrently(net):
     finish(b)
     got = records(finish(srv)[0])
     assert sorted(r["transport"] for r in got) == ["flexpass", "tcp"]
-    assert all(r["sha256"] == expected_sha(size) for r in got)
+    assert all(r["sha256"] == pattern_sha(size) for r in got)
 
 
 @pytest.mark.parametrize("transport", ["flexpass", "flashpass"])
@@ -212,7 +171,7 @@ def test_incast_two_senders_three_flows_each(net, transport):
     sent = [records(finish(p)[0])[0] for p in procs]
     got = records(finish(srv)[0])
     assert len(got) == 6
-    assert all(r["sha256"] == expected_sha(size) for r in got)
+    assert all(r["sha256"] == pattern_sha(size) for r in got)
     assert all(r["timeouts"] == 0 for r in sent)
 
 
@@ -265,7 +224,7 @@ while time.time() < end:
     out, err = finish(sender)
     sout, serr = finish(srv)
     attack.wait(timeout=60)
-    assert records(out)[0]["sha256"] == records(sout)[0]["sha256"] == expected_sha(size)
+    assert records(out)[0]["sha256"] == records(sout)[0]["sha256"] == pattern_sha(size)
     server_stats = json.loads(serr.strip().splitlines()[-1].split("flexpass serve: ", 1)[1])
     sender_stats = json.loads(err.strip().splitlines()[-1].split("flexpass send: ", 1)[1])
     assert server_stats["malformed"] > 0, server_stats
@@ -298,7 +257,7 @@ def test_message_mode_sends_one_flow_per_message(net):
     got = records(finish(srv)[0])
     assert len(sent) == len(got) == count
     assert len({r["flow_id"] for r in sent}) == count
-    assert all(r["sha256"] == expected_sha(size) for r in sent + got)
+    assert all(r["sha256"] == pattern_sha(size) for r in sent + got)
 
 
 @pytest.mark.parametrize("transport", ["flexpass", "expresspass", "dctcp"])
@@ -317,7 +276,7 @@ def test_jumbo_frames_byte_exact_through_router(jumbo_net, transport):
     sout, serr = finish(srv)
     assert "MTU 9000" in err and "MTU 9000" in serr, (err, serr)
     sent, got = records(out)[0], records(sout)[0]
-    assert sent["sha256"] == got["sha256"] == expected_sha(size)
+    assert sent["sha256"] == got["sha256"] == pattern_sha(size)
     # Jumbo segments: every first transmission but the last carries 8944 bytes.
     first = sent["packets_proactive"] + sent["packets_reactive"] - sent["retransmissions"]
     assert first == -(-size // 8944), sent

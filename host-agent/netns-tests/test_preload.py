@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from floodnet import BIN, sh, skip_reason
+
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
 LIB = BIN.with_name("libflexpass.so")
 PREFIX = f"fpp{os.getpid() % 10000}"
 IP = {"a": "10.81.0.1", "b": "10.81.0.2"}
@@ -37,24 +38,7 @@ IP = {"a": "10.81.0.1", "b": "10.81.0.2"}
 # throttles the flows (see bench_preload.py, which measures both).
 NET_ARGS = ["--link-gbps", "1", "--rtt-us", "100"]
 
-
-def _skip_reason():
-    if os.geteuid() != 0:
-        return "not root: network namespaces need CAP_NET_ADMIN"
-    if shutil.which("ip") is None:
-        return "'ip' not installed"
-    if not BIN.exists():
-        return f"{BIN} not built (cargo build --release)"
-    if not LIB.exists():
-        return f"{LIB} not built (cargo build --release -p flexpass-preload)"
-    probe = subprocess.run(["ip", "netns", "add", f"{PREFIX}probe"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot create a network namespace: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", f"{PREFIX}probe"], capture_output=True)
-    return None
-
-
-SKIP = _skip_reason()
+SKIP = skip_reason(tools=("ip",), need=[(LIB, "cargo build --release -p flexpass-preload")])
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"SKIPPED netns tier: {SKIP}")
 
 
@@ -63,13 +47,6 @@ def need(*programs):
     if missing:
         pytest.skip(f"SKIPPED: {', '.join(missing)} not installed (make deps installs them as root: "
                     "apt-get install iperf3 curl redis-server redis-tools netcat-openbsd)")
-
-
-def sh(*args, check=True):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
-    return r
 
 
 class Hosts:
