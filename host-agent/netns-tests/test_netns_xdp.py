@@ -299,3 +299,27 @@ def test_auto_falls_back_to_udp_on_loopback(pair):
     q = pair.spawn(A, "serve", "--listen", f"127.0.0.1:{PORT}", "--count", "1", "--datapath", "xdp", *NET_ARGS)
     _, err = q.communicate(timeout=20)
     assert q.returncode != 0 and "AF_XDP unavailable on lo" in err, err
+
+
+def test_wildcard_agent_serves_local_and_remote_peers(pair):
+    """serve on 0.0.0.0 with AF_XDP on b's veth: a peer on b itself (127.0.0.1, and b's own
+    address) is answered through the kernel socket — its datagrams take lo, where no XDP
+    program sees them — while a peer across the veth still goes through AF_XDP. Before this
+    was handled the replies to 127.0.0.1 left on the veth towards the default route and the
+    local HELLO went unanswered. A local `send --datapath auto` refuses AF_XDP, naming why."""
+    size = 1_000_000
+    srv, log = serve(pair, 3)
+    assert "datapath AF_XDP on " + DEV_B in log, log
+    local = [pair.spawn(B, "send", "--to", f"{dst}:{PORT}", "--size", size, "--timeout-s", "30",
+                        "--datapath", "auto", *NET_ARGS) for dst in ("127.0.0.1", IP_B)]
+    remote = send(pair, "flexpass", size)
+    outs = [finish(p) for p in (*local, remote)]
+    assert "peer 127.0.0.1 is this host" in outs[0][1], outs[0][1]
+    sout, serr = finish(srv)
+    got = records(sout)
+    assert len(got) == 3 and all(r["sha256"] == pattern_sha(size) for r in got), got
+    assert all(records(o)[0]["sha256"] == pattern_sha(size) for o, _ in outs)
+    x = stats(serr, "serve")["xdp"]
+    # The local flows (~700 packets each) went through the kernel socket, the remote one
+    # mostly through AF_XDP.
+    assert x["kernel_tx"] > 500 and x["xsk_tx"] > 500, x

@@ -62,13 +62,13 @@ impl Datapath {
                 }
                 Err(why) if mode == DatapathMode::Auto => {
                     log::info!(
-                        "flexpass: AF_XDP unavailable {}; using the UDP socket",
+                        "flexpass: AF_XDP unavailable{}; using the UDP socket",
                         unavailable(&why)
                     );
                     udp()
                 }
                 Err(why) => Err(io::Error::other(format!(
-                    "AF_XDP unavailable {}",
+                    "AF_XDP unavailable{}",
                     unavailable(&why)
                 ))),
             },
@@ -182,7 +182,7 @@ fn xdp_port(x: &XskPath) -> u16 {
 /// "on IFACE: why" as it comes, anything else as ": why".
 fn unavailable(why: &str) -> String {
     if why.starts_with("on ") {
-        why.to_string()
+        format!(" {why}")
     } else {
         format!(": {why}")
     }

@@ -7,7 +7,9 @@
 //! program did not steer (other receive queues, anything before the program was attached),
 //! and sends to peers whose next hop's MAC address is not in the kernel's neighbour table
 //! yet — which makes the kernel resolve it (ARP); the next packets to that peer then leave
-//! through the AF_XDP socket.
+//! through the AF_XDP socket. It also carries everything for peers the interface does not
+//! lead to: this host's own addresses (over `lo`) and destinations the kernel routes through
+//! another interface.
 //!
 //! The program is attached through a BPF link: the kernel detaches it when the link's file
 //! descriptor is closed, so also when the agent is killed.
@@ -60,16 +62,37 @@ pub struct XdpCounters {
 /// the longest matching prefix, or `dst` itself for an on-link route; None without a route
 /// through `iface`.
 pub fn next_hop(routes: &str, iface: &str, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+    best_route(routes, Some(iface), dst).map(|(_, hop)| hop)
+}
+
+/// The route the kernel takes to `dst` from /proc/net/route's text (the main table: longest
+/// prefix over all interfaces): its interface and next hop; None without a route. Addresses
+/// of this host are not in that table: see `is_local`.
+pub fn route_to(routes: &str, dst: Ipv4Addr) -> Option<(String, Ipv4Addr)> {
+    best_route(routes, None, dst).map(|(iface, hop)| (iface.to_string(), hop))
+}
+
+/// True when datagrams to `dst` never leave this host (loopback, or an address of one of its
+/// interfaces): the kernel carries them over `lo`, where no XDP program sees them.
+pub fn is_local(dst: Ipv4Addr, own: &[Ipv4Addr]) -> bool {
+    dst.is_loopback() || own.contains(&dst)
+}
+
+fn best_route<'a>(
+    routes: &'a str,
+    iface: Option<&str>,
+    dst: Ipv4Addr,
+) -> Option<(&'a str, Ipv4Addr)> {
     // Addresses are the kernel's __be32 printed as native hex.
     let ip = |s: &str| {
         u32::from_str_radix(s, 16)
             .ok()
             .map(|v| Ipv4Addr::from(u32::from_be(v)))
     };
-    let mut best: Option<(u32, Ipv4Addr)> = None;
+    let mut best: Option<(u32, &str, Ipv4Addr)> = None;
     for line in routes.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 8 || f[0] != iface {
+        if f.len() < 8 || iface.is_some_and(|i| f[0] != i) {
             continue;
         }
         let (Some(net), Some(gw), Some(mask)) = (ip(f[1]), ip(f[2]), ip(f[7])) else {
@@ -80,12 +103,12 @@ pub fn next_hop(routes: &str, iface: &str, dst: Ipv4Addr) -> Option<Ipv4Addr> {
             continue;
         }
         let len = mask.count_ones();
-        if best.is_none_or(|(l, _)| len > l) {
+        if best.is_none_or(|(l, _, _)| len > l) {
             let hop = if gw.is_unspecified() { dst } else { gw };
-            best = Some((len, hop));
+            best = Some((len, f[0], hop));
         }
     }
-    best.map(|(_, hop)| hop)
+    best.map(|(_, name, hop)| (name, hop))
 }
 
 /// The MAC address of `ip` on `iface` from /proc/net/arp's text, if the entry is complete.
@@ -179,14 +202,17 @@ pub fn choose_iface(cfg: &XdpConfig) -> Result<(String, Ipv4Addr), String> {
         return pick(holder);
     }
     if let Some(peer) = cfg.route_hint {
-        if let Ok(routes) = std::fs::read_to_string("/proc/net/route") {
-            let mut names: Vec<&str> = addrs.iter().map(|a| a.0.as_str()).collect();
-            names.dedup();
-            for name in names {
-                if !loopback(name) && next_hop(&routes, name, peer).is_some() {
-                    return pick(name.to_string());
-                }
-            }
+        let own: Vec<Ipv4Addr> = addrs.iter().map(|a| a.1).collect();
+        if is_local(peer, &own) {
+            return Err(format!(
+                "peer {peer} is this host: its datagrams take the loopback interface, which has no XDP path"
+            ));
+        }
+        if let Some((name, _)) = std::fs::read_to_string("/proc/net/route")
+            .ok()
+            .and_then(|routes| route_to(&routes, peer))
+        {
+            return pick(name);
         }
     }
     let mut up: Vec<&str> = addrs
@@ -287,44 +313,77 @@ mod imp {
     use std::net::SocketAddrV4;
     use std::time::{Duration, Instant};
 
-    /// Next-hop MAC addresses from the kernel's tables (/proc/net/route, /proc/net/arp).
+    /// How datagrams to a peer leave: the next hop's MAC address, from the kernel's tables
+    /// (/proc/net/route, /proc/net/arp).
     struct Neighbours {
         iface: String,
-        cache: HashMap<Ipv4Addr, (Option<[u8; 6]>, Instant)>,
+        /// This host's IPv4 addresses (at open): peers among them are reached over `lo`.
+        own: Vec<Ipv4Addr>,
+        cache: HashMap<Ipv4Addr, (Hop, Instant)>,
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Hop {
+        /// Through the AF_XDP socket, to this Ethernet address.
+        Mac([u8; 6]),
+        /// Through this interface, but the next hop is not in the neighbour table yet.
+        Unresolved,
+        /// Not through this interface (another route, or this host): the kernel socket.
+        Kernel,
     }
 
     /// A missing next hop is looked up again after this long (the kernel resolves it meanwhile,
     /// prompted by the datagrams sent through the kernel socket). ARP on a LAN takes tens of
     /// µs to a few ms; a lookup (two /proc reads) costs about 20 µs, paid only while unresolved.
     const NEIGH_RETRY: Duration = Duration::from_micros(200);
-    /// A known next hop is looked up again after this long (a changed MAC is picked up).
+    /// A known next hop (or route elsewhere) is looked up again after this long (a changed
+    /// MAC or route is picked up).
     const NEIGH_REFRESH: Duration = Duration::from_secs(10);
 
     impl Neighbours {
+        /// The MAC address to send `dst`'s datagrams to; None: send them through the kernel.
         fn mac(&mut self, dst: Ipv4Addr) -> Option<[u8; 6]> {
             let now = Instant::now();
-            if let Some(&(mac, at)) = self.cache.get(&dst) {
-                let ttl = if mac.is_some() {
-                    NEIGH_REFRESH
-                } else {
+            if let Some(&(hop, at)) = self.cache.get(&dst) {
+                let ttl = if hop == Hop::Unresolved {
                     NEIGH_RETRY
+                } else {
+                    NEIGH_REFRESH
                 };
                 if now.duration_since(at) < ttl {
-                    return mac;
+                    return match hop {
+                        Hop::Mac(m) => Some(m),
+                        _ => None,
+                    };
                 }
             }
-            let found = self.lookup(dst);
-            let old = self.cache.get(&dst).and_then(|e| e.0);
-            let mac = found.or(old);
-            self.cache.insert(dst, (mac, now));
-            mac
+            let mut hop = self.lookup(dst);
+            if let (Hop::Unresolved, Some(&(old @ Hop::Mac(_), _))) = (hop, self.cache.get(&dst)) {
+                hop = old;
+            }
+            self.cache.insert(dst, (hop, now));
+            match hop {
+                Hop::Mac(m) => Some(m),
+                _ => None,
+            }
         }
 
-        fn lookup(&self, dst: Ipv4Addr) -> Option<[u8; 6]> {
-            let routes = std::fs::read_to_string("/proc/net/route").ok()?;
-            let hop = next_hop(&routes, &self.iface, dst)?;
-            let arp = std::fs::read_to_string("/proc/net/arp").ok()?;
-            arp_entry(&arp, &self.iface, hop)
+        fn lookup(&self, dst: Ipv4Addr) -> Hop {
+            if is_local(dst, &self.own) {
+                return Hop::Kernel;
+            }
+            let Ok(routes) = std::fs::read_to_string("/proc/net/route") else {
+                return Hop::Unresolved;
+            };
+            match route_to(&routes, dst) {
+                Some((iface, hop)) if iface == self.iface => {
+                    std::fs::read_to_string("/proc/net/arp")
+                        .ok()
+                        .and_then(|arp| arp_entry(&arp, &self.iface, hop))
+                        .map_or(Hop::Unresolved, Hop::Mac)
+                }
+                _ => Hop::Kernel,
+            }
         }
     }
 
@@ -601,6 +660,12 @@ mod imp {
                 kernel_segs: 0,
                 neighbours: Neighbours {
                     iface: String::new(),
+                    own: nix::ifaddrs::getifaddrs()
+                        .map(|all| {
+                            all.filter_map(|a| Some(a.address?.as_sockaddr_in()?.ip()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                     cache: HashMap::new(),
                 },
                 rings,
@@ -747,7 +812,7 @@ mod imp {
         }
 
         /// Queue one datagram: into a transmit frame if the next hop's MAC is known, else
-        /// on the kernel socket (which resolves it).
+        /// on the kernel socket (which resolves it, or routes it elsewhere: `Neighbours`).
         pub fn queue(
             &mut self,
             dst: SocketAddr,
@@ -882,6 +947,46 @@ eth1\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
         );
         assert_eq!(next_hop(ROUTES, "eth1", ip("10.0.0.7")), None);
         assert_eq!(next_hop(ROUTES, "veth9", ip("10.0.0.7")), None);
+    }
+
+    #[test]
+    fn the_route_is_the_longest_prefix_over_all_interfaces() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let route = |d| route_to(ROUTES, ip(d)).map(|(i, h)| (i, h.to_string()));
+        assert_eq!(route("10.0.0.7"), Some(("veth0".into(), "10.0.0.7".into())));
+        // veth0's default route matches too, but eth1's /24 is longer.
+        assert_eq!(
+            route("192.168.2.5"),
+            Some(("eth1".into(), "192.168.2.5".into()))
+        );
+        assert_eq!(
+            route("192.0.2.9"),
+            Some(("veth0".into(), "10.0.0.1".into()))
+        );
+        assert_eq!(
+            route_to(&ROUTES.replace("00000000\t0100000A", "x"), ip("192.0.2.9")),
+            None
+        );
+        // Loopback and the host's own addresses are not in the main table: never a route.
+        assert!(is_local(ip("127.0.0.1"), &[]));
+        assert!(is_local(ip("127.3.2.1"), &[]));
+        assert!(is_local(ip("10.0.0.2"), &[ip("10.0.0.2")]));
+        assert!(!is_local(ip("10.0.0.3"), &[ip("10.0.0.2")]));
+    }
+
+    #[test]
+    fn a_peer_on_this_host_gets_no_xdp_interface() {
+        // Bound to the wildcard address, talking to 127.0.0.1: the default route's interface
+        // would be wrong (the datagrams take lo); AF_XDP must refuse and name why.
+        let cfg = XdpConfig {
+            bind: "0.0.0.0:0".parse().unwrap(),
+            iface: None,
+            queue: 0,
+            route_hint: Some("127.0.0.1".parse().unwrap()),
+            mtu: 1500,
+        };
+        let e = choose_iface(&cfg).unwrap_err();
+        assert!(e.contains("127.0.0.1 is this host"), "{e}");
     }
 
     #[test]
