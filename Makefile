@@ -51,8 +51,8 @@ TOFINO_BACKEND = $(P4C) --help-targets 2>/dev/null | grep -qx 'tofino-tna'
 p4-tofino:
 	@$(TOFINO_BACKEND) || { echo "p4-tofino: '$(P4C)' has no Tofino backend (p4c --help-targets lists no tofino-tna; README: Tofino)"; exit 1; }
 	@for t in tofino:tna tofino2:t2na; do tgt=$${t%%:*}; arch=$${t##*:}; out=$(CURDIR)/build/p4-tofino/$$tgt; \
-	  mkdir -p $$out; echo "$(P4C) --target $$tgt --arch $$arch -o $$out p4src/tna/flexpass.p4"; \
-	  nice $(P4C) --target $$tgt --arch $$arch -o $$out p4src/tna/flexpass.p4 || exit 1; \
+	  mkdir -p $$out; echo "$(P4C) --target $$tgt --arch $$arch -g --verbose 1 -o $$out p4src/tna/flexpass.p4"; \
+	  nice $(P4C) --target $$tgt --arch $$arch -g --verbose 1 -o $$out p4src/tna/flexpass.p4 || exit 1; \
 	  $(PYTHON) p4src/tna/report_resources.py $$out > $$out/resources.txt; sed 's/^/  /' $$out/resources.txt; done
 
 ## ptf: BMv2 on veth pairs in a namespace, control plane applies a config, PTF suite (root)

@@ -280,20 +280,25 @@ class BfrtClient:
         out: List[ReadEntry] = []
         for table in MANAGED_P4_TABLES:
             for data, key in self._read_entries(table):
-                default = bool(data.pop("is_default_entry", False))
+                # bfrt_grpc's wildcard entry_get skips the default entry (it is
+                # read below, with default_entry_get, when an op writes it).
+                if data.pop("is_default_entry", False):
+                    continue
                 action = data.pop("action_name", None)
-                out.append(ReadEntry(table, () if default else self._key_fields(key), data,
-                                     action.split(".")[-1] if action else None, default))
+                out.append(ReadEntry(table, self._key_fields(key), data,
+                                     action.split(".")[-1] if action else None))
         for op in desired:
-            if op.table in MANAGED_P4_TABLES:
-                continue
             if op.write == DEFAULT:
                 t = self._table(op.table)
                 try:
                     data = next(t.default_entry_get(self._target(), {"from_hw": False}))[0].to_dict()
                 except Exception as e:
                     raise BfrtError(f"read default of {op.table}: {e}") from None
-                out.append(ReadEntry(op.table, (), data, None, True))
+                data.pop("is_default_entry", None)
+                action = data.pop("action_name", None)
+                out.append(ReadEntry(op.table, (), data, action.split(".")[-1] if action else None, True))
+                continue
+            if op.table in MANAGED_P4_TABLES:
                 continue
             for data, _ in self._read_entries(op.table, op.key):
                 action = data.pop("action_name", None)

@@ -357,10 +357,12 @@ def cmd_counters_tofino(args, cfg: Config) -> int:
 
 
 def cmd_diff(args, cfg: Config) -> int:
-    from .p4runtime_client import pipeline_cookie
-
     if cfg.switch(args.switch).target in TOFINO_CHIPS:
         return cmd_diff_tofino(args, cfg)
+    # Only for BMv2: p4runtime's generated modules need protobuf's pure-Python
+    # implementation, chosen when protobuf first loads; the SDE client loaded it.
+    from .p4runtime_client import pipeline_cookie
+
     _check_build(args)
     desired = switch_entries(cfg, args.switch)
     with _connect(args, cfg, arbitrate=False) as c:

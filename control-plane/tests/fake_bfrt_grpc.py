@@ -4,7 +4,8 @@ Tofino target are tested without an SDE.
 
 It mimics the behaviour the adapter relies on, as read in bf-drivers'
 client.py and the BfRt schemas: entry_add fails on an existing key and
-entry_get on a missing one ("not found"), fixed tables (TM, meters, $PORT
+entry_get on a missing one ("not found"), a wildcard entry_get omits the default
+entry (default_entry_get reads it), fixed tables (TM, meters, $PORT
 reads) answer for any key, keys/data come back through ``to_dict()``
 ({"value": v} / {"value": v, "prefix_len": n}; data plus "action_name" and
 "is_default_entry"), counters read ``$COUNTER_SPEC_PKTS``/``BYTES``.  The TM
@@ -123,10 +124,11 @@ class _Table:
                     _Key([KeyTuple("$COUNTER_INDEX", idx)])
             return
         if keys is None:
+            # Like bfrt_grpc's entry_get: bf_switchd sends the default entry after a
+            # wildcard read, but the client's parser drops it (only default_entry_get
+            # returns it).
             for k, d in list(self.entries.values()):
                 yield d, k
-            if self.default is not None:
-                yield self.default, None
             return
         for k in keys:
             if k.ident() in self.entries:

@@ -9,11 +9,15 @@ It uses only the installed SDE's generated ``bfruntime_pb2``/``bfruntime_pb2_grp
   as non-P4 config, the SDE's fixed-function schemas (``share/bf_rt_shared/
   bf_rt_{tm,port,…}_tf1.json``) — what bf_switchd answers.
 * ``Write``: INSERT fails on an existing key, MODIFY/DELETE on a missing one, except
-  in fixed tables (``tfN.tm.*``: every key exists), where MODIFY merges the fields
-  given into the entry (TM tables are partial updates).
+  in fixed tables (``tfN.tm.*``, and P4 meters/counters/registers: every key or
+  index exists), where MODIFY merges the fields given into the entry (TM tables
+  are partial updates).
 * Errors as bf_switchd reports them: status UNKNOWN with one ``bfruntime.Error``
   (canonical code, message) per failed entity in the binary status details.
-* ``Read``: one key, a table's default entry, or (no key) every entry of a table.
+* ``Read``: one key, a table's default entry, or (no key) every entry of a table
+  followed by its default entry if one was written (bf_switchd's ``read_entry``
+  appends the default entry to a wildcard read).
+  A P4 table's unwritten default entry reads as its default action.
   Unwritten fixed-table entries answer as bf_switchd would for what flexpass-ctl
   reads: ``tm.port.cfg`` with Tofino's queue mapping (4 ports per port group, 8
   queues per port), ``tm.cfg`` with the cell size and cell count given.
@@ -29,6 +33,8 @@ from typing import Dict, List, Tuple
 import grpc
 
 FIXED_FUNCTION = ("tm", "port", "dev", "pre", "mirror")
+# bfrt.json table types whose entries are indices that always exist (MODIFY only).
+INDEXED = ("Meter", "Counter", "Register")
 
 
 def non_p4_schema(shared_dir: Path, chip: str = "tf1") -> bytes:
@@ -111,7 +117,8 @@ class FakeBfRuntime:
         return (e.table_id, bool(e.is_default_entry), key)
 
     def _fixed(self, table_id: int) -> bool:
-        return ".tm." in self.name(table_id)
+        """Every key exists: TM tables, and indexed P4 externs (one entry per index)."""
+        return ".tm." in self.name(table_id) or self.tables[table_id].get("table_type") in INDEXED
 
     def _fail(self, ctx, code: grpc.StatusCode, message: str):
         err = self.pb2.Error(canonical_code=code.value[0], message=message)
@@ -160,18 +167,28 @@ class FakeBfRuntime:
                     self._fail(ctx, grpc.StatusCode.NOT_FOUND, f"{self.name(e.table_id)}: entry not found")
                 resp.entities.add().table_entry.CopyFrom(got)
             else:
-                for (tid, default, _), stored in self.entries.items():
-                    if tid == e.table_id and not default:
-                        resp.entities.add().table_entry.CopyFrom(stored)
+                # Like bf_switchd's read_entry: every entry, then the default entry.
+                stored = [(d, v) for (tid, d, _), v in self.entries.items() if tid == e.table_id]
+                for _, v in sorted(stored, key=lambda dv: dv[0]):
+                    resp.entities.add().table_entry.CopyFrom(v)
         yield resp
 
     def _synthetic(self, e):
-        """What an unwritten fixed-table entry reads as (only fields flexpass-ctl reads)."""
-        name = self.name(e.table_id)
-        if not self._fixed(e.table_id):
-            return None
+        """What an unwritten fixed-table entry, or a P4 table's unwritten default entry,
+        reads as (only fields flexpass-ctl reads)."""
+        name, table = self.name(e.table_id), self.tables[e.table_id]
         out = _copy(e)
         out.data.SetInParent()  # an entry with (maybe no) data, not "no entry"
+        if e.is_default_entry and table.get("table_type", "").startswith("MatchAction"):
+            # Every P4 table has a default entry: the program's default action (its
+            # parameters are not in bfrt.json; they read as absent here).
+            specs = table.get("action_specs", [])
+            pick = next((a for a in specs if a.get("action_scope") == "DefaultOnly"), specs[0] if specs else None)
+            if pick is not None:
+                out.data.action_id = pick["id"]
+            return out
+        if not self._fixed(e.table_id):
+            return None
         ids = {d["singleton"]["name"]: d["singleton"]["id"] for d in self.tables[e.table_id].get("data", [])}
         if name.endswith(".tm.port.cfg"):
             dev_port = int.from_bytes(e.key.fields[0].exact.value, "big")

@@ -7,6 +7,7 @@ configs also converts to P4Runtime protobufs against the real P4Info (names,
 match fields, parameter names and bit widths).
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -61,3 +62,63 @@ def test_entities_encode_against_built_p4info(cfg_path):
                 assert back == e
     for name in (*C.PORT_QUEUE_COUNTERS, C.INGRESS_EVENTS):
         info.get("counters", name)
+
+
+# --- Tofino: the compiled TNA program's bfrt.json -------------------------------
+
+TOFINO_GOLDEN = REPO / "control-plane" / "tests" / "data" / "tofino-golden.yaml"
+BFRT_JSONS = {chip: REPO / "build" / "p4-tofino" / chip / "bfrt.json" for chip in ("tofino", "tofino2")}
+UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+
+
+def _width(spec):
+    t = spec.get("type", {})
+    return t.get("width") if t.get("type") == "bytes" else UINT_BITS.get(t.get("type"))
+
+
+def _fields(table, action):
+    """{data field name: bit width or None} an op on ``table`` may write with ``action``."""
+    out = {}
+    for d in table.get("data", []):
+        for f in d.get("oneof", [d.get("singleton")]):
+            out[f["name"]] = _width(f)
+    for a in table.get("action_specs", []):
+        if action is not None and a["name"].split(".")[-1] == action:
+            out.update({f["name"]: _width(f) for f in a.get("data", [])})
+    return out
+
+
+@pytest.mark.parametrize("chip", sorted(BFRT_JSONS))
+def test_bfrt_ops_fit_the_compiled_tna_program(chip):
+    """Every P4 operation flexpass-ctl writes for a Tofino switch names a table, key
+    fields (with their match type), an action and data fields of the program p4c's
+    Tofino backend built (make p4-tofino), and every value fits its field's width:
+    what bf_switchd would refuse at apply time fails here, without an SDE."""
+    from flexpass_cp import bfrt_ops as B
+
+    if not BFRT_JSONS[chip].is_file():
+        pytest.skip(f"SKIPPED: {BFRT_JSONS[chip]} missing: make p4-tofino (needs p4c's Tofino backend)")
+    tables = {t["name"]: t for t in json.loads(BFRT_JSONS[chip].read_text())["tables"]}
+    cfg = C.load_config(TOFINO_GOLDEN)
+    ops = [op for sw in cfg.switches for op in B.switch_ops(cfg, sw)
+           if not op.table.startswith("$") and "." not in op.table]
+    assert {op.table for op in ops} >= {C.T_CLASSIFIER, C.T_ROUTING, C.T_QUEUE_THRESHOLDS,
+                                       C.T_PORT_SMAC, C.METER_CREDIT}
+    for op in ops:
+        t = tables.get(f"pipe.{op.table}")
+        assert t is not None, f"{chip}: no table pipe.{op.table} in bfrt.json ({op.describe()})"
+        keys = {k["name"]: k for k in t.get("key", [])}
+        for k in op.key:
+            assert k.name in keys, f"{chip}: {op.table} has no key field {k.name} (has {sorted(keys)})"
+            assert keys[k.name]["match_type"].lower() == k.match, f"{chip}: {op.describe()}: {keys[k.name]}"
+            w = _width(keys[k.name])
+            assert not (isinstance(k.value, int) and w) or k.value < 1 << w, f"{chip}: {op.describe()}"
+        if op.action is not None:
+            names = [a["name"].split(".")[-1] for a in t.get("action_specs", [])]
+            assert op.action in names, f"{chip}: {op.table} has no action {op.action} (has {names})"
+        fields = _fields(t, op.action)
+        for name, v in op.data:
+            assert name in fields, f"{chip}: {op.describe()}: no data field {name} (has {sorted(fields)})"
+            w = fields[name]
+            if isinstance(v, int) and not isinstance(v, bool) and w:
+                assert 0 <= v < 1 << w, f"{chip}: {op.describe()}: {name}={v} exceeds {w} bits"

@@ -8,13 +8,13 @@ absent, depending on the compiler version and flags):
   <pipe>/logs/table_summary.log   "Number of stages in table allocation: N"
   <pipe>/logs/metrics.json        mau.srams / tcams / logical_tables totals
   <pipe>/logs/resources.json      resources.mau.mau_stages[*]: per-stage SRAM/TCAM
-  <pipe>/logs/mau.resources.log   the compiler's per-stage resource table
-and prints stages and SRAM/TCAM use.  Never fails the build: a missing or
+  <pipe>/logs/mau.resources.log   the compiler's full per-stage table (path printed)
+and prints stages and SRAM/TCAM use.  The logs exist when p4c runs with -g and
+--verbose 1 (make p4-tofino does).  Never fails the build: a missing or
 unreadable report is reported as such.
 """
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -29,7 +29,8 @@ def stage_usage(resources: dict):
     for st in resources.get("resources", {}).get("mau", {}).get("mau_stages", []):
         srams = _used(st.get("rams", {}).get("srams"))
         tcams = _used(st.get("tcams", {}).get("tcams"))
-        tables = len(st.get("logical_tables", {}).get("tables", []) or [])
+        lt = st.get("logical_tables", {})
+        tables = len(lt.get("ids") or lt.get("tables") or [])
         if srams or tcams or tables:
             out.append((st.get("stage_number"), srams, tcams, tables))
     return out
@@ -60,9 +61,8 @@ def report(out_dir: Path) -> str:
             lines += [f"  stage {n:>2}: SRAM {s:>3}  TCAM {t:>3}  logical tables {lt}"
                       for n, s, t, lt in stages]
     for path in sorted(out_dir.rglob("mau.resources.log")):
-        lines.append(f"{path.relative_to(out_dir)}:")
-        lines += ["  " + ln for ln in path.read_text(errors="replace").splitlines()
-                  if ln.strip() and not re.match(r"^\s*-+\s*$", ln)]
+        lines.append(f"per-stage and per-table detail (crossbar, hash bits, VLIW, ALUs): "
+                     f"{path.relative_to(out_dir)}")
     if not lines:
         files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file())
         lines.append(f"no resource report under {out_dir} (files: {', '.join(files[:20]) or 'none'})")

@@ -5,8 +5,8 @@
  * eg_intr_md.enq_qdepth is the queue depth at enqueue in cells (80 bytes on
  * Tofino, 176 on Tofino2); the control plane writes K in cells.  Tofino's
  * gateways cannot compare a header field with a table result, so
- * "qdepth > threshold" is computed as a saturating subtract (|-|), non-zero
- * exactly when the depth exceeds the threshold.
+ * "qdepth > threshold" is computed as a saturating subtract (|-|) in an
+ * action, non-zero exactly when the depth exceeds the threshold.
  *
  * Selective dropping of red packets is the traffic manager's job on Tofino
  * (queue colour drop limit, tf1.tm.queue.color, at admission: a red packet
@@ -42,6 +42,22 @@ control EcnRed(inout flexpass_eg_headers_t hdr,
     action no_aqm() {
         meta.ecn_threshold = QDEPTH_NONE;
         meta.red_threshold = QDEPTH_NONE;
+    }
+
+    /* The saturating subtracts run in an action of their own (an ALU writing
+     * PHV, operands from PHV: an ALU cannot subtract action data).  Written
+     * in apply{}, the compiler folds them into the gateway conditions below,
+     * which a gateway cannot evaluate ("condition expression too complex"). */
+    action excess() {
+        meta.ecn_excess = eg_intr_md.enq_qdepth |-| meta.ecn_threshold;
+        meta.red_excess = eg_intr_md.enq_qdepth |-| meta.red_threshold;
+    }
+
+    @hidden
+    table queue_excess {
+        actions = { excess; }
+        const default_action = excess();
+        size = 1;
     }
 
     @name(".queue_thresholds")
@@ -80,8 +96,7 @@ control EcnRed(inout flexpass_eg_headers_t hdr,
     apply {
         meta.pq_index = eg_intr_md.egress_port[5:0] ++ hdr.bridged.qid;
         queue_thresholds.apply();
-        meta.ecn_excess = eg_intr_md.enq_qdepth |-| meta.ecn_threshold;
-        meta.red_excess = eg_intr_md.enq_qdepth |-| meta.red_threshold;
+        queue_excess.apply();
         if (hdr.bridged.color == COLOR_RED && meta.red_excess != 0) {
             red_dropped.count(meta.pq_index);
             eg_dprsr_md.drop_ctl = 1;
