@@ -44,7 +44,7 @@ p4:
 	p4c-bm2-ss --p4runtime-files build/p4/flexpass.p4info.txtpb -o build/p4/flexpass.json p4src/v1model/flexpass.p4
 
 ## p4-tofino: the TNA program for Tofino and Tofino2 with p4c's Tofino backend, into
-## build/p4-tofino/{tofino,tofino2} (bfrt.json, pipe/, flexpass.conf) + resources.txt
+## build/p4-tofino/{tofino,tofino2} (bfrt.json, pipe/: context.json, the binary, logs) + resources.txt
 # The SDE ships p4c with the Tofino backend; otherwise the p4c on PATH.
 P4C ?= $(or $(if $(SDE_INSTALL),$(wildcard $(SDE_INSTALL)/bin/p4c)),p4c)
 TOFINO_BACKEND = $(P4C) --help-targets 2>/dev/null | grep -qx 'tofino-tna'
