@@ -144,6 +144,11 @@ pub struct SwitchSpec {
     /// arriving Not-ECT (over-provisioned) emulation packet is dropped when the queue holds
     /// this many; an ECT one is CE-marked.
     pub emulation_threshold: usize,
+    /// Profile "flashpass": control packets (EMULATION_CREDITs, ACKs, handshakes; their own
+    /// DSCP) leave each port through a strict-priority queue between the emulation queue and
+    /// the data queue, so feedback is neither delayed nor dropped behind data (FlashPass
+    /// footnote 4: "we can put it on a high priority queue"). Default false: the data queue.
+    pub feedback_priority: bool,
     pub credit_burst: f64,
     /// Credit share the receiver NIC shapes aggregate credits to (FlexPass profile; default
     /// w_q; 1.0 reproduces the FlexPass testbed's Fig. 7b).
@@ -188,6 +193,7 @@ impl Default for SwitchSpec {
             nic_buffer_kb: None,
             credit_queue: 8,
             emulation_threshold: 2,
+            feedback_priority: false,
             credit_burst: 2.0,
             nic_credit_share: None,
             owf_weight: None,
@@ -1199,6 +1205,9 @@ impl Experiment {
                 format!("switch.{key} applies to profile \"ppt\" only")
             })?;
         }
+        check(!s.feedback_priority || s.profile == Profile::FlashPass, || {
+            "switch.feedback_priority applies to profile \"flashpass\" only".into()
+        })?;
         check(!(s.lcp_pushout && s.shared_buffer_mb.is_some()), || {
             "switch.lcp_pushout needs per-port buffers (no switch.shared_buffer_mb)".into()
         })?;

@@ -35,6 +35,9 @@ pub const NUM_QUEUES: usize = 3;
 pub const MAX_QUEUES: usize = flexpass_wire::PRIORITY_LEVELS;
 /// PPT profile: the queue of traffic without a PPT priority (legacy DCTCP), P3.
 pub const PPT_LEGACY_QUEUE: usize = 3;
+/// FlashPass profile with `feedback_priority`: the control packets' queue (the profile has
+/// one data queue, Q1, so Q2 is free).
+pub const FEEDBACK_QUEUE: usize = 2;
 /// PPT profile: the LCP's queues P4–P7 (the HCP's are P0–P3).
 pub const PPT_LCP_QUEUES: std::ops::Range<usize> = 4..MAX_QUEUES;
 
@@ -194,6 +197,9 @@ pub struct PortConfig {
     pub red_threshold: u64,
     /// FlashPass profile: Q0's single threshold in packets (usize::MAX: none).
     pub emulation_threshold: usize,
+    /// FlashPass profile: control packets go to Q2 (otherwise unused), served with strict
+    /// priority after Q0 and before the data queue Q1 (FlashPass footnote 4).
+    pub feedback_priority: bool,
     /// Data buffer of the port.
     pub buffer: BufferLimit,
 }
@@ -207,6 +213,7 @@ impl PortConfig {
         match class {
             TrafficClass::Credit => 0,
             TrafficClass::Legacy if self.profile.separates_legacy() => 2,
+            TrafficClass::Control if self.feedback_priority => FEEDBACK_QUEUE,
             _ => 1,
         }
     }
@@ -567,6 +574,9 @@ impl PortQueue {
             let wait_s = (need - self.tokens) * 8.0 / self.cfg.credit_rate_bps;
             credit_wait = Some(now + (wait_s * 1e9).ceil() as Nanos);
         }
+        if self.cfg.feedback_priority && !self.queues[FEEDBACK_QUEUE].is_empty() {
+            return Dequeued::Packet(self.pop(FEEDBACK_QUEUE, shared));
+        }
         if self.queues[1].is_empty() && self.queues[2].is_empty() {
             return credit_wait.map_or(Dequeued::Empty, Dequeued::WaitUntil);
         }
@@ -621,7 +631,38 @@ mod tests {
             } else {
                 usize::MAX
             },
+            feedback_priority: false,
             buffer: BufferLimit::PerPort { bytes: 1_000_000 },
+        }
+    }
+
+    #[test]
+    fn flashpass_feedback_priority_sends_control_before_queued_data() {
+        // FlashPass footnote 4: feedback on a high-priority queue. Without it, an ACK or
+        // EMULATION_CREDIT waits behind the data queued before it; with it, it goes next
+        // (after the emulation queue), and data keeps its order behind it.
+        for priority in [false, true] {
+            let mut c = cfg(Profile::FlashPass);
+            c.feedback_priority = priority;
+            let mut pq = PortQueue::new(c);
+            for _ in 0..3 {
+                pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None);
+            }
+            pq.enqueue(test_packet(TrafficClass::Control, 84), None);
+            pq.enqueue(test_packet(TrafficClass::Credit, 84), None);
+            let order: Vec<TrafficClass> = (0..5)
+                .map(|_| match pq.dequeue(0, None) {
+                    Dequeued::Packet(p) => p.class,
+                    _ => panic!("a packet was queued"),
+                })
+                .collect();
+            use TrafficClass::*;
+            let want = if priority {
+                [Credit, Control, ProactiveData, ProactiveData, ProactiveData]
+            } else {
+                [Credit, ProactiveData, ProactiveData, ProactiveData, Control]
+            };
+            assert_eq!(order, want, "feedback_priority {priority}");
         }
     }
 

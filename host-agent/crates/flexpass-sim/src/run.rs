@@ -41,6 +41,8 @@ pub struct Stack {
     pub tcp: flexpass_core::WindowCc,
     pub flashpass: FlashPassSpec,
     pub emulation_threshold: usize,
+    /// FlashPass profile: control packets in a strict-priority queue above data.
+    pub feedback_priority: bool,
     pub red_threshold: u64,
     pub buffer: u64,
     /// Per-port buffer in bytes per Gbit/s of the port's link, replacing `buffer` when set.
@@ -119,6 +121,7 @@ impl Stack {
             } else {
                 usize::MAX
             },
+            feedback_priority: s.feedback_priority,
             red_threshold: kb(s.red_kb),
             buffer: kb(s.buffer_kb),
             buffer_per_gbps: s.buffer_kb_per_gbps.map(kb),
@@ -184,6 +187,7 @@ impl Stack {
             lcp_pushout: false,
             red_threshold: self.red_threshold,
             emulation_threshold: self.emulation_threshold,
+            feedback_priority: self.feedback_priority,
             buffer,
         }
     }
