@@ -1643,6 +1643,13 @@ transport = "flexpass"
             e.contains("switch.red_kb (1) must hold at least one frame"),
             "{e}"
         );
+        let e = src(STAR)
+            .experiment(&[Override::parse("switch.feedback_priority=true").unwrap()])
+            .unwrap_err();
+        assert!(
+            e.contains("switch.feedback_priority applies to profile \"flashpass\" only"),
+            "{e}"
+        );
         let e = src("[topology]\nkind = \"ring\"\nhosts = 2\n[[flow]]\nsrc = 0\ndst = 1\n")
             .experiment(&[])
             .unwrap_err();
