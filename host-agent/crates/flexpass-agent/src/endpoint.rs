@@ -54,6 +54,9 @@ pub struct EndpointConfig {
     /// FlashPass: the Aeolus pre-credit phase (one host-link BDP of unscheduled, red data in
     /// the first RTT, §III-C); off: plain FlashPass (every data packet scheduled).
     pub flashpass_unscheduled: bool,
+    /// DCTCP's tail-loss probe for the flows this endpoint sends with dctcp and ppt (RFC 8985
+    /// §7, `DctcpConfig::tlp`): a lost last packet is recovered after 2·SRTT, not RTO_min.
+    pub tlp: bool,
     /// Algorithm 1's target-loss rule for the flows this endpoint receives.
     pub target_loss_rule: TargetLossRule,
     pub dscp: DscpPlan,
@@ -152,6 +155,7 @@ impl EndpointConfig {
             base_rtt: 100_000,
             t_wait: 2_000_000,
             flashpass_unscheduled: true,
+            tlp: false,
             target_loss_rule: TargetLossRule::Fixed,
             dscp: DscpPlan::default(),
             accept: true,
@@ -655,6 +659,7 @@ impl Endpoint {
         self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
         let mut cfg = (self.cfg.sender)(transport);
         cfg.give_up_timeout = self.cfg.give_up_timeout;
+        cfg.dctcp.tlp |= self.cfg.tlp;
         // Segments fill the path's MTU (docs/protocol.md §9).
         cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
         if transport == TransportKind::Ppt {

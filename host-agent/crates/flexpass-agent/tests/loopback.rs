@@ -5,7 +5,8 @@ use bytes::Bytes;
 use flexpass_agent::{Endpoint, EndpointConfig};
 use flexpass_wire::{Ack, Credit, Ecn, Packet, SackBlocks, SubFlow, TransportKind};
 use sha2::{Digest, Sha256};
-use std::net::UdpSocket;
+use std::collections::{BTreeSet, HashMap};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 fn endpoint(accept: bool) -> Endpoint {
@@ -60,6 +61,85 @@ fn transfer(
     }
     assert!(client.sender(key).unwrap().error().is_none());
     (got, server, client)
+}
+
+/// A UDP relay between two endpoints on loopback: the client sends to `front`, which
+/// forwards to the server from `back`; replies take the way back. Each datagram is shown to
+/// an inspector (direction, bytes, TOS byte), which may drop it by returning false.
+struct Relay {
+    front: flexpass_agent::socket::TosSocket,
+    back: flexpass_agent::socket::TosSocket,
+    server: SocketAddr,
+    client: SocketAddr,
+}
+
+impl Relay {
+    fn new(server: &Endpoint, client: &Endpoint) -> Relay {
+        let sock = || flexpass_agent::socket::TosSocket::bind("127.0.0.1:0".parse().unwrap());
+        Relay {
+            front: sock().unwrap(),
+            back: sock().unwrap(),
+            server: server.local_addr().unwrap(),
+            client: client.local_addr().unwrap(),
+        }
+    }
+
+    /// Where the client sends to reach the server.
+    fn addr(&self) -> SocketAddr {
+        self.front.local_addr().unwrap()
+    }
+
+    fn pump(&mut self, inspect: &mut impl FnMut(bool, &[u8], u8) -> bool) {
+        for forward in [true, false] {
+            let (from, to, dst) = if forward {
+                (&mut self.front, &mut self.back, self.server)
+            } else {
+                (&mut self.back, &mut self.front, self.client)
+            };
+            while from.recv_batch(64).unwrap() > 0 {
+                for i in 0..from.datagrams() {
+                    let m = from.received(i);
+                    if inspect(forward, m.data, m.tos) {
+                        let d = m.data.to_vec();
+                        to.queue(dst, m.tos, |out| out.extend_from_slice(&d)).unwrap();
+                    }
+                }
+                to.flush();
+            }
+        }
+    }
+
+    /// Turn client, relay and server until every flow in `keys` has completed (or 30 s);
+    /// the bytes the server read, per flow id.
+    fn run(
+        &mut self,
+        client: &mut Endpoint,
+        server: &mut Endpoint,
+        keys: &[flexpass_agent::FlowKey],
+        mut inspect: impl FnMut(bool, &[u8], u8) -> bool,
+    ) -> HashMap<u32, Vec<u8>> {
+        let mut got: HashMap<u32, Vec<u8>> = HashMap::new();
+        let mut rkeys = vec![];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            client.poll(Duration::from_micros(100)).unwrap();
+            self.pump(&mut inspect);
+            server.poll(Duration::from_micros(100)).unwrap();
+            while let Some(k) = server.accept() {
+                rkeys.push(k);
+            }
+            for k in &rkeys {
+                let r = server.receiver_mut(*k).unwrap();
+                while let Some(b) = r.read() {
+                    got.entry(k.1).or_default().extend_from_slice(&b);
+                }
+            }
+            if keys.iter().all(|k| client.sender(*k).unwrap().is_complete()) {
+                break;
+            }
+        }
+        got
+    }
 }
 
 #[test]
@@ -219,9 +299,6 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
 /// low-priority ACKs in P4; data ECT(0), everything else Not-ECT.
 #[test]
 fn ppt_over_loopback_tags_each_loop_with_its_priority() {
-    use flexpass_agent::socket::TosSocket;
-    use std::collections::HashMap;
-
     let cfg = |accept: bool| {
         let mut c = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
         c.accept = accept;
@@ -232,26 +309,22 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
     };
     let mut server = Endpoint::bind(cfg(true)).unwrap();
     let mut client = Endpoint::bind(cfg(false)).unwrap();
-    let mut front = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let mut back = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let (front_addr, server_addr) = (front.local_addr().unwrap(), server.local_addr().unwrap());
-    let client_addr = client.local_addr().unwrap();
+    let mut relay = Relay::new(&server, &client);
 
     let small = pattern(60_000, 5);
     let large = pattern(2 << 20, 6);
     let mut keys = vec![];
     for data in [&small, &large] {
         let k = client
-            .open(front_addr, TransportKind::Ppt, data.len() as u64)
+            .open(relay.addr(), TransportKind::Ppt, data.len() as u64)
             .unwrap();
         client.write(k, Bytes::copy_from_slice(data));
         client.sender_mut(k).unwrap().finish();
         keys.push(k);
     }
     // (flow id, kind, sub-flow of an ACK or data) -> set of (dscp, ecn) seen.
-    let mut seen: HashMap<(u32, &'static str), std::collections::BTreeSet<(u8, u8)>> =
-        HashMap::new();
-    let mut note = |bytes: &[u8], tos: u8| {
+    let mut seen: HashMap<(u32, &'static str), BTreeSet<(u8, u8)>> = HashMap::new();
+    let got = relay.run(&mut client, &mut server, &keys, |_, bytes, tos| {
         let kind = match Packet::decode(bytes).expect("the agent sends valid packets") {
             Packet::Data(d) if d.subflow == SubFlow::Reactive => ("hcp data", d.flow_id),
             Packet::Data(d) => ("lcp data", d.flow_id),
@@ -262,47 +335,8 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
         seen.entry((kind.1, kind.0))
             .or_default()
             .insert((tos >> 2, tos & 3));
-    };
-    let mut got: HashMap<u32, Vec<u8>> = HashMap::new();
-    let mut rkeys = vec![];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        client.poll(Duration::from_micros(200)).unwrap();
-        // Relay: client -> front -> back -> server, and back.
-        for forward in [true, false] {
-            let (from, to, dst) = if forward {
-                (&mut front, &mut back, server_addr)
-            } else {
-                (&mut back, &mut front, client_addr)
-            };
-            while from.recv_batch(64).unwrap() > 0 {
-                for i in 0..from.datagrams() {
-                    let m = from.received(i);
-                    note(m.data, m.tos);
-                    let data = m.data.to_vec();
-                    to.queue(dst, m.tos, |out| out.extend_from_slice(&data))
-                        .unwrap();
-                }
-                to.flush();
-            }
-        }
-        server.poll(Duration::from_micros(200)).unwrap();
-        while let Some(k) = server.accept() {
-            rkeys.push(k);
-        }
-        for k in &rkeys {
-            let r = server.receiver_mut(*k).unwrap();
-            while let Some(b) = r.read() {
-                got.entry(k.1).or_default().extend_from_slice(&b);
-            }
-        }
-        if keys
-            .iter()
-            .all(|k| client.sender(*k).unwrap().is_complete())
-        {
-            break;
-        }
-    }
+        true
+    });
     for (k, data) in keys.iter().zip([&small, &large]) {
         let s = client.sender(*k).unwrap();
         assert!(s.is_complete() && s.error().is_none(), "flow {} did not complete", k.1);
@@ -339,9 +373,6 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
 /// passed since the flow opened (§III-B), and grants arrived in time.
 #[test]
 fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
-    use flexpass_agent::socket::TosSocket;
-    use std::collections::{BTreeSet, HashMap};
-
     // Large enough that a loaded test machine (other jobs, a debug build) returns grants
     // in time; the receiver may hold each for about half of it.
     const T_WAIT: u64 = 20_000_000;
@@ -356,22 +387,19 @@ fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
     };
     let mut server = Endpoint::bind(cfg(true)).unwrap();
     let mut client = Endpoint::bind(cfg(false)).unwrap();
-    let mut front = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let mut back = TosSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let (front_addr, server_addr) = (front.local_addr().unwrap(), server.local_addr().unwrap());
-    let client_addr = client.local_addr().unwrap();
+    let mut relay = Relay::new(&server, &client);
 
     let data = pattern(1 << 20, 7);
     let start = Instant::now();
     let k = client
-        .open(front_addr, TransportKind::FlashPass, data.len() as u64)
+        .open(relay.addr(), TransportKind::FlashPass, data.len() as u64)
         .unwrap();
     client.write(k, Bytes::copy_from_slice(&data));
     client.sender_mut(k).unwrap().finish();
     let mut seen: HashMap<&'static str, BTreeSet<(u8, u8)>> = HashMap::new();
     let mut first_data = None;
     let mut not_ect_emulation = 0u64;
-    let mut note = |bytes: &[u8], tos: u8| {
+    let got = relay.run(&mut client, &mut server, &[k], |_, bytes, tos| {
         let kind = match Packet::decode(bytes).expect("the agent sends valid packets") {
             Packet::Emulation(_) => {
                 not_ect_emulation += u64::from(tos & 3 == Ecn::NotEct as u8);
@@ -387,43 +415,9 @@ fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
             _ => "control",
         };
         seen.entry(kind).or_default().insert((tos >> 2, tos & 3));
-    };
-    let mut got = vec![];
-    let mut rkey = None;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        client.poll(Duration::from_micros(100)).unwrap();
-        for forward in [true, false] {
-            let (from, to, dst) = if forward {
-                (&mut front, &mut back, server_addr)
-            } else {
-                (&mut back, &mut front, client_addr)
-            };
-            while from.recv_batch(64).unwrap() > 0 {
-                for i in 0..from.datagrams() {
-                    let m = from.received(i);
-                    note(m.data, m.tos);
-                    let d = m.data.to_vec();
-                    to.queue(dst, m.tos, |out| out.extend_from_slice(&d))
-                        .unwrap();
-                }
-                to.flush();
-            }
-        }
-        server.poll(Duration::from_micros(100)).unwrap();
-        if let Some(r) = server.accept() {
-            rkey = Some(r);
-        }
-        if let Some(r) = rkey {
-            let r = server.receiver_mut(r).unwrap();
-            while let Some(b) = r.read() {
-                got.extend_from_slice(&b);
-            }
-        }
-        if client.sender(k).unwrap().is_complete() {
-            break;
-        }
-    }
+        true
+    });
+    let got = got.get(&k.1).cloned().unwrap_or_default();
     let s = client.sender(k).unwrap();
     assert!(
         s.is_complete() && s.error().is_none(),
@@ -454,4 +448,53 @@ fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
     assert!(em.grants_received > 0, "{em:?}");
     // Most grants come back in time (a loaded test machine may stall a turn past T_wait).
     assert!(em.late_grants * 4 <= em.grants_received, "grants late: {em:?}");
+}
+
+
+/// DCTCP's tail-loss probe on real sockets (`EndpointConfig::tlp`, `--tlp`): the relay drops
+/// the first transmission of a flow's last data packet. Without the probe the sender learns
+/// of it only from its retransmission timeout; with it, 2·SRTT after the last ACK the probe
+/// goes out — the last packet again, as there is no new data — and the flow completes
+/// without a timeout.
+#[test]
+fn tail_loss_probe_recovers_a_lost_last_packet_without_a_timeout() {
+    for tlp in [false, true] {
+        let cfg = |accept: bool| {
+            let mut c = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+            c.accept = accept;
+            c.link_bps = 1e9;
+            c.base_rtt = 50_000;
+            c.tlp = tlp;
+            c
+        };
+        let mut server = Endpoint::bind(cfg(true)).unwrap();
+        let mut client = Endpoint::bind(cfg(false)).unwrap();
+        let mut relay = Relay::new(&server, &client);
+        let data = pattern(100_000, 9);
+        let k = client
+            .open(relay.addr(), TransportKind::Dctcp, data.len() as u64)
+            .unwrap();
+        client.write(k, Bytes::copy_from_slice(&data));
+        client.sender_mut(k).unwrap().finish();
+        let mut dropped = 0;
+        let got = relay.run(&mut client, &mut server, &[k], |forward, bytes, _| {
+            let last = forward
+                && matches!(Packet::decode(bytes), Ok(Packet::Data(d))
+                    if d.flow_seq + d.payload.len() as u64 == data.len() as u64 && !d.retransmission);
+            dropped += u32::from(last);
+            !last
+        });
+        let s = client.sender(k).unwrap();
+        assert!(s.is_complete() && s.error().is_none(), "tlp {tlp}: incomplete");
+        assert_eq!(dropped, 1, "tlp {tlp}: the last packet's first copy");
+        assert_eq!(Sha256::digest(&got[&k.1]), Sha256::digest(&data));
+        let st = s.stats();
+        if tlp {
+            assert!(st.tlp_probes >= 1, "{st:?}");
+            assert_eq!((st.timeouts, st.retransmissions), (0, 1), "{st:?}");
+        } else {
+            assert_eq!(st.tlp_probes, 0, "{st:?}");
+            assert!(st.timeouts >= 1, "without the probe only the RTO finds the tail: {st:?}");
+        }
+    }
 }

@@ -44,6 +44,11 @@ pub struct NetArgs {
     /// data packet waits for its emulation's grant).
     #[arg(long)]
     pub flashpass_no_unscheduled: bool,
+    /// Tail-loss probe for dctcp and ppt flows (RFC 8985 §7, as Linux's TLP): with no ACK
+    /// progress for 2·SRTT, one probe packet, so a lost last packet is recovered in a few
+    /// RTTs instead of the retransmission timeout.
+    #[arg(long)]
+    pub tlp: bool,
     /// Busy-wait the last µs before each credit deadline (0: sleep only; costs up to this
     /// much CPU per credit; worth it with a core to spare).
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_SPIN as f64 / 1e3)]
@@ -195,6 +200,7 @@ impl NetArgs {
         c.base_rtt = (self.rtt_us * 1e3) as u64;
         c.t_wait = (self.t_wait_us.unwrap_or((2.0 * self.rtt_us).max(2000.0)) * 1e3) as u64;
         c.flashpass_unscheduled = !self.flashpass_no_unscheduled;
+        c.tlp = self.tlp;
         c.target_loss_rule = TargetLossRule::from_scaling(self.target_loss_scaling)?;
         c.spin = (self.spin_us.max(0.0) * 1e3) as u64;
         c.gso = !self.no_gso;
