@@ -146,8 +146,9 @@ pub struct SwitchSpec {
     pub emulation_threshold: usize,
     /// Profile "flashpass": control packets (EMULATION_CREDITs, ACKs, handshakes; their own
     /// DSCP) leave each port through a strict-priority queue between the emulation queue and
-    /// the data queue, so feedback is neither delayed nor dropped behind data (FlashPass
-    /// footnote 4: "we can put it on a high priority queue"). Default false: the data queue.
+    /// the data queue, with a buffer of its own (the port's data buffer size, not shared with
+    /// data), so feedback is neither delayed nor dropped behind data (FlashPass footnote 4:
+    /// "we can put it on a high priority queue"). Default false: the data queue.
     pub feedback_priority: bool,
     pub credit_burst: f64,
     /// Credit share the receiver NIC shapes aggregate credits to (FlexPass profile; default

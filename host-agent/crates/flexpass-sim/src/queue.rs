@@ -198,7 +198,8 @@ pub struct PortConfig {
     /// FlashPass profile: Q0's single threshold in packets (usize::MAX: none).
     pub emulation_threshold: usize,
     /// FlashPass profile: control packets go to Q2 (otherwise unused), served with strict
-    /// priority after Q0 and before the data queue Q1 (FlashPass footnote 4).
+    /// priority after Q0 and before the data queue Q1, with a buffer of its own the size of
+    /// the port's data buffer (a reserved queue: FlashPass footnote 4).
     pub feedback_priority: bool,
     /// Data buffer of the port.
     pub buffer: BufferLimit,
@@ -385,12 +386,22 @@ impl PortQueue {
         self.queues.iter().all(|q| q.is_empty())
     }
 
+    /// The queues that share the data buffer: the profile's, less a feedback queue (which has
+    /// its own).
+    fn data_queues(&self) -> std::ops::Range<usize> {
+        if self.cfg.feedback_priority {
+            1..FEEDBACK_QUEUE
+        } else {
+            self.cfg.profile.data_queues()
+        }
+    }
+
     fn data_bytes(&self) -> u64 {
-        self.bytes[self.cfg.profile.data_queues()].iter().sum()
+        self.bytes[self.data_queues()].iter().sum()
     }
 
     fn is_data_queue(&self, q: usize) -> bool {
-        self.cfg.profile.data_queues().contains(&q)
+        self.data_queues().contains(&q)
     }
 
     /// Admit `pkt` (or refuse it and count why). `shared` is the node's shared buffer when
@@ -405,7 +416,18 @@ impl PortQueue {
         let data_bytes = self.data_bytes();
         let red = self.cfg.is_red(pkt.class);
         let data = self.is_data_queue(q);
-        if !data {
+        if self.cfg.feedback_priority && q == FEEDBACK_QUEUE {
+            // A reserved queue: a port buffer of its own, not shared with data.
+            let limit = match self.cfg.buffer {
+                BufferLimit::PerPort { bytes } => bytes,
+                BufferLimit::Shared => u64::MAX,
+            };
+            if self.bytes[q] + len > limit {
+                self.stats[q].dropped_full += 1;
+                self.stats[q].dropped_full_control += 1;
+                return Enqueued::Dropped(Refused::BufferFull);
+            }
+        } else if !data {
             if self.queues[0].len() >= self.cfg.credit_capacity {
                 self.stats[q].dropped_full += 1;
                 return Enqueued::Dropped(Refused::CreditQueueFull);
