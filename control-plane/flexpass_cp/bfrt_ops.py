@@ -253,6 +253,10 @@ def tm_ops(cfg: Config, switch: str) -> List[BfrtOp]:
                               write=MODIFY, why=f"link_rate below {tp.speed}"))
         out.append(BfrtOp(f"{tf}.tm.port.sched_cfg", port_key,
                           (("max_rate_enable", tp.shaper_kbps is not None),), write=MODIFY))
+        if tp.buffer_cells is not None:
+            out.append(BfrtOp(f"{tf}.tm.port.buffer", port_key,
+                              (("eg_limit_cells", tp.buffer_cells), ("eg_hysteresis_cells", 0)),
+                              write=MODIFY, why="one buffer shared by the port's queues"))
         for q in tp.queues:
             qkey = (exact("pg_id", PortQueue(tp.port, q.qid, "pg_id")),
                     exact("pg_queue", PortQueue(tp.port, q.qid, "pg_queue")))
@@ -261,9 +265,7 @@ def tm_ops(cfg: Config, switch: str) -> List[BfrtOp]:
                               (("min_rate_enable", False), ("min_priority", str(q.max_priority)),
                                ("max_rate_enable", shaped), ("max_priority", str(q.max_priority)),
                                ("dwrr_weight", q.dwrr_weight), ("scheduling_enable", True)),
-                              write=MODIFY,
-                              why=f"{q.role}: " + ("strict priority" if q.max_priority else
-                                                   f"DWRR weight {q.dwrr_weight}/{Derived.dwrr_weight(1.0)}")))
+                              write=MODIFY, why=_sched_why(q)))
             if shaped:
                 # LOWER: the hardware rate never exceeds the credit rate.
                 out.append(BfrtOp(f"{tf}.tm.queue.sched_shaping", qkey,
@@ -283,6 +285,13 @@ def tm_ops(cfg: Config, switch: str) -> List[BfrtOp]:
                 color, why = (("drop_enable", False),), f"{q.role}: no colour drop"
             out.append(BfrtOp(f"{tf}.tm.queue.color", qkey, color, write=MODIFY, why=why))
     return out
+
+
+def _sched_why(q) -> str:
+    if q.role.startswith("P"):  # PPT: one queue per priority level
+        return f"{q.role}: strict priority {q.max_priority}"
+    return f"{q.role}: " + ("strict priority" if q.max_priority else
+                            f"DWRR weight {q.dwrr_weight}/{Derived.dwrr_weight(1.0)}")
 
 
 def switch_ops(cfg: Config, switch: str) -> List[BfrtOp]:

@@ -217,13 +217,34 @@ def cmd_show_tofino(cfg: Config, switch: str, as_json: bool) -> int:
         sys.stdout.write(ops_to_json(ops))
         return 0
     cell = TOFINO_CHIPS[sw.target][1]
+    if sw.profile == PPT_PROFILE:
+        print(f"switch {sw.name}: {sw.target}, profile ppt, BfRt gRPC {sw.grpc_addr} device "
+              f"{sw.device_id}; P<p> in queue 7-p at strict priority 7-p; thresholds in {cell}-byte cells")
+        print()
+        print(f"{'port':>4} {'link':>11} {'buffer':>7} " + " ".join(f"{'K P' + str(p):>6}" for p in range(8)))
+        for tp in tofino_settings(cfg, switch):
+            d = Derived(cfg, sw, sw.ports[tp.port])
+            print(f"{tp.port:>4} {_fmt_rate(sw.ports[tp.port].link_rate_bps):>11} {tp.buffer_cells:>7} "
+                  + " ".join(f"{d.qdepth(d.ppt_ecn_threshold_bytes(p)):>6}" for p in range(8)))
+    else:
+        _show_tofino_flexpass(cfg, sw, cell)
+    print()
+    print("BfRt operations (apply order):")
+    for op in ops:
+        print(f"  {op.describe()}" + (f"   # {op.why}" if op.why else ""))
+    return 0
+
+
+def _show_tofino_flexpass(cfg: Config, sw, cell: int) -> None:
+    from .config import tofino_settings
+
     print(f"switch {sw.name}: {sw.target}, profile {sw.profile}, BfRt gRPC {sw.grpc_addr} device "
           f"{sw.device_id}; queue ids: " + ", ".join(f"{q}={cfg.bmv2_priority[q]}" for q in LOGICAL_QUEUES))
     print(f"thresholds in {cell}-byte cells; meter in the bytes Tofino counts (frame + FCS)")
     print()
     print(f"{'port':>4} {'link':>11} {'w_q':>5} {'credit limit':>13} {'meter cir':>14} {'burst':>7} "
           f"{'K cells':>7} {'red':>16} {'Q1 cells':>8} {'legacy K':>8}")
-    for tp in tofino_settings(cfg, switch):
+    for tp in tofino_settings(cfg, sw.name):
         d = Derived(cfg, sw, sw.ports[tp.port])
         q1 = next(q for q in tp.queues if q.role == "flexpass")
         red = (f"{d.cells(sw.ports[tp.port].queues.red_threshold_bytes)} ({q1.red_limit_percent:g}%)"
@@ -232,11 +253,6 @@ def cmd_show_tofino(cfg: Config, switch: str, as_json: bool) -> int:
         print(f"{tp.port:>4} {_fmt_rate(sw.ports[tp.port].link_rate_bps):>11} {d.effective_w_q:>5.2f} "
               f"{_fmt_rate(d.credit_rate_bps):>13} {d.meter_cir_kbps:>9} kb/s {d.meter_burst_kbits:>3} kb "
               f"{d.ecn_threshold_qdepth:>7} {red:>16} {q1.guaranteed_cells:>8} {'-' if lk is None else lk:>8}")
-    print()
-    print("BfRt operations (apply order):")
-    for op in ops:
-        print(f"  {op.describe()}" + (f"   # {op.why}" if op.why else ""))
-    return 0
 
 
 def apply_tm_settings(cfg: Config, switch: str, host: str, port: int) -> list:

@@ -678,6 +678,8 @@ class Derived:
         w_q : 1 - w_q; Q1's red colour drop limit at the selective-drop
         threshold (tofino_red_limit); a port slower than its speed is shaped to
         link_rate."""
+        if self.switch.profile == PPT_PROFILE:
+            return self.ppt_tofino_port()
         tm = self.tm_port()
         queues = []
         for role, q in zip(LOGICAL_QUEUES, tm.queues):
@@ -696,12 +698,30 @@ class Derived:
                 red_limit_percent=red_pct,
                 shaper_kbps=None if q.shaper_rate_bps is None else self.kbps(q.shaper_rate_bps),
                 shaper_burst_bytes=q.shaper_burst_bytes))
+        return self._tofino_port(tuple(queues))
+
+    def ppt_tofino_port(self) -> "TofinoPort":
+        """A PPT port on Tofino (SIGCOMM'24 §4.2, §6.2; ppt_tm_port() in Tofino's units):
+        eight queues at strict priorities, P<p> in qid 7 - p at scheduling priority 7 - p
+        (higher first). The port's buffer is one egress limit on the sum of its queues
+        (tfN.tm.port.buffer eg_limit_cells); each queue is guaranteed one maximum frame
+        and takes the rest from the shared pool, so any queue may fill the port's buffer
+        (guaranteed cells are reserved: eight full buffers per port would not fit the
+        TM). ECN K per queue is the P4 egress's (queue_thresholds); nothing is red."""
+        frame = self.frame_qdepth(self.config.max_frame_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
+        queues = tuple(TofinoQueue(f"P{p}", ppt_qid(p), max_priority=ppt_qid(p),
+                                   dwrr_weight=self.dwrr_weight(1.0), guaranteed_cells=frame)
+                       for p in range(PRIORITY_LEVELS))
+        return self._tofino_port(queues, buffer_cells=self.cells(self.port.queues.buffer_bytes))
+
+    def _tofino_port(self, queues: Tuple["TofinoQueue", ...],
+                     buffer_cells: Optional[int] = None) -> "TofinoPort":
         speed_bps, speed = self.tofino_speed
         shaped = self.port.link_rate_bps < speed_bps
         return TofinoPort(self.port.port, speed,
                           self.kbps(self.port.link_rate_bps) if shaped else None,
                           2 * self.config.max_frame_bytes if shaped else None,
-                          tuple(queues))
+                          queues, buffer_cells)
 
     def summary(self) -> Dict[str, Any]:
         return {
@@ -746,7 +766,7 @@ class TmPort:
 class TofinoQueue:
     """One queue of a Tofino port in TM units (bfrt_ops writes it to tfN.tm.queue.*)."""
 
-    role: str  # credit / flexpass / legacy (LOGICAL_QUEUES)
+    role: str  # credit / flexpass / legacy (LOGICAL_QUEUES), or P0..P7 (profile ppt)
     qid: int  # ingress queue id (ig_tm_md.qid), from the config's queue indexes
     max_priority: int  # 0..7, higher is served first
     dwrr_weight: int  # 1..1023, among queues of the same priority
@@ -765,6 +785,7 @@ class TofinoPort:
     shaper_kbps: Optional[int]  # link_rate when below the port speed
     shaper_burst_bytes: Optional[int]
     queues: Tuple[TofinoQueue, ...]
+    buffer_cells: Optional[int] = None  # egress limit on the sum of the port's queues (ppt)
 
 
 def tofino_settings(cfg: "Config", switch: str) -> List[TofinoPort]:
@@ -973,7 +994,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     if profile not in PROFILES and profile != PPT_PROFILE:
         raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} "
                                                   f"(profiles: {', '.join(tuple(PROFILES) + (PPT_PROFILE,))})")
-    if profile in (PPT_PROFILE, FLASHPASS_PROFILE) and target in TOFINO_CHIPS:
+    if profile == FLASHPASS_PROFILE and target in TOFINO_CHIPS:
         raise ConfigError(_join(path, "profile"), f"profile {profile} is not implemented for target {target} yet "
                                                   "(BMv2 simple_switch and flexpass_switch only)")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)

@@ -57,7 +57,8 @@ def server_for():
         s.stop()
 
 
-def test_tm_and_port_ops_round_trip_through_the_sde_client(server_for, monkeypatch):
+@pytest.mark.parametrize("switch, priorities", [("s1", {"7", "0"}), ("s3", {str(p) for p in range(8)})])
+def test_tm_and_port_ops_round_trip_through_the_sde_client(server_for, monkeypatch, switch, priorities):
     """Every fixed-function op of the golden config (ports, TM queues, shaping,
     colour drop limits) passes the real client's schema checks, reaches the
     switch with the intended values, reads back equal: a second plan is empty.
@@ -67,9 +68,9 @@ def test_tm_and_port_ops_round_trip_through_the_sde_client(server_for, monkeypat
     monkeypatch.setattr(bfrt_client, "MANAGED_P4_TABLES", ())
     gc, srv = server_for(EMPTY_PROGRAM)
     cfg = load_config(CFG)
-    ops = [op for op in B.switch_ops(cfg, "s1") if op.table == "$PORT" or ".tm." in op.table]
-    assert {op.table for op in ops} >= {"$PORT", "tf1.tm.queue.sched_cfg", "tf1.tm.queue.sched_shaping",
-                                        "tf1.tm.queue.color"}
+    ops = [op for op in B.switch_ops(cfg, switch) if op.table == "$PORT" or ".tm." in op.table]
+    assert {op.table for op in ops} >= {"$PORT", "tf1.tm.queue.sched_cfg", "tf1.tm.queue.color",
+                                        "tf1.tm.queue.sched_shaping" if switch == "s1" else "tf1.tm.port.buffer"}
     with BfrtClient(srv.addr, gc=gc) as c:
         c.set_pipeline(None)
         c.check_tm(80, 0)
@@ -95,8 +96,10 @@ def test_tm_and_port_ops_round_trip_through_the_sde_client(server_for, monkeypat
             assert rows[0][name] == v, f"{op.describe()}: stored {name}={rows[0][name]!r}"
         checked += 1
     assert checked >= len(ops) - 2
+    # FlexPass (s1): the credit queue at strict priority 7 over the DWRR pair; PPT (s3):
+    # one queue per priority level.
     prios = {dict(op.data)["max_priority"] for op in ops if op.table == "tf1.tm.queue.sched_cfg"}
-    assert prios == {"7", "0"}, f"credit queue at strict priority 7 over the DWRR pair: {prios}"
+    assert prios == priorities, prios
 
 
 def test_flexpass_ctl_apply_diff_against_the_compiled_program(server_for, monkeypatch, capsys):

@@ -417,6 +417,30 @@ def test_ppt_bmv2_queue_commands_cover_eight_queues():
     assert {c.value for c in cmds if c.verb == "set_queue_depth"} == {math.ceil(120_000 / 1538)}
 
 
+def test_ppt_on_tofino_is_eight_strict_priorities_sharing_the_port_buffer():
+    """PPT §4.2/§6.2 on Tofino: P<p> in queue 7-p at strict priority 7-p, one egress
+    limit of the port's buffer on their sum, each queue guaranteed one frame (guaranteed
+    cells are reserved); K per priority in cells from λ·C·RTT."""
+    from flexpass_cp.config import Derived, ppt_qid, tofino_settings
+
+    raw = ppt_raw()
+    raw["switches"]["s1"]["target"] = "tofino"
+    cfg = parse_config(raw)
+    sw = cfg.switch("s1")
+    for tp in tofino_settings(cfg, "s1"):
+        d = Derived(cfg, sw, sw.ports[tp.port])
+        assert tp.buffer_cells == math.ceil(120_000 / 80)
+        assert [(q.role, q.qid, q.max_priority) for q in tp.queues] == \
+            [(f"P{p}", 7 - p, 7 - p) for p in range(8)]
+        # One 1518-byte frame (FCS included) and the 1-byte bridged header: 19 cells.
+        assert all(q.guaranteed_cells == math.ceil((1518 + 1) / 80) == 19 for q in tp.queues)
+        assert all(q.red_limit_percent is None and q.shaper_kbps is None for q in tp.queues)
+        k = {e.match[1][1]: e.params["ecn_threshold"] for e in switch_entries(cfg, "s1")
+             if isinstance(e, TableEntry) and e.table == "queue_thresholds" and e.match[0][1] == tp.port}
+        for p in range(8):
+            assert k[ppt_qid(p)] == d.cells(d.ppt_ecn_threshold_bytes(p))
+
+
 def test_ppt_config_errors_name_the_field():
     raw = ppt_raw()
     raw["ppt"]["lambda_lcp"] = 0
@@ -430,9 +454,6 @@ def test_ppt_config_errors_name_the_field():
     raw = ppt_raw()
     raw["dscp"] = {"priority": [32, 33, 34, 35, 36, 37, 38, 46]}
     assert err(raw).path == "dscp.priority[7]"
-    raw = ppt_raw()
-    raw["switches"]["s1"]["target"] = "tofino"
-    assert "not implemented" in str(err(raw))
     # A FlexPass switch still needs its queue fields.
     raw = ppt_raw()
     raw["switches"]["s1"]["profile"] = "flexpass"
