@@ -48,6 +48,7 @@ from .config import (
     PORT_QUEUE_COUNTERS,
     INGRESS_EVENTS,
     T_CLASSIFIER,
+    T_ECN_COLOR,
     T_PORT_SMAC,
     T_QUEUE_THRESHOLDS,
     T_ROUTING,
@@ -67,7 +68,7 @@ AP_ECMP_MEMBERS = "ecmp_profile"
 AP_ECMP_GROUPS = AP_ECMP
 
 #: P4 tables whose stale entries apply deletes (everything else is modified only).
-MANAGED_P4_TABLES = (T_CLASSIFIER, T_ROUTING, AP_ECMP_MEMBERS, AP_ECMP_GROUPS,
+MANAGED_P4_TABLES = (T_CLASSIFIER, T_ECN_COLOR, T_ROUTING, AP_ECMP_MEMBERS, AP_ECMP_GROUPS,
                      T_QUEUE_THRESHOLDS, T_PORT_SMAC)
 
 #: Counter data fields of BfRt indirect counters.
@@ -404,8 +405,8 @@ def plan(desired: Sequence[BfrtOp], existing: Iterable[ReadEntry]) -> List[BfrtU
             updates.append(BfrtUpdate(INSERT if op.write == ENTRY else MOD, op))
         elif not same_data(op, old):
             updates.append(BfrtUpdate(MOD, op, old))
-    order = {t: i for i, t in enumerate((T_ROUTING, T_CLASSIFIER, T_QUEUE_THRESHOLDS, T_PORT_SMAC,
-                                         AP_ECMP_GROUPS, AP_ECMP_MEMBERS))}
+    order = {t: i for i, t in enumerate((T_ROUTING, T_CLASSIFIER, T_ECN_COLOR, T_QUEUE_THRESHOLDS,
+                                         T_PORT_SMAC, AP_ECMP_GROUPS, AP_ECMP_MEMBERS))}
     stale = [e for i, e in have.items()
              if i not in seen and not e.is_default and e.table in MANAGED_P4_TABLES]
     for e in sorted(stale, key=lambda e: order[e.table]):

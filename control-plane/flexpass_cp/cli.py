@@ -226,6 +226,20 @@ def cmd_show_tofino(cfg: Config, switch: str, as_json: bool) -> int:
             d = Derived(cfg, sw, sw.ports[tp.port])
             print(f"{tp.port:>4} {_fmt_rate(sw.ports[tp.port].link_rate_bps):>11} {tp.buffer_cells:>7} "
                   + " ".join(f"{d.qdepth(d.ppt_ecn_threshold_bytes(p)):>6}" for p in range(8)))
+    elif sw.profile == FLASHPASS_PROFILE:
+        print(f"switch {sw.name}: {sw.target}, profile flashpass, BfRt gRPC {sw.grpc_addr} device "
+              f"{sw.device_id}; emulation queue {cfg.bmv2_priority['credit']} (strict priority 7), "
+              f"data queue {cfg.bmv2_priority['flexpass']}; thresholds in {cell}-byte cells")
+        print()
+        print(f"{'port':>4} {'link':>11} {'emulation rate':>15} {'emu cells':>9} {'red drop':>8} "
+              f"{'data cells':>10} {'red data >':>10}")
+        for tp in tofino_settings(cfg, switch):
+            d = Derived(cfg, sw, sw.ports[tp.port])
+            emu, data = tp.queues
+            red_data = d.flashpass_thresholds()[data.qid][1]
+            print(f"{tp.port:>4} {_fmt_rate(sw.ports[tp.port].link_rate_bps):>11} "
+                  f"{_fmt_rate(d.credit_rate_bps):>15} {emu.guaranteed_cells:>9} {emu.red_limit_percent:>7g}% "
+                  f"{data.guaranteed_cells:>10} {red_data:>10}")
     else:
         _show_tofino_flexpass(cfg, sw, cell)
     print()

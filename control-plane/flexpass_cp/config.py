@@ -542,7 +542,22 @@ class Derived:
         if self.switch.target == "flexpass_switch":
             return {self.qid("credit"): (e * self.emulation_bmv2_bytes - 1, NO_THRESHOLD),
                     self.qid("flexpass"): (NO_THRESHOLD, NO_THRESHOLD)}
+        if self.is_tofino:
+            # Cells; red emulation packets are the TM's (colour drop limit at admission),
+            # red data the egress's: 12.5 % steps of a full buffer cannot say 2 frames.
+            return {self.qid("credit"): (e * self.emulation_cells - 1, NO_THRESHOLD),
+                    self.qid("flexpass"): (NO_THRESHOLD, u * self.data_frame_cells - 1)}
         return {self.qid("credit"): (e - 1, e - 1), self.qid("flexpass"): (NO_THRESHOLD, u - 1)}
+
+    @property
+    def emulation_cells(self) -> int:
+        """Tofino cells of one EMULATION frame (84 wire bytes: 1 cell of 80 or 176)."""
+        return self.frame_qdepth(frames.CREDIT_WIRE - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
+
+    @property
+    def data_frame_cells(self) -> int:
+        """Tofino cells of one maximum data frame."""
+        return self.frame_qdepth(self.config.max_frame_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
 
     def flashpass_tm_port(self) -> "TmPort":
         """flexpass_switch TM of a FlashPass port (§III-B, §IV-A): the emulation queue at
@@ -680,6 +695,8 @@ class Derived:
         link_rate."""
         if self.switch.profile == PPT_PROFILE:
             return self.ppt_tofino_port()
+        if self.switch.profile == FLASHPASS_PROFILE:
+            return self.flashpass_tofino_port()
         tm = self.tm_port()
         queues = []
         for role, q in zip(LOGICAL_QUEUES, tm.queues):
@@ -713,6 +730,28 @@ class Derived:
                                    dwrr_weight=self.dwrr_weight(1.0), guaranteed_cells=frame)
                        for p in range(PRIORITY_LEVELS))
         return self._tofino_port(queues, buffer_cells=self.cells(self.port.queues.buffer_bytes))
+
+    def flashpass_tofino_port(self) -> "TofinoPort":
+        """A FlashPass port on Tofino (flashpass_tm_port() in Tofino's units): the emulation
+        queue at strict priority 7, shaped to C·84/(84 + max frame) with a 2-packet burst,
+        ``credit_queue_packets`` emulation frames deep, red (Not-ECT, ``ecn_color``)
+        arrivals dropped by the colour drop limit once the emulation threshold's packets
+        are queued (2 of 8: 25 %, a step of 12.5 %); one data queue with the port's buffer
+        (its red, unscheduled data is dropped by the egress, flashpass_thresholds)."""
+        q, fp = self.port.queues, self.config.flashpass
+        red_pct = 100.0 * fp.emulation_threshold_packets / q.credit_queue_packets
+        if red_pct not in TOFINO_COLOR_LIMITS:
+            raise ConfigError("flashpass.emulation_threshold_packets",
+                              f"{fp.emulation_threshold_packets} of credit_queue_packets "
+                              f"{q.credit_queue_packets} is {red_pct:g} %; a Tofino colour drop limit "
+                              f"is one of {', '.join(f'{p:g}' for p in TOFINO_COLOR_LIMITS)} %")
+        emulation = TofinoQueue(
+            "credit", self.qid("credit"), max_priority=7, dwrr_weight=self.dwrr_weight(1.0),
+            guaranteed_cells=q.credit_queue_packets * self.emulation_cells, red_limit_percent=red_pct,
+            shaper_kbps=self.kbps(self.credit_rate_bps), shaper_burst_bytes=2 * self.config.credit_wire_bytes)
+        data = TofinoQueue("flexpass", self.qid("flexpass"), max_priority=0,
+                           dwrr_weight=self.dwrr_weight(1.0), guaranteed_cells=self.cells(q.buffer_bytes))
+        return self._tofino_port((emulation, data))
 
     def _tofino_port(self, queues: Tuple["TofinoQueue", ...],
                      buffer_cells: Optional[int] = None) -> "TofinoPort":
@@ -994,9 +1033,6 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     if profile not in PROFILES and profile != PPT_PROFILE:
         raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} "
                                                   f"(profiles: {', '.join(tuple(PROFILES) + (PPT_PROFILE,))})")
-    if profile == FLASHPASS_PROFILE and target in TOFINO_CHIPS:
-        raise ConfigError(_join(path, "profile"), f"profile {profile} is not implemented for target {target} yet "
-                                                  "(BMv2 simple_switch and flexpass_switch only)")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
@@ -1369,7 +1405,7 @@ def classifier_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
 
 
 def flashpass_ecn_color_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
-    """``ecn_color`` of a BMv2 / flexpass_switch switch: profile flashpass colours a
+    """``ecn_color`` (every target: v1model and TNA have it): profile flashpass colours a
     Not-ECT packet in the emulation (credit) queue red (FlashPass §III-C: an
     over-provisioned emulation packet, dropped first); every profile writes the default
     (keep the DSCP's colour), so the table is managed and a change of profile removes
@@ -1387,8 +1423,7 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
     sw = cfg.switch(switch)
     out: List[Entity] = []
     out.extend(classifier_entries(cfg, sw))
-    if sw.target not in TOFINO_CHIPS:
-        out.extend(flashpass_ecn_color_entries(cfg, sw))
+    out.extend(flashpass_ecn_color_entries(cfg, sw))
 
     mids = member_ids(sw)
     for name, mid in sorted(mids.items(), key=lambda kv: kv[1]):

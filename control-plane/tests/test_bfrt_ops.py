@@ -325,6 +325,13 @@ def test_cli_show_lists_ops_and_json(capsys):
     assert "80-byte cells" in out and "tf1.tm.queue.color" in out and "37.5%" in out
     assert cli.main(["show", "--config", str(GOLDEN_CFG), "--switch", "s1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(GOLDEN.read_text())["s1"]
+    # PPT (s3): K per priority in cells; FlashPass (s4): the emulation queue's numbers.
+    assert cli.main(["show", "--config", str(GOLDEN_CFG), "--switch", "s3"]) == 0
+    out = capsys.readouterr().out
+    assert "profile ppt" in out and re.search(r"^\s+1\s+40 Gbit/s\s+1500\s+149\s", out, re.M), out
+    assert cli.main(["show", "--config", str(GOLDEN_CFG), "--switch", "s4"]) == 0
+    out = capsys.readouterr().out
+    assert "profile flashpass" in out and "25%" in out and "tf2.tm.queue.sched_shaping" in out, out
 
 
 # ---------------------------------------------------------------- P4 names
@@ -338,7 +345,7 @@ def test_ops_use_names_declared_in_p4src_tna():
     text = tna_source()
     declared = set(re.findall(r'@name\("\.([A-Za-z_0-9]+)"\)', text))
     cfg = golden_cfg()
-    used = B.p4_names(B.switch_ops(cfg, "s1") + B.switch_ops(cfg, "s2"))
+    used = B.p4_names([op for sw in sorted(cfg.switches) for op in B.switch_ops(cfg, sw)])
     counters = set(B.counter_tables())
     missing = (used["tables"] | used["actions"] | counters) - declared
     assert not missing, f"used by bfrt_ops but not declared in p4src/tna: {sorted(missing)}"

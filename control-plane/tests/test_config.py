@@ -23,6 +23,7 @@ from flexpass_cp.config import (
     parse_rate,
     parse_size,
     switch_entries,
+    tofino_settings,
 )
 from flexpass_cp.entities import ActionProfileGroup, ActionProfileMember, MeterEntry, TableEntry
 
@@ -421,7 +422,7 @@ def test_ppt_on_tofino_is_eight_strict_priorities_sharing_the_port_buffer():
     """PPT §4.2/§6.2 on Tofino: P<p> in queue 7-p at strict priority 7-p, one egress
     limit of the port's buffer on their sum, each queue guaranteed one frame (guaranteed
     cells are reserved); K per priority in cells from λ·C·RTT."""
-    from flexpass_cp.config import Derived, ppt_qid, tofino_settings
+    from flexpass_cp.config import ppt_qid
 
     raw = ppt_raw()
     raw["switches"]["s1"]["target"] = "tofino"
@@ -543,6 +544,34 @@ def test_flashpass_thresholds_are_configurable_and_checked():
     raw["flashpass"] = {"threshold": 2}
     with pytest.raises(ConfigError, match="flashpass"):
         parse_config(raw)
+    # Tofino: the red limit is a colour drop limit, a 12.5 % step of the emulation queue.
     raw = flashpass_raw("tofino")
-    with pytest.raises(ConfigError, match="profile flashpass is not implemented for target tofino"):
-        parse_config(raw)
+    raw["port_defaults"]["credit_queue_packets"] = 6
+    with pytest.raises(ConfigError, match="33.3 %.*12.5"):
+        tofino_settings(parse_config(raw), "s1")
+
+
+def test_flashpass_on_tofino():
+    """FlashPass on Tofino: the emulation queue at strict priority 7, shaped to
+    C·84/(84+1538), 8 emulation frames deep (1 cell each), red (Not-ECT, coloured by
+    ecn_color) dropped by the TM at 25 % = 2 of them; ECT ones CE-marked by the egress
+    above 2 queued; one data queue, its red (unscheduled) data dropped by the egress
+    above 2 frames (19 cells each)."""
+    cfg = parse_config(flashpass_raw("tofino"))
+    d = cfg.derived("s1", 1)
+    tp = next(t for t in tofino_settings(cfg, "s1") if t.port == 1)
+    emu, data = tp.queues
+    assert (emu.role, emu.qid, emu.max_priority) == ("credit", cfg.bmv2_priority["credit"], 7)
+    assert emu.shaper_kbps == round(10e9 * 84 / 1622 / 1000)
+    assert (emu.guaranteed_cells, emu.red_limit_percent) == (8, 25.0)
+    assert (data.role, data.qid, data.max_priority, data.red_limit_percent) == \
+        ("flexpass", cfg.bmv2_priority["flexpass"], 0, None)
+    assert data.guaranteed_cells == math.ceil(300_000 / 80)
+    thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
+           if dict(e.match)["egress_port"] == 1}
+    assert thr == {cfg.bmv2_priority["credit"]: {"ecn_threshold": 1, "red_threshold": 0x7FFFF},
+                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": 0x7FFFF, "red_threshold": 2 * 19 - 1}}
+    colour = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == "ecn_color"]
+    assert [(dict(e.match), e.action, e.params) for e in colour] == [
+        ({"qid": cfg.bmv2_priority["credit"], "ecn": 0}, "set_color", {"color": 2}), ({}, "keep_color", {})]
+    assert d.emulation_cells == 1 and d.data_frame_cells == 19
