@@ -725,9 +725,8 @@ class Derived:
         and takes the rest from the shared pool, so any queue may fill the port's buffer
         (guaranteed cells are reserved: eight full buffers per port would not fit the
         TM). ECN K per queue is the P4 egress's (queue_thresholds); nothing is red."""
-        frame = self.frame_qdepth(self.config.max_frame_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO - FCS_BYTES)
         queues = tuple(TofinoQueue(f"P{p}", ppt_qid(p), max_priority=ppt_qid(p),
-                                   dwrr_weight=self.dwrr_weight(1.0), guaranteed_cells=frame)
+                                   dwrr_weight=self.dwrr_weight(1.0), guaranteed_cells=self.data_frame_cells)
                        for p in range(PRIORITY_LEVELS))
         return self._tofino_port(queues, buffer_cells=self.cells(self.port.queues.buffer_bytes))
 
