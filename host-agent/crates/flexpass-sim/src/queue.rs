@@ -199,7 +199,8 @@ pub struct PortConfig {
     pub emulation_threshold: usize,
     /// FlashPass profile: control packets go to Q2 (otherwise unused), served with strict
     /// priority after Q0 and before the data queue Q1, with a buffer of its own the size of
-    /// the port's data buffer (a reserved queue: FlashPass footnote 4).
+    /// the port's data buffer (per-port buffers; unbounded beside a shared buffer): a
+    /// reserved queue, FlashPass footnote 4.
     pub feedback_priority: bool,
     /// Data buffer of the port.
     pub buffer: BufferLimit,
