@@ -83,7 +83,7 @@ impl Datapath {
         }
     }
 
-    pub fn xdp_counters(&self) -> Option<XdpCounters> {
+    pub fn xdp_counters(&mut self) -> Option<XdpCounters> {
         match self {
             Datapath::Udp(_) => None,
             Datapath::Xdp(x) => Some(x.counters()),
@@ -124,6 +124,14 @@ impl Datapath {
         match self {
             Datapath::Udp(_) => false,
             Datapath::Xdp(x) => x.rx_ready(),
+        }
+    }
+
+    /// Share of the receive buffer (AF_XDP: receive frames) holding datagrams not read yet.
+    pub fn rx_backlog(&self) -> f64 {
+        match self {
+            Datapath::Udp(s) => s.rx_backlog(),
+            Datapath::Xdp(x) => x.rx_backlog(),
         }
     }
 

@@ -252,6 +252,9 @@ pub struct EndpointStats {
     pub unknown_flow: u64,
     pub rejected_by_flow: u64,
     pub credits_rate_limited: u64,
+    /// Credits not sent because this host's receive buffer was more than
+    /// `RX_BACKLOG_CREDIT_LIMIT` full (it cannot keep up with the data it credits).
+    pub credits_dropped_rx_backlog: u64,
     /// FlashPass: emulation packets the host's emulation queue dropped (over the link's
     /// emulation share, or over-provisioned above the threshold).
     pub emulation_dropped: u64,
@@ -468,6 +471,8 @@ pub struct Endpoint {
     changed: Vec<(Dir, FlowKey)>,
     track_changes: bool,
     accepted: VecDeque<FlowKey>,
+    /// Receivers holding back ACKs during the current receive batch.
+    ack_holds: Vec<FlowKey>,
     shaper: TokenBucket,
     emulation: EmulationQueue,
     /// RESET(unknown_flow) answers (docs/protocol.md §7: "with rate limiting").
@@ -509,6 +514,11 @@ pub struct Endpoint {
     pub stats: EndpointStats,
 }
 
+/// Receive backlog (share of the datapath's receive buffer not read yet) above which this
+/// host sends no credits. At a quarter of AF_XDP's 2048 receive frames, the 1536 left absorb
+/// the credits already in flight (one per frame); the UDP socket's buffer is 4 MiB.
+const RX_BACKLOG_CREDIT_LIMIT: f64 = 0.25;
+
 /// The send side of one loop turn: the host credit shaper, then the socket's send batch.
 struct Tx<'a> {
     sock: &'a mut Datapath,
@@ -521,9 +531,18 @@ struct Tx<'a> {
 impl Tx<'_> {
     /// Queue one packet (sent by `flush`, or right away once a batch is full).
     fn send(&mut self, peer: SocketAddr, t: Transmit, now: Nanos) {
-        if matches!(t.packet, Packet::Credit(_)) && !self.shaper.admit(now, t.packet.wire_len()) {
-            self.stats.credits_rate_limited += 1;
-            return;
+        if matches!(t.packet, Packet::Credit(_)) {
+            // The host as the bottleneck: credits it cannot serve are dropped here, where
+            // the receiver's credit feedback sees them lost and slows down, and not as data
+            // at its full receive buffer (ExpressPass: credits are dropped, data is not).
+            if self.sock.rx_backlog() > RX_BACKLOG_CREDIT_LIMIT {
+                self.stats.credits_dropped_rx_backlog += 1;
+                return;
+            }
+            if !self.shaper.admit(now, t.packet.wire_len()) {
+                self.stats.credits_rate_limited += 1;
+                return;
+            }
         }
         if matches!(t.packet, Packet::Emulation(_)) && !self.emulation.admit(now, t.ecn) {
             self.stats.emulation_dropped += 1;
@@ -611,6 +630,7 @@ impl Endpoint {
             changed: Vec::new(),
             track_changes: false,
             accepted: VecDeque::new(),
+            ack_holds: Vec::new(),
             shaper,
             emulation: EmulationQueue::new(cfg.link_bps, cfg.mtu),
             reset_limiter: TokenBucket::new(RESETS_PER_SECOND, RESET_BURST),
@@ -1015,6 +1035,12 @@ impl Endpoint {
             let ce = Ecn::from_bits(tos) == Ecn::Ce;
             self.dispatch(src, packet, ce);
         }
+        for key in self.ack_holds.drain(..) {
+            if let Some(r) = self.receivers.get_mut(&key) {
+                r.flow.set_ack_hold(false);
+                mark(r, &mut self.dirty, Dir::Recv, key, true);
+            }
+        }
         Ok(n)
     }
 
@@ -1065,6 +1091,12 @@ impl Endpoint {
             }
             let r = self.receivers.get_mut(&key).expect("present");
             mark(r, &mut self.dirty, Dir::Recv, key, true);
+            if matches!(packet, Packet::Data(_)) && !r.flow.ack_hold() {
+                // One ACK per receive batch for credit-scheduled data (released in
+                // `receive_batch`).
+                r.flow.set_ack_hold(true);
+                self.ack_holds.push(key);
+            }
             if r.flow.handle_packet(now, &packet, ce).is_err() {
                 self.stats.rejected_by_flow += 1;
                 return;

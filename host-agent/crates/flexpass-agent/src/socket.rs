@@ -109,6 +109,9 @@ pub struct TosSocket {
     /// Queued datagram the current call starts at.
     tx_first: usize,
     gso: bool,
+    /// Share of the receive buffer in use, read (SO_MEMINFO) after a full receive batch
+    /// only: after a shorter one the queue was drained.
+    rx_backlog: f64,
 }
 
 // SAFETY: the raw pointers in the iovec / mmsghdr scratch arrays only ever point into heap
@@ -214,6 +217,7 @@ impl TosSocket {
             tx_segs: Vec::with_capacity(BATCH),
             tx_first: 0,
             gso: false,
+            rx_backlog: 0.0,
         })
     }
 
@@ -278,15 +282,45 @@ impl TosSocket {
                 for slot in 0..r {
                     self.split(slot);
                 }
+                self.rx_backlog = if r == n { self.read_backlog() } else { 0.0 };
                 return Ok(r);
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => return Ok(0),
+                io::ErrorKind::WouldBlock => {
+                    self.rx_backlog = 0.0;
+                    return Ok(0);
+                }
                 io::ErrorKind::Interrupted => continue,
                 _ => return Err(e),
             }
         }
+    }
+
+    /// Share of the receive buffer held by datagrams not read yet, as of the last
+    /// `recv_batch` (the endpoint stops crediting above a limit: docs/datapath.md).
+    pub fn rx_backlog(&self) -> f64 {
+        self.rx_backlog
+    }
+
+    fn read_backlog(&self) -> f64 {
+        // SK_MEMINFO_RMEM_ALLOC and SK_MEMINFO_RCVBUF are its first two entries.
+        let mut info = [0u32; 9];
+        let mut len = mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `info` has room for `len` bytes; the kernel writes at most that many.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 || info[1] == 0 {
+            return 0.0;
+        }
+        f64::from(info[0]) / f64::from(info[1])
     }
 
     /// The datagrams of message `slot`: its TOS, and its segment size if coalesced.

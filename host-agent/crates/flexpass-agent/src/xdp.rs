@@ -56,6 +56,14 @@ pub struct XdpCounters {
     pub bad_frames: u64,
     /// Datagrams dropped because every transmit frame was in flight.
     pub tx_no_frame: u64,
+    /// Datagrams dropped because the transmit ring was full (also in `send_errors`).
+    pub tx_ring_full: u64,
+    /// The kernel's counts for this socket (XDP_STATISTICS, read at most every
+    /// `KERNEL_STATS_EVERY`): frames dropped on receive, of them because the receive ring
+    /// was full, and receive attempts that found the fill ring empty.
+    pub rx_dropped: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty: u64,
 }
 
 /// The next hop towards `dst` through `iface` from /proc/net/route's text: the gateway of
@@ -267,7 +275,7 @@ impl XskPath {
     pub fn info(&self) -> &XdpInfo {
         match self.0 {}
     }
-    pub fn counters(&self) -> XdpCounters {
+    pub fn counters(&mut self) -> XdpCounters {
         match self.0 {}
     }
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -280,6 +288,9 @@ impl XskPath {
         match self.0 {}
     }
     pub fn rx_ready(&self) -> bool {
+        match self.0 {}
+    }
+    pub fn rx_backlog(&self) -> f64 {
         match self.0 {}
     }
     pub fn recv_batch(&mut self, _: usize) -> io::Result<usize> {
@@ -404,6 +415,8 @@ mod imp {
     const TX_FRAMES: u32 = 2048;
     /// How often (receive calls) the kernel socket is read without a readiness report.
     const KERNEL_CHECK_EVERY: u32 = 64;
+    /// The kernel's socket statistics cost a system call: read at most this often.
+    const KERNEL_STATS_EVERY: Duration = Duration::from_millis(100);
 
     /// Page-aligned anonymous memory for the UMEM, unmapped on drop.
     struct Area {
@@ -485,6 +498,7 @@ mod imp {
         /// IPv4 identification of the next frame.
         ident: u16,
         counters: XdpCounters,
+        kernel_stats_at: Option<Instant>,
     }
 
     // SAFETY: the UMEM pointers are owned by this value alone (no sharing between threads);
@@ -677,6 +691,7 @@ mod imp {
                 scratch: Vec::with_capacity(FRAME as usize),
                 ident: rand::random(),
                 counters: XdpCounters::default(),
+                kernel_stats_at: None,
             };
             path.neighbours.iface = path.info.iface.clone();
             // Every receive frame goes on the fill ring.
@@ -688,7 +703,18 @@ mod imp {
             &self.info
         }
 
-        pub fn counters(&self) -> XdpCounters {
+        pub fn counters(&mut self) -> XdpCounters {
+            if self
+                .kernel_stats_at
+                .is_none_or(|t| t.elapsed() >= KERNEL_STATS_EVERY)
+            {
+                self.kernel_stats_at = Some(Instant::now());
+                if let Ok(st) = self.rings.fq_cq.statistics_v2() {
+                    self.counters.rx_dropped = st.rx_dropped;
+                    self.counters.rx_ring_full = st.rx_ring_full;
+                    self.counters.rx_fill_ring_empty = st.rx_fill_ring_empty_descs;
+                }
+            }
             self.counters
         }
 
@@ -712,6 +738,11 @@ mod imp {
         /// Whether the receive ring holds frames (no system call).
         pub fn rx_ready(&self) -> bool {
             self.rings.rx.available() > 0
+        }
+
+        /// Share of the receive frames holding datagrams not read yet (no system call).
+        pub fn rx_backlog(&self) -> f64 {
+            f64::from(self.rings.rx.available()) / f64::from(RX_FRAMES)
         }
 
         /// Return the frames of the last batch to the fill ring.
@@ -883,22 +914,29 @@ mod imp {
                 // Frames the ring had no room for are dropped (as a full NIC queue would).
                 for d in self.tx_queued.drain(put..) {
                     self.tx_free.push(d.addr);
+                    self.counters.tx_ring_full += 1;
                     f.errors += 1;
                 }
                 self.tx_queued.clear();
                 f.sent += put as u64;
                 self.counters.xsk_tx += put as u64;
             }
-            // A peer that cannot take the frames (full queue) leaves the rest on the ring for
-            // the next flush (`queued` counts them, so there is one).
-            let most = n / 32 + 2;
+            // Copy mode sends up to 32 frames a kick: kick until the ring is empty, or until a
+            // kick sends nothing (the peer cannot take more: the rest waits on the ring for
+            // the next flush; `queued` counts it, so there is one).
             let mut kicks = 0;
-            while kicks < most && self.rings.tx.pending() > 0 {
+            let mut pending = self.rings.tx.pending();
+            while pending > 0 {
                 if !self.rings.tx.needs_wakeup() && self.rings.zero_copy {
                     break;
                 }
                 self.rings.tx.wake();
                 kicks += 1;
+                let left = self.rings.tx.pending();
+                if left >= pending {
+                    break;
+                }
+                pending = left;
             }
             f.calls += kicks as u64;
             self.reap();

@@ -409,11 +409,21 @@ struct Pattern {
 }
 impl Read for Pattern {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const K: u64 = 2_654_435_761;
         let n = (buf.len() as u64).min(self.left) as usize;
-        for b in &mut buf[..n] {
-            *b = (self.pos.wrapping_mul(2_654_435_761) >> 13) as u8;
-            self.pos += 1;
+        // Byte i is (i·K >> 13) as u8; eight running products a step apart (SIMD-friendly).
+        let mut v: [u64; 8] = std::array::from_fn(|j| (self.pos + j as u64).wrapping_mul(K));
+        let mut chunks = buf[..n].chunks_exact_mut(8);
+        for c in &mut chunks {
+            for (b, x) in c.iter_mut().zip(&mut v) {
+                *b = (*x >> 13) as u8;
+                *x = x.wrapping_add(8 * K);
+            }
         }
+        for (b, x) in chunks.into_remainder().iter_mut().zip(&v) {
+            *b = (*x >> 13) as u8;
+        }
+        self.pos += n as u64;
         self.left -= n as u64;
         Ok(n)
     }
@@ -1091,4 +1101,38 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         "cannot run {}: {err}",
         args.cmd[0].to_string_lossy()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_bytes_follow_the_documented_formula_at_any_offset_and_length() {
+        for (offset, len) in [
+            (0u64, 0usize),
+            (0, 1),
+            (0, 8),
+            (3, 13),
+            (1_000_003, 4097),
+            (7 << 30, 65),
+        ] {
+            let want: Vec<u8> = (offset..offset + len as u64)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect();
+            assert_eq!(
+                pattern_bytes(offset, len).as_ref(),
+                &want[..],
+                "offset {offset} len {len}"
+            );
+        }
+        // Read in uneven pieces, the stream is the same.
+        let mut p = Pattern { left: 1000, pos: 5 };
+        let mut got = vec![];
+        let mut buf = [0u8; 37];
+        while let Ok(n @ 1..) = p.read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, pattern_bytes(5, 1000).as_ref());
+    }
 }

@@ -32,6 +32,8 @@ pub struct ReceiverStats {
     pub ce_marked: u64,
     pub credits_sent: u64,
     pub acks_sent: u64,
+    /// ACKs replaced, before they were sent, by a later ACK covering everything they said.
+    pub acks_coalesced: u64,
     pub rejected_packets: u64,
     /// Packets acknowledged only through `ack_seq` because the sub-flow's hole list was full.
     pub untracked: u64,
@@ -86,6 +88,9 @@ pub struct Receiver {
     /// FlashPass: grants held for batching, and when the first of them must leave.
     grants: Vec<EmulationGrant>,
     grants_due: Option<Nanos>,
+    /// ACK coalescing (`set_ack_hold`): on, and the ACK held back.
+    hold_acks: bool,
+    held_ack: Option<Ack>,
 }
 
 impl Receiver {
@@ -119,6 +124,8 @@ impl Receiver {
             lcp_ce: false,
             grants: Vec::new(),
             grants_due: None,
+            hold_acks: false,
+            held_ack: None,
         })
     }
 
@@ -370,6 +377,22 @@ impl Receiver {
             flow_ack: self.reassembly.next(),
             sack: tracker.sack_blocks(d.subflow_seq),
         };
+        // Credit-scheduled data is acknowledged for reliability only (nothing is clocked by
+        // its ACKs): while the endpoint holds ACKs (`set_ack_hold`, one receive batch), the
+        // held ACK is replaced by a later one that covers it whole, so a batch of data is
+        // answered by one ACK (docs/protocol.md §11, "ACKs"). A CE mark is never folded away.
+        if self.hold_acks && uses_credits(self.transport) && d.subflow == SubFlow::Proactive {
+            match self.held_ack.take() {
+                Some(prev) if !prev.ece && covers(&ack, &prev) => self.stats.acks_coalesced += 1,
+                Some(prev) => self.out.push_back(Packet::Ack(prev)),
+                None => {}
+            }
+            self.held_ack = Some(ack);
+            if self.reassembly.is_complete() {
+                self.stop_credits();
+            }
+            return Ok(());
+        }
         self.out.push_back(Packet::Ack(ack));
         if self.reassembly.is_complete() {
             self.stop_credits();
@@ -388,6 +411,22 @@ impl Receiver {
             grants: std::mem::take(&mut self.grants),
         }));
         self.grants_due = None;
+    }
+
+    /// Hold back the ACKs of credit-scheduled data while `hold` (an endpoint reading a batch
+    /// of datagrams): a later ACK that covers the held one replaces it. Turning it off
+    /// queues the held ACK for `poll_transmit`.
+    pub fn set_ack_hold(&mut self, hold: bool) {
+        self.hold_acks = hold;
+        if !hold {
+            if let Some(a) = self.held_ack.take() {
+                self.out.push_back(Packet::Ack(a));
+            }
+        }
+    }
+
+    pub fn ack_hold(&self) -> bool {
+        self.hold_acks
     }
 
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
@@ -441,5 +480,64 @@ impl Receiver {
                 t + period
             });
         }
+    }
+}
+
+/// Whether ACK `new` tells the sender everything `old` does: `old`'s packet and its SACK
+/// blocks are below `new`'s cumulative ACK or inside its SACK blocks (and `new` is no older).
+fn covers(new: &Ack, old: &Ack) -> bool {
+    let covered = |s: u32, e: u64| {
+        let s = s.max(new.cum_ack);
+        u64::from(s) >= e
+            || new
+                .sack
+                .as_slice()
+                .iter()
+                .any(|&(ns, ne)| ns <= s && e <= u64::from(ne))
+    };
+    new.cum_ack >= old.cum_ack
+        && new.flow_ack >= old.flow_ack
+        && covered(old.ack_seq, u64::from(old.ack_seq) + 1)
+        && old
+            .sack
+            .as_slice()
+            .iter()
+            .all(|&(s, e)| covered(s, u64::from(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flexpass_wire::SackBlocks;
+
+    fn ack(cum_ack: u32, ack_seq: u32, sack: &[(u32, u32)]) -> Ack {
+        Ack {
+            flow_id: 1,
+            subflow: SubFlow::Proactive,
+            ece: false,
+            cum_ack,
+            ack_seq,
+            tsecr: 0,
+            flow_ack: u64::from(cum_ack) * 1000,
+            sack: SackBlocks::from_slice(sack).unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_ack_covers_another_only_if_it_says_everything_the_other_says() {
+        assert!(covers(&ack(5, 4, &[]), &ack(4, 3, &[])));
+        assert!(covers(&ack(3, 6, &[(6, 7), (4, 5)]), &ack(3, 4, &[(4, 5)])));
+        // Older packet neither below cum_ack nor in a block.
+        assert!(!covers(&ack(3, 6, &[(6, 7)]), &ack(3, 4, &[(4, 5)])));
+        // A block of the older ACK the newer one dropped (at most 4 blocks).
+        let old = ack(1, 9, &[(9, 10), (7, 8), (5, 6), (3, 4)]);
+        let new = ack(1, 11, &[(11, 12), (9, 10), (7, 8), (5, 6)]);
+        assert!(!covers(&new, &old));
+        // A block below the new cum_ack and in one of its blocks, but for one packet.
+        assert!(covers(&ack(5, 7, &[(6, 8)]), &ack(3, 4, &[(4, 5)])));
+        assert!(!covers(&ack(5, 7, &[(6, 8)]), &ack(3, 4, &[(4, 7)])));
+        // Never an older ACK over a newer one; no wrap at the top of the sequence space.
+        assert!(!covers(&ack(4, 3, &[]), &ack(5, 4, &[])));
+        assert!(!covers(&ack(0, u32::MAX - 1, &[]), &ack(0, u32::MAX, &[])));
     }
 }

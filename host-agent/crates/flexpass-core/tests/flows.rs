@@ -882,3 +882,100 @@ fn a_flow_idle_longer_than_the_give_up_timeout_resumes() {
         assert_eq!(got, 4000, "{t:?}: every byte delivered");
     }
 }
+
+fn data(subflow: SubFlow, subflow_seq: u32, flow_seq: u64) -> Packet {
+    Packet::Data(flexpass_wire::Data {
+        flow_id: 7,
+        subflow,
+        flow_seq,
+        subflow_seq,
+        credit_seq: subflow_seq,
+        tsval: 1,
+        fin: false,
+        retransmission: false,
+        payload: Bytes::from(vec![1u8; 1000]),
+    })
+}
+
+/// The ACKs a receiver sends after a batch read with ACKs held (the agent's receive loop).
+fn acks(r: &mut Receiver) -> Vec<Ack> {
+    r.set_ack_hold(false);
+    let a = std::iter::from_fn(|| r.poll_transmit(0))
+        .filter_map(|t| match t.packet {
+            Packet::Ack(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    r.set_ack_hold(true);
+    a
+}
+
+#[test]
+fn acks_of_credit_scheduled_data_read_together_are_coalesced_only_when_covered() {
+    // Without a hold (the model) every data packet gets its own ACK.
+    let mut r = receiver(TransportKind::FlexPass);
+    for i in 0..3 {
+        r.handle_packet(0, &data(SubFlow::Proactive, i, u64::from(i) * 1000), false)
+            .unwrap();
+    }
+    assert_eq!(
+        std::iter::from_fn(|| r.poll_transmit(0))
+            .filter(|t| matches!(t.packet, Packet::Ack(_)))
+            .count(),
+        3
+    );
+    let mut r = receiver(TransportKind::FlexPass);
+    acks(&mut r);
+    // Three in-order proactive packets in one batch: one ACK.
+    for i in 0..3 {
+        r.handle_packet(0, &data(SubFlow::Proactive, i, u64::from(i) * 1000), false)
+            .unwrap();
+    }
+    let a = acks(&mut r);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!((a[0].cum_ack, a[0].ack_seq, a[0].flow_ack), (3, 2, 3000));
+    // With holes the later ACK's SACK blocks still cover the earlier packets: one ACK.
+    r.handle_packet(0, &data(SubFlow::Proactive, 4, 4000), false)
+        .unwrap();
+    r.handle_packet(0, &data(SubFlow::Proactive, 6, 6000), false)
+        .unwrap();
+    let a = acks(&mut r);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].sack.as_slice(), &[(6, 7), (4, 5)]);
+    // A CE-marked ACK is never replaced; reactive (DCTCP) data gets an ACK per packet.
+    r.handle_packet(0, &data(SubFlow::Proactive, 7, 7000), true)
+        .unwrap();
+    r.handle_packet(0, &data(SubFlow::Proactive, 8, 8000), false)
+        .unwrap();
+    r.handle_packet(0, &data(SubFlow::Reactive, 0, 3000), false)
+        .unwrap();
+    r.handle_packet(0, &data(SubFlow::Reactive, 1, 5000), false)
+        .unwrap();
+    let a = acks(&mut r);
+    assert_eq!(
+        a.iter()
+            .map(|a| (a.subflow, a.ack_seq, a.ece))
+            .collect::<Vec<_>>(),
+        [
+            (SubFlow::Proactive, 7, true),
+            (SubFlow::Reactive, 0, false),
+            (SubFlow::Reactive, 1, false),
+            // The held ACK leaves when the batch ends.
+            (SubFlow::Proactive, 8, false),
+        ]
+    );
+    assert_eq!(r.stats().acks_coalesced, 3);
+    // ExpressPass coalesces too; DCTCP never does.
+    let mut e = receiver(TransportKind::ExpressPass);
+    let mut d = receiver(TransportKind::Dctcp);
+    e.set_ack_hold(true);
+    d.set_ack_hold(true);
+    for i in 0..4 {
+        e.handle_packet(0, &data(SubFlow::Proactive, i, u64::from(i) * 1000), false)
+            .unwrap();
+        d.handle_packet(0, &data(SubFlow::Reactive, i, u64::from(i) * 1000), false)
+            .unwrap();
+    }
+    assert_eq!(acks(&mut e).len(), 1);
+    assert_eq!(acks(&mut d).len(), 4);
+}
