@@ -926,7 +926,7 @@ mod imp {
             // the next flush; `queued` counts it, so there is one).
             let mut kicks = 0;
             let mut pending = self.rings.tx.pending();
-            while pending > 0 {
+            while pending > 0 && kicks < n / 32 + 2 {
                 if !self.rings.tx.needs_wakeup() && self.rings.zero_copy {
                     break;
                 }
