@@ -26,8 +26,9 @@ SECONDS = os.environ.get("BENCH_SECONDS", "4")
 REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
 # The agents' --link-gbps values to run (comma-separated). The credit shaper paces credits
 # up to the configured link's rate: 10 Gbit/s worth is ~770 000 credits/s, more than two
-# single-threaded agents on this VM can receive, so their UDP receive queues overflow and
-# loss recovery throttles the flows; at 1 Gbit/s they keep up.
+# single-threaded agents on this VM can receive, so a receiver stops crediting while its
+# receive buffer is a quarter full (docs/datapath.md) and the credit feedback throttles the
+# flows; at 1 Gbit/s they keep up.
 LINKS = [x.strip() for x in os.environ.get("BENCH_LINK_GBPS", "10,1").split(",") if x.strip()]
 TMP = Path(f"/tmp/{P}")
 

@@ -377,11 +377,24 @@ fn hex(d: impl AsRef<[u8]>) -> String {
 }
 
 /// Bytes from a generated pattern, a file or stdin, produced by a reader thread so the
-/// event loop never blocks on input.
+/// event loop never blocks on input. The pattern's chunks are slices of one table (no copy).
 fn source(args: &SendArgs) -> Result<mpsc::Receiver<Bytes>, String> {
     let (tx, rx) = mpsc::sync_channel::<Bytes>(32);
     let mut input: Box<dyn Read + Send> = match (&args.size, &args.file) {
-        (Some(n), _) => Box::new(Pattern { left: *n, pos: 0 }),
+        (Some(n), _) => {
+            let n = *n;
+            std::thread::spawn(move || {
+                let mut pos = 0;
+                while pos < n {
+                    let chunk = pattern_slice(pos, (n - pos).min(CHUNK as u64) as usize);
+                    pos += chunk.len() as u64;
+                    if tx.send(chunk).is_err() {
+                        return;
+                    }
+                }
+            });
+            return Ok(rx);
+        }
         (None, Some(p)) => Box::new(
             std::fs::File::open(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
         ),
@@ -402,31 +415,24 @@ fn source(args: &SendArgs) -> Result<mpsc::Receiver<Bytes>, String> {
     Ok(rx)
 }
 
-/// Deterministic test payload.
-struct Pattern {
-    left: u64,
-    pos: u64,
+/// The deterministic test payload: byte i is (i·2654435761 >> 13) as u8. Only bits 13..20
+/// of the product count, so it repeats every 2^21 bytes: one table, sliced.
+const PATTERN_PERIOD: usize = 1 << 21;
+
+fn pattern_table() -> &'static Bytes {
+    static TABLE: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..PATTERN_PERIOD as u64)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect::<Vec<u8>>()
+            .into()
+    })
 }
-impl Read for Pattern {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        const K: u64 = 2_654_435_761;
-        let n = (buf.len() as u64).min(self.left) as usize;
-        // Byte i is (i·K >> 13) as u8; eight running products a step apart (SIMD-friendly).
-        let mut v: [u64; 8] = std::array::from_fn(|j| (self.pos + j as u64).wrapping_mul(K));
-        let mut chunks = buf[..n].chunks_exact_mut(8);
-        for c in &mut chunks {
-            for (b, x) in c.iter_mut().zip(&mut v) {
-                *b = (*x >> 13) as u8;
-                *x = x.wrapping_add(8 * K);
-            }
-        }
-        for (b, x) in chunks.into_remainder().iter_mut().zip(&v) {
-            *b = (*x >> 13) as u8;
-        }
-        self.pos += n as u64;
-        self.left -= n as u64;
-        Ok(n)
-    }
+
+/// The pattern from `offset`: `len` bytes, or fewer where the table's period ends.
+fn pattern_slice(offset: u64, len: usize) -> Bytes {
+    let at = (offset % PATTERN_PERIOD as u64) as usize;
+    pattern_table().slice(at..(at + len).min(PATTERN_PERIOD))
 }
 
 pub fn send(args: SendArgs) -> Result<(), String> {
@@ -644,12 +650,14 @@ pub fn parse_request(head: &[u8]) -> Option<u64> {
 }
 
 pub fn pattern_bytes(offset: u64, len: usize) -> Bytes {
-    let mut p = Pattern {
-        left: len as u64,
-        pos: offset,
-    };
-    let mut v = vec![0u8; len];
-    let _ = p.read(&mut v);
+    let first = pattern_slice(offset, len);
+    if first.len() == len {
+        return first;
+    }
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        v.extend_from_slice(&pattern_slice(offset + v.len() as u64, len - v.len()));
+    }
     Bytes::from(v)
 }
 
@@ -1140,13 +1148,10 @@ mod tests {
                 "offset {offset} len {len}"
             );
         }
-        // Read in uneven pieces, the stream is the same.
-        let mut p = Pattern { left: 1000, pos: 5 };
-        let mut got = vec![];
-        let mut buf = [0u8; 37];
-        while let Ok(n @ 1..) = p.read(&mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
-        assert_eq!(got, pattern_bytes(5, 1000).as_ref());
+        // Across the table's period, and in the chunks `send` sends.
+        let at = PATTERN_PERIOD as u64 - 5;
+        let want: Vec<u8> = (at..at + 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        assert_eq!(pattern_bytes(at, 20).as_ref(), &want[..]);
+        assert_eq!(pattern_slice(at, 20).len(), 5);
     }
 }
