@@ -153,12 +153,13 @@ FLAG_ECE = 0x02
 FLAG_RETX = 0x04
 FLAG_CONN = 0x08
 FLAG_COOKIE = 0x10
+FLAG_IDLE = 0x20
 
 ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
 ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
-ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE
+ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE | FLAG_IDLE
 ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
@@ -352,6 +353,8 @@ def decode(buf: bytes) -> Dict[str, Any]:
                              "role": CONN_ROLES[buf[28]]}
         if with_cookie:
             (hello["cookie"],) = struct.unpack_from("!Q", buf, base)
+        if flags & FLAG_IDLE:
+            hello["idle"] = True
         return hello
 
     if t == T_HELLO_ACK:
@@ -493,6 +496,11 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         if pkt.get("cookie") is not None:
             flags |= FLAG_COOKIE
             body += struct.pack("!Q", _uint(pkt, "cookie", 64))
+        idle = pkt.get("idle", False)
+        if not isinstance(idle, bool):
+            raise FlexPassEncodeError("BadValue", f"idle={idle!r} is not a bool")
+        if idle:
+            flags |= FLAG_IDLE
     elif kind == "hello_ack":
         t = T_HELLO_ACK
         status = _reverse(HELLO_STATUSES, pkt.get("status"), "status")

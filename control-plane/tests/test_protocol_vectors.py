@@ -65,7 +65,8 @@ def _flags(pkt):
     if pkt["type"] == "ack":
         return 0x02 if pkt["ece"] else 0
     if pkt["type"] == "hello":
-        return (0x08 if "conn" in pkt else 0) | (0x10 if "cookie" in pkt else 0)
+        return ((0x08 if "conn" in pkt else 0) | (0x10 if "cookie" in pkt else 0)
+                | (0x20 if pkt.get("idle") else 0))
     if pkt["type"] == "hello_ack" and "cookie" in pkt:
         return 0x10
     return 0

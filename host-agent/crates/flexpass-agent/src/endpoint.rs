@@ -232,6 +232,8 @@ impl EndpointConfig {
         credit.target_loss_rule = self.target_loss_rule;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
+        // Credits restarted on an idle stream are windowed by what the sender has pending.
+        c.request_window_segment = flexpass_wire::max_payload_for_mtu(self.mtu) as u64;
         c
     }
 }

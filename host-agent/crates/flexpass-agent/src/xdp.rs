@@ -921,9 +921,10 @@ mod imp {
                 f.sent += put as u64;
                 self.counters.xsk_tx += put as u64;
             }
-            // Copy mode sends up to 32 frames a kick: kick until the ring is empty, or until a
-            // kick sends nothing (the peer cannot take more: the rest waits on the ring for
-            // the next flush; `queued` counts it, so there is one).
+            // Copy mode sends up to 32 frames a kick: kick until the ring is empty, a kick
+            // sends nothing (the peer cannot take more) or this flush's share of kicks is
+            // spent (a long flush delays credits); the rest waits on the ring for the next
+            // flush (`queued` counts it, so there is one).
             let mut kicks = 0;
             let mut pending = self.rings.tx.pending();
             while pending > 0 && kicks < n / 32 + 2 {

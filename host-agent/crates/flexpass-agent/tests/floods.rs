@@ -42,6 +42,7 @@ fn hello(flow_id: u32, transport: TransportKind, cookie: Option<u64>) -> Vec<u8>
         flow_size: 0,
         conn: None,
         cookie,
+        idle: false,
     })
     .encode_to_vec()
 }

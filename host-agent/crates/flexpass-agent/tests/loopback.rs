@@ -237,6 +237,7 @@ fn packets_of_dropped_flows_get_a_rate_limited_reset_and_unseen_flows_none() {
             flow_size: 0,
             conn: None,
             cookie: None,
+            idle: false,
         }));
         if flow_id % 20 == 0 {
             server.poll(Duration::ZERO).unwrap();
@@ -497,4 +498,52 @@ fn tail_loss_probe_recovers_a_lost_last_packet_without_a_timeout() {
             assert!(st.timeouts >= 1, "without the probe only the RTO finds the tail: {st:?}");
         }
     }
+}
+
+#[test]
+fn idle_streams_opened_together_draw_no_credits_and_a_small_message_a_few() {
+    // 200 ExpressPass streams opened with nothing to send (as a server's reply flows are):
+    // their HELLOs say IDLE and no receiver credits them (without IDLE: about 480 credits
+    // before their CREDIT_STOPs landed). Then one stream sends 30 bytes: the credits that
+    // restarts are windowed by the bytes pending (4; without the window about 27).
+    // Credits for a 40 Gbit/s link: a round trip on loopback holds dozens of them.
+    let fast = |accept| {
+        let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.accept = accept;
+        cfg.link_bps = 40e9;
+        cfg.base_rtt = 50_000;
+        Endpoint::bind(cfg).unwrap()
+    };
+    let mut server = fast(true);
+    let mut client = fast(false);
+    let addr = server.local_addr().unwrap();
+    let keys: Vec<_> = (0..200)
+        .map(|_| client.open(addr, TransportKind::ExpressPass, 0).unwrap())
+        .collect();
+    let mut turns = |client: &mut Endpoint, server: &mut Endpoint, ms: u64| {
+        let end = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < end {
+            client.poll(Duration::ZERO).unwrap();
+            server.poll(Duration::ZERO).unwrap();
+        }
+    };
+    turns(&mut client, &mut server, 100);
+    assert!(keys.iter().all(|&k| client.sender(k).unwrap().error().is_none()));
+    let credits: u64 = keys
+        .iter()
+        .map(|&k| server.receiver((addr_of(&client), k.1)).map_or(0, |r| r.stats().credits_sent))
+        .sum();
+    assert_eq!(credits, 0, "idle streams were credited");
+    assert_eq!(client.stats.datagrams_in, 200, "one HELLO_ACK per stream, nothing else");
+    client.write(keys[7], Bytes::from_static(&[9; 30]));
+    turns(&mut client, &mut server, 100);
+    let r = server.receiver((addr_of(&client), keys[7].1)).unwrap();
+    assert_eq!(r.stats().bytes_proactive, 30);
+    let sent = r.stats().credits_sent;
+    eprintln!("credits for one 30-byte message: {sent}");
+    assert!((1..=4).contains(&sent), "{sent} credits for one 30-byte message");
+}
+
+fn addr_of(e: &Endpoint) -> SocketAddr {
+    e.local_addr().unwrap()
 }

@@ -708,7 +708,11 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
     // Flows with bytes left unread by the last turn (READ_PER_TURN).
     let mut unread: Vec<FlowKey> = vec![];
     while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|c| done < c) {
-        let wait = if unread.is_empty() { Duration::from_millis(2) } else { Duration::ZERO };
+        let wait = if unread.is_empty() {
+            Duration::from_millis(2)
+        } else {
+            Duration::ZERO
+        };
         ep.poll(wait).map_err(|e| e.to_string())?;
         turns += 1;
         to_read.clear();
@@ -1150,7 +1154,9 @@ mod tests {
         }
         // Across the table's period, and in the chunks `send` sends.
         let at = PATTERN_PERIOD as u64 - 5;
-        let want: Vec<u8> = (at..at + 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let want: Vec<u8> = (at..at + 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         assert_eq!(pattern_bytes(at, 20).as_ref(), &want[..]);
         assert_eq!(pattern_slice(at, 20).len(), 5);
     }

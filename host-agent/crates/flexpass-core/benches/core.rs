@@ -162,6 +162,7 @@ fn receiver(c: &mut Criterion) {
         flow_size: 0,
         conn: None,
         cookie: None,
+        idle: false,
     });
     rx.handle_packet(0, &hello, false).expect("HELLO accepted");
     assert!(matches!(

@@ -586,6 +586,12 @@ pub struct ReceiverConfig {
     pub max_reorder_bytes: u64,
     /// Seed for credit jitter and credit sizes.
     pub seed: u64,
+    /// Credits restarted by a CREDIT_REQUEST are windowed (0: not, as in the papers): at
+    /// most ceil(pending_bytes / this) + 1 credits unanswered by data, one more for each
+    /// data packet that arrives. The host agent sets its segment size here, so a small
+    /// message on an idle stream costs a few credits, not an RTT of them at line rate.
+    #[serde(default)]
+    pub request_window_segment: u64,
 }
 
 impl ReceiverConfig {
@@ -594,6 +600,7 @@ impl ReceiverConfig {
             credit,
             max_reorder_bytes: 64 << 20,
             seed: 0,
+            request_window_segment: 0,
         }
     }
     pub fn validate(&self) -> Result<(), String> {

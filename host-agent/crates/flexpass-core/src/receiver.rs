@@ -91,6 +91,22 @@ pub struct Receiver {
     /// ACK coalescing (`set_ack_hold`): on, and the ACK held back.
     hold_acks: bool,
     held_ack: Option<Ack>,
+    /// `ReceiverConfig::request_window_segment`, and the window of credits restarted by
+    /// the last CREDIT_REQUEST (None: not windowed).
+    request_window_segment: u64,
+    window: Option<CreditWindow>,
+}
+
+/// Credits restarted by a CREDIT_REQUEST: at most `limit` sent and not yet answered by a
+/// data packet. Each data packet answers one and raises the limit by one (the window
+/// doubles per round trip while every credit is used, as slow start), so a bulk sender
+/// reaches the pacer's rate within a few round trips and a small message stops the
+/// credits after a few. Paused (pacer stopped) while full; a data packet resumes it.
+#[derive(Clone, Copy, Debug)]
+struct CreditWindow {
+    limit: u64,
+    outstanding: u64,
+    paused: bool,
 }
 
 impl Receiver {
@@ -126,6 +142,8 @@ impl Receiver {
             grants_due: None,
             hold_acks: false,
             held_ack: None,
+            request_window_segment: cfg.request_window_segment,
+            window: None,
         })
     }
 
@@ -215,6 +233,7 @@ impl Receiver {
     }
 
     fn stop_credits(&mut self) {
+        self.window = None;
         self.pacer.stop();
         self.next_update = None;
         // Credits still in flight lose their RTT sample only.
@@ -250,16 +269,35 @@ impl Receiver {
                     transport: h.transport,
                     status,
                 }));
-                if status == HelloStatus::Accepted {
+                // IDLE: the sender has no data yet; its CREDIT_REQUEST starts the credits.
+                if status == HelloStatus::Accepted && !h.idle {
                     self.start_credits(now, false);
                 }
                 Ok(())
             }
-            Packet::CreditRequest(_) if uses_credits(self.transport) => {
+            Packet::CreditRequest(r) if uses_credits(self.transport) => {
                 // Also when the flow is complete: the sender then missed the ACKs of its tail
                 // (its recovery timer asks for credits), and only credits let it send a packet
                 // again whose ACK tells it that everything arrived. That data packet stops
                 // the credits again (`on_data`).
+                let seg = self.request_window_segment;
+                if seg > 0 && r.pending_bytes > 0 {
+                    let want = r.pending_bytes.div_ceil(seg) + 1;
+                    match &mut self.window {
+                        Some(w) => w.limit = w.limit.max(w.outstanding + want),
+                        None if !self.pacer.is_running() => {
+                            self.window = Some(CreditWindow {
+                                limit: want,
+                                outstanding: 0,
+                                paused: false,
+                            })
+                        }
+                        None => {}
+                    }
+                }
+                if let Some(w) = &mut self.window {
+                    w.paused = false;
+                }
                 self.start_credits(now, true);
                 Ok(())
             }
@@ -325,6 +363,14 @@ impl Receiver {
             SubFlow::Proactive => {
                 self.stats.packets_proactive += 1;
                 self.stats.bytes_proactive += len;
+                if let Some(w) = &mut self.window {
+                    w.outstanding = w.outstanding.saturating_sub(1);
+                    w.limit += 1;
+                    if w.paused && !self.reassembly.is_complete() {
+                        w.paused = false;
+                        self.pacer.start(now);
+                    }
+                }
                 if recorded == Recorded::New && uses_credits(self.transport) {
                     let (seq, sent) = self
                         .credit_sent_at
@@ -441,6 +487,14 @@ impl Receiver {
         }
         let rate = self.feedback.cur_rate();
         let padding = self.pacer.poll(now, rate, &mut self.rng)?;
+        if let Some(w) = &mut self.window {
+            w.outstanding += 1;
+            if w.outstanding >= w.limit {
+                // Full: no deadline until a data packet (or a CREDIT_REQUEST) opens it.
+                w.paused = true;
+                self.pacer.stop();
+            }
+        }
         let credit = Credit {
             flow_id: self.flow_id,
             credit_seq: self.next_credit_seq,

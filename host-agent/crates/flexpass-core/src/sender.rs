@@ -186,6 +186,8 @@ pub struct Sender {
     conn: Option<HelloConn>,
     /// Cookie of the receiver's last HELLO_ACK `retry`, echoed by every HELLO from then on.
     cookie: Option<u64>,
+    /// The last HELLO sent said IDLE: no data yet, no credits until CREDIT_REQUEST.
+    idle_hello: bool,
     events: AckEvents,
     acked_scratch: Vec<(u64, Segment)>,
     stats: SenderStats,
@@ -226,6 +228,7 @@ impl Sender {
             flow_size,
             conn: None,
             cookie: None,
+            idle: false,
         }));
         let credit_state = if uses_credits(cfg.transport) {
             CreditState::Requested
@@ -256,6 +259,7 @@ impl Sender {
             flow_size,
             conn: None,
             cookie: None,
+            idle_hello: false,
             events: AckEvents::default(),
             acked_scratch: Vec::new(),
             stats: SenderStats::default(),
@@ -515,7 +519,24 @@ impl Sender {
             flow_size: self.flow_size,
             conn: self.conn,
             cookie: self.cookie,
+            // Decided when it leaves (`hello_leaves`).
+            idle: false,
         }
+    }
+
+    /// A HELLO is sent: a credit-based flow with nothing written yet says IDLE and waits for
+    /// data, as after CREDIT_STOP (its first bytes send CREDIT_REQUEST once established), so
+    /// opening many idle connections costs no credits (docs/protocol.md §11, "Idle HELLO").
+    fn hello_leaves(&mut self, h: &mut Hello) {
+        let idle = uses_credits(self.cfg.transport) && self.buf.is_idle();
+        h.idle = idle;
+        if idle && self.credit_state == CreditState::Requested {
+            self.credit_state = CreditState::Stopped;
+        } else if !idle && self.idle_hello && self.credit_state == CreditState::Stopped {
+            // A HELLO sent again after data arrived: the receiver credits on this one.
+            self.credit_state = CreditState::Requested;
+        }
+        self.idle_hello = idle;
     }
 
     fn fail(&mut self, e: SenderError) {
@@ -805,7 +826,10 @@ impl Sender {
         if self.error().is_some() {
             return None;
         }
-        if let Some(p) = self.control.pop_front() {
+        if let Some(mut p) = self.control.pop_front() {
+            if let Packet::Hello(h) = &mut p {
+                self.hello_leaves(h);
+            }
             return Some(Transmit::new(p, self.cfg.transport));
         }
         if self.fp.is_some() {

@@ -979,3 +979,170 @@ fn acks_of_credit_scheduled_data_read_together_are_coalesced_only_when_covered()
     assert_eq!(acks(&mut e).len(), 1);
     assert_eq!(acks(&mut d).len(), 4);
 }
+
+#[test]
+fn an_idle_hello_gets_no_credits_until_the_first_bytes_ask_for_them() {
+    for t in [TransportKind::FlexPass, TransportKind::ExpressPass] {
+        // Nothing written when the HELLO leaves: it says IDLE, and for a whole second of
+        // idleness the receiver sends no credit (before: credits at the full rate until the
+        // sender's CREDIT_STOP came back).
+        let mut s = Sender::new(7, SenderConfig::new(t), 0, 0).unwrap();
+        let mut r = receiver(t);
+        let mut now = 0;
+        let first = drain(&mut s, now);
+        assert!(
+            matches!(&first[0], Packet::Hello(h) if h.idle),
+            "{t:?}: {first:?}"
+        );
+        for p in &first {
+            r.handle_packet(now, p, false).unwrap();
+        }
+        let mut credits = 0;
+        exchange(
+            &mut s,
+            &mut r,
+            &mut now,
+            |p, _| {
+                credits += usize::from(matches!(p, Packet::Credit(_)));
+                false
+            },
+            |_, _, now| now >= 1_000 * MILLIS,
+        );
+        assert_eq!(credits, 0, "{t:?}");
+        assert_eq!(r.stats().credits_sent, 0, "{t:?}");
+        // The first bytes send CREDIT_REQUEST; the flow completes on credits.
+        let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        s.write(Bytes::from(data.clone()));
+        s.finish();
+        let mut requests = 0;
+        let mut got = vec![];
+        let end = now + 100 * MILLIS;
+        while !r.is_finished() && now < end {
+            for p in drain(&mut s, now) {
+                requests += usize::from(matches!(p, Packet::CreditRequest(_)));
+                let _ = r.handle_packet(now, &p, false);
+            }
+            while let Some(tx) = r.poll_transmit(now) {
+                let _ = s.handle_packet(now, &tx.packet);
+            }
+            while let Some(b) = r.read() {
+                got.extend_from_slice(&b);
+            }
+            now += MICROS;
+            if s.poll_timeout().is_some_and(|d| d <= now) {
+                s.handle_timeout(now);
+            }
+            if r.poll_timeout().is_some_and(|d| d <= now) {
+                r.handle_timeout(now);
+            }
+        }
+        assert_eq!(got, data, "{t:?}");
+        assert!(requests >= 1, "{t:?}");
+        assert!(
+            r.stats().packets_proactive > 0,
+            "{t:?}: no credit-scheduled data"
+        );
+        // Bytes written before the HELLO leaves: no IDLE, credits from the HELLO on.
+        let mut s = Sender::new(8, SenderConfig::new(t), 0, 0).unwrap();
+        s.write(Bytes::from_static(b"x"));
+        assert!(
+            matches!(&drain(&mut s, 0)[0], Packet::Hello(h) if !h.idle),
+            "{t:?}"
+        );
+    }
+    // A transport without credits never says IDLE.
+    let mut s = Sender::new(9, SenderConfig::new(TransportKind::Dctcp), 0, 0).unwrap();
+    assert!(matches!(&drain(&mut s, 0)[0], Packet::Hello(h) if !h.idle));
+}
+
+/// Sender and receiver over a path with `delay` one way (no loss): runs until `done` or
+/// `until`; returns the credits the receiver sent.
+fn run_delayed(
+    s: &mut Sender,
+    r: &mut Receiver,
+    now: &mut Nanos,
+    delay: Nanos,
+    until: Nanos,
+    done: impl Fn(&Sender, &Receiver) -> bool,
+) -> u64 {
+    let mut to_r: std::collections::VecDeque<(Nanos, Packet)> = Default::default();
+    let mut to_s: std::collections::VecDeque<(Nanos, Packet)> = Default::default();
+    let mut credits = 0;
+    while *now < until && !done(s, r) {
+        for p in drain(s, *now) {
+            to_r.push_back((*now + delay, p));
+        }
+        while let Some(tx) = r.poll_transmit(*now) {
+            credits += u64::from(matches!(tx.packet, Packet::Credit(_)));
+            to_s.push_back((*now + delay, tx.packet));
+        }
+        while to_r.front().is_some_and(|(t, _)| *t <= *now) {
+            let _ = r.handle_packet(*now, &to_r.pop_front().unwrap().1, false);
+        }
+        while to_s.front().is_some_and(|(t, _)| *t <= *now) {
+            let _ = s.handle_packet(*now, &to_s.pop_front().unwrap().1);
+        }
+        while r.read().is_some() {}
+        if s.poll_timeout().is_some_and(|d| d <= *now) {
+            s.handle_timeout(*now);
+        }
+        if r.poll_timeout().is_some_and(|d| d <= *now) {
+            r.handle_timeout(*now);
+        }
+        *now += 200;
+    }
+    credits
+}
+
+#[test]
+fn a_small_message_on_an_idle_stream_costs_a_few_windowed_credits_and_bulk_data_none() {
+    // An idle ExpressPass stream (IDLE HELLO), 50 µs one way, 10 Gbit/s of credits: the
+    // application writes 30 bytes. Without the window the receiver credits at line rate
+    // until the sender's CREDIT_STOP is back, a round trip later; with it (the agent's
+    // setting), ceil(30 / 1448) + 1 credits, and the two more its data packet opens.
+    let message = |segment: u64| {
+        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
+        cfg.request_window_segment = segment;
+        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+        let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+        let mut now = 0;
+        let idle = run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, 5 * MILLIS, |_, _| {
+            false
+        });
+        assert_eq!(idle, 0);
+        s.write(Bytes::from_static(&[7; 30]));
+        let end = now + 5 * MILLIS;
+        let credits = run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, end, |_, _| false);
+        assert_eq!(r.stats().bytes_proactive, 30);
+        credits
+    };
+    let (plain, windowed) = (message(0), message(1448));
+    eprintln!("credits for one message: {plain} plain, {windowed} windowed");
+    assert!(plain >= 10, "a round trip of credits expected, got {plain}");
+    assert!(windowed <= 4, "{windowed} credits for one 30-byte message");
+    // Bulk data after an idle HELLO: the window opens by one per data packet, so 2 MB take
+    // about as long as with credits at line rate from the start.
+    let bulk = |segment: u64| {
+        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
+        cfg.request_window_segment = segment;
+        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+        let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
+        let mut now = 0;
+        run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, MILLIS, |_, _| false);
+        let start = now;
+        s.write(Bytes::from(vec![3u8; 2 << 20]));
+        s.finish();
+        let end = now + 100 * MILLIS;
+        run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, end, |s, _| {
+            s.is_complete()
+        });
+        assert!(s.is_complete());
+        now - start
+    };
+    let (plain, windowed) = (bulk(0), bulk(1448));
+    eprintln!("2 MB after an idle HELLO: {plain} ns plain, {windowed} ns windowed");
+    assert!(
+        (windowed as f64) < 1.1 * plain as f64,
+        "2 MB after an idle HELLO: {windowed} ns windowed, {plain} ns not"
+    );
+}

@@ -117,6 +117,9 @@ fn packet_json(p: &Packet) -> Value {
             if let Some(c) = h.cookie {
                 v["cookie"] = json!(c);
             }
+            if h.idle {
+                v["idle"] = json!(true);
+            }
             v
         }
         Packet::HelloAck(h) => {
@@ -419,6 +422,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: 1 << 20,
                 conn: None,
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -430,6 +434,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: 0,
                 conn: None,
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -441,6 +446,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: u64::MAX,
                 conn: None,
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -457,6 +463,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                     role: ConnRole::Open,
                 }),
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -473,6 +480,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                     role: ConnRole::Reply,
                 }),
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -484,6 +492,24 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: 1 << 20,
                 conn: None,
                 cookie: Some(0x0123_4567_89ab_cdef),
+                idle: false,
+            }),
+        ),
+        (
+            "hello_idle_conn",
+            "HELLO of a connection with no data yet (flags CONN | IDLE): 32 bytes; the receiver credits only after a CREDIT_REQUEST",
+            Packet::Hello(Hello {
+                flow_id: 0x0a0b_0c0e,
+                transport: TransportKind::FlexPass,
+                flow_size: 0,
+                conn: Some(HelloConn {
+                    conn_id: 0x0a0b_0c0d,
+                    src_port: 6379,
+                    dst_port: 43210,
+                    role: ConnRole::Reply,
+                }),
+                cookie: None,
+                idle: true,
             }),
         ),
         (
@@ -500,6 +526,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                     role: ConnRole::Open,
                 }),
                 cookie: Some(u64::MAX),
+                idle: false,
             }),
         ),
         (
@@ -511,6 +538,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: 64_000,
                 conn: None,
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -569,6 +597,7 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
                 flow_size: 65_000_000,
                 conn: None,
                 cookie: None,
+                idle: false,
             }),
         ),
         (
@@ -718,6 +747,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         flow_size: 4096,
         conn: None,
         cookie: None,
+        idle: false,
     }));
     let hconn = enc(&Packet::Hello(Hello {
         flow_id: 5,
@@ -730,6 +760,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             role: ConnRole::Open,
         }),
         cookie: None,
+        idle: false,
     }));
     let hack = enc(&Packet::HelloAck(HelloAck {
         flow_id: 5,
@@ -742,6 +773,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         flow_size: 4096,
         conn: None,
         cookie: Some(0x1122_3344_5566_7788),
+        idle: false,
     }));
     let hretry = enc(&Packet::HelloAck(HelloAck {
         flow_id: 5,
@@ -880,7 +912,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("hello_conn_flag_short", "flag CONN on a 20-byte HELLO (the extension is missing)",
             with(hello.clone(), 1, &[0x08]), "Truncated"),
         ("hello_conn_flag_missing", "32-byte HELLO without flag CONN", with(hconn.clone(), 1, &[0]), "LengthMismatch"),
-        ("hello_flag_0x20", "HELLO with flag 0x20 (only CONN, 0x08, and COOKIE, 0x10, are allowed)", with(hello.clone(), 1, &[0x20]), "InvalidFlags"),
+        ("hello_flag_0x40", "HELLO with flag 0x40 (only CONN, 0x08, COOKIE, 0x10, and IDLE, 0x20, are allowed)", with(hello.clone(), 1, &[0x40]), "InvalidFlags"),
         ("hello_cookie_flag_short", "flag COOKIE on a 20-byte HELLO (the cookie is missing)",
             with(hello.clone(), 1, &[0x10]), "Truncated"),
         ("hello_conn_cookie_flag_short", "flags CONN | COOKIE on a 32-byte HELLO (the cookie is missing)",

@@ -143,6 +143,9 @@ pub const FLAG_CONN: u8 = 0x08;
 /// COOKIE flag (HELLO, HELLO_ACK): a HELLO_ACK with status retry carries a cookie that the
 /// HELLO sent again echoes (8 bytes at the end of both; docs/protocol.md §6.6, §6.7).
 pub const FLAG_COOKIE: u8 = 0x10;
+/// IDLE flag (HELLO only): the sender has no data yet; a credit-based receiver sends no
+/// credits until a CREDIT_REQUEST (docs/protocol.md §6.6, §11).
+pub const FLAG_IDLE: u8 = 0x20;
 
 /// Bytes on an Ethernet wire (incl. preamble, IFG, min-frame padding) for a
 /// FlexPass message of `msg_len` bytes over IPv4/UDP:

@@ -13,9 +13,9 @@ use crate::{
     ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
     CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
     CREDIT_STOP_LEN, DATA_HEADER_LEN, EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN,
-    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_RETX, HELLO_ACK_COOKIE_LEN,
-    HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN,
-    MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_RETX,
+    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS,
+    MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -79,7 +79,7 @@ impl PacketType {
         match self {
             PacketType::ProactiveData | PacketType::ReactiveData => FLAG_FIN | FLAG_RETX,
             PacketType::Ack => FLAG_ECE,
-            PacketType::Hello => FLAG_CONN | FLAG_COOKIE,
+            PacketType::Hello => FLAG_CONN | FLAG_COOKIE | FLAG_IDLE,
             PacketType::HelloAck => FLAG_COOKIE,
             _ => 0,
         }
@@ -419,6 +419,9 @@ pub struct Hello {
     /// Cookie (flag COOKIE): the echo of a HELLO_ACK `retry`'s cookie, sent by a sender whose
     /// first HELLO the receiver answered without keeping state (docs/protocol.md §6.6).
     pub cookie: Option<u64>,
+    /// Flag IDLE: the sender has no data yet; a credit-based receiver waits for its
+    /// CREDIT_REQUEST before sending credits.
+    pub idle: bool,
 }
 
 /// Role of a flow in a connection (HELLO `role` byte, with flag CONN).
@@ -629,6 +632,7 @@ impl Packet {
             Packet::Hello(h) => {
                 (if h.conn.is_some() { FLAG_CONN } else { 0 })
                     | (if h.cookie.is_some() { FLAG_COOKIE } else { 0 })
+                    | (if h.idle { FLAG_IDLE } else { 0 })
             }
             Packet::HelloAck(h) if h.status.cookie().is_some() => FLAG_COOKIE,
             _ => 0,
@@ -1054,6 +1058,7 @@ fn decode_inner<'a>(
                 } else {
                     None
                 },
+                idle: flags & FLAG_IDLE != 0,
             })
         }
         PacketType::HelloAck => {

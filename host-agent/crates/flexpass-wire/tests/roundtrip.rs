@@ -172,6 +172,7 @@ fn valid_packet() -> impl Strategy<Value = Packet> {
                     flow_size,
                     conn,
                     cookie,
+                    idle: false,
                 })
             }),
         (any_u32(), transport(), status()).prop_map(|(flow_id, transport, status)| {

@@ -176,6 +176,10 @@ fn packet_from_json(v: &Value) -> Packet {
             }),
             // Optional: present exactly when the HELLO has flag COOKIE.
             cookie: o.opt("cookie").map(|c| c.as_u64().expect("cookie u64")),
+            // Optional: true exactly when the HELLO has flag IDLE.
+            idle: o
+                .opt("idle")
+                .is_some_and(|b| b.as_bool().expect("idle bool")),
         }),
         "hello_ack" => Packet::HelloAck(HelloAck {
             flow_id,

@@ -75,6 +75,7 @@ pub enum ReceiverPkt {
     Hello {
         transport: TransportKind,
         flow_size: u64,
+        idle: bool,
     },
     CreditRequest {
         pending: u64,
@@ -114,6 +115,7 @@ impl Codec for ReceiverPkt {
             1 => ReceiverPkt::Hello {
                 transport: r.transport(),
                 flow_size: r.varint(),
+                idle: r.bool(),
             },
             2 => ReceiverPkt::CreditRequest {
                 pending: r.varint(),
@@ -155,10 +157,12 @@ impl Codec for ReceiverPkt {
             ReceiverPkt::Hello {
                 transport,
                 flow_size,
+                idle,
             } => {
                 w.tag(1);
                 w.transport(*transport);
                 w.varint(*flow_size);
+                w.bool(*idle);
             }
             ReceiverPkt::CreditRequest { pending } => {
                 w.tag(2);
@@ -224,12 +228,14 @@ impl ReceiverPkt {
             ReceiverPkt::Hello {
                 transport,
                 flow_size,
+                idle,
             } => Packet::Hello(Hello {
                 flow_id: FLOW,
                 transport: *transport,
                 flow_size: *flow_size,
                 conn: None,
                 cookie: None,
+                idle: *idle,
             }),
             ReceiverPkt::CreditRequest { pending } => Packet::CreditRequest(CreditRequest {
                 flow_id: FLOW,
@@ -271,6 +277,7 @@ impl ReceiverPkt {
             Packet::Hello(h) => ReceiverPkt::Hello {
                 transport: h.transport,
                 flow_size: h.flow_size,
+                idle: h.idle,
             },
             Packet::CreditRequest(c) => ReceiverPkt::CreditRequest {
                 pending: c.pending_bytes,

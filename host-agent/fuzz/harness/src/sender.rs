@@ -418,6 +418,7 @@ fn stray_for_sender(kind: u8) -> Packet {
             flow_size: 0,
             conn: None,
             cookie: None,
+            idle: false,
         }),
         2 => Packet::CreditRequest(CreditRequest {
             flow_id: FLOW,
