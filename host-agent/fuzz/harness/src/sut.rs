@@ -892,9 +892,10 @@ impl ReceiverSut {
                     transport: h.transport,
                     status,
                 });
-                // A HELLO (e.g. a duplicate) does not start credits for a complete flow.
+                // A HELLO (e.g. a duplicate) does not start credits for a complete flow, nor
+                // one that says IDLE (the sender has no data yet: docs/protocol.md §11).
                 self.credits_on |=
-                    credit && status == HelloStatus::Accepted && !self.r.is_complete();
+                    credit && status == HelloStatus::Accepted && !self.r.is_complete() && !h.idle;
             }
             // A CREDIT_REQUEST does, even for a complete flow (the sender missed the final
             // ACKs); the next data packet stops them again.
