@@ -163,16 +163,17 @@ fn valid_packet() -> impl Strategy<Value = Packet> {
             transport(),
             any_u64(),
             proptest::option::of(conn()),
-            proptest::option::of(any::<u64>())
+            proptest::option::of(any::<u64>()),
+            any::<bool>()
         )
-            .prop_map(|(flow_id, transport, flow_size, conn, cookie)| {
+            .prop_map(|(flow_id, transport, flow_size, conn, cookie, idle)| {
                 Packet::Hello(Hello {
                     flow_id,
                     transport,
                     flow_size,
                     conn,
                     cookie,
-                    idle: false,
+                    idle,
                 })
             }),
         (any_u32(), transport(), status()).prop_map(|(flow_id, transport, status)| {
