@@ -182,7 +182,9 @@ demo-mininet:
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
 	@$(MAKE) --no-print-directory bench-model
-	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py
+	@mkdir -p $(RESULTS)/bench
+	set -o pipefail; FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py | tee $(RESULTS)/bench/agent.txt
+	$(PYTHON) $(HOST_AGENT)/reports/bench_agent_plot.py $(RESULTS)/bench/agent.txt $(RESULTS)/bench/agent.png
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh

@@ -11,6 +11,10 @@ with `auto`, which says which datapath it got). Needs root; skips loudly otherwi
 BENCH_JUMBO=0 skips the jumbo runs; BENCH_SET=datapath runs only what the datapath
 comparison needs (TCP, UDP and AF_XDP at 1500 and 9000).
 
+Also measured first: how often a thread that never sleeps is held up for more than 10 µs
+(`stalls_over_10us_of_a_spinning_thread`: vCPU preemption and host interrupts, a floor under
+the pacing error's tail that no agent can get below).
+
 Many idle flows (docs/agent-api.md, "Scale"; BENCH_SET=idle_flows runs only this): one
 `flexpass serve` holds 100, then 10 000 (BENCH_IDLE_FLOWS) concurrent idle flows from
 `flexpass workload --idle` clients; at each level: its RSS per idle flow, its CPU per
@@ -118,6 +122,25 @@ class Lines:
             if '"agent_stats"' in line:
                 return json.loads(line)
         return None
+
+
+def stall_probe(seconds=1.0, over_ns=10_000):
+    """How often a thread that never sleeps is held up for more than `over_ns`: stalls the
+    agent cannot avoid (vCPU preemption, host interrupts), which set a floor under the
+    credit pacing error's tail. {"per_s": gaps over 10 µs per second, "max_us": longest}."""
+    import gc
+    gc.disable()
+    try:
+        end = time.perf_counter_ns() + int(seconds * 1e9)
+        prev, n, worst = time.perf_counter_ns(), 0, 0
+        while prev < end:
+            t = time.perf_counter_ns()
+            n += t - prev > over_ns
+            worst = max(worst, t - prev)
+            prev = t
+    finally:
+        gc.enable()
+    return {"per_s": round(n / seconds, 1), "max_us": round(worst / 1e3, 1)}
 
 
 def idle_flows_case():
@@ -265,6 +288,7 @@ def main():
             print("agent bench:", json.dumps({"idle_flows": idle_flows_case()}))
             return 0
         load_before = os.getloadavg()
+        stalls = stall_probe()
         net = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "udp"]
         xdp = ["--link-gbps", LINK_GBPS, "--rtt-us", "50", "--datapath", "xdp"]
         # "idle": one ExpressPass flow (data only on credits) on a 0.5 Gbit/s link, credits
@@ -378,6 +402,7 @@ def main():
                          "udp": datapath_row(fp, results["tcp"]),
                          "xdp": datapath_row(results["flexpass-xdp"], results["tcp"])},
             "load_average_before_after": [round(x, 2) for x in load_before + os.getloadavg()],
+            "stalls_over_10us_of_a_spinning_thread": stalls,
         }
         if j:
             summary["datapaths"]["mtu_9000"] = {"kernel_tcp_gbps": round(jt["gbps"], 3),

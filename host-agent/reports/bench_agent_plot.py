@@ -1,0 +1,94 @@
+"""Plot and check the agent benchmark (make bench): reads the "agent bench: {...}" line that
+netns-tests/bench_agent.py prints, writes a PNG (goodput of one FlexPass flow per datapath
+next to kernel TCP at MTU 1500 and 9000; CPU per data packet; credit pacing error) and
+prints each of #12's goals with the measured figure and whether it is met (a report:
+the exit status does not depend on it).
+
+    python3 bench_agent_plot.py AGENT_BENCH_OUTPUT.txt OUT.png
+"""
+
+import json
+import sys
+
+GOALS = {"ratio_1500": 0.6, "ratio_9000": 0.9, "cpu_us": 1.0, "pacing_p50_us": 1.0, "pacing_p99_us": 5.0}
+
+
+def load(path):
+    lines = open(path).read().splitlines()
+    for line in lines:
+        if line.startswith("agent bench: "):
+            return json.loads(line.split(": ", 1)[1])
+    skipped = [ln for ln in lines if ln.startswith("SKIPPED")]
+    if skipped:
+        print(f"no agent bench to plot: {skipped[0]}")
+        sys.exit(0)
+    sys.exit(f"{path}: no 'agent bench:' line")
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    d = load(sys.argv[1])["datapaths"]
+    m1500, m9000 = d["mtu_1500"], d.get("mtu_9000")
+    best = max((m1500[k] for k in ("udp", "xdp")), key=lambda r: r["goodput_ratio_flexpass_over_tcp"])
+    p50, p99 = (x / 1e3 for x in best["credit_pacing_error_ns_p50_p99_max"][:2])
+    rows = [
+        ("FlexPass / kernel TCP at MTU 1500", best["goodput_ratio_flexpass_over_tcp"], ">=", GOALS["ratio_1500"]),
+        ("sender CPU per data packet (µs)", best["sender_cpu_us_per_data_packet"], "<=", GOALS["cpu_us"]),
+        ("receiver CPU per data packet (µs)", best["receiver_cpu_us_per_data_packet"], "<=", GOALS["cpu_us"]),
+        ("credit pacing error p50 (µs)", p50, "<=", GOALS["pacing_p50_us"]),
+        ("credit pacing error p99 (µs)", p99, "<=", GOALS["pacing_p99_us"]),
+    ]
+    if m9000:
+        rows.insert(1, ("FlexPass / kernel TCP at MTU 9000", m9000["udp"]["goodput_ratio_flexpass_over_tcp"],
+                        ">=", GOALS["ratio_9000"]))
+    print(f"agent bench against #12's goals (MTU 1500 figures: the {best['datapath']} datapath, the faster):")
+    for name, value, op, goal in rows:
+        met = value >= goal if op == ">=" else value <= goal
+        print(f"  {name:38s} {value:8.3f}  goal {op} {goal:<5}  {'met' if met else 'NOT met'}")
+    stalls = d.get("stalls_over_10us_of_a_spinning_thread")
+    if stalls:
+        print(f"  (a thread that never sleeps was held up > 10 µs {stalls['per_s']} times a second here, "
+              f"longest {stalls['max_us']} µs: at one credit per 26 µs that alone makes "
+              f"{100 * stalls['per_s'] * 26e-6:.1f} % of credits > 10 µs late)")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    groups = [("MTU 1500", m1500, ("udp", "xdp"))] + ([("MTU 9000", m9000, ("udp",))] if m9000 else [])
+    x, labels = 0, []
+    for title, m, paths in groups:
+        bars = [("kernel TCP", m["kernel_tcp_gbps"], "0.6")] + [
+            (f"FlexPass {'AF_XDP' if p == 'xdp' else 'UDP'}", m[p]["flexpass_gbps"], "tab:blue" if p == "udp" else "tab:orange")
+            for p in paths]
+        for name, gbps, color in bars:
+            ax1.bar(x, gbps, color=color)
+            if name != "kernel TCP":
+                ax1.text(x, gbps, f"{gbps / m['kernel_tcp_gbps']:.2f}×", ha="center", va="bottom", fontsize=8)
+            labels.append((x, f"{name}\n{title}"))
+            x += 1
+        x += 0.6
+    ax1.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=7)
+    ax1.set_ylabel("goodput of one flow (Gbit/s)")
+    ax1.set_title("One flow on a veth pair (labels: ratio to kernel TCP)")
+    paths = ("udp", "xdp")
+    w = 0.35
+    for i, side in enumerate(("sender", "receiver")):
+        ax2.bar([j + (i - 0.5) * w for j in range(len(paths))],
+                [m1500[p][f"{side}_cpu_us_per_data_packet"] for p in paths], w, label=side,
+                color=("tab:green", "tab:purple")[i])
+    ax2.axhline(GOALS["cpu_us"], color="k", linestyle="--", linewidth=1, label="goal (1 µs)")
+    ax2.set_xticks(range(len(paths)), ["UDP socket", "AF_XDP"])
+    ax2.set_ylabel("CPU per data packet at MTU 1500 (µs)")
+    ax2.set_title(f"CPU per packet; credit pacing error ({'AF_XDP' if best['datapath'] == 'xdp' else 'UDP'}) "
+                  f"p50 {p50:.1f} / p99 {p99:.1f} µs", fontsize=10)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=110)
+    print(f"plot: {sys.argv[2]}")
+
+
+if __name__ == "__main__":
+    main()
