@@ -39,14 +39,16 @@ def ns(name, *args, check=True):
 
 
 class Pair:
-    def __init__(self):
+    def __init__(self, queues=1):
         self.procs = []
+        self.queues = queues
 
     def up(self):
         for n in (A, B):
             sh("ip", "netns", "add", n)
             ns(n, "ip", "link", "set", "lo", "up")
-        sh("ip", "link", "add", DEV_A, "type", "veth", "peer", "name", DEV_B)
+        q = ["numtxqueues", str(self.queues), "numrxqueues", str(self.queues)]
+        sh("ip", "link", "add", DEV_A, *q, "type", "veth", "peer", "name", DEV_B, *q)
         sh("ip", "link", "set", DEV_A, "netns", A)
         sh("ip", "link", "set", DEV_B, "netns", B)
         for n, dev, ip in ((A, DEV_A, IP_A), (B, DEV_B, IP_B)):
@@ -71,6 +73,17 @@ class Pair:
 @pytest.fixture
 def pair():
     p = Pair()
+    try:
+        p.up()
+        yield p
+    finally:
+        p.down()
+
+
+@pytest.fixture
+def pair4():
+    """The same veth pair with 4 transmit and receive queues per end."""
+    p = Pair(queues=4)
     try:
         p.up()
         yield p
@@ -189,6 +202,33 @@ def test_a_receiver_that_cannot_keep_up_drops_credits_not_data(pair, datapath):
     print(f"{datapath}: {size * 8 / sent['fct_us'] / 1e3:.2f} Gbit/s, credits dropped at the "
           f"receiver: {st['credits_dropped_rx_backlog']}, data packets {got['packets_proactive']}, "
           f"retransmissions {sent['retransmissions']}")
+
+
+@pytest.mark.parametrize("queues", ["0", "all"])
+def test_a_multi_queue_interface_is_served_on_every_queue(pair4, queues):
+    """veth with 4 receive queues: the client's kernel picks a transmit queue per flow
+    (flow hash), veth delivers on the receive queue of that number. With `--xdp-queue all`
+    one AF_XDP socket per queue (shared UMEM) takes every flow's datagrams; with `0` those
+    arriving on queues 1-3 pass to the kernel socket, which shows that they were spread."""
+    flows, size = 8, 2_000_000
+    srv, log = serve(pair4, flows, extra=("--xdp-queue", queues))
+    want = "queues 0,1,2,3" if queues == "all" else "queue 0 "
+    assert want in log, log
+    senders = [send(pair4, "flexpass", size, datapath="udp") for _ in range(flows)]
+    sent = [records(finish(p)[0])[0] for p in senders]
+    sout, serr = finish(srv)
+    got = records(sout)
+    assert len(got) == flows
+    want_sha = pattern_sha(size)
+    assert all(r["sha256"] == want_sha for r in sent + got)
+    x = stats(serr, "serve")["xdp"]
+    print(f"--xdp-queue {queues}: {x}")
+    total = x["xsk_rx"] + x["kernel_rx"]
+    if queues == "all":
+        assert x["kernel_rx"] < 0.01 * total, x
+    else:
+        assert x["kernel_rx"] > 0.1 * total, f"all flows hashed to queue 0? {x}"
+    assert x["rx_dropped"] == 0 and x["bad_frames"] == 0, x
 
 
 def test_other_traffic_passes_while_attached(pair):

@@ -3,7 +3,10 @@
 //! socket with one log line naming why.
 
 use crate::socket::{Flushed, Received, TosSocket};
-use crate::xdp::{XdpConfig, XdpCounters, XdpInfo, XskPath};
+use crate::xdp::{XdpConfig, XdpCounters, XdpInfo, XskPath, MAX_QUEUES};
+
+/// Most file descriptors a datapath polls: an AF_XDP socket per queue and the kernel socket.
+pub const POLL_FDS: usize = MAX_QUEUES + 1;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -97,17 +100,15 @@ impl Datapath {
         }
     }
 
-    /// File descriptors to poll for POLLIN (1 or 2); the count is returned.
-    pub fn poll_fds(&self, out: &mut [RawFd; 2]) -> usize {
+    /// File descriptors to poll for POLLIN (the UDP socket; or one AF_XDP socket per queue
+    /// and the kernel socket); the count is returned.
+    pub fn poll_fds(&self, out: &mut [RawFd; POLL_FDS]) -> usize {
         match self {
             Datapath::Udp(s) => {
                 out[0] = s.as_fd().as_raw_fd();
                 1
             }
-            Datapath::Xdp(x) => {
-                *out = x.poll_fds();
-                2
-            }
+            Datapath::Xdp(x) => x.poll_fds(out),
         }
     }
 

@@ -2,7 +2,7 @@
 //! driving the sans-IO core with the real clock. The host's credit rate limit (ExpressPass:
 //! "host and switch perform credit rate-limiting") is applied here, like a NIC's Q0.
 
-use crate::datapath::{Datapath, DatapathMode};
+use crate::datapath::{Datapath, DatapathMode, POLL_FDS};
 use crate::socket::BATCH;
 use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
@@ -104,7 +104,7 @@ pub struct EndpointConfig {
     /// AF_XDP: interface (None: from the bound address or the route to `route_hint`) and
     /// receive queue.
     pub xdp_iface: Option<String>,
-    pub xdp_queue: u32,
+    pub xdp_queue: crate::xdp::XdpQueues,
     /// A peer's address, to pick the interface for a wildcard bind.
     pub route_hint: Option<std::net::Ipv4Addr>,
 }
@@ -173,7 +173,7 @@ impl EndpointConfig {
             give_up_timeout: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT,
             datapath: DatapathMode::Udp,
             xdp_iface: None,
-            xdp_queue: 0,
+            xdp_queue: crate::xdp::XdpQueues::default(),
             route_hint: None,
         }
     }
@@ -598,7 +598,7 @@ impl Endpoint {
             &XdpConfig {
                 bind: cfg.bind,
                 iface: cfg.xdp_iface.clone(),
-                queue: cfg.xdp_queue,
+                queues: cfg.xdp_queue.clone(),
                 route_hint: cfg.route_hint,
                 mtu: cfg.mtu,
             },
@@ -965,9 +965,9 @@ impl Endpoint {
             return Ok(true);
         }
         let timeout = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(ns));
-        let mut own = [0 as RawFd; 2];
+        let mut own = [0 as RawFd; POLL_FDS];
         let k = self.sock.poll_fds(&mut own);
-        let mut fds = [libc_pollfd(-1, 0); 2];
+        let mut fds = [libc_pollfd(-1, 0); POLL_FDS];
         for (p, &fd) in fds.iter_mut().zip(&own[..k]) {
             *p = libc_pollfd(fd, libc_pollin());
         }
@@ -992,9 +992,12 @@ impl Endpoint {
                 Err(e)
             };
         }
-        if n > 0 && k == 2 {
-            let ready = [all[0].revents != 0, all[1].revents != 0];
-            self.sock.readable(&ready);
+        if n > 0 && k > 1 {
+            let mut ready = [false; POLL_FDS];
+            for (r, p) in ready.iter_mut().zip(&all[..k]) {
+                *r = p.revents != 0;
+            }
+            self.sock.readable(&ready[..k]);
         }
         Ok(n > 0)
     }

@@ -1,7 +1,7 @@
 //! The AF_XDP datapath (docs/datapath.md): the steering program (bpf/flexpass_xsk.c, loaded
-//! and attached with aya) sends the FlexPass UDP port's IPv4 datagrams on one receive queue
-//! to an AF_XDP socket (UMEM and rings with xdpilone); the agent builds and parses the
-//! Ethernet/IPv4/UDP headers itself (`frame`).
+//! and attached with aya) sends the FlexPass UDP port's IPv4 datagrams on each bound receive
+//! queue to that queue's AF_XDP socket (one UMEM shared by all, rings with xdpilone); the
+//! agent builds and parses the Ethernet/IPv4/UDP headers itself (`frame`).
 //!
 //! A kernel UDP socket stays bound on the same port: it holds the port, receives what the
 //! program did not steer (other receive queues, anything before the program was attached),
@@ -23,7 +23,8 @@ use std::os::fd::RawFd;
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct XdpInfo {
     pub iface: String,
-    pub queue: u32,
+    /// Receive queues with an AF_XDP socket (`--xdp-queue`).
+    pub queues: Vec<u32>,
     /// "native" (driver) or "generic" (skb) XDP.
     pub attach: &'static str,
     pub zero_copy: bool,
@@ -33,9 +34,14 @@ impl std::fmt::Display for XdpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "AF_XDP on {} queue {} ({} XDP, {} mode)",
+            "AF_XDP on {} queue{} {} ({} XDP, {} mode)",
             self.iface,
-            self.queue,
+            if self.queues.len() == 1 { "" } else { "s" },
+            self.queues
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             self.attach,
             if self.zero_copy { "zero-copy" } else { "copy" }
         )
@@ -156,10 +162,79 @@ pub struct XdpConfig {
     /// address) the one of the route to `route_hint`, else the only one that is up with an
     /// IPv4 address (loopback aside).
     pub iface: Option<String>,
-    pub queue: u32,
+    pub queues: XdpQueues,
     pub route_hint: Option<Ipv4Addr>,
     /// Largest IP datagram the flows send (the endpoint's MTU).
     pub mtu: usize,
+}
+
+/// Most receive queues one agent binds (one AF_XDP socket each, one shared UMEM).
+pub const MAX_QUEUES: usize = 8;
+
+/// `--xdp-queue`: the receive queues to bind: a list (`0`, `0,2`) or every receive queue
+/// of the interface (`all`, at most `MAX_QUEUES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum XdpQueues {
+    List(Vec<u32>),
+    All,
+}
+
+impl Default for XdpQueues {
+    fn default() -> Self {
+        XdpQueues::List(vec![0])
+    }
+}
+
+impl std::str::FromStr for XdpQueues {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(XdpQueues::All);
+        }
+        let mut q: Vec<u32> = s
+            .split(',')
+            .map(|x| {
+                x.trim().parse().map_err(|_| {
+                    format!("--xdp-queue takes queue numbers (0,1,…) or all, got {s:?}")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        q.sort_unstable();
+        q.dedup();
+        if q.is_empty() || q.len() > MAX_QUEUES {
+            return Err(format!("--xdp-queue: 1 to {MAX_QUEUES} queues, got {s:?}"));
+        }
+        Ok(XdpQueues::List(q))
+    }
+}
+
+impl XdpQueues {
+    /// The queue numbers on an interface with `rx_queues` receive queues.
+    pub fn resolve(&self, rx_queues: u32) -> Result<Vec<u32>, String> {
+        let q = match self {
+            XdpQueues::All => (0..rx_queues.min(MAX_QUEUES as u32)).collect(),
+            XdpQueues::List(q) => q.clone(),
+        };
+        match q.iter().find(|&&n| n >= rx_queues) {
+            Some(n) => Err(format!(
+                "no receive queue {n} (the interface has {rx_queues})"
+            )),
+            None => Ok(q),
+        }
+    }
+}
+
+/// Receive queues of `iface` (/sys/class/net/IFACE/queues/rx-*).
+#[cfg_attr(not(flexpass_xdp), allow(dead_code))]
+fn rx_queue_count(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// The interface and local IPv4 address AF_XDP would use; Err names why there is none.
@@ -281,7 +356,7 @@ impl XskPath {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match self.0 {}
     }
-    pub fn poll_fds(&self) -> [RawFd; 2] {
+    pub fn poll_fds(&self, _: &mut [RawFd; MAX_QUEUES + 1]) -> usize {
         match self.0 {}
     }
     pub fn readable(&mut self, _: &[bool]) {
@@ -410,9 +485,16 @@ mod imp {
     /// into the chunk, XDP_PACKET_HEADROOM).
     const FRAME: u32 = 4096;
     const RX_HEADROOM: usize = 256;
-    /// Receive frames (all on the fill ring while free) and transmit frames.
+    /// Receive frames (all on the fill rings while free; split between the bound queues) and
+    /// transmit frames.
     const RX_FRAMES: u32 = 2048;
     const TX_FRAMES: u32 = 2048;
+
+    /// Receive frames (= ring size, a power of two) of each of `n` queues: RX_FRAMES split,
+    /// at least 256.
+    fn rx_frames_per_queue(n: usize) -> u32 {
+        (RX_FRAMES >> (n.max(1).next_power_of_two().trailing_zeros())).max(256)
+    }
     /// How often (receive calls) the kernel socket is read without a readiness report.
     const KERNEL_CHECK_EVERY: u32 = 64;
     /// The kernel's socket statistics cost a system call: read at most this often.
@@ -455,13 +537,24 @@ mod imp {
         }
     }
 
-    /// The socket, UMEM and rings of one bound AF_XDP socket.
+    /// The UMEM, one bound AF_XDP socket per receive queue sharing it, and the transmit ring
+    /// (on the first socket).
     struct Rings {
-        rx: RingRx,
+        queues: Vec<QueueRings>,
         tx: RingTx,
-        fq_cq: DeviceQueue,
         umem: Umem,
         zero_copy: bool,
+        /// Receive frames of each queue.
+        rx_frames: u32,
+    }
+
+    /// One queue's socket: its receive ring and fill ring (the first's completion ring is
+    /// the transmit ring's), and its frames of the last batch, back on the fill ring at the
+    /// next batch.
+    struct QueueRings {
+        rx: RingRx,
+        fq_cq: DeviceQueue,
+        rx_used: Vec<u64>,
     }
 
     /// A received datagram: where in the UMEM its payload is, and whom it came from.
@@ -485,9 +578,9 @@ mod imp {
         /// Transmit frames (UMEM offsets) not in flight.
         tx_free: Vec<u64>,
         tx_queued: Vec<XdpDesc>,
-        /// Receive frames of the last batch, returned to the fill ring at the next batch.
-        rx_used: Vec<u64>,
         rx_segs: Vec<RxSeg>,
+        /// Queue the next receive batch starts at (round robin).
+        next_queue: usize,
         /// Datagrams of the last batch that came through the kernel socket (after rx_segs).
         kernel_segs: usize,
         kernel: TosSocket,
@@ -517,11 +610,18 @@ mod imp {
         Ok(info)
     }
 
-    /// Create the UMEM on `area`, one socket with fill/completion and RX/TX rings, bound
-    /// with `zero_copy` or copy mode.
-    fn bind_rings(area: &Area, info: &IfInfo, zero_copy: bool) -> Result<Rings, String> {
+    /// Create the UMEM on `area` and one socket per queue in `queues` (the first with the
+    /// transmit ring too), bound with `zero_copy` or copy mode; the others share the UMEM
+    /// and inherit the mode (the kernel allows no mode flags on them).
+    fn bind_rings(
+        area: &Area,
+        ifindex: u32,
+        queues: &[u32],
+        zero_copy: bool,
+    ) -> Result<Rings, String> {
+        let rx_frames = rx_frames_per_queue(queues.len());
         let cfg = UmemConfig {
-            fill_size: RX_FRAMES,
+            fill_size: rx_frames,
             complete_size: TX_FRAMES,
             frame_size: FRAME,
             headroom: 0,
@@ -532,40 +632,69 @@ mod imp {
         // drops `rings` before `area`).
         let umem =
             unsafe { Umem::new(cfg, mem) }.map_err(|e| format!("UMEM registration: {}", e))?;
-        let sock = Socket::with_shared(info, &umem).map_err(|e| format!("AF_XDP socket: {}", e))?;
-        let fq_cq = umem
-            .fq_cq(&sock)
-            .map_err(|e| format!("fill/completion rings: {}", e))?;
         let mode = if zero_copy {
             SocketConfig::XDP_BIND_ZEROCOPY
         } else {
             SocketConfig::XDP_BIND_COPY
         };
-        let user = umem
-            .rx_tx(
-                &sock,
-                &SocketConfig {
-                    rx_size: NonZeroU32::new(RX_FRAMES),
-                    tx_size: NonZeroU32::new(TX_FRAMES),
-                    bind_flags: mode | SocketConfig::XDP_BIND_NEED_WAKEUP,
-                },
-            )
-            .map_err(|e| format!("RX/TX rings: {}", e))?;
-        let rx = user.map_rx().map_err(|e| format!("RX ring: {}", e))?;
-        let tx = user.map_tx().map_err(|e| format!("TX ring: {}", e))?;
-        umem.bind(&user).map_err(|e| {
-            format!(
-                "binding the AF_XDP socket ({} mode): {}",
-                if zero_copy { "zero-copy" } else { "copy" },
-                e
-            )
-        })?;
+        let mut rings = Vec::with_capacity(queues.len());
+        let mut tx = None;
+        for (i, &q) in queues.iter().enumerate() {
+            let info = if_info(ifindex, q)?;
+            let sock = if i == 0 {
+                Socket::with_shared(&info, &umem)
+            } else {
+                Socket::new(&info)
+            }
+            .map_err(|e| format!("AF_XDP socket (queue {q}): {}", e))?;
+            let fq_cq = umem
+                .fq_cq(&sock)
+                .map_err(|e| format!("fill/completion rings (queue {q}): {}", e))?;
+            let user = umem
+                .rx_tx(
+                    &sock,
+                    &SocketConfig {
+                        rx_size: NonZeroU32::new(rx_frames),
+                        tx_size: if i == 0 {
+                            NonZeroU32::new(TX_FRAMES)
+                        } else {
+                            None
+                        },
+                        bind_flags: if i == 0 {
+                            mode | SocketConfig::XDP_BIND_NEED_WAKEUP
+                        } else {
+                            0
+                        },
+                    },
+                )
+                .map_err(|e| format!("RX/TX rings (queue {q}): {}", e))?;
+            let rx = user.map_rx().map_err(|e| format!("RX ring: {}", e))?;
+            if i == 0 {
+                tx = Some(user.map_tx().map_err(|e| format!("TX ring: {}", e))?);
+            }
+            umem.bind(&user).map_err(|e| {
+                format!(
+                    "binding the AF_XDP socket of queue {q} ({} mode): {}",
+                    if zero_copy { "zero-copy" } else { "copy" },
+                    e
+                )
+            })?;
+            // Every receive frame of this queue goes on its fill ring (first `refill`).
+            let base = i as u64 * u64::from(rx_frames);
+            rings.push(QueueRings {
+                rx,
+                fq_cq,
+                rx_used: (base..base + u64::from(rx_frames))
+                    .map(|f| f * u64::from(FRAME))
+                    .collect(),
+            });
+        }
         Ok(Rings {
-            rx,
-            tx,
-            fq_cq,
+            queues: rings,
+            tx: tx.ok_or("no queue to bind")?,
             umem,
             zero_copy,
+            rx_frames,
         })
     }
 
@@ -618,12 +747,14 @@ mod imp {
                 .map_err(|e| on("flexpass_xsk", &e))?;
             prog.load().map_err(|e| on("loading the XDP program", &e))?;
 
-            let area = Area::new(((RX_FRAMES + TX_FRAMES) * FRAME) as usize)
+            let queues = cfg.queues.resolve(rx_queue_count(&iface))?;
+            let rx_frames = rx_frames_per_queue(queues.len());
+            let rx_total = rx_frames * queues.len() as u32;
+            let area = Area::new(((rx_total + TX_FRAMES) * FRAME) as usize)
                 .map_err(|e| format!("UMEM memory: {e}"))?;
-            let info = if_info(ifindex, cfg.queue)?;
-            let rings = match bind_rings(&area, &info, true) {
+            let rings = match bind_rings(&area, ifindex, &queues, true) {
                 Ok(r) => r,
-                Err(zc) => bind_rings(&area, &info, false)
+                Err(zc) => bind_rings(&area, ifindex, &queues, false)
                     .map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
             };
             {
@@ -632,8 +763,10 @@ mod imp {
                         .ok_or("program has no flexpass_xsks map")?,
                 )
                 .map_err(|e| on("flexpass_xsks map", &e))?;
-                xsks.set(cfg.queue, rings.rx.as_raw_fd(), 0)
-                    .map_err(|e| on(&format!("XSKMAP entry for queue {}", cfg.queue), &e))?;
+                for (&q, r) in queues.iter().zip(&rings.queues) {
+                    xsks.set(q, r.rx.as_raw_fd(), 0)
+                        .map_err(|e| on(&format!("XSKMAP entry for queue {q}"), &e))?;
+                }
             }
             let prog: &mut Xdp = bpf
                 .program_mut("flexpass_xsk")
@@ -656,21 +789,19 @@ mod imp {
             let mut path = XskPath {
                 info: XdpInfo {
                     iface,
-                    queue: cfg.queue,
+                    queues,
                     attach,
                     zero_copy: rings.zero_copy,
                 },
                 local: SocketAddrV4::new(ip, port),
                 mac,
                 max_frame,
-                tx_free: (RX_FRAMES..RX_FRAMES + TX_FRAMES)
+                tx_free: (rx_total..rx_total + TX_FRAMES)
                     .map(|i| u64::from(i) * u64::from(FRAME))
                     .collect(),
                 tx_queued: Vec::with_capacity(64),
-                rx_used: (0..RX_FRAMES)
-                    .map(|i| u64::from(i) * u64::from(FRAME))
-                    .collect(),
                 rx_segs: Vec::with_capacity(64),
+                next_queue: 0,
                 kernel_segs: 0,
                 neighbours: Neighbours {
                     iface: String::new(),
@@ -709,11 +840,17 @@ mod imp {
                 .is_none_or(|t| t.elapsed() >= KERNEL_STATS_EVERY)
             {
                 self.kernel_stats_at = Some(Instant::now());
-                if let Ok(st) = self.rings.fq_cq.statistics_v2() {
-                    self.counters.rx_dropped = st.rx_dropped;
-                    self.counters.rx_ring_full = st.rx_ring_full;
-                    self.counters.rx_fill_ring_empty = st.rx_fill_ring_empty_descs;
+                let (mut dropped, mut full, mut empty) = (0, 0, 0);
+                for q in &self.rings.queues {
+                    if let Ok(st) = q.fq_cq.statistics_v2() {
+                        dropped += st.rx_dropped;
+                        full += st.rx_ring_full;
+                        empty += st.rx_fill_ring_empty_descs;
+                    }
                 }
+                self.counters.rx_dropped = dropped;
+                self.counters.rx_ring_full = full;
+                self.counters.rx_fill_ring_empty = empty;
             }
             self.counters
         }
@@ -722,85 +859,106 @@ mod imp {
             self.kernel.local_addr()
         }
 
-        /// The AF_XDP socket and the kernel UDP socket (poll both for POLLIN).
-        pub fn poll_fds(&self) -> [RawFd; 2] {
+        /// The AF_XDP sockets (one per queue) and the kernel UDP socket, last (poll all for
+        /// POLLIN); returns how many.
+        pub fn poll_fds(&self, out: &mut [RawFd; MAX_QUEUES + 1]) -> usize {
             use std::os::fd::{AsFd, AsRawFd};
-            [self.rings.rx.as_raw_fd(), self.kernel.as_fd().as_raw_fd()]
+            let n = self.rings.queues.len();
+            for (o, q) in out.iter_mut().zip(&self.rings.queues) {
+                *o = q.rx.as_raw_fd();
+            }
+            out[n] = self.kernel.as_fd().as_raw_fd();
+            n + 1
         }
 
         /// Readiness of the `poll_fds` after a poll: the kernel socket is read next time.
         pub fn readable(&mut self, ready: &[bool]) {
-            if ready.get(1).copied().unwrap_or(false) {
+            if ready.get(self.rings.queues.len()).copied().unwrap_or(false) {
                 self.kernel_readable = true;
             }
         }
 
-        /// Whether the receive ring holds frames (no system call).
+        /// Whether a receive ring holds frames (no system call).
         pub fn rx_ready(&self) -> bool {
-            self.rings.rx.available() > 0
+            self.rings.queues.iter().any(|q| q.rx.available() > 0)
         }
 
-        /// Share of the receive frames holding datagrams not read yet (no system call).
+        /// Share of the receive frames holding datagrams not read yet, on the fullest queue
+        /// (no system call).
         pub fn rx_backlog(&self) -> f64 {
-            f64::from(self.rings.rx.available()) / f64::from(RX_FRAMES)
+            let most = self.rings.queues.iter().map(|q| q.rx.available()).max();
+            f64::from(most.unwrap_or(0)) / f64::from(self.rings.rx_frames)
         }
 
-        /// Return the frames of the last batch to the fill ring.
+        /// Return each queue's frames of the last batch to its fill ring.
         fn refill(&mut self) {
-            if self.rx_used.is_empty() {
-                return;
-            }
-            let mut fill = self.rings.fq_cq.fill(self.rx_used.len() as u32);
-            let n = fill.insert(self.rx_used.iter().copied()) as usize;
-            fill.commit();
-            drop(fill);
-            self.rx_used.drain(..n);
-            if self.rings.fq_cq.needs_wakeup() {
-                self.rings.fq_cq.wake();
+            for q in &mut self.rings.queues {
+                if q.rx_used.is_empty() {
+                    continue;
+                }
+                let mut fill = q.fq_cq.fill(q.rx_used.len() as u32);
+                let n = fill.insert(q.rx_used.iter().copied()) as usize;
+                fill.commit();
+                drop(fill);
+                q.rx_used.drain(..n);
+                if q.fq_cq.needs_wakeup() {
+                    q.fq_cq.wake();
+                }
             }
         }
 
         /// Take back transmit frames the kernel has sent.
         fn reap(&mut self) {
-            let mut done = self.rings.fq_cq.complete(TX_FRAMES);
+            let mut done = self.rings.queues[0].fq_cq.complete(TX_FRAMES);
             while let Some(addr) = done.read() {
                 self.tx_free.push(addr);
             }
             done.release();
         }
 
-        /// Receive up to `max` datagrams: from the receive ring, then from the kernel socket
-        /// when it was reported readable (or every KERNEL_CHECK_EVERY calls).
+        /// Receive up to `max` datagrams: from the queues' receive rings, then from the kernel
+        /// socket when it was reported readable (or every KERNEL_CHECK_EVERY calls).
         pub fn recv_batch(&mut self, max: usize) -> io::Result<usize> {
             self.refill();
             self.rx_segs.clear();
             self.kernel_segs = 0;
             let base = self.area.ptr.as_ptr();
-            let mut rx = self.rings.rx.receive(max as u32);
-            while let Some(d) = rx.read() {
-                let at = d.addr as usize;
-                self.rx_used.push(d.addr & !u64::from(FRAME - 1));
-                if at + d.len as usize > self.area.len {
-                    self.counters.bad_frames += 1;
-                    continue;
+            let (area_len, port) = (self.area.len, self.local.port());
+            let nq = self.rings.queues.len();
+            let mut taken = 0;
+            // Round robin: each batch starts at the next queue, so none starves the others.
+            for k in 0..nq {
+                if taken >= max {
+                    break;
                 }
-                // SAFETY: the kernel handed this frame over (it is ours until it goes back on
-                // the fill ring) and it lies inside the area (checked above).
-                let f = unsafe { std::slice::from_raw_parts(base.add(at), d.len as usize) };
-                match frame::parse(f, self.local.port()) {
-                    Ok(p) => self.rx_segs.push(RxSeg {
-                        at: at + p.payload.start,
-                        len: p.payload.len(),
-                        src: p.src,
-                        tos: p.tos,
-                    }),
-                    Err(_) => self.counters.bad_frames += 1,
+                let q = &mut self.rings.queues[(self.next_queue + k) % nq];
+                let mut rx = q.rx.receive((max - taken) as u32);
+                while let Some(d) = rx.read() {
+                    taken += 1;
+                    let at = d.addr as usize;
+                    q.rx_used.push(d.addr & !u64::from(FRAME - 1));
+                    if at + d.len as usize > area_len {
+                        self.counters.bad_frames += 1;
+                        continue;
+                    }
+                    // SAFETY: the kernel handed this frame over (it is ours until it goes
+                    // back on the fill ring) and it lies inside the area (checked above).
+                    let f = unsafe { std::slice::from_raw_parts(base.add(at), d.len as usize) };
+                    match frame::parse(f, port) {
+                        Ok(p) => self.rx_segs.push(RxSeg {
+                            at: at + p.payload.start,
+                            len: p.payload.len(),
+                            src: p.src,
+                            tos: p.tos,
+                        }),
+                        Err(_) => self.counters.bad_frames += 1,
+                    }
                 }
+                rx.release();
             }
-            rx.release();
-            drop(rx);
+            self.next_queue = (self.next_queue + 1) % nq;
             self.counters.xsk_rx += self.rx_segs.len() as u64;
-            let mut messages = self.rx_segs.len();
+            let mut messages = taken;
             self.calls = self.calls.wrapping_add(1);
             if messages < max
                 && (self.kernel_readable || self.calls.is_multiple_of(KERNEL_CHECK_EVERY))
@@ -1020,7 +1178,7 @@ eth1\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
         let cfg = XdpConfig {
             bind: "0.0.0.0:0".parse().unwrap(),
             iface: None,
-            queue: 0,
+            queues: XdpQueues::default(),
             route_hint: Some("127.0.0.1".parse().unwrap()),
             mtu: 1500,
         };
@@ -1065,7 +1223,7 @@ eth1\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
         let cfg = XdpConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             iface: None,
-            queue: 0,
+            queues: XdpQueues::default(),
             route_hint: None,
             mtu: 1500,
         };
@@ -1076,5 +1234,22 @@ eth1\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
             e.contains("loopback") || e.contains("without the XDP program"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn xdp_queues_parse_and_resolve_against_the_interface() {
+        let q = |s: &str| s.parse::<XdpQueues>();
+        assert_eq!(q("0"), Ok(XdpQueues::List(vec![0])));
+        assert_eq!(q("3,1,1"), Ok(XdpQueues::List(vec![1, 3])));
+        assert_eq!(q("all"), Ok(XdpQueues::All));
+        for bad in ["", "x", "1,,2", "-1", "0,1,2,3,4,5,6,7,8"] {
+            assert!(q(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(XdpQueues::All.resolve(4), Ok(vec![0, 1, 2, 3]));
+        assert_eq!(XdpQueues::All.resolve(64).unwrap().len(), MAX_QUEUES);
+        assert!(XdpQueues::List(vec![0, 4])
+            .resolve(4)
+            .unwrap_err()
+            .contains("no receive queue 4"));
     }
 }

@@ -101,7 +101,8 @@ impl Relay {
                     let m = from.received(i);
                     if inspect(forward, m.data, m.tos) {
                         let d = m.data.to_vec();
-                        to.queue(dst, m.tos, |out| out.extend_from_slice(&d)).unwrap();
+                        to.queue(dst, m.tos, |out| out.extend_from_slice(&d))
+                            .unwrap();
                     }
                 }
                 to.flush();
@@ -134,7 +135,10 @@ impl Relay {
                     got.entry(k.1).or_default().extend_from_slice(&b);
                 }
             }
-            if keys.iter().all(|k| client.sender(*k).unwrap().is_complete()) {
+            if keys
+                .iter()
+                .all(|k| client.sender(*k).unwrap().is_complete())
+            {
                 break;
             }
         }
@@ -340,7 +344,11 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
     });
     for (k, data) in keys.iter().zip([&small, &large]) {
         let s = client.sender(*k).unwrap();
-        assert!(s.is_complete() && s.error().is_none(), "flow {} did not complete", k.1);
+        assert!(
+            s.is_complete() && s.error().is_none(),
+            "flow {} did not complete",
+            k.1
+        );
         assert_eq!(Sha256::digest(&got[&k.1]), Sha256::digest(data));
     }
     let dscp = |flow: u32, kind| -> Vec<(u8, u8)> {
@@ -352,14 +360,24 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
     let (s, l) = (keys[0].1, keys[1].1);
     // The small flow stays in P0 / P4 (60 kB < the first demotion at 100 kB).
     assert_eq!(dscp(s, "hcp data"), [(32, ect0)]);
-    assert_eq!(dscp(s, "lcp data"), [(36, ect0)], "the LCP opens in the first RTT");
+    assert_eq!(
+        dscp(s, "lcp data"),
+        [(36, ect0)],
+        "the LCP opens in the first RTT"
+    );
     assert_eq!(dscp(s, "hcp ack"), [(32, not_ect)]);
     assert_eq!(dscp(s, "lcp ack"), [(36, not_ect)]);
     // The large flow (a first write > 100 kB) is identified large: P3 / P7.
     assert_eq!(dscp(l, "hcp data"), [(35, ect0)]);
-    assert_eq!(dscp(l, "lcp data"), [(39, ect0)], "the LCP opens in the second RTT");
+    assert_eq!(
+        dscp(l, "lcp data"),
+        [(39, ect0)],
+        "the LCP opens in the second RTT"
+    );
     for f in [s, l] {
-        assert!(dscp(f, "control").iter().all(|&(d, e)| d == 32 && e == not_ect));
+        assert!(dscp(f, "control")
+            .iter()
+            .all(|&(d, e)| d == 32 && e == not_ect));
         assert!(!dscp(f, "control").is_empty(), "HELLO / HELLO_ACK");
     }
     let lcp = client.sender(keys[1]).unwrap().stats();
@@ -448,9 +466,11 @@ fn flashpass_over_loopback_marks_emulation_and_sends_data_at_t_plus_t_wait() {
     );
     assert!(em.grants_received > 0, "{em:?}");
     // Most grants come back in time (a loaded test machine may stall a turn past T_wait).
-    assert!(em.late_grants * 4 <= em.grants_received, "grants late: {em:?}");
+    assert!(
+        em.late_grants * 4 <= em.grants_received,
+        "grants late: {em:?}"
+    );
 }
-
 
 /// DCTCP's tail-loss probe on real sockets (`EndpointConfig::tlp`, `--tlp`): the relay drops
 /// the first transmission of a flow's last data packet. Without the probe the sender learns
@@ -486,7 +506,10 @@ fn tail_loss_probe_recovers_a_lost_last_packet_without_a_timeout() {
             !last
         });
         let s = client.sender(k).unwrap();
-        assert!(s.is_complete() && s.error().is_none(), "tlp {tlp}: incomplete");
+        assert!(
+            s.is_complete() && s.error().is_none(),
+            "tlp {tlp}: incomplete"
+        );
         assert_eq!(dropped, 1, "tlp {tlp}: the last packet's first copy");
         assert_eq!(Sha256::digest(&got[&k.1]), Sha256::digest(&data));
         let st = s.stats();
@@ -495,7 +518,10 @@ fn tail_loss_probe_recovers_a_lost_last_packet_without_a_timeout() {
             assert_eq!((st.timeouts, st.retransmissions), (0, 1), "{st:?}");
         } else {
             assert_eq!(st.tlp_probes, 0, "{st:?}");
-            assert!(st.timeouts >= 1, "without the probe only the RTO finds the tail: {st:?}");
+            assert!(
+                st.timeouts >= 1,
+                "without the probe only the RTO finds the tail: {st:?}"
+            );
         }
     }
 }
@@ -520,7 +546,7 @@ fn idle_streams_opened_together_draw_no_credits_and_a_small_message_a_few() {
     let keys: Vec<_> = (0..200)
         .map(|_| client.open(addr, TransportKind::ExpressPass, 0).unwrap())
         .collect();
-    let mut turns = |client: &mut Endpoint, server: &mut Endpoint, ms: u64| {
+    let turns = |client: &mut Endpoint, server: &mut Endpoint, ms: u64| {
         let end = Instant::now() + Duration::from_millis(ms);
         while Instant::now() < end {
             client.poll(Duration::ZERO).unwrap();
@@ -528,20 +554,32 @@ fn idle_streams_opened_together_draw_no_credits_and_a_small_message_a_few() {
         }
     };
     turns(&mut client, &mut server, 100);
-    assert!(keys.iter().all(|&k| client.sender(k).unwrap().error().is_none()));
+    assert!(keys
+        .iter()
+        .all(|&k| client.sender(k).unwrap().error().is_none()));
     let credits: u64 = keys
         .iter()
-        .map(|&k| server.receiver((addr_of(&client), k.1)).map_or(0, |r| r.stats().credits_sent))
+        .map(|&k| {
+            server
+                .receiver((addr_of(&client), k.1))
+                .map_or(0, |r| r.stats().credits_sent)
+        })
         .sum();
     assert_eq!(credits, 0, "idle streams were credited");
-    assert_eq!(client.stats.datagrams_in, 200, "one HELLO_ACK per stream, nothing else");
+    assert_eq!(
+        client.stats.datagrams_in, 200,
+        "one HELLO_ACK per stream, nothing else"
+    );
     client.write(keys[7], Bytes::from_static(&[9; 30]));
     turns(&mut client, &mut server, 100);
     let r = server.receiver((addr_of(&client), keys[7].1)).unwrap();
     assert_eq!(r.stats().bytes_proactive, 30);
     let sent = r.stats().credits_sent;
     eprintln!("credits for one 30-byte message: {sent}");
-    assert!((1..=4).contains(&sent), "{sent} credits for one 30-byte message");
+    assert!(
+        (1..=4).contains(&sent),
+        "{sent} credits for one 30-byte message"
+    );
 }
 
 fn addr_of(e: &Endpoint) -> SocketAddr {

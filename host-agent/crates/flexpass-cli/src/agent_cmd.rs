@@ -102,10 +102,11 @@ pub struct NetArgs {
     /// 0.0.0.0 the one routing to the peer, or the only one up).
     #[arg(long)]
     pub xdp_iface: Option<String>,
-    /// AF_XDP: receive queue to bind (other queues' FlexPass datagrams reach the kernel UDP
-    /// socket; steer the port to this queue with ethtool -N on a multi-queue NIC).
-    #[arg(long, default_value_t = 0)]
-    pub xdp_queue: u32,
+    /// AF_XDP: receive queues to bind, `0`, `0,1,…` or `all` (every receive queue, at most
+    /// 8; one AF_XDP socket each). FlexPass datagrams on other queues reach the kernel UDP
+    /// socket; on a multi-queue NIC bind `all`, or steer the port to one queue (ethtool -N).
+    #[arg(long, default_value = "0")]
+    pub xdp_queue: flexpass_agent::xdp::XdpQueues,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -214,7 +215,7 @@ impl NetArgs {
         c.give_up_timeout = (self.give_up_s * 1e9) as u64;
         c.datapath = self.datapath;
         c.xdp_iface = self.xdp_iface.clone();
-        c.xdp_queue = self.xdp_queue;
+        c.xdp_queue = self.xdp_queue.clone();
         c.route_hint = peers.iter().find_map(|p| match p {
             SocketAddr::V4(a) => Some(*a.ip()),
             SocketAddr::V6(_) => None,
