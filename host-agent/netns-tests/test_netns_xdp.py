@@ -70,25 +70,24 @@ class Pair:
             sh("ip", "netns", "del", n, check=False)
 
 
-@pytest.fixture
-def pair():
-    p = Pair()
+def pair_with(queues):
+    p = Pair(queues)
     try:
         p.up()
         yield p
     finally:
         p.down()
+
+
+@pytest.fixture
+def pair():
+    yield from pair_with(1)
 
 
 @pytest.fixture
 def pair4():
     """The same veth pair with 4 transmit and receive queues per end."""
-    p = Pair(queues=4)
-    try:
-        p.up()
-        yield p
-    finally:
-        p.down()
+    yield from pair_with(4)
 
 
 def xdp_attached(name, dev):

@@ -1011,33 +1011,18 @@ fn an_idle_hello_gets_no_credits_until_the_first_bytes_ask_for_them() {
         assert_eq!(credits, 0, "{t:?}");
         assert_eq!(r.stats().credits_sent, 0, "{t:?}");
         // The first bytes send CREDIT_REQUEST; the flow completes on credits.
-        let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        s.write(Bytes::from(data.clone()));
+        s.write(Bytes::from(vec![5u8; 200_000]));
         s.finish();
-        let mut requests = 0;
-        let mut got = vec![];
         let end = now + 100 * MILLIS;
-        while !r.is_finished() && now < end {
-            for p in drain(&mut s, now) {
-                requests += usize::from(matches!(p, Packet::CreditRequest(_)));
-                let _ = r.handle_packet(now, &p, false);
-            }
-            while let Some(tx) = r.poll_transmit(now) {
-                let _ = s.handle_packet(now, &tx.packet);
-            }
-            while let Some(b) = r.read() {
-                got.extend_from_slice(&b);
-            }
-            now += MICROS;
-            if s.poll_timeout().is_some_and(|d| d <= now) {
-                s.handle_timeout(now);
-            }
-            if r.poll_timeout().is_some_and(|d| d <= now) {
-                r.handle_timeout(now);
-            }
-        }
-        assert_eq!(got, data, "{t:?}");
-        assert!(requests >= 1, "{t:?}");
+        run_delayed(&mut s, &mut r, &mut now, 0, end, |s, r| {
+            r.is_finished() && s.is_complete()
+        });
+        assert!(r.is_finished() && s.is_complete(), "{t:?}");
+        assert_eq!(
+            r.stats().bytes_proactive + r.stats().bytes_reactive,
+            200_000
+        );
+        assert!(s.stats().credit_requests >= 1, "{t:?}");
         assert!(
             r.stats().packets_proactive > 0,
             "{t:?}: no credit-scheduled data"
@@ -1100,16 +1085,26 @@ fn a_small_message_on_an_idle_stream_costs_a_few_windowed_credits_and_bulk_data_
     // application writes 30 bytes. Without the window the receiver credits at line rate
     // until the sender's CREDIT_STOP is back, a round trip later; with it (the agent's
     // setting), ceil(30 / 1448) + 1 credits, and the two more its data packet opens.
-    let message = |segment: u64| {
+    // An ExpressPass stream idle for `ms` after its HELLO, 50 µs one way; no credits meanwhile.
+    let idle_stream = |segment: u64, ms: u64| {
         let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
         cfg.request_window_segment = segment;
         let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
         let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
         let mut now = 0;
-        let idle = run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, 5 * MILLIS, |_, _| {
-            false
-        });
+        let idle = run_delayed(
+            &mut s,
+            &mut r,
+            &mut now,
+            50 * MICROS,
+            ms * MILLIS,
+            |_, _| false,
+        );
         assert_eq!(idle, 0);
+        (s, r, now)
+    };
+    let message = |segment: u64| {
+        let (mut s, mut r, mut now) = idle_stream(segment, 5);
         s.write(Bytes::from_static(&[7; 30]));
         let end = now + 5 * MILLIS;
         let credits = run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, end, |_, _| false);
@@ -1123,12 +1118,7 @@ fn a_small_message_on_an_idle_stream_costs_a_few_windowed_credits_and_bulk_data_
     // Bulk data after an idle HELLO: the window opens by one per data packet, so 2 MB take
     // about as long as with credits at line rate from the start.
     let bulk = |segment: u64| {
-        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
-        cfg.request_window_segment = segment;
-        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
-        let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
-        let mut now = 0;
-        run_delayed(&mut s, &mut r, &mut now, 50 * MICROS, MILLIS, |_, _| false);
+        let (mut s, mut r, mut now) = idle_stream(segment, 1);
         let start = now;
         s.write(Bytes::from(vec![3u8; 2 << 20]));
         s.finish();
