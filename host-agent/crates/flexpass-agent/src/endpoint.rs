@@ -516,9 +516,10 @@ pub struct Endpoint {
     pub stats: EndpointStats,
 }
 
-/// Receive backlog (share of the datapath's receive buffer not read yet) above which this
-/// host sends no credits. At a quarter of AF_XDP's 2048 receive frames, the 1536 left absorb
-/// the credits already in flight (one per frame); the UDP socket's buffer is 4 MiB.
+/// Receive backlog (share of the datapath's receive buffer not read yet; AF_XDP: of the
+/// fullest queue's receive frames) above which this host sends no credits. At a quarter of
+/// 2048 frames, the 1536 left absorb the credits already in flight (one frame each); the UDP
+/// socket's buffer is 4 MiB.
 const RX_BACKLOG_CREDIT_LIMIT: f64 = 0.25;
 
 /// The send side of one loop turn: the host credit shaper, then the socket's send batch.
