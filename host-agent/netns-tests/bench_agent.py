@@ -24,6 +24,7 @@ BENCH_SERVE_BIN measures another build of the serving agent (e.g. main's, for be
 turns are counted only by agents with `serve --stats-ms`).
 """
 
+import gc
 import json
 import os
 import subprocess
@@ -128,7 +129,6 @@ def stall_probe(seconds=1.0, over_ns=10_000):
     """How often a thread that never sleeps is held up for more than `over_ns`: stalls the
     agent cannot avoid (vCPU preemption, host interrupts), which set a floor under the
     credit pacing error's tail. {"per_s": gaps over 10 µs per second, "max_us": longest}."""
-    import gc
     gc.disable()
     try:
         end = time.perf_counter_ns() + int(seconds * 1e9)

@@ -610,16 +610,17 @@ mod imp {
         Ok(info)
     }
 
-    /// Create the UMEM on `area` and one socket per queue in `queues` (the first with the
-    /// transmit ring too), bound with `zero_copy` or copy mode; the others share the UMEM
-    /// and inherit the mode (the kernel allows no mode flags on them).
+    /// Create the UMEM on `area` and one socket per queue in `queues`, `rx_frames` receive
+    /// frames each (the first socket with the transmit ring too), bound with `zero_copy` or
+    /// copy mode; the others share the UMEM and inherit the mode (the kernel allows no mode
+    /// flags on them).
     fn bind_rings(
         area: &Area,
         ifindex: u32,
         queues: &[u32],
+        rx_frames: u32,
         zero_copy: bool,
     ) -> Result<Rings, String> {
-        let rx_frames = rx_frames_per_queue(queues.len());
         let cfg = UmemConfig {
             fill_size: rx_frames,
             complete_size: TX_FRAMES,
@@ -752,9 +753,9 @@ mod imp {
             let rx_total = rx_frames * queues.len() as u32;
             let area = Area::new(((rx_total + TX_FRAMES) * FRAME) as usize)
                 .map_err(|e| format!("UMEM memory: {e}"))?;
-            let rings = match bind_rings(&area, ifindex, &queues, true) {
+            let rings = match bind_rings(&area, ifindex, &queues, rx_frames, true) {
                 Ok(r) => r,
-                Err(zc) => bind_rings(&area, ifindex, &queues, false)
+                Err(zc) => bind_rings(&area, ifindex, &queues, rx_frames, false)
                     .map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
             };
             {

@@ -717,7 +717,9 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         ep.poll(wait).map_err(|e| e.to_string())?;
         turns += 1;
         to_read.clear();
+        // Flows carried over first; a touched one among them is not read twice in a turn.
         to_read.append(&mut unread);
+        let carried = to_read.len();
         to_pump.clear();
         while let Some(k) = ep.accept() {
             flows.insert(
@@ -734,7 +736,9 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         }
         for &(dir, k) in touched.take(&mut ep) {
             match dir {
-                Dir::Recv if flows.contains_key(&k) => to_read.push(k),
+                Dir::Recv if flows.contains_key(&k) && !to_read[..carried].contains(&k) => {
+                    to_read.push(k)
+                }
                 Dir::Send if responses.contains_key(&k) => to_pump.push(k),
                 _ => {}
             }

@@ -101,12 +101,12 @@ pub struct Receiver {
 /// data packet. Each data packet answers one and raises the limit by one (the window
 /// doubles per round trip while every credit is used, as slow start), so a bulk sender
 /// reaches the pacer's rate within a few round trips and a small message stops the
-/// credits after a few. Paused (pacer stopped) while full; a data packet resumes it.
+/// credits after a few. While full the pacer is stopped (paused: a window with no pacer
+/// running, since stopping the credits drops the window); a data packet resumes it.
 #[derive(Clone, Copy, Debug)]
 struct CreditWindow {
     limit: u64,
     outstanding: u64,
-    paused: bool,
 }
 
 impl Receiver {
@@ -289,14 +289,10 @@ impl Receiver {
                             self.window = Some(CreditWindow {
                                 limit: want,
                                 outstanding: 0,
-                                paused: false,
                             })
                         }
                         None => {}
                     }
-                }
-                if let Some(w) = &mut self.window {
-                    w.paused = false;
                 }
                 self.start_credits(now, true);
                 Ok(())
@@ -366,8 +362,7 @@ impl Receiver {
                 if let Some(w) = &mut self.window {
                     w.outstanding = w.outstanding.saturating_sub(1);
                     w.limit += 1;
-                    if w.paused && !self.reassembly.is_complete() {
-                        w.paused = false;
+                    if !self.pacer.is_running() && !self.reassembly.is_complete() {
                         self.pacer.start(now);
                     }
                 }
@@ -491,7 +486,6 @@ impl Receiver {
             w.outstanding += 1;
             if w.outstanding >= w.limit {
                 // Full: no deadline until a data packet (or a CREDIT_REQUEST) opens it.
-                w.paused = true;
                 self.pacer.stop();
             }
         }
