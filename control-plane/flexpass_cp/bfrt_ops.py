@@ -225,7 +225,7 @@ def p4_ops(cfg: Config, switch: str) -> List[BfrtOp]:
                                ("$METER_SPEC_PBS_KBITS", d.meter_burst_kbits)),
                               write=MODIFY,
                               why=f"credits: {d.credits_per_second:.0f}/s x {d.credit_meter_bytes} B, "
-                                  f"burst 2 credits"))
+                                  f"burst {d.meter_burst_bytes // d.credit_meter_bytes} credits"))
         else:  # pragma: no cover - switch_entries yields only the types above
             raise TypeError(f"no BfRt form for {e!r}")
     return out

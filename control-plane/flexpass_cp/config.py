@@ -290,6 +290,10 @@ class QueueParams:
     legacy_ecn_threshold_bytes: Optional[int]  # K of Q2 (None: no marking)
     buffer_bytes: int  # per data queue (BMv2 queue depth)
     credit_queue_packets: int  # Q0 depth in credits (ExpressPass: 8)
+    # Credits the credit meter (a policer: stock BMv2, Tofino) lets pass at once
+    # (ExpressPass's token bucket: 2). Hosts that pace credits in batches of B (agent
+    # --credit-batch) need B + 1; a TM credit queue absorbs the batch and re-spaces it.
+    credit_meter_burst_packets: int = 2
 
 
 @dataclass(frozen=True)
@@ -446,12 +450,13 @@ class Derived:
 
     @property
     def meter_burst_bytes(self) -> int:
-        """Credit meter burst (cburst = pburst): two credits (ExpressPass §3.1); FlashPass:
+        """Credit meter burst (cburst = pburst): ``credit_meter_burst_packets`` credits
+        (two, ExpressPass §3.1, unless configured); FlashPass:
         the emulation queue's depth, so that the queue (shaped at the same rate) and its
         threshold, not the meter, decide which emulation packets are dropped."""
         if self.switch.profile == FLASHPASS_PROFILE:
             return self.port.queues.credit_queue_packets * self.credit_meter_bytes
-        return 2 * self.credit_meter_bytes
+        return self.port.queues.credit_meter_burst_packets * self.credit_meter_bytes
 
     def packets(self, nbytes: int) -> int:
         """Bytes -> BMv2 queue-depth packets, rounded up."""
@@ -582,7 +587,7 @@ class Derived:
     def tm_port(self) -> "TmPort":
         """flexpass_switch traffic-manager settings of this port (FlexPass §4.1):
         credits strict priority, shaped to credit_rate_bps with a 2-credit burst and
-        an 8-credit buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at the red
+        a credit_queue_packets (8) buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at the red
         threshold on Q1; ECN K reported per queue.  The naive profile shares one data
         queue and shapes credits for the whole link.  PPT: :meth:`ppt_tm_port`."""
         if self.switch.profile == PPT_PROFILE:
@@ -653,9 +658,9 @@ class Derived:
 
     @property
     def meter_burst_kbits(self) -> int:
-        """BfRt $METER_SPEC_CBS_KBITS (= PBS): two credits rounded UP to whole
-        kbit (2 x 64 B = 1.024 kbit -> 2 kbit), BfRt's burst unit.  The TM shaper
-        of the credit queue keeps the exact 2-credit burst in bytes."""
+        """BfRt $METER_SPEC_CBS_KBITS (= PBS): the meter burst rounded UP to whole
+        kbit (2 credits x 64 B = 1.024 kbit -> 2 kbit), BfRt's burst unit.  The TM
+        shaper of the credit queue keeps the exact burst in bytes."""
         return max(1, int(math.ceil(8 * self.meter_burst_bytes / 1000)))
 
     @property
@@ -871,7 +876,7 @@ def _int(value: Any, path: str, lo: Optional[int] = None, hi: Optional[int] = No
 
 
 _QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold",
-                 "buffer", "credit_queue_packets")
+                 "buffer", "credit_queue_packets", "credit_meter_burst_packets")
 
 
 #: FlexPass queue fields a PPT or FlashPass switch does not use; a port of those
@@ -900,7 +905,8 @@ def _queue_params(raw: Mapping, path: str, flexpass_fields_unused: bool = False)
         raise ConfigError(_join(path, "buffer"),
                           f"must be at least red_threshold ({red} B), got {buf} B")
     cq = _int(raw.get("credit_queue_packets", 8), _join(path, "credit_queue_packets"), 1, 1024)
-    return QueueParams(float(w_q), k, red, legacy_k, buf, cq)
+    cb = _int(raw.get("credit_meter_burst_packets", 2), _join(path, "credit_meter_burst_packets"), 1, 64)
+    return QueueParams(float(w_q), k, red, legacy_k, buf, cq, cb)
 
 
 def _ppt_params(raw: Any) -> PptParams:

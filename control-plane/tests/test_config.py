@@ -318,6 +318,31 @@ def test_entries_counts_and_values():
         METER_CREDIT, d.meter_cir_bytes_per_s, d.meter_cir_bytes_per_s, 120, 120)
 
 
+def test_credit_meter_burst_passes_batched_credits_and_the_tm_queue_still_respaces_them():
+    """Hosts that pace credits in batches of B (agent --credit-batch B, docs/protocol.md
+    §11) need the credit meter, a policer, to pass B + 1 credits at once:
+    credit_meter_burst_packets sets its burst (default 2, ExpressPass). The TM credit
+    queue absorbs a batch and its shaper keeps the 2-credit burst, so the data that the
+    credits schedule stays spaced."""
+    from flexpass_cp.config import tm_settings
+
+    def limits(raw):
+        cfg = parse_config(raw)
+        meter = next(e for e in switch_entries(cfg, "s1") if isinstance(e, MeterEntry) and e.index == 1)
+        tp = next(t for t in tm_settings(cfg, "s1") if t.port == 1)
+        shaper = next(q for q in tp.queues if q.shaper_rate_bps is not None)
+        return meter.cburst, meter.pburst, shaper.shaper_burst_bytes / cfg.credit_wire_bytes
+
+    assert limits(base()) == (2 * 60, 2 * 60, 2)
+    raw = base()
+    raw["port_defaults"]["credit_meter_burst_packets"] = 9
+    assert limits(raw) == (9 * 60, 9 * 60, 2)
+    for bad in (0, 65, "9"):
+        raw["port_defaults"]["credit_meter_burst_packets"] = bad
+        with pytest.raises(ConfigError, match="credit_meter_burst_packets"):
+            parse_config(raw)
+
+
 def test_ecmp_member_order_sorted_by_next_hop():
     cfg = parse_config(base())
     ents = switch_entries(cfg, "s1")

@@ -7,7 +7,10 @@ actual credit send time minus the pacer's due time); then the same path with jum
 (veth MTU 9000, `--mtu 9000`): FlexPass and kernel TCP goodput at 9000 and the ratios to
 1500. The FlexPass runs use the kernel UDP socket (`--datapath udp`); the same flow over
 AF_XDP (`--datapath xdp`, docs/datapath.md) is measured beside it at both MTUs (at 9000
-with `auto`, which says which datapath it got). Needs root; skips loudly otherwise.
+with `auto`, which says which datapath it got). At 1500 both datapaths are also measured
+with credits paced in batches (`--credit-batch`, BENCH_CREDIT_BATCH, default 8), and one
+ExpressPass flow (every data packet credit-scheduled) with and without batches. Needs root;
+skips loudly otherwise.
 BENCH_JUMBO=0 skips the jumbo runs; BENCH_SET=datapath runs only what the datapath
 comparison needs (TCP, UDP and AF_XDP at 1500 and 9000).
 
@@ -46,6 +49,9 @@ GSO = os.environ.get("BENCH_GSO", "1") != "0"
 REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
 JUMBO = os.environ.get("BENCH_JUMBO", "1") != "0"
 ONLY_DATAPATH = os.environ.get("BENCH_SET", "all") == "datapath"
+# Credits paced in batches (--credit-batch; docs/datapath.md "Credit batches"), beside the
+# papers' one-by-one pacing.
+CREDIT_BATCH = os.environ.get("BENCH_CREDIT_BATCH", "8")
 ONLY_IDLE_FLOWS = os.environ.get("BENCH_SET", "all") == "idle_flows"
 SERVE_BIN = Path(os.environ.get("BENCH_SERVE_BIN", BIN))
 IDLE_FLOWS = int(os.environ.get("BENCH_IDLE_FLOWS", 10_000))
@@ -263,6 +269,7 @@ def main():
             runs = sorted((run_once(name, transport, size, net) for _ in range(REPEAT)), key=lambda r: r["gbps"])
             r = runs[len(runs) // 2]
             r["gbps_min_max"] = [round(runs[0]["gbps"], 3), round(runs[-1]["gbps"], 3)]
+            r["name"] = name
             results[name] = r
             return r
 
@@ -299,6 +306,13 @@ def main():
         run("flexpass", "flexpass", SIZE, net)
         run("tcp", "tcp", SIZE, net)
         run("flexpass-xdp", "flexpass", SIZE, xdp)
+        batch = ["--credit-batch", CREDIT_BATCH]
+        run("flexpass-batch", "flexpass", SIZE, net + batch)
+        run("flexpass-xdp-batch", "flexpass", SIZE, xdp + batch)
+        # ExpressPass: every data packet is credit-scheduled (FlexPass's reactive sub-flow
+        # carries what the credits do not, and on a veth nothing slows it).
+        run("expresspass", "expresspass", SIZE, net)
+        run("expresspass-batch", "expresspass", SIZE, net + batch)
         if not ONLY_DATAPATH:
             run("flexpass-spin", "flexpass", SIZE, net + ["--spin-us", SPIN_US])
             run("flexpass-sleep", "flexpass", SIZE, net + ["--spin-us", "0"])
@@ -390,6 +404,10 @@ def main():
             rec, ss, st = r["record"], r["sender_stats"], r["server_stats"]
             n = rec["packets_proactive"] + rec["packets_reactive"]
             return {"datapath": ss.get("datapath"), "flexpass_gbps": round(r["gbps"], 3),
+                    "credit_batch": int(CREDIT_BATCH) if "batch" in r["name"] else 1,
+                    "credit_scheduled_share": round(rec["packets_proactive"] / max(n, 1), 3),
+                    "receiver_datagrams_per_send_call": per_call(st, "datagrams_out", "send_calls"),
+                    "credits_dropped_by_host_shaper": st.get("credits_rate_limited"),
                     "flexpass_gbps_min_max": r["gbps_min_max"],
                     "goodput_ratio_flexpass_over_tcp": round(r["gbps"] / tcp["gbps"], 3),
                     "sender_cpu_us_per_data_packet": round(r["sender_cpu_s"] * 1e6 / max(n, 1), 3),
@@ -400,7 +418,11 @@ def main():
         summary["datapaths"] = {
             "mtu_1500": {"kernel_tcp_gbps": round(results["tcp"]["gbps"], 3),
                          "udp": datapath_row(fp, results["tcp"]),
-                         "xdp": datapath_row(results["flexpass-xdp"], results["tcp"])},
+                         "xdp": datapath_row(results["flexpass-xdp"], results["tcp"]),
+                         "udp_batch": datapath_row(results["flexpass-batch"], results["tcp"]),
+                         "xdp_batch": datapath_row(results["flexpass-xdp-batch"], results["tcp"]),
+                         "expresspass_udp": datapath_row(results["expresspass"], results["tcp"]),
+                         "expresspass_udp_batch": datapath_row(results["expresspass-batch"], results["tcp"])},
             "load_average_before_after": [round(x, 2) for x in load_before + os.getloadavg()],
             "stalls_over_10us_of_a_spinning_thread": stalls,
         }

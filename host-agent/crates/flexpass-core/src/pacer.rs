@@ -1,6 +1,7 @@
 //! Credit pacing at the receiver (ExpressPass §3.1): credits leave spaced by `1 / cur_rate`
 //! with random jitter `j` relative to the gap, and with random sizes from 84 to 92 bytes on
 //! the wire, so that synchronised credit streams are dropped fairly at shared credit queues.
+//! A host whose loop turn spans many gaps may pace them in batches (`CreditConfig::batch`).
 
 use crate::Nanos;
 use rand::rngs::SmallRng;
@@ -15,25 +16,42 @@ use flexpass_wire::{
 pub struct CreditPacer {
     jitter: f64,
     randomize_size: bool,
+    /// Credits per batch (1: one by one; see `CreditConfig::batch`).
+    batch: u32,
+    /// When the next credit is due.
     next_at: Option<Nanos>,
-    /// When the last credit left (a second credit at the same instant re-anchors).
+    /// The jittered gap between the credits of the current batch, drawn once a batch (ns; 0
+    /// before the first batch, which leaves at once).
+    step: Nanos,
+    /// Credits of the current batch already sent.
+    in_batch: u32,
+    /// When the last credit left, how many left at that instant, and its padding.
     last_sent: Option<Nanos>,
+    at_instant: u32,
+    last_padding: u8,
 }
 
 impl CreditPacer {
-    pub fn new(jitter: f64, randomize_size: bool) -> Self {
+    pub fn new(jitter: f64, randomize_size: bool, batch: u32) -> Self {
         CreditPacer {
             jitter,
             randomize_size,
+            batch: batch.max(1),
             next_at: None,
+            step: 0,
+            in_batch: 0,
             last_sent: None,
+            at_instant: 0,
+            last_padding: MIN_CREDIT_PADDING,
         }
     }
 
-    /// Start pacing: the first credit is due now.
+    /// Start pacing: the first credit (the first batch) is due now.
     pub fn start(&mut self, now: Nanos) {
         if self.next_at.is_none() {
             self.next_at = Some(now);
+            self.step = 0;
+            self.in_batch = 0;
         }
     }
 
@@ -45,40 +63,61 @@ impl CreditPacer {
         self.next_at.is_some()
     }
 
-    /// When the next credit is due.
+    /// When the caller should poll next: the slot of the last credit of the current batch
+    /// (with batch 1, the next credit's).
     pub fn next_at(&self) -> Option<Nanos> {
-        self.next_at
+        let rest = u64::from(self.batch - 1 - self.in_batch);
+        self.next_at.map(|t| t + rest * self.step)
     }
 
     /// If a credit is due at `now`, consume the slot, schedule the next one for `rate`
-    /// credits/s and return the credit's padding. A caller that fell behind by more than a
-    /// gap is re-anchored to `now` instead of bursting to catch up, and so is the second
-    /// credit of one instant: bursts ≤ 2 credits. (Without the second rule, jittered gaps
-    /// as short as 0.1 gap let a caller late by less than a gap take ten credits at once.)
+    /// credits/s and return the credit's padding. The gap is drawn (with its jitter) once a
+    /// batch, when the batch before it closes, so a caller that polls at `next_at` finds
+    /// exactly a batch due, all of one size (a datapath sends them as one segmented write).
+    /// A caller late by more than a batch of gaps is re-anchored so that the rest of the
+    /// batch leaves now (missed slots are not replayed: with batch 1, one credit); and the
+    /// credit after the `batch`-th of one instant re-anchors to `now`: bursts ≤ `batch + 1`
+    /// credits. (Without that rule, jittered gaps as short as 0.1 gap let a caller late by
+    /// less than a gap take ten credits at once.)
     pub fn poll(&mut self, now: Nanos, rate: f64, rng: &mut SmallRng) -> Option<u8> {
         let due = self.next_at?;
         if now < due {
             return None;
         }
         let gap = 1e9 / rate;
-        let factor = if self.jitter > 0.0 {
-            1.0 + rng.gen_range(-self.jitter..self.jitter)
-        } else {
-            1.0
-        };
-        let step = (gap * factor).max(1.0) as Nanos;
-        let anchor = if now.saturating_sub(due) as f64 > gap || self.last_sent == Some(now) {
+        let closes_batch = self.in_batch + 1 >= self.batch;
+        let same_instant = self.last_sent == Some(now);
+        let before = if same_instant { self.at_instant } else { 0 };
+        let anchor = if before >= self.batch {
             now
+        } else if now.saturating_sub(due) as f64 > gap * self.batch as f64 {
+            // The credits left in this batch follow this one at once.
+            now.saturating_sub(u64::from(self.batch - 1 - self.in_batch) * self.step)
         } else {
             due
         };
-        self.next_at = Some(anchor + step);
-        self.last_sent = Some(now);
-        let padding = if self.randomize_size {
-            rng.gen_range(MIN_CREDIT_PADDING..=MAX_CREDIT_PADDING)
+        if closes_batch {
+            let factor = if self.jitter > 0.0 {
+                1.0 + rng.gen_range(-self.jitter..self.jitter)
+            } else {
+                1.0
+            };
+            self.step = (gap * factor).max(1.0) as Nanos;
+            self.in_batch = 0;
         } else {
+            self.in_batch += 1;
+        }
+        self.next_at = Some(anchor + self.step);
+        self.last_sent = Some(now);
+        self.at_instant = before + 1;
+        let padding = if !self.randomize_size {
             MIN_CREDIT_PADDING
+        } else if same_instant && self.batch > 1 {
+            self.last_padding
+        } else {
+            rng.gen_range(MIN_CREDIT_PADDING..=MAX_CREDIT_PADDING)
         };
+        self.last_padding = padding;
         Some(padding)
     }
 }
@@ -91,7 +130,7 @@ mod tests {
     #[test]
     fn mean_gap_matches_rate_with_bounded_jitter() {
         let mut rng = SmallRng::seed_from_u64(7);
-        let mut p = CreditPacer::new(0.05, true);
+        let mut p = CreditPacer::new(0.05, true, 1);
         p.start(0);
         let rate = 1e6; // 1 µs gap
         let mut now = 0;
@@ -115,7 +154,7 @@ mod tests {
     #[test]
     fn sizes_cover_84_to_92_bytes() {
         let mut rng = SmallRng::seed_from_u64(1);
-        let mut p = CreditPacer::new(0.0, true);
+        let mut p = CreditPacer::new(0.0, true, 1);
         p.start(0);
         let mut seen = std::collections::BTreeSet::new();
         let mut now = 0;
@@ -135,7 +174,7 @@ mod tests {
         // mean, so a caller less than a gap late took up to ten credits at one instant.
         for seed in 0..200 {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let mut p = CreditPacer::new(0.9, false);
+            let mut p = CreditPacer::new(0.9, false, 1);
             p.start(0);
             let mut now = 0;
             for _ in 0..50 {
@@ -153,12 +192,87 @@ mod tests {
     #[test]
     fn late_caller_does_not_burst() {
         let mut rng = SmallRng::seed_from_u64(1);
-        let mut p = CreditPacer::new(0.0, false);
+        let mut p = CreditPacer::new(0.0, false, 1);
         p.start(0);
         assert!(p.poll(0, 1e6, &mut rng).is_some());
         // Caller wakes 100 gaps late: one credit now, the next a gap later.
         assert!(p.poll(100_000, 1e6, &mut rng).is_some());
         assert!(p.poll(100_000, 1e6, &mut rng).is_none());
         assert_eq!(p.next_at(), Some(101_000));
+    }
+
+    #[test]
+    fn batches_leave_together_with_one_size_and_keep_the_rate() {
+        for (batch, jitter) in [1u32, 4, 8, 16]
+            .into_iter()
+            .flat_map(|b| [(b, 0.0), (b, 0.9)])
+        {
+            let mut rng = SmallRng::seed_from_u64(u64::from(batch));
+            let mut p = CreditPacer::new(jitter, true, batch);
+            p.start(0);
+            let (mut now, mut sent, mut wakes) = (0, 0u64, 0u64);
+            let mut sizes_seen = std::collections::BTreeSet::new();
+            // A caller that polls exactly when asked, for 10 ms of 1 µs gaps.
+            while now < 10_000_000 {
+                let mut sizes = Vec::new();
+                while let Some(pad) = p.poll(now, 1e6, &mut rng) {
+                    sizes.push(pad);
+                }
+                assert!(
+                    sizes.len() <= batch as usize + 1,
+                    "{batch}: {}",
+                    sizes.len()
+                );
+                if batch > 1 {
+                    assert!(sizes.iter().all(|&s| s == sizes[0]), "one size: {sizes:?}");
+                }
+                sizes_seen.extend(sizes.iter().copied());
+                sent += sizes.len() as u64;
+                wakes += 1;
+                now = p.next_at().unwrap();
+            }
+            // The rate is kept (the jitter's mean over fewer draws is noisier: ±3 %), and a
+            // caller that polls when asked finds a whole batch due each time.
+            assert!(
+                (9_700..=10_300).contains(&sent),
+                "{batch}, j {jitter}: {sent} credits"
+            );
+            assert_eq!(
+                sent,
+                wakes * u64::from(batch),
+                "{batch}, j {jitter}: whole batches"
+            );
+            // Batches draw their sizes independently.
+            assert!(sizes_seen.len() > 5, "{batch}: sizes {sizes_seen:?}");
+        }
+    }
+
+    #[test]
+    fn a_caller_late_by_ten_gaps_gets_about_a_batch_at_once() {
+        for (batch, jitter) in [1u32, 4, 8, 16]
+            .into_iter()
+            .flat_map(|b| [(b, 0.0), (b, 0.9)])
+        {
+            let mut rng = SmallRng::seed_from_u64(u64::from(batch));
+            let mut p = CreditPacer::new(jitter, false, batch);
+            p.start(0);
+            let (mut now, mut sent, mut wakes) = (0, 0u64, 0u64);
+            // A caller that wakes 10 gaps after the time it asked for.
+            while now < 10_000_000 {
+                let mut n = 0;
+                while p.poll(now, 1e6, &mut rng).is_some() {
+                    n += 1;
+                }
+                assert!(n <= batch + 1, "{batch}: {n} at once");
+                sent += u64::from(n);
+                wakes += 1;
+                now = p.next_at().unwrap() + 10_000;
+            }
+            // batch + 9 credits are due at each wake-up, more than a batch late: about a
+            // batch leaves, the rest is skipped.
+            let per_wake = sent as f64 / wakes as f64;
+            let ok = per_wake > batch as f64 * 0.7 && per_wake <= (batch + 1) as f64;
+            assert!(ok, "{batch}, j {jitter}: {per_wake} credits a wake-up");
+        }
     }
 }

@@ -123,7 +123,11 @@ impl Receiver {
             proactive: AckTracker::new(),
             reactive: AckTracker::new(),
             feedback: CreditFeedback::new(&cfg.credit),
-            pacer: CreditPacer::new(cfg.credit.jitter, cfg.credit.randomize_size),
+            pacer: CreditPacer::new(
+                cfg.credit.jitter,
+                cfg.credit.randomize_size,
+                cfg.credit.batch,
+            ),
             base_period: cfg.credit.update_period,
             credit_rtt: None,
             credit_sent_at: Vec::new(),

@@ -231,6 +231,10 @@ pub struct HostSpec {
     pub target_loss_rule: Option<String>,
     /// The rate-scaled rule's scaling (default 0.125, the authors' scripts).
     pub target_loss_scaling: Option<f64>,
+    /// Receivers pace credits in batches of this many (`CreditConfig::batch`, the agent's
+    /// `--credit-batch`; default 1, one by one as in the papers). Ports pass bursts of
+    /// `switch.credit_burst` credits.
+    pub credit_batch: u32,
     /// PPT senders (`[host.ppt]`).
     pub ppt: PptSpec,
     /// Congestion control of the window transport (transport dctcp): "dctcp" (default) or
@@ -319,6 +323,7 @@ impl Default for HostSpec {
             w_init: None,
             target_loss_rule: None,
             target_loss_scaling: None,
+            credit_batch: 1,
             ppt: PptSpec::default(),
             tcp: flexpass_core::WindowCc::Dctcp,
             flashpass: FlashPassSpec::default(),
@@ -1206,9 +1211,10 @@ impl Experiment {
                 format!("switch.{key} applies to profile \"ppt\" only")
             })?;
         }
-        check(!s.feedback_priority || s.profile == Profile::FlashPass, || {
-            "switch.feedback_priority applies to profile \"flashpass\" only".into()
-        })?;
+        check(
+            !s.feedback_priority || s.profile == Profile::FlashPass,
+            || "switch.feedback_priority applies to profile \"flashpass\" only".into(),
+        )?;
         check(!(s.lcp_pushout && s.shared_buffer_mb.is_some()), || {
             "switch.lcp_pushout needs per-port buffers (no switch.shared_buffer_mb)".into()
         })?;
@@ -1271,6 +1277,14 @@ impl Experiment {
                 format!("host.init_cwnd must be >= 1 packet, got {w}")
             })?;
         }
+        let batches = 1..=flexpass_core::config::MAX_CREDIT_BATCH;
+        check(batches.contains(&h.credit_batch), || {
+            format!(
+                "host.credit_batch must be in 1..={} credits, got {}",
+                batches.end(),
+                h.credit_batch
+            )
+        })?;
         check(h.alpha > 0.0 && h.alpha <= 1.0, || {
             format!("host.alpha must be in (0, 1], got {}", h.alpha)
         })?;

@@ -62,6 +62,7 @@ pub struct Stack {
     pub alpha: f64,
     pub w_init: Option<f64>,
     pub target_loss_rule: flexpass_core::TargetLossRule,
+    pub credit_batch: u32,
     /// Algorithm 1's initial update period: the base RTT across the topology.
     pub base_rtt: Nanos,
     pub host_bps: f64,
@@ -140,6 +141,7 @@ impl Stack {
             alpha: exp.host.alpha,
             w_init: exp.host.w_init,
             target_loss_rule: exp.target_loss_rule(),
+            credit_batch: exp.host.credit_batch,
             base_rtt,
             host_bps: exp.topology.link_bps(),
             mtu: exp.topology.mtu(),
@@ -267,6 +269,7 @@ impl Stack {
             .unwrap_or(self.alpha)
             .clamp(credit.w_min, credit.w_max);
         credit.target_loss_rule = self.target_loss_rule;
+        credit.batch = self.credit_batch;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
         if _f.transport == TransportKind::Ppt {

@@ -332,3 +332,32 @@ fn byte_exact_delivery_under_loss_reordering_and_duplication() {
         }
     }
 }
+
+#[test]
+fn credits_in_batches_of_eight_keep_zero_loss_and_a_one_packet_queue_behind_credit_queues() {
+    // The host agent's --credit-batch (docs/datapath.md, "Credit batches") through
+    // ExpressPass ports: 8-credit queues, 2-credit token buckets. Four long ExpressPass flows
+    // into one receiver, its credits one by one and in batches of 8 (experiment
+    // credit-batch): the credit queues absorb the batches and re-space them, so no credit
+    // or data is dropped, the data queue stays at one packet, and utilization and fairness
+    // stay within a few per cent of one-by-one pacing.
+    let one = run("credit-batch", &sets(&["host.credit_batch=1"]));
+    let eight = run("credit-batch", &sets(&["host.credit_batch=8"]));
+    for (r, name) in [(&one, "one by one"), (&eight, "batches of 8")] {
+        no_corruption(r);
+        assert_eq!(r.data_drops_full + r.credit_drops, 0, "{name}: drops");
+        assert_eq!(r.timeouts, 0, "{name}: timeouts");
+        let q = r.bottleneck.as_ref().unwrap().max_queue_bytes[1];
+        assert!(q <= 2 * 1538, "{name}: data queue {q} B");
+        let jain = r.jain_index.unwrap();
+        assert!(jain > 0.99, "{name}: Jain {jain}");
+    }
+    let (u1, u8) = (
+        one.utilization["bottleneck"],
+        eight.utilization["bottleneck"],
+    );
+    assert!(
+        u1 > 0.85 && u8 > u1 - 0.05,
+        "utilization {u1} one by one, {u8} in batches"
+    );
+}
