@@ -6,7 +6,9 @@ Also reported, to locate the limit: the agent's own goodput on the same path (`f
 send` between the same two agents' engines, no application socket), so
 iperf3-through-libflexpass / flexpass-send is the cost of the application data path
 (AF_UNIX leg on the client, loopback TCP leg on the server), and redis-benchmark GET
-requests/s both ways (small request/response latency). Needs root, iperf3 (and
+requests/s both ways (small request/response latency). The agents run at each
+BENCH_LINK_GBPS (10 and 1), and at the first with credits in batches of BENCH_CREDIT_BATCH
+(8; docs/datapath.md, "Credit batches"). Needs root, iperf3 (and
 redis-benchmark for that row); skips loudly otherwise.
 """
 
@@ -30,6 +32,9 @@ REPEAT = int(os.environ.get("BENCH_REPEAT", 3))
 # receive buffer is a quarter full (docs/datapath.md) and the credit feedback throttles the
 # flows; at 1 Gbit/s they keep up.
 LINKS = [x.strip() for x in os.environ.get("BENCH_LINK_GBPS", "10,1").split(",") if x.strip()]
+# One more run at the first link rate with credits paced in batches (--credit-batch,
+# docs/datapath.md "Credit batches"); 1 skips it.
+CREDIT_BATCH = int(os.environ.get("BENCH_CREDIT_BATCH", "8"))
 TMP = Path(f"/tmp/{P}")
 
 
@@ -112,8 +117,8 @@ def rcvbuf_errors():
     return n
 
 
-def start_agents(link):
-    net = ["--link-gbps", link, "--rtt-us", "50"]
+def start_agents(link, batch=1):
+    net = ["--link-gbps", link, "--rtt-us", "50", "--credit-batch", str(batch)]
     agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
     for h in IP:
         for _ in range(100):
@@ -177,8 +182,9 @@ def main():
             wait_port("b", 6390)
             summary["redis_get_rps_kernel_tcp"] = redis_rps(False)
             stop([redis])
-        for link in LINKS:
-            agents, net = start_agents(link)
+        runs = [(link, 1) for link in LINKS] + ([(LINKS[0], CREDIT_BATCH)] if CREDIT_BATCH > 1 else [])
+        for link, batch in runs:
+            agents, net = start_agents(link, batch)
             try:
                 drops = rcvbuf_errors()
                 fp, fp_range = median_run(lambda: iperf_once(True))
@@ -202,10 +208,10 @@ def main():
                     wait_port("b", 6390)
                     r["redis_get_rps_libflexpass"] = redis_rps(True)
                     stop([redis])
-                summary[f"agents_link_gbps_{link}"] = r
+                summary[f"agents_link_gbps_{link}" + (f"_credit_batch_{batch}" if batch > 1 else "")] = r
             finally:
                 stop(agents)
-        best = max((summary[f"agents_link_gbps_{link}"] for link in LINKS),
+        best = max((v for k, v in summary.items() if k.startswith("agents_link_gbps_")),
                    key=lambda r: r["ratio_libflexpass_over_kernel_tcp"])
         summary["best_ratio_libflexpass_over_kernel_tcp"] = best["ratio_libflexpass_over_kernel_tcp"]
         print("libflexpass bench:", json.dumps(summary))

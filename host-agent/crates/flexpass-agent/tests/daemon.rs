@@ -601,3 +601,25 @@ fn many_api_clients_at_once_each_flow_byte_exact() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_idle_agent_sleeps_between_events_and_still_answers_at_once() {
+    // With no client, connection or flow, the loop waits for its sockets (a turn every
+    // 20 ms at most), not a turn every 200 µs: 5 000 wake-ups a second cost an idle agent
+    // a tenth of a core. A request still gets its answer at once.
+    let dir = std::env::temp_dir().join(format!("fp-daemon-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock, _, stop, h) = start_agent(&dir, "idle.sock", None);
+    std::thread::sleep(Duration::from_millis(400));
+    let t = std::time::Instant::now();
+    let (_, v) = request(&sock, "{\"op\":\"status\"}\n");
+    let answered = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let daemon = h.join().unwrap();
+    let turns = daemon.endpoint().stats.recv_calls;
+    eprintln!("idle agent: {turns} turns in 0.4 s, stats answered in {answered:?}: {v}");
+    assert!(turns < 100, "{turns} loop turns in 0.4 s idle");
+    assert!(answered < Duration::from_millis(15), "answered after {answered:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
