@@ -201,36 +201,53 @@ mod tests {
         assert_eq!(p.next_at(), Some(101_000));
     }
 
+    /// Batch sizes 1, 4, 8, 16, each without and with the model's jitter (0.9).
+    const BATCH_CASES: [(u32, f64); 8] = [
+        (1, 0.0),
+        (1, 0.9),
+        (4, 0.0),
+        (4, 0.9),
+        (8, 0.0),
+        (8, 0.9),
+        (16, 0.0),
+        (16, 0.9),
+    ];
+
+    /// 10 ms of 1 µs credit gaps, polled by a caller that wakes `late` ns after the time the
+    /// pacer asks for; `each` sees the paddings of every wake-up. Returns (credits, wake-ups).
+    fn drive(batch: u32, jitter: f64, late: Nanos, mut each: impl FnMut(&[u8])) -> (u64, u64) {
+        let mut rng = SmallRng::seed_from_u64(u64::from(batch));
+        let mut p = CreditPacer::new(jitter, true, batch);
+        p.start(0);
+        let (mut now, mut sent, mut wakes) = (0, 0u64, 0u64);
+        while now < 10_000_000 {
+            let mut sizes = Vec::new();
+            while let Some(pad) = p.poll(now, 1e6, &mut rng) {
+                sizes.push(pad);
+            }
+            assert!(
+                sizes.len() <= batch as usize + 1,
+                "{batch}: {} at once",
+                sizes.len()
+            );
+            each(&sizes);
+            sent += sizes.len() as u64;
+            wakes += 1;
+            now = p.next_at().unwrap() + late;
+        }
+        (sent, wakes)
+    }
+
     #[test]
     fn batches_leave_together_with_one_size_and_keep_the_rate() {
-        for (batch, jitter) in [1u32, 4, 8, 16]
-            .into_iter()
-            .flat_map(|b| [(b, 0.0), (b, 0.9)])
-        {
-            let mut rng = SmallRng::seed_from_u64(u64::from(batch));
-            let mut p = CreditPacer::new(jitter, true, batch);
-            p.start(0);
-            let (mut now, mut sent, mut wakes) = (0, 0u64, 0u64);
+        for (batch, jitter) in BATCH_CASES {
             let mut sizes_seen = std::collections::BTreeSet::new();
-            // A caller that polls exactly when asked, for 10 ms of 1 µs gaps.
-            while now < 10_000_000 {
-                let mut sizes = Vec::new();
-                while let Some(pad) = p.poll(now, 1e6, &mut rng) {
-                    sizes.push(pad);
-                }
-                assert!(
-                    sizes.len() <= batch as usize + 1,
-                    "{batch}: {}",
-                    sizes.len()
-                );
+            let (sent, wakes) = drive(batch, jitter, 0, |sizes| {
                 if batch > 1 {
                     assert!(sizes.iter().all(|&s| s == sizes[0]), "one size: {sizes:?}");
                 }
                 sizes_seen.extend(sizes.iter().copied());
-                sent += sizes.len() as u64;
-                wakes += 1;
-                now = p.next_at().unwrap();
-            }
+            });
             // The rate is kept (the jitter's mean over fewer draws is noisier: ±3 %), and a
             // caller that polls when asked finds a whole batch due each time.
             assert!(
@@ -249,25 +266,8 @@ mod tests {
 
     #[test]
     fn a_caller_late_by_ten_gaps_gets_about_a_batch_at_once() {
-        for (batch, jitter) in [1u32, 4, 8, 16]
-            .into_iter()
-            .flat_map(|b| [(b, 0.0), (b, 0.9)])
-        {
-            let mut rng = SmallRng::seed_from_u64(u64::from(batch));
-            let mut p = CreditPacer::new(jitter, false, batch);
-            p.start(0);
-            let (mut now, mut sent, mut wakes) = (0, 0u64, 0u64);
-            // A caller that wakes 10 gaps after the time it asked for.
-            while now < 10_000_000 {
-                let mut n = 0;
-                while p.poll(now, 1e6, &mut rng).is_some() {
-                    n += 1;
-                }
-                assert!(n <= batch + 1, "{batch}: {n} at once");
-                sent += u64::from(n);
-                wakes += 1;
-                now = p.next_at().unwrap() + 10_000;
-            }
+        for (batch, jitter) in BATCH_CASES {
+            let (sent, wakes) = drive(batch, jitter, 10_000, |_| {});
             // batch + 9 credits are due at each wake-up, more than a batch late: about a
             // batch leaves, the rest is skipped.
             let per_wake = sent as f64 / wakes as f64;
