@@ -244,8 +244,9 @@ impl EndpointConfig {
         credit.batch = self.credit_batch;
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
-        // Credits restarted on an idle stream are windowed by what the sender has pending.
-        c.request_window_segment = flexpass_wire::max_payload_for_mtu(self.mtu) as u64;
+        // Credits restarted on an idle stream, or for a flow of known size, are windowed by
+        // what the sender has to send.
+        c.credit_window_segment = flexpass_wire::max_payload_for_mtu(self.mtu) as u64;
         c
     }
 }
@@ -1505,7 +1506,7 @@ impl Endpoint {
                         }
                         tx.send(peer, t, now);
                     }
-                    let next = r.poll_timeout().map(|d| (d, r.is_sending_credits()));
+                    let next = r.poll_timeout().map(|d| (d, r.is_pacing_credits()));
                     arm(&mut slot.timer, next);
                     (std::mem::take(&mut slot.dirty), false)
                 }

@@ -599,12 +599,14 @@ pub struct ReceiverConfig {
     pub max_reorder_bytes: u64,
     /// Seed for credit jitter and credit sizes.
     pub seed: u64,
-    /// Credits restarted by a CREDIT_REQUEST are windowed (0: not, as in the papers): at
-    /// most ceil(pending_bytes / this) + 1 credits unanswered by data, one more for each
-    /// data packet that arrives. The host agent sets its segment size here, so a small
-    /// message on an idle stream costs a few credits, not an RTT of them at line rate.
+    /// Credits are windowed (0: not, as in the papers) when the receiver learns how much is
+    /// to come: credits restarted by a CREDIT_REQUEST, at most ceil(pending_bytes / this) + 1
+    /// unanswered by data, and credits started by the HELLO of a flow of known size, at
+    /// most ceil(flow_size / this) + 1; one more for each data packet that arrives. The host
+    /// agent sets its segment size here, so a small message costs a few credits, not an RTT
+    /// of them at line rate.
     #[serde(default)]
-    pub request_window_segment: u64,
+    pub credit_window_segment: u64,
 }
 
 impl ReceiverConfig {
@@ -613,7 +615,7 @@ impl ReceiverConfig {
             credit,
             max_reorder_bytes: 64 << 20,
             seed: 0,
-            request_window_segment: 0,
+            credit_window_segment: 0,
         }
     }
     pub fn validate(&self) -> Result<(), String> {

@@ -20,6 +20,8 @@ pub struct CreditPacer {
     batch: u32,
     /// When the next credit is due.
     next_at: Option<Nanos>,
+    /// The slot that was next when the pacer was stopped: a restart before it waits for it.
+    stopped_at_slot: Option<Nanos>,
     /// The jittered gap between the credits of the current batch, drawn once a batch (ns; 0
     /// before the first batch, which leaves at once).
     step: Nanos,
@@ -38,6 +40,7 @@ impl CreditPacer {
             randomize_size,
             batch: batch.max(1),
             next_at: None,
+            stopped_at_slot: None,
             step: 0,
             in_batch: 0,
             last_sent: None,
@@ -46,17 +49,25 @@ impl CreditPacer {
         }
     }
 
-    /// Start pacing: the first credit (the first batch) is due now.
+    /// Start pacing: the first credit (the first batch) is due now. A restart before the
+    /// slot that was next when the pacer stopped resumes there instead, so stopping and
+    /// starting again (a credit window that fills and opens) never bursts.
     pub fn start(&mut self, now: Nanos) {
-        if self.next_at.is_none() {
-            self.next_at = Some(now);
-            self.step = 0;
-            self.in_batch = 0;
+        if self.next_at.is_some() {
+            return;
+        }
+        match self.stopped_at_slot.filter(|&t| t > now) {
+            Some(slot) => self.next_at = Some(slot),
+            None => {
+                self.next_at = Some(now);
+                self.step = 0;
+                self.in_batch = 0;
+            }
         }
     }
 
     pub fn stop(&mut self) {
-        self.next_at = None;
+        self.stopped_at_slot = self.next_at.take().or(self.stopped_at_slot);
     }
 
     pub fn is_running(&self) -> bool {
@@ -85,9 +96,11 @@ impl CreditPacer {
             return None;
         }
         let gap = 1e9 / rate;
-        let closes_batch = self.in_batch + 1 >= self.batch;
         let same_instant = self.last_sent == Some(now);
         let before = if same_instant { self.at_instant } else { 0 };
+        // The credit after a batch's worth at one instant closes the batch, so its gap is
+        // drawn (a restarted pacer's first batch has none yet).
+        let closes_batch = self.in_batch + 1 >= self.batch || before >= self.batch;
         let anchor = if before >= self.batch {
             now
         } else if now.saturating_sub(due) as f64 > gap * self.batch as f64 {
@@ -199,6 +212,43 @@ mod tests {
         assert!(p.poll(100_000, 1e6, &mut rng).is_some());
         assert!(p.poll(100_000, 1e6, &mut rng).is_none());
         assert_eq!(p.next_at(), Some(101_000));
+    }
+
+    #[test]
+    fn stopping_and_starting_again_resumes_at_the_next_slot_not_at_once() {
+        // Found by the `receiver` and `pair` fuzz targets (windowed seeds): a credit window
+        // that fills and opens again at one instant (several data packets read together)
+        // restarted the pacer each time, one more credit each: three at one instant with
+        // batch 1.
+        let mut rng = SmallRng::seed_from_u64(1);
+        for batch in [1, 8] {
+            let mut p = CreditPacer::new(0.0, false, batch);
+            p.start(0);
+            let first = std::iter::from_fn(|| p.poll(0, 1e6, &mut rng)).count();
+            assert_eq!(first, batch as usize);
+            for _ in 0..5 {
+                p.stop();
+                p.start(0);
+                assert!(p.poll(0, 1e6, &mut rng).is_none(), "batch {batch}: a burst");
+            }
+            assert_eq!(p.next_at(), Some(1_000 * u64::from(batch)));
+            // Stopped for longer than a gap: the next start is a fresh one, at once.
+            p.stop();
+            p.start(50_000);
+            assert!(p.poll(50_000, 1e6, &mut rng).is_some());
+        }
+        // Stopped within the first batch and started again at the same instant (a fresh
+        // start each time): still at most batch + 1 at that instant (was 10 for batch 8).
+        let mut p = CreditPacer::new(0.9, false, 8);
+        let mut at_once = 0;
+        for _ in 0..4 {
+            p.start(0);
+            at_once += std::iter::from_fn(|| p.poll(0, 1e6, &mut rng))
+                .take(4)
+                .count();
+            p.stop();
+        }
+        assert!(at_once <= 9, "{at_once} credits at one instant");
     }
 
     /// Batch sizes 1, 4, 8, 16, each without and with the model's jitter (0.9).

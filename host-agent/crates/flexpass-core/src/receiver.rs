@@ -31,6 +31,9 @@ pub struct ReceiverStats {
     pub duplicates: u64,
     pub ce_marked: u64,
     pub credits_sent: u64,
+    /// Credits stopped because the credit window stayed full (nothing answered its
+    /// credits) for `WINDOW_PAUSE_UPDATES` feedback periods.
+    pub credit_windows_expired: u64,
     pub acks_sent: u64,
     /// ACKs replaced, before they were sent, by a later ACK covering everything they said.
     pub acks_coalesced: u64,
@@ -57,6 +60,15 @@ pub enum Rejected {
 }
 
 const CREDIT_RTT_SLOTS: usize = 1024;
+/// A credit RTT sample counts at most this many configured update periods: a data packet
+/// that echoes a credit from long ago (a credit window paused for minutes, or a forged
+/// echo) would otherwise set an update period of minutes and freeze the credit feedback.
+const MAX_CREDIT_RTT_PERIODS: f64 = 1024.0;
+/// A credit window paused full for this many feedback periods stops the credits (as a
+/// CREDIT_STOP would): its sender has nothing to send, or lost its CREDIT_STOP, or lost
+/// the credits; in the last case its recovery timer asks again (CREDIT_REQUEST). So a
+/// paused flow keeps no timer running.
+const WINDOW_PAUSE_UPDATES: u32 = 4;
 
 pub struct Receiver {
     flow_id: u32,
@@ -91,14 +103,16 @@ pub struct Receiver {
     /// ACK coalescing (`set_ack_hold`): on, and the ACK held back.
     hold_acks: bool,
     held_ack: Option<Ack>,
-    /// `ReceiverConfig::request_window_segment`, and the window of credits restarted by
-    /// the last CREDIT_REQUEST (None: not windowed).
-    request_window_segment: u64,
+    /// `ReceiverConfig::credit_window_segment`, and the window of credits restarted by
+    /// the last CREDIT_REQUEST or started by a HELLO of known size (None: not windowed).
+    credit_window_segment: u64,
     window: Option<CreditWindow>,
+    /// Feedback periods the window has stayed paused full.
+    paused_updates: u32,
 }
 
-/// Credits restarted by a CREDIT_REQUEST: at most `limit` sent and not yet answered by a
-/// data packet. Each data packet answers one and raises the limit by one (the window
+/// Credits restarted by a CREDIT_REQUEST, or started by the HELLO of a flow of known size:
+/// at most `limit` sent and not yet answered by a data packet. Each data packet answers one and raises the limit by one (the window
 /// doubles per round trip while every credit is used, as slow start), so a bulk sender
 /// reaches the pacer's rate within a few round trips and a small message stops the
 /// credits after a few. While full the pacer is stopped (paused: a window with no pacer
@@ -146,8 +160,9 @@ impl Receiver {
             grants_due: None,
             hold_acks: false,
             held_ack: None,
-            request_window_segment: cfg.request_window_segment,
+            credit_window_segment: cfg.credit_window_segment,
             window: None,
+            paused_updates: 0,
         })
     }
 
@@ -174,7 +189,14 @@ impl Receiver {
         self.credit_rtt
             .map_or(self.base_period, |r| (r as Nanos).max(self.base_period))
     }
+    /// Credits are on (the CREDIT_REQUEST / CREDIT_STOP state machine), paced, or paused
+    /// by a full credit window until data arrives.
     pub fn is_sending_credits(&self) -> bool {
+        self.pacer.is_running() || self.window.is_some()
+    }
+
+    /// A credit deadline is armed (credits on and not paused by a full window).
+    pub fn is_pacing_credits(&self) -> bool {
         self.pacer.is_running()
     }
     /// In-order bytes handed to the application so far.
@@ -238,6 +260,7 @@ impl Receiver {
 
     fn stop_credits(&mut self) {
         self.window = None;
+        self.paused_updates = 0;
         self.pacer.stop();
         self.next_update = None;
         // Credits still in flight lose their RTT sample only.
@@ -275,7 +298,18 @@ impl Receiver {
                 }));
                 // IDLE: the sender has no data yet; its CREDIT_REQUEST starts the credits.
                 if status == HelloStatus::Accepted && !h.idle {
+                    let was_on = self.is_sending_credits();
                     self.start_credits(now, false);
+                    // Credits this HELLO started, for a flow of known size, get the window a
+                    // CREDIT_REQUEST for that many bytes would (a small flow costs a few
+                    // credits, not an RTT of them).
+                    let seg = self.credit_window_segment;
+                    if seg > 0 && h.flow_size > 0 && !was_on && self.pacer.is_running() {
+                        self.window = Some(CreditWindow {
+                            limit: h.flow_size.div_ceil(seg) + 1,
+                            outstanding: 0,
+                        });
+                    }
                 }
                 Ok(())
             }
@@ -284,7 +318,7 @@ impl Receiver {
                 // (its recovery timer asks for credits), and only credits let it send a packet
                 // again whose ACK tells it that everything arrived. That data packet stops
                 // the credits again (`on_data`).
-                let seg = self.request_window_segment;
+                let seg = self.credit_window_segment;
                 if seg > 0 && r.pending_bytes > 0 {
                     let want = r.pending_bytes.div_ceil(seg) + 1;
                     match &mut self.window {
@@ -379,7 +413,8 @@ impl Receiver {
                     let sent_at = (seq == d.credit_seq).then_some(sent);
                     self.feedback.on_credit_echo(d.credit_seq, sent_at);
                     if seq == d.credit_seq && now >= sent {
-                        let sample = (now - sent) as f64;
+                        let cap = MAX_CREDIT_RTT_PERIODS * self.base_period as f64;
+                        let sample = ((now - sent) as f64).min(cap);
                         self.credit_rtt = Some(
                             self.credit_rtt
                                 .map_or(sample, |r| 0.875 * r + 0.125 * sample),
@@ -531,6 +566,12 @@ impl Receiver {
             } else {
                 t + period
             });
+            let paused = self.window.is_some() && !self.pacer.is_running();
+            self.paused_updates = if paused { self.paused_updates + 1 } else { 0 };
+            if self.paused_updates >= WINDOW_PAUSE_UPDATES {
+                self.stats.credit_windows_expired += 1;
+                self.stop_credits();
+            }
         }
     }
 }

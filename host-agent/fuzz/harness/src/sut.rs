@@ -175,12 +175,14 @@ struct FlashPassCheck {
 }
 
 /// `rate_scaled`: Algorithm 1 with the ns-2 target-loss rule instead of the paper's.
-/// One seed in four paces credits in batches of 8 (`CreditConfig::batch`).
+/// One seed in four paces credits in batches of 8 (`CreditConfig::batch`); half of the
+/// seeds window credits as the host agent does (`credit_window_segment`).
 pub fn receiver_config(max_reorder: u64, seed: u64, rate_scaled: bool) -> ReceiverConfig {
     let mut c = ReceiverConfig::new(CreditConfig::for_link(10e9, 0.5, 25 * MICROS));
     c.max_reorder_bytes = max_reorder;
     c.seed = seed;
     c.credit.batch = if seed % 4 == 3 { 8 } else { 1 };
+    c.credit_window_segment = if (seed / 4) % 2 == 1 { 1448 } else { 0 };
     if rate_scaled {
         c.credit.target_loss_rule = TargetLossRule::RateScaled {
             target_loss_scaling: TargetLossRule::NS2_SCALING,
@@ -717,6 +719,8 @@ pub struct ReceiverSut {
     /// Credits emitted at the same instant (the pacer bounds bursts to a batch + 1).
     burst: (Nanos, u32),
     max_burst: u32,
+    /// Credit windows the receiver stopped after staying full (`credit_windows_expired`).
+    windows_expired: u64,
     /// FlashPass: grants held (delayed feedback) and when the first of them is due.
     held: Vec<EmulationGrant>,
     held_due: Option<Nanos>,
@@ -756,6 +760,7 @@ impl ReceiverSut {
             next_credit_seq: 0,
             burst: (Nanos::MAX, 0),
             max_burst: cfg.credit.batch + 1,
+            windows_expired: 0,
             held: Vec::new(),
             held_due: None,
             emulations: 0,
@@ -1080,12 +1085,33 @@ impl ReceiverSut {
         }
         self.release_due_grants();
         self.r.handle_timeout(self.now);
+        self.window_expiry();
         self.check_no_spin(out);
     }
 
     pub fn spurious_timeout(&mut self) {
         self.release_due_grants();
         self.r.handle_timeout(self.now);
+        self.window_expiry();
+    }
+
+    /// A credit window that stayed full stops the credits (as a CREDIT_STOP would): only
+    /// while they are on.
+    fn window_expiry(&mut self) {
+        let expired = self.r.stats().credit_windows_expired;
+        if expired > self.windows_expired {
+            assert!(
+                self.credits_on,
+                "a credit window expired while credits were off"
+            );
+            assert_eq!(
+                expired,
+                self.windows_expired + 1,
+                "one expiry per timer step"
+            );
+            self.windows_expired = expired;
+            self.credits_on = false;
+        }
     }
 
     fn check_no_spin(&mut self, out: &mut Vec<Packet>) {
