@@ -587,8 +587,8 @@ class Derived:
     def tm_port(self) -> "TmPort":
         """flexpass_switch traffic-manager settings of this port (FlexPass §4.1):
         credits strict priority, shaped to credit_rate_bps with a 2-credit burst and
-        a credit_queue_packets (8) buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at the red
-        threshold on Q1; ECN K reported per queue.  The naive profile shares one data
+        a credit_queue_packets (8) buffer; Q1/Q2 DWRR w_q : 1 - w_q; red admission at
+        the red threshold on Q1; ECN K reported per queue.  The naive profile shares one data
         queue and shapes credits for the whole link.  PPT: :meth:`ppt_tm_port`."""
         if self.switch.profile == PPT_PROFILE:
             return self.ppt_tm_port()

@@ -112,11 +112,13 @@ pub struct Receiver {
 }
 
 /// Credits restarted by a CREDIT_REQUEST, or started by the HELLO of a flow of known size:
-/// at most `limit` sent and not yet answered by a data packet. Each data packet answers one and raises the limit by one (the window
-/// doubles per round trip while every credit is used, as slow start), so a bulk sender
-/// reaches the pacer's rate within a few round trips and a small message stops the
-/// credits after a few. While full the pacer is stopped (paused: a window with no pacer
-/// running, since stopping the credits drops the window); a data packet resumes it.
+/// at most `limit` sent and not yet answered by a data packet. Each data packet answers one
+/// and raises the limit by one (the window doubles per round trip while every credit is
+/// used, as slow start), so a bulk sender reaches the pacer's rate within a few round trips
+/// and a small message stops the credits after a few. While full the pacer is stopped
+/// (paused: a window with no pacer running, since stopping the credits drops the window);
+/// a data packet resumes it, and `WINDOW_PAUSE_UPDATES` feedback periods paused stop the
+/// credits.
 #[derive(Clone, Copy, Debug)]
 struct CreditWindow {
     limit: u64,
