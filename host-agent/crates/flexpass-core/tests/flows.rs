@@ -6,6 +6,14 @@ use flexpass_core::{
 };
 use flexpass_wire::{Ack, Credit, Packet, SackBlocks, SubFlow, TransportKind};
 
+/// A receiver of flow 7 with the host agent's credit window (`segment`; 0: none), credits
+/// for a 10 Gbit/s link, feedback period `period`.
+fn windowed_receiver(t: TransportKind, segment: u64, period: Nanos) -> Receiver {
+    let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+    cfg.credit_window_segment = segment;
+    Receiver::new(7, t, &cfg).unwrap()
+}
+
 fn receiver(t: TransportKind) -> Receiver {
     Receiver::new(
         7,
@@ -1087,9 +1095,7 @@ fn a_small_message_on_an_idle_stream_costs_a_few_windowed_credits_and_bulk_data_
     // setting), ceil(30 / 1448) + 1 credits, and the two more its data packet opens.
     // An ExpressPass stream idle for `ms` after its HELLO, 50 µs one way; no credits meanwhile.
     let idle_stream = |segment: u64, ms: u64| {
-        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
-        cfg.credit_window_segment = segment;
-        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+        let mut r = windowed_receiver(TransportKind::ExpressPass, segment, 100 * MICROS);
         let mut s = Sender::new(7, SenderConfig::new(TransportKind::ExpressPass), 0, 0).unwrap();
         let mut now = 0;
         let idle = run_delayed(
@@ -1153,11 +1159,7 @@ fn a_hello_of_known_size_opens_a_credit_window_only_where_it_starts_credits() {
             idle: false,
         })
     };
-    let windowed = |t| {
-        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 0.5, 25 * MICROS));
-        cfg.credit_window_segment = 1448;
-        Receiver::new(7, t, &cfg).unwrap()
-    };
+    let windowed = |t| windowed_receiver(t, 1448, 25 * MICROS);
     for t in [
         TransportKind::Dctcp,
         TransportKind::FlashPass,
@@ -1180,9 +1182,7 @@ fn a_credit_window_left_full_stops_the_credits_and_its_timers() {
     // with its feedback timer firing every period, for ever (no credit arrives at the
     // sender to make it repeat the CREDIT_STOP). After 4 periods paused it now stops the
     // credits as a CREDIT_STOP would; a CREDIT_REQUEST starts them again.
-    let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 25 * MICROS));
-    cfg.credit_window_segment = 1448;
-    let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+    let mut r = windowed_receiver(TransportKind::ExpressPass, 1448, 25 * MICROS);
     let request = Packet::CreditRequest(flexpass_wire::CreditRequest {
         flow_id: 7,
         pending_bytes: 100,
@@ -1262,9 +1262,7 @@ fn a_flow_of_known_size_is_credited_for_its_size_and_one_understated_still_compl
     // size finish as fast as without the window; and a sender that declares less than it
     // sends (the size is advisory) still completes, the window growing with its data.
     let flow = |segment: u64, declared: u64, bytes: usize| {
-        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, 100 * MICROS));
-        cfg.credit_window_segment = segment;
-        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+        let mut r = windowed_receiver(TransportKind::ExpressPass, segment, 100 * MICROS);
         let sc = SenderConfig::new(TransportKind::ExpressPass);
         let mut s = Sender::new(7, sc, declared, 0).unwrap();
         s.write(Bytes::from(vec![5u8; bytes]));
