@@ -217,13 +217,10 @@ impl EndpointConfig {
         if self.half_open_credits == 0 {
             return Err("half-open credits must be ≥ 1 (credit-based flows need them)".into());
         }
-        if !(1..=flexpass_core::config::MAX_CREDIT_BATCH).contains(&self.credit_batch) {
-            return Err(format!(
-                "credit batch must be in 1..={} credits, got {}",
-                flexpass_core::config::MAX_CREDIT_BATCH,
-                self.credit_batch
-            ));
-        }
+        // The credit settings every receiver will get (the credit batch among them).
+        self.receiver_config(TransportKind::ExpressPass)
+            .validate()
+            .map_err(|e| format!("credit settings: {e}"))?;
         if self.max_flows == 0 {
             return Err("max flows must be ≥ 1".into());
         }
@@ -627,10 +624,12 @@ impl Endpoint {
         // Credits of all flows share the link's full credit rate at most; FlexPass flows
         // additionally stay within w_q through their max_rate (FlexPass §4.1).
         let credit_bps = credit_queue_bps_mtu(cfg.link_bps, 1.0, cfg.mtu);
-        // Two batches deep: a batch whose jittered gap came short still passes whole.
-        let shaper = TokenBucket::new(credit_bps / 8.0, 2.0 * cfg.credit_batch as f64 * 92.0);
+        // Two batches deep: a batch whose jittered gap came short still passes whole (and
+        // a half-open flow's batch too).
+        let burst = 2.0 * cfg.credit_batch as f64 * 92.0;
+        let shaper = TokenBucket::new(credit_bps / 8.0, burst);
         let half_open_shaper =
-            TokenBucket::new(credit_bps / 8.0 * cfg.half_open_credit_share, 2.0 * 92.0);
+            TokenBucket::new(credit_bps / 8.0 * cfg.half_open_credit_share, burst);
         let credit_in = TokenBucket::new(
             credit_rate_for_link_mtu(cfg.link_bps, 1.0, cfg.mtu),
             CREDIT_IN_BURST,
@@ -1587,6 +1586,20 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credit_batches_are_checked_and_deepen_both_credit_shapers() {
+        let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        for bad in [0, flexpass_core::config::MAX_CREDIT_BATCH + 1] {
+            cfg.credit_batch = bad;
+            let e = cfg.validate().unwrap_err();
+            assert!(e.contains("batch"), "{e}");
+        }
+        cfg.credit_batch = 8;
+        let ep = Endpoint::bind(cfg).unwrap();
+        assert_eq!(ep.shaper.depth, 16.0 * 92.0);
+        assert_eq!(ep.half_open_shaper.depth, 16.0 * 92.0);
+    }
 
     /// docs/mtu-vectors.json (shared with the core, the model and Python): the agent's
     /// credit rates at 1500 and 9000 — its receivers' max_rate (FlexPass at w_q,
