@@ -40,8 +40,9 @@ struct {
 	__type(value, __u32);
 } flexpass_port SEC(".maps");
 
-SEC("xdp")
-int flexpass_xsk(struct xdp_md *ctx)
+// Only the first buffer of a multi-buffer frame is read (data..data_end): it holds the
+// headers, which is all the program looks at.
+static __always_inline int steer(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -65,6 +66,23 @@ int flexpass_xsk(struct xdp_md *ctx)
 	if (!port || *port == 0 || udp->dest != __builtin_bswap16((__u16)*port))
 		return XDP_PASS;
 	return bpf_redirect_map(&flexpass_xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+// For MTUs whose frames fit one UMEM chunk.
+SEC("xdp")
+int flexpass_xsk(struct xdp_md *ctx)
+{
+	return steer(ctx);
+}
+
+// The same, loaded as multi-buffer aware (BPF_F_XDP_HAS_FRAGS) for jumbo frames: the
+// kernel then hands it frames spread over several buffers (veth allows native XDP above
+// a page-sized MTU only with such a program), and the AF_XDP socket, bound with
+// XDP_USE_SG, receives them as chains of descriptors.
+SEC("xdp.frags")
+int flexpass_xsk_frags(struct xdp_md *ctx)
+{
+	return steer(ctx);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -28,13 +28,15 @@ pub struct XdpInfo {
     /// "native" (driver) or "generic" (skb) XDP.
     pub attach: &'static str,
     pub zero_copy: bool,
+    /// Frames larger than a UMEM chunk travel as chains of buffers (XDP_USE_SG).
+    pub multi_buffer: bool,
 }
 
 impl std::fmt::Display for XdpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "AF_XDP on {} queue{} {} ({} XDP, {} mode)",
+            "AF_XDP on {} queue{} {} ({} XDP, {} mode{})",
             self.iface,
             if self.queues.len() == 1 { "" } else { "s" },
             self.queues
@@ -43,7 +45,12 @@ impl std::fmt::Display for XdpInfo {
                 .collect::<Vec<_>>()
                 .join(","),
             self.attach,
-            if self.zero_copy { "zero-copy" } else { "copy" }
+            if self.zero_copy { "zero-copy" } else { "copy" },
+            if self.multi_buffer {
+                ", multi-buffer"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -64,6 +71,10 @@ pub struct XdpCounters {
     pub tx_no_frame: u64,
     /// Datagrams dropped because the transmit ring was full (also in `send_errors`).
     pub tx_ring_full: u64,
+    /// Datagrams received / sent in more than one UMEM chunk (multi-buffer AF_XDP, jumbo
+    /// frames; also in `xsk_rx` / `xsk_tx`).
+    pub xsk_rx_multi_buffer: u64,
+    pub xsk_tx_multi_buffer: u64,
     /// The kernel's counts for this socket (XDP_STATISTICS, read at most every
     /// `KERNEL_STATS_EVERY`): frames dropped on receive, of them because the receive ring
     /// was full, and receive attempts that found the fill ring empty.
@@ -485,6 +496,12 @@ mod imp {
     /// into the chunk, XDP_PACKET_HEADROOM).
     const FRAME: u32 = 4096;
     const RX_HEADROOM: usize = 256;
+    /// Bind flag: frames larger than a chunk come and go as chains of descriptors (Linux
+    /// 6.6+); every descriptor of a chain but the last carries XDP_PKT_CONTD.
+    const XDP_USE_SG: u16 = 1 << 4;
+    const XDP_PKT_CONTD: u32 = 1;
+    /// Longest chain accepted on receive (a 64 KiB frame in copy mode's 3840-byte buffers).
+    const MAX_CHAIN: usize = 18;
     /// Receive frames (all on the fill rings while free; split between the bound queues) and
     /// transmit frames.
     const RX_FRAMES: u32 = 2048;
@@ -557,9 +574,32 @@ mod imp {
         rx_used: Vec<u64>,
     }
 
-    /// A received datagram: where in the UMEM its payload is, and whom it came from.
+    /// How many of `descs` (transmit descriptors, chains marked XDP_PKT_CONTD) go on a ring
+    /// with `room` free slots: the longest prefix that ends with a frame's last descriptor.
+    fn whole_frames(descs: &[XdpDesc], room: usize) -> usize {
+        if descs.len() <= room {
+            return descs.len();
+        }
+        descs[..room]
+            .iter()
+            .rposition(|d| d.options & XDP_PKT_CONTD == 0)
+            .map_or(0, |i| i + 1)
+    }
+
+    /// A multi-buffer frame being read: where its copy starts in `joined`, its buffers so
+    /// far, and whether all were good (inside the UMEM, at most MAX_CHAIN).
+    #[derive(Default)]
+    struct Chain {
+        start: usize,
+        buffers: usize,
+        ok: bool,
+    }
+
+    /// A received datagram: where its payload is (in the UMEM, or in `joined` for a frame
+    /// that came in several buffers), and whom it came from.
     #[derive(Clone, Copy)]
     struct RxSeg {
+        joined: bool,
         at: usize,
         len: usize,
         src: SocketAddrV4,
@@ -579,6 +619,8 @@ mod imp {
         tx_free: Vec<u64>,
         tx_queued: Vec<XdpDesc>,
         rx_segs: Vec<RxSeg>,
+        /// The last batch's multi-buffer frames, each copied whole.
+        joined: Vec<u8>,
         /// Queue the next receive batch starts at (round robin).
         next_queue: usize,
         /// Datagrams of the last batch that came through the kernel socket (after rx_segs).
@@ -588,6 +630,8 @@ mod imp {
         calls: u32,
         neighbours: Neighbours,
         scratch: Vec<u8>,
+        /// A jumbo frame being built before it is spread over transmit frames.
+        jumbo: Vec<u8>,
         /// IPv4 identification of the next frame.
         ident: u16,
         counters: XdpCounters,
@@ -620,6 +664,7 @@ mod imp {
         queues: &[u32],
         rx_frames: u32,
         zero_copy: bool,
+        multi_buffer: bool,
     ) -> Result<Rings, String> {
         let cfg = UmemConfig {
             fill_size: rx_frames,
@@ -661,8 +706,11 @@ mod imp {
                         } else {
                             None
                         },
+                        // Sockets sharing the first one's UMEM inherit its flags (the
+                        // kernel refuses any of their own).
                         bind_flags: if i == 0 {
                             mode | SocketConfig::XDP_BIND_NEED_WAKEUP
+                                | if multi_buffer { XDP_USE_SG } else { 0 }
                         } else {
                             0
                         },
@@ -675,8 +723,13 @@ mod imp {
             }
             umem.bind(&user).map_err(|e| {
                 format!(
-                    "binding the AF_XDP socket of queue {q} ({} mode): {}",
+                    "binding the AF_XDP socket of queue {q} ({} mode{}): {}",
                     if zero_copy { "zero-copy" } else { "copy" },
+                    if multi_buffer {
+                        ", multi-buffer: needs Linux 6.6+ and, for zero-copy, driver support"
+                    } else {
+                        ""
+                    },
                     e
                 )
             })?;
@@ -710,13 +763,13 @@ mod imp {
         fn open_on(cfg: &XdpConfig, iface: String, ip: Ipv4Addr) -> Result<Self, String> {
             let on = |what: &str, e: &dyn std::error::Error| format!("{what}: {}", error_chain(e));
             let max_frame = cfg.mtu + 14;
-            if max_frame > FRAME as usize - RX_HEADROOM {
-                return Err(format!(
-                    "MTU {} needs frames of {max_frame} B, more than one {FRAME} B UMEM chunk holds ({} B; jumbo frames would need multi-buffer AF_XDP, not implemented)",
-                    cfg.mtu,
-                    FRAME as usize - RX_HEADROOM
-                ));
-            }
+            // Frames larger than a receive chunk holds need multi-buffer AF_XDP.
+            let multi_buffer = max_frame > FRAME as usize - RX_HEADROOM;
+            let prog_name = if multi_buffer {
+                "flexpass_xsk_frags"
+            } else {
+                "flexpass_xsk"
+            };
             let mac = std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
                 .ok()
                 .and_then(|s| parse_mac(&s))
@@ -742,21 +795,23 @@ mod imp {
                     .map_err(|e| on("setting the port", &e))?;
             }
             let prog: &mut Xdp = bpf
-                .program_mut("flexpass_xsk")
-                .ok_or("object has no flexpass_xsk program")?
+                .program_mut(prog_name)
+                .ok_or_else(|| format!("object has no {prog_name} program"))?
                 .try_into()
-                .map_err(|e| on("flexpass_xsk", &e))?;
-            prog.load().map_err(|e| on("loading the XDP program", &e))?;
+                .map_err(|e| on(prog_name, &e))?;
+            prog.load()
+                .map_err(|e| on(&format!("loading {prog_name}"), &e))?;
 
             let queues = cfg.queues.resolve(rx_queue_count(&iface))?;
             let rx_frames = rx_frames_per_queue(queues.len());
             let rx_total = rx_frames * queues.len() as u32;
             let area = Area::new(((rx_total + TX_FRAMES) * FRAME) as usize)
                 .map_err(|e| format!("UMEM memory: {e}"))?;
-            let rings = match bind_rings(&area, ifindex, &queues, rx_frames, true) {
+            let bind =
+                |zero_copy| bind_rings(&area, ifindex, &queues, rx_frames, zero_copy, multi_buffer);
+            let rings = match bind(true) {
                 Ok(r) => r,
-                Err(zc) => bind_rings(&area, ifindex, &queues, rx_frames, false)
-                    .map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
+                Err(zc) => bind(false).map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
             };
             {
                 let mut xsks: XskMap<_> = XskMap::try_from(
@@ -770,7 +825,7 @@ mod imp {
                 }
             }
             let prog: &mut Xdp = bpf
-                .program_mut("flexpass_xsk")
+                .program_mut(prog_name)
                 .expect("present")
                 .try_into()
                 .expect("XDP");
@@ -793,6 +848,7 @@ mod imp {
                     queues,
                     attach,
                     zero_copy: rings.zero_copy,
+                    multi_buffer,
                 },
                 local: SocketAddrV4::new(ip, port),
                 mac,
@@ -802,6 +858,7 @@ mod imp {
                     .collect(),
                 tx_queued: Vec::with_capacity(64),
                 rx_segs: Vec::with_capacity(64),
+                joined: Vec::new(),
                 next_queue: 0,
                 kernel_segs: 0,
                 neighbours: Neighbours {
@@ -821,6 +878,7 @@ mod imp {
                 kernel_readable: true,
                 calls: 0,
                 scratch: Vec::with_capacity(FRAME as usize),
+                jumbo: Vec::new(),
                 ident: rand::random(),
                 counters: XdpCounters::default(),
                 kernel_stats_at: None,
@@ -922,6 +980,7 @@ mod imp {
         pub fn recv_batch(&mut self, max: usize) -> io::Result<usize> {
             self.refill();
             self.rx_segs.clear();
+            self.joined.clear();
             self.kernel_segs = 0;
             let base = self.area.ptr.as_ptr();
             let (area_len, port) = (self.area.len, self.local.port());
@@ -933,29 +992,88 @@ mod imp {
                     break;
                 }
                 let q = &mut self.rings.queues[(self.next_queue + k) % nq];
-                let mut rx = q.rx.receive((max - taken) as u32);
-                while let Some(d) = rx.read() {
-                    taken += 1;
-                    let at = d.addr as usize;
-                    q.rx_used.push(d.addr & !u64::from(FRAME - 1));
-                    if at + d.len as usize > area_len {
+                // A multi-buffer frame's descriptors are published together, but a
+                // reservation can end inside its chain: then read on, one at a time.
+                let mut want = (max - taken) as u32;
+                let mut chain = Chain::default();
+                loop {
+                    let mut rx = q.rx.receive(want);
+                    let mut got = 0;
+                    while let Some(d) = rx.read() {
+                        got += 1;
+                        q.rx_used.push(d.addr & !u64::from(FRAME - 1));
+                        let (at, len) = (d.addr as usize, d.len as usize);
+                        let more = d.options & XDP_PKT_CONTD != 0;
+                        // SAFETY: the kernel handed this frame over (it is ours until it
+                        // goes back on the fill ring) and it lies inside the area.
+                        let f = (at + len <= area_len)
+                            .then(|| unsafe { std::slice::from_raw_parts(base.add(at), len) });
+                        if chain.buffers == 0 && !more {
+                            // The whole frame in one buffer: read in place.
+                            taken += 1;
+                            match f.map(|f| frame::parse(f, port)) {
+                                Some(Ok(p)) => self.rx_segs.push(RxSeg {
+                                    joined: false,
+                                    at: at + p.payload.start,
+                                    len: p.payload.len(),
+                                    src: p.src,
+                                    tos: p.tos,
+                                }),
+                                _ => self.counters.bad_frames += 1,
+                            }
+                            continue;
+                        }
+                        if chain.buffers == 0 {
+                            chain = Chain {
+                                start: self.joined.len(),
+                                buffers: 0,
+                                ok: true,
+                            };
+                        }
+                        chain.buffers += 1;
+                        match f {
+                            Some(f) if chain.ok && chain.buffers <= MAX_CHAIN => {
+                                self.joined.extend_from_slice(f)
+                            }
+                            _ => chain.ok = false,
+                        }
+                        if more {
+                            continue;
+                        }
+                        taken += 1;
+                        chain.buffers = 0;
+                        let whole = &self.joined[chain.start..];
+                        match chain.ok.then(|| frame::parse(whole, port)) {
+                            Some(Ok(p)) => {
+                                self.counters.xsk_rx_multi_buffer += 1;
+                                self.rx_segs.push(RxSeg {
+                                    joined: true,
+                                    at: chain.start + p.payload.start,
+                                    len: p.payload.len(),
+                                    src: p.src,
+                                    tos: p.tos,
+                                })
+                            }
+                            _ => {
+                                self.counters.bad_frames += 1;
+                                self.joined.truncate(chain.start);
+                            }
+                        }
+                    }
+                    rx.release();
+                    drop(rx);
+                    if chain.buffers == 0 {
+                        break;
+                    }
+                    if got == 0 {
+                        // The rest of the chain is not there (the kernel publishes a chain
+                        // at once, so it never comes): drop the part read.
                         self.counters.bad_frames += 1;
-                        continue;
+                        self.joined.truncate(chain.start);
+                        break;
                     }
-                    // SAFETY: the kernel handed this frame over (it is ours until it goes
-                    // back on the fill ring) and it lies inside the area (checked above).
-                    let f = unsafe { std::slice::from_raw_parts(base.add(at), d.len as usize) };
-                    match frame::parse(f, port) {
-                        Ok(p) => self.rx_segs.push(RxSeg {
-                            at: at + p.payload.start,
-                            len: p.payload.len(),
-                            src: p.src,
-                            tos: p.tos,
-                        }),
-                        Err(_) => self.counters.bad_frames += 1,
-                    }
+                    want = 1;
                 }
-                rx.release();
             }
             self.next_queue = (self.next_queue + 1) % nq;
             self.counters.xsk_rx += self.rx_segs.len() as u64;
@@ -984,10 +1102,13 @@ mod imp {
                 return self.kernel.received(i - self.rx_segs.len());
             }
             let s = self.rx_segs[i];
-            // SAFETY: inside a received frame not yet returned to the fill ring (that
-            // happens in the next recv_batch, which needs `&mut self`).
-            let data =
-                unsafe { std::slice::from_raw_parts(self.area.ptr.as_ptr().add(s.at), s.len) };
+            let data = if s.joined {
+                &self.joined[s.at..s.at + s.len]
+            } else {
+                // SAFETY: inside a received frame not yet returned to the fill ring (that
+                // happens in the next recv_batch, which needs `&mut self`).
+                unsafe { std::slice::from_raw_parts(self.area.ptr.as_ptr().add(s.at), s.len) }
+            };
             Received {
                 data,
                 src: SocketAddr::V4(s.src),
@@ -1022,28 +1143,25 @@ mod imp {
             if self.tx_free.is_empty() {
                 self.reap();
             }
-            let Some(addr) = self.tx_free.pop() else {
-                self.counters.tx_no_frame += 1;
-                return Err(io::Error::new(
+            let no_frame = |c: &mut XdpCounters| {
+                c.tx_no_frame += 1;
+                Err(io::Error::new(
                     io::ErrorKind::WouldBlock,
                     "no free AF_XDP frame",
-                ));
+                ))
             };
+            if self.tx_free.is_empty() {
+                return no_frame(&mut self.counters);
+            }
             self.scratch.clear();
             encode(&mut self.scratch);
             let len = frame::HEADERS + self.scratch.len();
             if len > self.max_frame.max(FRAME as usize) {
-                self.tx_free.push(addr);
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("datagram of {} B exceeds the frame", self.scratch.len()),
                 ));
             }
-            // SAFETY: a free transmit frame (not in the kernel's hands), inside the area.
-            let f = unsafe {
-                std::slice::from_raw_parts_mut(self.area.ptr.as_ptr().add(addr as usize), len)
-            };
-            f[frame::HEADERS..].copy_from_slice(&self.scratch);
             let ends = Ends {
                 src_mac: self.mac,
                 dst_mac,
@@ -1051,12 +1169,46 @@ mod imp {
                 dst: dst4,
             };
             self.ident = self.ident.wrapping_add(1);
-            frame::write_headers(f, &ends, tos, self.ident, self.scratch.len());
-            self.tx_queued.push(XdpDesc {
-                addr,
-                len: len as u32,
-                options: 0,
-            });
+            let base = self.area.ptr.as_ptr();
+            // SAFETY: a free transmit frame (not in the kernel's hands), inside the area.
+            let frame_at = |addr: u64, len: usize| unsafe {
+                std::slice::from_raw_parts_mut(base.add(addr as usize), len)
+            };
+            if len <= FRAME as usize {
+                let addr = self.tx_free.pop().expect("checked above");
+                let f = frame_at(addr, len);
+                f[frame::HEADERS..].copy_from_slice(&self.scratch);
+                frame::write_headers(f, &ends, tos, self.ident, self.scratch.len());
+                self.tx_queued.push(XdpDesc {
+                    addr,
+                    len: len as u32,
+                    options: 0,
+                });
+                return Ok(());
+            }
+            // A jumbo frame (multi-buffer, `max_frame` allows it only then): built whole,
+            // then spread over as many transmit frames, XDP_PKT_CONTD on all but the last.
+            let buffers = len.div_ceil(FRAME as usize);
+            if self.tx_free.len() < buffers {
+                self.reap();
+                if self.tx_free.len() < buffers {
+                    return no_frame(&mut self.counters);
+                }
+            }
+            self.jumbo.clear();
+            self.jumbo.resize(frame::HEADERS, 0);
+            self.jumbo.extend_from_slice(&self.scratch);
+            frame::write_headers(&mut self.jumbo, &ends, tos, self.ident, self.scratch.len());
+            for (k, piece) in self.jumbo.chunks(FRAME as usize).enumerate() {
+                let addr = self.tx_free.pop().expect("checked above");
+                frame_at(addr, piece.len()).copy_from_slice(piece);
+                self.tx_queued.push(XdpDesc {
+                    addr,
+                    len: piece.len() as u32,
+                    options: if k + 1 < buffers { XDP_PKT_CONTD } else { 0 },
+                });
+            }
+            self.counters.xsk_tx_multi_buffer += 1;
             Ok(())
         }
 
@@ -1066,19 +1218,38 @@ mod imp {
             let mut f = self.kernel.flush();
             let n = self.tx_queued.len();
             if n > 0 {
-                let mut tx = self.rings.tx.transmit(n as u32);
-                let put = tx.insert(self.tx_queued.iter().copied()) as usize;
-                tx.commit();
-                drop(tx);
+                // Whole frames only: a chain cut at the ring's end would leave truncated.
+                let room = (TX_FRAMES - self.rings.tx.pending()) as usize;
+                let fit = whole_frames(&self.tx_queued, room);
+                // xdpilone reserves from its cached view of the kernel's consumer index,
+                // refreshed only once that view shows the ring full: it may offer fewer
+                // slots than `room` (then half the jumbo frames were dropped here). Insert
+                // on: the next reservation starts from a fresh view.
+                let mut put = 0;
+                while put < fit {
+                    let mut tx = self.rings.tx.transmit((fit - put) as u32);
+                    let k = tx.insert(self.tx_queued[put..fit].iter().copied()) as usize;
+                    tx.commit();
+                    if k == 0 {
+                        break;
+                    }
+                    put += k;
+                }
+                let frames = self.tx_queued[..put]
+                    .iter()
+                    .filter(|d| d.options & XDP_PKT_CONTD == 0)
+                    .count() as u64;
                 // Frames the ring had no room for are dropped (as a full NIC queue would).
                 for d in self.tx_queued.drain(put..) {
                     self.tx_free.push(d.addr);
-                    self.counters.tx_ring_full += 1;
-                    f.errors += 1;
+                    if d.options & XDP_PKT_CONTD == 0 {
+                        self.counters.tx_ring_full += 1;
+                        f.errors += 1;
+                    }
                 }
                 self.tx_queued.clear();
-                f.sent += put as u64;
-                self.counters.xsk_tx += put as u64;
+                f.sent += frames;
+                self.counters.xsk_tx += frames;
             }
             // Copy mode sends up to 32 frames a kick: kick until the ring is empty, a kick
             // sends nothing (the peer cannot take more) or this flush's share of kicks is
@@ -1110,6 +1281,25 @@ mod imp {
         #[allow(dead_code)]
         fn umem(&self) -> &Umem {
             &self.rings.umem
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn only_whole_chains_go_on_the_transmit_ring() {
+            let d = |options| XdpDesc {
+                addr: 0,
+                len: 1,
+                options,
+            };
+            // A one-buffer frame, a jumbo frame in three, another one-buffer frame.
+            let q = [d(0), d(XDP_PKT_CONTD), d(XDP_PKT_CONTD), d(0), d(0)];
+            let fits: Vec<usize> = (0..=6).map(|room| whole_frames(&q, room)).collect();
+            assert_eq!(fits, [0, 1, 1, 1, 4, 5, 5]);
+            assert_eq!(whole_frames(&q[1..], 2), 0, "a chain is never cut");
         }
     }
 }
