@@ -586,13 +586,75 @@ mod imp {
             .map_or(0, |i| i + 1)
     }
 
-    /// A multi-buffer frame being read: where its copy starts in `joined`, its buffers so
-    /// far, and whether all were good (inside the UMEM, at most MAX_CHAIN).
+    /// Reassembles received frames from their buffers, in ring order: a frame is one
+    /// buffer, or a chain whose buffers but the last carry XDP_PKT_CONTD. A chain is copied
+    /// into `joined`; it is bad if a buffer was not readable (outside the UMEM) or it had
+    /// more than MAX_CHAIN buffers, and its copy is then dropped.
     #[derive(Default)]
-    struct Chain {
-        start: usize,
+    struct Chains {
+        /// Buffers of the chain being read (0: none), where its copy starts, whether good.
         buffers: usize,
+        start: usize,
         ok: bool,
+    }
+
+    /// What one received buffer completed.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Step {
+        /// A whole frame in this one buffer (read in place).
+        Single,
+        /// A chain goes on.
+        More,
+        /// A chain ended: the frame is `joined[start..]`.
+        Joined(usize),
+        /// A bad frame ended (a bad single buffer, or a bad chain, its copy dropped).
+        Bad,
+    }
+
+    impl Chains {
+        /// Take the next buffer: its bytes if readable, and whether the frame goes on.
+        fn push(&mut self, joined: &mut Vec<u8>, buf: Option<&[u8]>, more: bool) -> Step {
+            if self.buffers == 0 && !more {
+                return if buf.is_some() {
+                    Step::Single
+                } else {
+                    Step::Bad
+                };
+            }
+            if self.buffers == 0 {
+                *self = Chains {
+                    buffers: 0,
+                    start: joined.len(),
+                    ok: true,
+                };
+            }
+            self.buffers += 1;
+            match buf {
+                Some(b) if self.ok && self.buffers <= MAX_CHAIN => joined.extend_from_slice(b),
+                _ => self.ok = false,
+            }
+            if more {
+                return Step::More;
+            }
+            self.buffers = 0;
+            if self.ok {
+                Step::Joined(self.start)
+            } else {
+                self.drop_partial(joined);
+                Step::Bad
+            }
+        }
+
+        /// Whether a chain is half read.
+        fn open(&self) -> bool {
+            self.buffers > 0
+        }
+
+        /// Give up the chain being read (its end never came): drop its copy.
+        fn drop_partial(&mut self, joined: &mut Vec<u8>) {
+            joined.truncate(self.start);
+            self.buffers = 0;
+        }
     }
 
     /// A received datagram: where its payload is (in the UMEM, or in `joined` for a frame
@@ -995,7 +1057,7 @@ mod imp {
                 // A multi-buffer frame's descriptors are published together, but a
                 // reservation can end inside its chain: then read on, one at a time.
                 let mut want = (max - taken) as u32;
-                let mut chain = Chain::default();
+                let mut chains = Chains::default();
                 loop {
                     let mut rx = q.rx.receive(want);
                     let mut got = 0;
@@ -1003,73 +1065,51 @@ mod imp {
                         got += 1;
                         q.rx_used.push(d.addr & !u64::from(FRAME - 1));
                         let (at, len) = (d.addr as usize, d.len as usize);
-                        let more = d.options & XDP_PKT_CONTD != 0;
                         // SAFETY: the kernel handed this frame over (it is ours until it
                         // goes back on the fill ring) and it lies inside the area.
                         let f = (at + len <= area_len)
                             .then(|| unsafe { std::slice::from_raw_parts(base.add(at), len) });
-                        if chain.buffers == 0 && !more {
-                            // The whole frame in one buffer: read in place.
-                            taken += 1;
-                            match f.map(|f| frame::parse(f, port)) {
-                                Some(Ok(p)) => self.rx_segs.push(RxSeg {
-                                    joined: false,
-                                    at: at + p.payload.start,
-                                    len: p.payload.len(),
-                                    src: p.src,
-                                    tos: p.tos,
-                                }),
-                                _ => self.counters.bad_frames += 1,
+                        let more = d.options & XDP_PKT_CONTD != 0;
+                        let (frame, joined, start) = match chains.push(&mut self.joined, f, more) {
+                            Step::More => continue,
+                            Step::Bad => {
+                                taken += 1;
+                                self.counters.bad_frames += 1;
+                                continue;
                             }
-                            continue;
-                        }
-                        if chain.buffers == 0 {
-                            chain = Chain {
-                                start: self.joined.len(),
-                                buffers: 0,
-                                ok: true,
-                            };
-                        }
-                        chain.buffers += 1;
-                        match f {
-                            Some(f) if chain.ok && chain.buffers <= MAX_CHAIN => {
-                                self.joined.extend_from_slice(f)
-                            }
-                            _ => chain.ok = false,
-                        }
-                        if more {
-                            continue;
-                        }
+                            Step::Single => (f.expect("readable"), false, at),
+                            Step::Joined(s) => (&self.joined[s..], true, s),
+                        };
                         taken += 1;
-                        chain.buffers = 0;
-                        let whole = &self.joined[chain.start..];
-                        match chain.ok.then(|| frame::parse(whole, port)) {
-                            Some(Ok(p)) => {
-                                self.counters.xsk_rx_multi_buffer += 1;
+                        match frame::parse(frame, port) {
+                            Ok(p) => {
+                                self.counters.xsk_rx_multi_buffer += u64::from(joined);
                                 self.rx_segs.push(RxSeg {
-                                    joined: true,
-                                    at: chain.start + p.payload.start,
+                                    joined,
+                                    at: start + p.payload.start,
                                     len: p.payload.len(),
                                     src: p.src,
                                     tos: p.tos,
                                 })
                             }
-                            _ => {
+                            Err(_) => {
                                 self.counters.bad_frames += 1;
-                                self.joined.truncate(chain.start);
+                                if joined {
+                                    self.joined.truncate(start);
+                                }
                             }
                         }
                     }
                     rx.release();
                     drop(rx);
-                    if chain.buffers == 0 {
+                    if !chains.open() {
                         break;
                     }
                     if got == 0 {
                         // The rest of the chain is not there (the kernel publishes a chain
                         // at once, so it never comes): drop the part read.
                         self.counters.bad_frames += 1;
-                        self.joined.truncate(chain.start);
+                        chains.drop_partial(&mut self.joined);
                         break;
                     }
                     want = 1;
@@ -1300,6 +1340,81 @@ mod imp {
             let fits: Vec<usize> = (0..=6).map(|room| whole_frames(&q, room)).collect();
             assert_eq!(fits, [0, 1, 1, 1, 4, 5, 5]);
             assert_eq!(whole_frames(&q[1..], 2), 0, "a chain is never cut");
+        }
+
+        #[test]
+        fn chains_are_joined_whole_and_bad_ones_leave_nothing() {
+            let mut c = Chains::default();
+            let mut joined = b"earlier frame".to_vec();
+            let n = joined.len();
+            assert_eq!(c.push(&mut joined, Some(b"one"), false), Step::Single);
+            assert_eq!(c.push(&mut joined, None, false), Step::Bad);
+            for part in [&b"ab"[..], b"cd"] {
+                assert_eq!(c.push(&mut joined, Some(part), true), Step::More);
+                assert!(c.open());
+            }
+            assert_eq!(c.push(&mut joined, Some(b"e"), false), Step::Joined(n));
+            assert_eq!(&joined[n..], b"abcde");
+            assert!(!c.open());
+            // A buffer outside the UMEM spoils its chain; the chain's copy goes.
+            let n = joined.len();
+            c.push(&mut joined, Some(b"xy"), true);
+            c.push(&mut joined, None, true);
+            assert_eq!(c.push(&mut joined, Some(b"z"), false), Step::Bad);
+            assert_eq!(joined.len(), n);
+            // Too long a chain.
+            for _ in 0..MAX_CHAIN {
+                assert_eq!(c.push(&mut joined, Some(b"."), true), Step::More);
+            }
+            assert_eq!(c.push(&mut joined, Some(b"."), false), Step::Bad);
+            assert_eq!(joined.len(), n);
+            // A chain given up half read.
+            c.push(&mut joined, Some(b"half"), true);
+            c.drop_partial(&mut joined);
+            assert!(!c.open() && joined.len() == n);
+        }
+
+        /// Random buffer sequences against a plain model: every frame the reader calls good
+        /// is the concatenation of its buffers, and bad ones leave no bytes behind.
+        #[test]
+        fn random_buffer_sequences_reassemble_like_the_model() {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            for _ in 0..2000 {
+                let mut c = Chains::default();
+                let mut joined = Vec::new();
+                let (mut cur, mut cur_ok, mut cur_len) = (Vec::new(), true, 0);
+                let mut frame_start = 0;
+                for i in 0..rng.gen_range(1..60) {
+                    let buf: Vec<u8> = (0..rng.gen_range(0..20)).map(|_| i as u8).collect();
+                    let readable = rng.gen_bool(0.95);
+                    let more = rng.gen_bool(if cur_len > 0 { 0.9 } else { 0.4 });
+                    if cur_len == 0 {
+                        frame_start = joined.len();
+                    }
+                    cur_len += 1;
+                    cur_ok &= readable && cur_len <= MAX_CHAIN;
+                    cur.extend_from_slice(&buf);
+                    let step = c.push(&mut joined, readable.then_some(&buf[..]), more);
+                    if more {
+                        assert_eq!(step, Step::More);
+                        continue;
+                    }
+                    match step {
+                        Step::Single => assert!(cur_len == 1 && readable),
+                        Step::Joined(start) => {
+                            assert!(cur_len > 1 && cur_ok);
+                            assert_eq!(&joined[start..], &cur[..]);
+                        }
+                        Step::Bad => {
+                            assert!(!cur_ok);
+                            assert_eq!(joined.len(), frame_start, "a bad frame left bytes");
+                        }
+                        Step::More => unreachable!(),
+                    }
+                    (cur, cur_ok, cur_len) = (Vec::new(), true, 0);
+                }
+            }
         }
     }
 }
