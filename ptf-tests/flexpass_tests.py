@@ -440,12 +440,12 @@ class MalformedAndTtl(FlexPassTest):
         testutils.verify_no_other_packets(self)
 
 
-class PptProfile(FlexPassTest):
-    """The PPT profile (SIGCOMM'24 §4.2, docs/protocol.md §10) on the same program: s1's
-    entries and BMv2 queues are switched to profile ppt (what flexpass-ctl apply writes
-    for it), then back.  DSCP 32 + p lands in queue 7 - p for each priority P0..P7;
-    legacy, FlexPass and unassigned DSCPs with P3; each queue marks ECT packets above
-    its own K (HCP 10 packets, LCP 4 here), never below it."""
+class ProfileTest(FlexPassTest):
+    """A test of another profile on the same program: s1's entries and BMv2 queues are
+    switched to `PROFILE` (what flexpass-ctl apply writes for it; `self.profile_cfg`) for
+    the test, then back.  BMv2 / flexpass_switch only."""
+
+    PROFILE = ""
 
     def setUp(self):
         FlexPassTest.setUp(self)
@@ -455,12 +455,12 @@ class PptProfile(FlexPassTest):
         from flexpass_cp.config import switch_entries
 
         if TOFINO:
-            self.skipTest("profile ppt is BMv2 / flexpass_switch only")
-        ppt_sw = dataclasses.replace(SW, profile="ppt")
-        self.ppt_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": ppt_sw})
+            self.skipTest(f"profile {self.PROFILE} is BMv2 / flexpass_switch only")
+        sw = dataclasses.replace(SW, profile=self.PROFILE)
+        self.profile_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": sw})
         self.thrift = int(testutils.test_param_get("thrift_port") or SW.thrift_port)
-        self.client.apply(switch_entries(self.ppt_cfg, "s1"))
-        apply_queue_settings(self.ppt_cfg, "s1", thrift_port=self.thrift)
+        self.client.apply(switch_entries(self.profile_cfg, "s1"))
+        apply_queue_settings(self.profile_cfg, "s1", thrift_port=self.thrift)
 
     def tearDown(self):
         from flexpass_cp.bmv2_queues import apply_queue_settings
@@ -471,6 +471,15 @@ class PptProfile(FlexPassTest):
             apply_queue_settings(CFG, "s1", thrift_port=self.thrift)
         finally:
             FlexPassTest.tearDown(self)
+
+
+class PptProfile(ProfileTest):
+    """The PPT profile (SIGCOMM'24 §4.2, docs/protocol.md §10) on the same program.
+    DSCP 32 + p lands in queue 7 - p for each priority P0..P7;
+    legacy, FlexPass and unassigned DSCPs with P3; each queue marks ECT packets above
+    its own K (HCP 10 packets, LCP 4 here), never below it."""
+
+    PROFILE = "ppt"
 
     def runTest(self):
         from flexpass_cp.config import ppt_qid
@@ -489,7 +498,7 @@ class PptProfile(FlexPassTest):
         # Per-queue ECN on the slow port (81 frames/s): a burst of 30 ECT packets builds a
         # queue; marks start only above that queue's K.
         port = 2
-        d = self.ppt_cfg.derived("s1", port)
+        d = self.profile_cfg.derived("s1", port)
         for p in (1, 6):
             qid, k = ppt_qid(p), d.qdepth(d.ppt_ecn_threshold_bytes(p))
             before = self.counter("ecn_marked", port, qid)
@@ -508,39 +517,15 @@ class PptProfile(FlexPassTest):
             time.sleep(0.5)
 
 
-class FlashPassProfile(FlexPassTest):
+class FlashPassProfile(ProfileTest):
     """The FlashPass profile (§III-B, §III-C, §IV-A; docs/protocol.md §10) on the same
-    program: s1's entries and BMv2 queues are switched to profile flashpass (what
-    flexpass-ctl apply writes for it), then back.  EMULATION packets (DSCP 46) go to the
+    program.  EMULATION packets (DSCP 46) go to the
     emulation queue, every data class to one data queue; in a burst into the emulation
     queue the over-provisioned (Not-ECT) packets are dropped once 2 are queued while the
     ordinary (ECT) ones interleaved with them all get through (CE-marked above 2); and the
     emulation queue passes at most its rate C·84/(84 + 1538) plus its 8 packets."""
 
-    def setUp(self):
-        FlexPassTest.setUp(self)
-        import dataclasses
-
-        from flexpass_cp.bmv2_queues import apply_queue_settings
-        from flexpass_cp.config import switch_entries
-
-        if TOFINO:
-            self.skipTest("profile flashpass is BMv2 / flexpass_switch only")
-        fp_sw = dataclasses.replace(SW, profile="flashpass")
-        self.fp_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": fp_sw})
-        self.thrift = int(testutils.test_param_get("thrift_port") or SW.thrift_port)
-        self.client.apply(switch_entries(self.fp_cfg, "s1"))
-        apply_queue_settings(self.fp_cfg, "s1", thrift_port=self.thrift)
-
-    def tearDown(self):
-        from flexpass_cp.bmv2_queues import apply_queue_settings
-        from flexpass_cp.config import switch_entries
-
-        try:
-            self.client.apply(switch_entries(CFG, "s1"))
-            apply_queue_settings(CFG, "s1", thrift_port=self.thrift)
-        finally:
-            FlexPassTest.tearDown(self)
+    PROFILE = "flashpass"
 
     @staticmethod
     def emulation(port, seq, ecn):
@@ -580,7 +565,7 @@ class FlashPassProfile(FlexPassTest):
         # Selective dropping on the slow port (77 emulation packets/s): a burst of eight,
         # ordinary and over-provisioned alternating, no more than the queue holds.
         port = 2
-        d = self.fp_cfg.derived("s1", port)
+        d = self.profile_cfg.derived("s1", port)
         before = self.counters(port, cq)
         burst = [self.emulation(port, i, 2 if i % 2 == 0 else 0) for i in range(8)]
         self.send_burst(1, burst)

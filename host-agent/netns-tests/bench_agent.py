@@ -7,9 +7,10 @@ actual credit send time minus the pacer's due time); then the same path with jum
 (veth MTU 9000, `--mtu 9000`): FlexPass and kernel TCP goodput at 9000 and the ratios to
 1500. The FlexPass runs use the kernel UDP socket (`--datapath udp`); the same flow over
 AF_XDP (`--datapath xdp`, docs/datapath.md) is measured beside it at both MTUs (at 9000
-with `auto`, which says which datapath it got). At 1500 both datapaths are also measured
-with credits paced in batches (`--credit-batch`, BENCH_CREDIT_BATCH, default 8), and one
-ExpressPass flow (every data packet credit-scheduled) with and without batches. Needs root;
+with multi-buffer frames). At 1500 both datapaths are also measured with credits paced in
+batches (`--credit-batch`, BENCH_CREDIT_BATCH, default 8), and one ExpressPass flow (every
+data packet credit-scheduled) with and without batches, and over AF_XDP with batches; at
+9000 ExpressPass over both datapaths. Needs root;
 skips loudly otherwise.
 BENCH_JUMBO=0 skips the jumbo runs; BENCH_SET=datapath runs only what the datapath
 comparison needs (TCP, UDP and AF_XDP at 1500 and 9000).
@@ -313,6 +314,7 @@ def main():
         # carries what the credits do not, and on a veth nothing slows it).
         run("expresspass", "expresspass", SIZE, net)
         run("expresspass-batch", "expresspass", SIZE, net + batch)
+        run("expresspass-xdp-batch", "expresspass", SIZE, xdp + batch)
         if not ONLY_DATAPATH:
             run("flexpass-spin", "flexpass", SIZE, net + ["--spin-us", SPIN_US])
             run("flexpass-sleep", "flexpass", SIZE, net + ["--spin-us", "0"])
@@ -328,7 +330,11 @@ def main():
                 sh("ip", "netns", "exec", f"{P}{h}", "ip", "link", "set", dev, "mtu", "9000")
             run("flexpass-9000", "flexpass", SIZE, net + ["--mtu", "9000"])
             run("tcp-9000", "tcp", SIZE, net)
-            run("flexpass-9000-xdp", "flexpass", SIZE, xdp[:-1] + ["auto", "--mtu", "9000"])
+            # AF_XDP with multi-buffer frames (copy mode on veth, where `auto` takes the UDP
+            # socket instead); ExpressPass: the credit path alone.
+            run("flexpass-9000-xdp", "flexpass", SIZE, xdp + ["--mtu", "9000"])
+            run("expresspass-9000", "expresspass", SIZE, net + ["--mtu", "9000"])
+            run("expresspass-9000-xdp", "expresspass", SIZE, xdp + ["--mtu", "9000"])
         fp = results["flexpass"]
         packets = fp["record"]["packets_proactive"] + fp["record"]["packets_reactive"]
         stats = fp["server_stats"]
@@ -422,14 +428,17 @@ def main():
                          "udp_batch": datapath_row(results["flexpass-batch"], results["tcp"]),
                          "xdp_batch": datapath_row(results["flexpass-xdp-batch"], results["tcp"]),
                          "expresspass_udp": datapath_row(results["expresspass"], results["tcp"]),
-                         "expresspass_udp_batch": datapath_row(results["expresspass-batch"], results["tcp"])},
+                         "expresspass_udp_batch": datapath_row(results["expresspass-batch"], results["tcp"]),
+                         "expresspass_xdp_batch": datapath_row(results["expresspass-xdp-batch"], results["tcp"])},
             "load_average_before_after": [round(x, 2) for x in load_before + os.getloadavg()],
             "stalls_over_10us_of_a_spinning_thread": stalls,
         }
         if j:
             summary["datapaths"]["mtu_9000"] = {"kernel_tcp_gbps": round(jt["gbps"], 3),
                                                 "udp": datapath_row(j, jt),
-                                                "xdp_or_fallback": datapath_row(results["flexpass-9000-xdp"], jt)}
+                                                "xdp": datapath_row(results["flexpass-9000-xdp"], jt),
+                                                "expresspass_udp": datapath_row(results["expresspass-9000"], jt),
+                                                "expresspass_xdp": datapath_row(results["expresspass-9000-xdp"], jt)}
         if ONLY_DATAPATH:
             print("agent bench:", json.dumps(summary))
             return 0

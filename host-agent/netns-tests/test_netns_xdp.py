@@ -205,6 +205,21 @@ def test_jumbo_frames_cross_af_xdp_as_chains_of_buffers(pair9000, transport):
         assert xr["rx_dropped"] == 0, xr
 
 
+def test_auto_keeps_jumbo_frames_on_the_udp_socket_in_copy_mode(pair9000):
+    """veth has no zero-copy AF_XDP, and copy-mode multi-buffer frames are slower than the
+    UDP socket's segmentation offload (docs/datapath.md, "Jumbo frames"): `auto` says so and
+    uses the UDP socket; the program it attached to try is gone again."""
+    srv, log = serve(pair9000, 1, datapath="auto", extra=("--mtu", "auto"))
+    assert re.search(r"AF_XDP would need copy-mode multi-buffer frames at MTU 9000 on \S+ .*"
+                     r"using the UDP socket", log), log
+    assert xdp_attached(B, DEV_B) is None
+    size = 5_000_000
+    out, err = finish(send(pair9000, "flexpass", size, datapath="auto", extra=("--mtu", "auto")))
+    sout, serr = finish(srv)
+    assert records(out)[0]["sha256"] == records(sout)[0]["sha256"] == pattern_sha(size)
+    assert stats(serr, "serve")["datapath"] == "udp" and stats(err, "send")["datapath"] == "udp"
+
+
 def udp_rcvbuf_errors(name):
     """Udp RcvbufErrors of namespace `name` (/proc/net/snmp): datagrams a full socket
     receive buffer dropped."""

@@ -68,11 +68,12 @@ def main():
         print(f"  (a thread that never sleeps was held up > 10 µs {stalls['per_s']} times a second here, "
               f"longest {stalls['max_us']} µs: at one credit per 26 µs that alone makes "
               f"{100 * stalls['per_s'] * 26e-6:.1f} % of credits > 10 µs late)")
-    for key, what in (("udp_batch", "FlexPass"), ("expresspass_udp", "ExpressPass"),
-                      ("expresspass_udp_batch", "ExpressPass")):
+    for key, what in (("udp_batch", "FlexPass, UDP socket"), ("expresspass_udp", "ExpressPass, UDP socket"),
+                      ("expresspass_udp_batch", "ExpressPass, UDP socket"),
+                      ("expresspass_xdp_batch", "ExpressPass, AF_XDP")):
         r = m1500.get(key)
         if r:
-            print(f"  {what}, UDP socket, credit batch {r['credit_batch']}: {r['flexpass_gbps']:.2f} Gbit/s "
+            print(f"  {what}, credit batch {r['credit_batch']}: {r['flexpass_gbps']:.2f} Gbit/s "
                   f"({r['goodput_ratio_flexpass_over_tcp']:.2f}× kernel TCP), "
                   f"{100 * r['credit_scheduled_share']:.0f} % of data packets credit-scheduled")
 
@@ -81,9 +82,10 @@ def main():
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.6), gridspec_kw={"width_ratios": [2, 1]})
-    paths_1500 = tuple(k for k in ("udp", "xdp", "udp_batch", "xdp_batch", "expresspass_udp", "expresspass_udp_batch")
-                       if k in m1500)
-    groups = [("MTU 1500", m1500, paths_1500)] + ([("MTU 9000", m9000, ("udp",))] if m9000 else [])
+    paths_1500 = tuple(k for k in ("udp", "xdp", "udp_batch", "xdp_batch", "expresspass_udp", "expresspass_udp_batch",
+                                   "expresspass_xdp_batch") if k in m1500)
+    paths_9000 = tuple(k for k in ("udp", "xdp", "expresspass_udp", "expresspass_xdp") if m9000 and k in m9000)
+    groups = [("MTU 1500", m1500, paths_1500)] + ([("MTU 9000", m9000, paths_9000)] if m9000 else [])
 
     def label(p, r):
         name = ("ExpressPass" if p.startswith("expresspass") else "FlexPass") + ("\nAF_XDP" if "xdp" in p else "\nUDP")

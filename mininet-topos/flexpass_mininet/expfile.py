@@ -103,6 +103,20 @@ def take_run(raw: dict, run: Run, extra=()) -> None:
             raise ExperimentError(f"{name}.topology: unknown keys {sorted(topo)}")
 
 
+def check_transports(transports: list, allowed: Tuple[str, ...], path: str) -> None:
+    """A runner's ``transports`` list: not empty, each one it knows."""
+    if not transports or any(t not in allowed for t in transports):
+        raise ExperimentError(f"{path}: transports must be among {', '.join(allowed)}, got {transports}")
+
+
+def loader(parse):
+    """A runner's ``load_experiment(path, overrides)`` from its ``parse(raw, name)``."""
+    def load_experiment(path, overrides: Optional[dict] = None):
+        raw, name = read(path, overrides)
+        return parse(raw, name)
+    return load_experiment
+
+
 def no_leftovers(raw: dict, path: str) -> None:
     if raw:
         raise ExperimentError(f"{path}: unknown keys {sorted(raw)}")

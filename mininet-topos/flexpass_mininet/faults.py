@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from . import env
-from .expfile import ExperimentError, LeafSpineRun, no_leftovers, read, take, take_run
+from .expfile import ExperimentError, LeafSpineRun, loader, no_leftovers, take, take_run
 from .experiments import _read_json_lines as _json_lines
 from .fabric import ecmp_member_index, leaf_spine, ecmp_paths, asymmetric_pairs
 from .scaling import Scaled
@@ -169,9 +169,7 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
     return e
 
 
-def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
-    raw, name = read(path, overrides)
-    return parse_experiment(raw, name)
+load_experiment = loader(parse_experiment)
 
 
 # -- helpers ------------------------------------------------------------------------

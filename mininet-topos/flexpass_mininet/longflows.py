@@ -1,12 +1,17 @@
-"""FlashPass with real packets: ``python3 -m flexpass_mininet flashpass [experiments/flashpass.toml]``.
+"""Long flows into one receiver through one switch:
+``python3 -m flexpass_mininet longflows EXPERIMENT.toml`` (``flashpass`` runs
+experiments/flashpass.toml).
 
 N senders each send one long flow (``flexpass send``) to one receiver through one
-``flexpass_switch`` with the FlashPass profile of ``flexpass-ctl`` (docs/protocol.md §10:
-the emulation queue shaped to C·84/(84 + 1538), 8 packets, over-provisioned Not-ECT
-emulation dropped at 2 queued; one shallow data queue), the static case of FlashPass
-§IV-B1 scaled down.  The same senders run once per transport: ``flashpass`` (plain, no
-pre-credit phase, as Fig. 10) and ``dctcp`` (the agent's window transport; the data
-queue marks nothing, so it is loss-driven like the paper's TCP baseline).
+``flexpass_switch`` with a ``flexpass-ctl`` profile (``profile``): ``flexpass`` (credit
+queue, FlexPass and legacy data queues) or ``flashpass`` (docs/protocol.md §10: the
+emulation queue shaped to C·84/(84 + 1538), 8 packets, over-provisioned Not-ECT emulation
+dropped at 2 queued; one shallow data queue), the static case of FlashPass §IV-B1 scaled
+down.  The same senders run once per transport and receiver credit batch
+(``credit_batches``, the agents' ``--credit-batch``): e.g. ``flashpass`` (plain, no
+pre-credit phase, as Fig. 10) against ``dctcp`` (the agent's window transport; the data
+queue marks nothing, so it is loss-driven like the paper's TCP baseline), or ExpressPass
+with credits paced one by one against credits paced in batches.
 
 Measured: every flow byte-exact (sender and receiver SHA-256), its completion time and
 retransmissions, the senders' emulation counters; the bottleneck port's TM counters per
@@ -23,9 +28,9 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from .expfile import ExperimentError, Run, no_leftovers, read, result_header, take_run
+from .expfile import ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run
 from .experiments import AGENT_PORT, _agent, _read_json_lines
 from .fabric import dumbbell
 from .network import start_network
@@ -33,54 +38,69 @@ from .scaling import Scaled
 
 from flexpass_cp.config import DEFAULT_BMV2_PRIORITY
 
-TRANSPORTS = ("flashpass", "dctcp")
-# The profile's queues: the credit queue is the emulation queue, the FlexPass queue the data.
-EMULATION_QUEUE = DEFAULT_BMV2_PRIORITY["credit"]
+TRANSPORTS = ("flexpass", "expresspass", "flashpass", "dctcp")
+PROFILES = ("flexpass", "flashpass")
+# Both profiles' queues: credits (FlashPass: emulation packets) in the credit queue, the
+# data measured in the FlexPass queue.
+CREDIT_QUEUE = DEFAULT_BMV2_PRIORITY["credit"]
 DATA_QUEUE = DEFAULT_BMV2_PRIORITY["flexpass"]
+MAX_CREDIT_BATCH = 63  # the agent's --credit-batch range
 
 
 @dataclass
 class Experiment(Run):
+    profile: str = "flexpass"
     senders: int = 4
     flow_bytes: int = 2_000_000
     start_gap_ms: float = 100.0
     t_wait_us: float = 4000.0
-    transports: List[str] = field(default_factory=lambda: list(TRANSPORTS))
-    buffer_bytes: int = 15_140
+    transports: List[str] = field(default_factory=lambda: ["flashpass", "dctcp"])
+    credit_batches: List[int] = field(default_factory=lambda: [1])
+    # The port buffer; None: the scaling rule's (scaling.py), with its thresholds.
+    buffer_bytes: Optional[int] = None
     sample_ms: float = 20.0
     flow_timeout_s: float = 120.0
 
 
 def parse_experiment(raw: dict, name: str) -> Experiment:
     e = Experiment(name=name)
-    take_run(raw, e, (("senders", int), ("flow_bytes", int), ("start_gap_ms", float), ("t_wait_us", float),
-                      ("transports", list), ("buffer_bytes", int), ("sample_ms", float),
-                      ("flow_timeout_s", float)))
+    take_run(raw, e, (("profile", str), ("senders", int), ("flow_bytes", int), ("start_gap_ms", float),
+                      ("t_wait_us", float), ("transports", list), ("credit_batches", list), ("buffer_bytes", int),
+                      ("sample_ms", float), ("flow_timeout_s", float)))
     no_leftovers(raw, name)
     if e.senders < 1 or e.flow_bytes < 1:
         raise ExperimentError(f"{name}: senders and flow_bytes must be >= 1")
-    bad = [t for t in e.transports if t not in TRANSPORTS]
-    if bad or not e.transports:
-        raise ExperimentError(f"{name}: transports must be among {', '.join(TRANSPORTS)}, got {e.transports}")
-    if e.t_wait_us < e.rtt_us:
+    check_transports(e.transports, TRANSPORTS, name)
+    if e.profile not in PROFILES:
+        raise ExperimentError(f"{name}.profile: one of {', '.join(PROFILES)}, got {e.profile!r}")
+    if not e.credit_batches or not all(isinstance(b, int) and not isinstance(b, bool)
+                                       and 1 <= b <= MAX_CREDIT_BATCH for b in e.credit_batches):
+        raise ExperimentError(f"{name}.credit_batches: credits per batch, each 1..{MAX_CREDIT_BATCH}, "
+                              f"got {e.credit_batches}")
+    if "flashpass" in e.transports and e.t_wait_us < e.rtt_us:
         raise ExperimentError(f"{name}: t_wait_us ({e.t_wait_us}) must be at least the RTT rtt_us ({e.rtt_us}): "
                               "FlashPass §III-B, T_wait >= the network's max RTT")
-    if e.buffer_bytes < 3 * 1514:
+    if e.buffer_bytes is not None and e.buffer_bytes < 3 * 1514:
         raise ExperimentError(f"{name}: buffer_bytes must hold at least 3 full frames (4542 B), got {e.buffer_bytes}")
     if not 0 < e.sample_ms <= 1000 or e.start_gap_ms < 0:
         raise ExperimentError(f"{name}: need 0 < sample_ms <= 1000 and start_gap_ms >= 0")
     return e
 
 
-def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
-    raw, name = read(path, overrides)
-    return parse_experiment(raw, name)
+load_experiment = loader(parse_experiment)
 
 
 def switch_config(e: Experiment) -> dict:
-    """The flexpass-ctl keys of the FlashPass switch: the data queue's buffer (the paper's
-    thresholds are the profile's defaults: 8-packet emulation queue, 2 and 2)."""
-    return {"port_defaults": {"buffer": e.buffer_bytes}}
+    """The flexpass-ctl keys the experiment sets: the port buffer, if it names one (it then
+    replaces the scaling rule's port defaults; FlashPass's thresholds are its profile's
+    defaults: 8-packet emulation queue, 2 and 2)."""
+    return {"port_defaults": {"buffer": e.buffer_bytes}} if e.buffer_bytes is not None else {}
+
+
+def runs(e: Experiment) -> List[Tuple[str, str, int]]:
+    """(label, transport, credit batch) of every run: each transport with each batch, the
+    label ``transport`` or, for a batch above one, ``transport-bB``."""
+    return [(t if b == 1 else f"{t}-b{b}", t, b) for t in e.transports for b in e.credit_batches]
 
 
 def _pct(xs: List[float], q: float) -> float:
@@ -90,28 +110,33 @@ def _pct(xs: List[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
-def queue_summary(stats: dict, depth_samples: List[int]) -> dict:
-    queues = {q["queue"]: q for q in stats.get("queues", [])}
-
-    def one(q):
-        s = queues.get(q, {})
-        return {"queue": q, "dequeued_pkts": int(s.get("dequeued_pkts", 0)),
-                "dequeued_bytes": int(s.get("dequeued_bytes", 0)),
-                "max_depth_bytes": int(s.get("max_depth_bytes", 0)),
-                "max_depth_pkts": int(s.get("max_depth_pkts", 0)),
-                "ecn_marked_pkts": int(s.get("ecn_marked_pkts", 0)),
-                "dropped_pkts": {k: v for k, v in s.get("dropped_pkts", {}).items() if v}}
-    data = one(DATA_QUEUE)
+def queue_summary(port_stats: List[dict], depth_samples: List[int]) -> dict:
+    """The data queue of the bottleneck port (``port_stats[0]``, towards the receiver) and
+    the credit queues of every port: ExpressPass's credits queue on the way back to the
+    senders, FlashPass's emulation packets on the way to the receiver.  Counts are summed
+    over the ports, depths are the deepest."""
+    def one(q, ports):
+        rows = [next((x for x in st.get("queues", []) if x["queue"] == q), {}) for st in ports]
+        drops: dict = {}
+        for r in rows:
+            for k, v in r.get("dropped_pkts", {}).items():
+                if v:
+                    drops[k] = drops.get(k, 0) + v
+        return {"queue": q, "ports": len(ports), "dropped_pkts": drops,
+                **{k: sum(int(r.get(k, 0)) for r in rows)
+                   for k in ("dequeued_pkts", "dequeued_bytes", "ecn_marked_pkts")},
+                **{k: max(int(r.get(k, 0)) for r in rows) for k in ("max_depth_bytes", "max_depth_pkts")}}
+    data = one(DATA_QUEUE, port_stats[:1])
     data["depth_samples"] = len(depth_samples)
     data["mean_depth_bytes"] = sum(depth_samples) / len(depth_samples) if depth_samples else 0.0
     data["p99_depth_bytes"] = _pct(depth_samples, 0.99)
-    return {"emulation": one(EMULATION_QUEUE), "data": data}
+    return {"credit": one(CREDIT_QUEUE, port_stats), "data": data}
 
 
-def run_transport(e: Experiment, transport: str, out: Path) -> dict:
+def run_one(e: Experiment, label: str, transport: str, batch: int, out: Path) -> dict:
     sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
     fab = dumbbell(e.senders)
-    run_dir = out / f"{e.name}-{e.switch}" / transport
+    run_dir = out / f"{e.name}-{e.switch}" / label
     run_dir.mkdir(parents=True, exist_ok=True)
     receiver = f"h{e.senders + 1}"
     rip = fab.hosts[receiver].ip
@@ -120,10 +145,11 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
     series: List[tuple] = []
     from flexpass_cp.tm_client import TmClient
 
-    with start_network(fab, sc, e.switch, run_dir, "flashpass", config_extra=switch_config(e)) as net:
+    with start_network(fab, sc, e.switch, run_dir, e.profile, config_extra=switch_config(e)) as net:
         tm_port = fab.switches["s1"].tm_port
+        # The receiver paces the credits, so its agent takes the batch.
         net.popen(receiver, _agent("serve", "--listen", f"{rip}:{AGENT_PORT}", "--count", str(e.senders),
-                                   *sc.agent_args()),
+                                   "--credit-batch", str(batch), *sc.agent_args()),
                   run_dir / f"{receiver}-serve.jsonl", run_dir / f"{receiver}-serve.err")
         time.sleep(0.5)
         procs = []
@@ -142,13 +168,14 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
                 q = {x["queue"]: x for x in st.get("queues", [])}
                 now = time.monotonic() - t0
                 series.append((now, int(q.get(DATA_QUEUE, {}).get("depth_bytes", 0)),
-                               int(q.get(EMULATION_QUEUE, {}).get("depth_bytes", 0))))
+                               int(q.get(CREDIT_QUEUE, {}).get("depth_bytes", 0))))
                 if now - last_print >= 2.0:
                     last_print = now
                     done = sum(p.poll() is not None for p in procs)
-                    print(f"  {transport}: {now:5.1f} s, {done}/{len(procs)} senders done", flush=True)
+                    print(f"  {label}: {now:5.1f} s, {done}/{len(procs)} senders done", flush=True)
                 time.sleep(e.sample_ms / 1e3)
-            stats = tm.get_stats(sw_port)
+            stats = [tm.get_stats(sw_port)] + [tm.get_stats(fab.host_port(f"h{i}")[1])
+                                               for i in range(1, e.senders + 1)]
         timed_out = [f"h{i}" for i, p in enumerate(procs, start=1) if p.poll() is None]
         time.sleep(0.5)
     sent = []
@@ -166,7 +193,7 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
     span_s = (max(fcts) / 1e6 + e.start_gap_ms * (e.senders - 1) / 1e3) if fcts else 0.0
     emulation = [s["emulation"] for s in sent if s.get("emulation")]
     em_total = {k: sum(x[k] for x in emulation) for k in (emulation[0] if emulation else {})}
-    return {"transport": transport, "flows": sent, "byte_exact": exact, "senders_timed_out": timed_out,
+    return {"transport": transport, "credit_batch": batch, "flows": sent, "byte_exact": exact, "senders_timed_out": timed_out,
             "goodput_mbps": (exact * e.flow_bytes * 8 / span_s / 1e6) if span_s else 0.0,
             "retransmissions": sum(int(s.get("retransmissions") or 0) for s in sent),
             "timeouts": sum(int(s.get("timeouts") or 0) for s in sent),
@@ -176,19 +203,19 @@ def run_transport(e: Experiment, transport: str, out: Path) -> dict:
 
 def run(e: Experiment, out: Path) -> dict:
     res = {**result_header(e), "switch_config": switch_config(e), "runs": {}}
-    for t in e.transports:
-        print(f"{e.name}: {t} ({e.senders} senders x {e.flow_bytes} B, {e.link_mbps:g} Mbit/s, "
-              f"RTT {e.rtt_us:g} µs)", flush=True)
-        res["runs"][t] = run_transport(e, t, out)
+    for label, t, b in runs(e):
+        print(f"{e.name}: {label} ({e.senders} senders x {e.flow_bytes} B, {e.link_mbps:g} Mbit/s, "
+              f"RTT {e.rtt_us:g} µs, {e.profile} switch)", flush=True)
+        res["runs"][label] = run_one(e, label, t, b, out)
     d = out / f"{e.name}-{e.switch}"
     with open(d / "flows.csv", "w") as f:
-        f.write("transport,sender,bytes,fct_us,retransmissions,timeouts,error\n")
+        f.write("run,sender,bytes,fct_us,retransmissions,timeouts,error\n")
         for t, r in res["runs"].items():
             for x in r["flows"]:
                 f.write(f"{t},{x['sender']},{x['bytes']},{x['fct_us']:.0f},{x.get('retransmissions', 0)},"
                         f"{x.get('timeouts', 0)},{x.get('error') or ''}\n")
     with open(d / "queue.csv", "w") as f:
-        f.write("transport,t_s,data_depth_bytes,emulation_depth_bytes\n")
+        f.write("run,t_s,data_depth_bytes,credit_depth_bytes\n")
         for t, r in res["runs"].items():
             for s, dd, ed in r["series"]:
                 f.write(f"{t},{s:.3f},{dd},{ed}\n")
@@ -200,34 +227,37 @@ def run(e: Experiment, out: Path) -> dict:
 
 
 def plot(res: dict, path: Path) -> None:
-    from .plots import plt
+    from .plots import plt, save
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
     for t, r in res["runs"].items():
         xs = [s for s, _, _ in r["series"]]
         ax.plot(xs, [d / 1e3 for _, d, _ in r["series"]], label=f"{t}: data queue", lw=1)
-    ax.axhline(res["settings"]["buffer_bytes"] / 1e3, color="grey", ls="--", lw=0.8, label="buffer")
+    if res["settings"]["buffer_bytes"] is not None:
+        ax.axhline(res["settings"]["buffer_bytes"] / 1e3, color="grey", ls="--", lw=0.8, label="buffer")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("bottleneck data queue (kB)")
-    ax.set_title(f"FlashPass vs window transport on {res['switch']} (Mininet): {res['experiment']}", fontsize=9)
+    ax.set_title(f"{' vs '.join(res['runs'])} on {res['switch']} ({res['settings']['profile']} profile, Mininet): "
+                 f"{res['experiment']}", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def summary(res: dict) -> str:
     lines = [f"== {res['experiment']} ({res['switch']}) =="]
     for t, r in res["runs"].items():
-        dq, eq = r["queues"]["data"], r["queues"]["emulation"]
-        lines.append(f"  {t:9} {r['byte_exact']}/{len(r['flows'])} flows byte-exact, goodput {r['goodput_mbps']:.2f} "
+        dq, cq = r["queues"]["data"], r["queues"]["credit"]
+        lines.append(f"  {t:14} {r['byte_exact']}/{len(r['flows'])} flows byte-exact, goodput {r['goodput_mbps']:.2f} "
                      f"Mbit/s; data queue mean {dq['mean_depth_bytes'] / 1e3:.2f} kB, p99 "
                      f"{dq['p99_depth_bytes'] / 1e3:.2f} kB, max {dq['max_depth_bytes'] / 1e3:.2f} kB; data drops "
                      f"{dq['dropped_pkts'] or 0}, retransmissions {r['retransmissions']}, timeouts {r['timeouts']}")
-        if t == "flashpass":
+        if r["transport"] == "flashpass":
             em = r["emulation"]
             lines.append(f"            emulation: sent {em.get('emulation_sent', 0)}, lost {em.get('emulation_lost', 0)}, "
                          f"over-provisioned {em.get('over_provisioned_sent', 0)}, grants {em.get('grants_received', 0)} "
-                         f"(late {em.get('late_grants', 0)}); switch emulation queue: max {eq['max_depth_pkts']} pkts, "
-                         f"drops {eq['dropped_pkts'] or 0}, ECN {eq['ecn_marked_pkts']}")
+                         f"(late {em.get('late_grants', 0)}); switch emulation queue: max {cq['max_depth_pkts']} pkts, "
+                         f"drops {cq['dropped_pkts'] or 0}, ECN {cq['ecn_marked_pkts']}")
+        elif r["transport"] != "dctcp":
+            lines.append(f"{'':16} credit queue: max {cq['max_depth_pkts']} pkts, dequeued {cq['dequeued_pkts']}, "
+                         f"drops {cq['dropped_pkts'] or 0}")
     return "\n".join(lines)

@@ -11,6 +11,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def save(fig, path: Path) -> None:
+    """Lay out, write as a PNG and free the figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_throughput(series: Dict[str, List[dict]], link_bps: float, title: str, path: Path) -> None:
     """Per flow and per sub-flow throughput over time, in Mbit/s."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -31,9 +38,7 @@ def plot_throughput(series: Dict[str, List[dict]], link_bps: float, title: str, 
     ax.set_ylim(0, link_bps / 1e6 * 1.15)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper right", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_starvation(results: Dict[str, dict], path: Path) -> None:
@@ -49,9 +54,7 @@ def plot_starvation(results: Dict[str, dict], path: Path) -> None:
     ax.set_ylabel("starvation time (%)")
     ax.set_ylim(0, 100)
     ax.set_title("Fig. 9c: time with < 20 % of the link", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_incast(rows: List[dict], title: str, path: Path, size: int, link_bps: float) -> None:
@@ -70,9 +73,7 @@ def plot_incast(rows: List[dict], title: str, path: Path, size: int, link_bps: f
     ax.set_ylabel("max FCT (ms)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Path) -> None:
@@ -88,9 +89,7 @@ def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Pa
         ax.set_ylabel(f"{label} per spine")
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], link_bps: float, title: str,
@@ -142,9 +141,7 @@ def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], li
                         color=colours[next((k for k in colours if k in e["event"]), "link down")])
     axes[-1, 0].set_xlabel(f"time since the first fault (s); {smooth * 50} ms moving average")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_soak_resources(rows: List[dict], received: List[dict], smooth: int, title: str, path: Path) -> None:
@@ -178,6 +175,4 @@ def plot_soak_resources(rows: List[dict], received: List[dict], smooth: int, tit
     ax_f.set_xlabel("time (min)")
     for ax in (ax_m, ax_c, ax_f):
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .expfile import ExperimentError, Run, no_leftovers, read, result_header, take_run
+from .expfile import ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run
 from .experiments import AGENT_PORT, _agent, _read_json_lines
 from .fabric import dumbbell
 from .network import start_network
@@ -62,17 +62,13 @@ def parse_experiment(raw: dict, name: str) -> Experiment:
         raise ExperimentError(f"{name}: load must be in (0, 1], got {e.load}")
     if e.cdf not in CDFS and not Path(e.cdf).is_file():
         raise ExperimentError(f"{name}: cdf must be one of {', '.join(CDFS)} or a file, got {e.cdf!r}")
-    bad = [t for t in e.transports if t not in TRANSPORTS]
-    if bad or not e.transports:
-        raise ExperimentError(f"{name}: transports must be among {', '.join(TRANSPORTS)}, got {e.transports}")
+    check_transports(e.transports, TRANSPORTS, name)
     if not 0 < e.ecn_threshold_lcp_bytes <= e.ecn_threshold_hcp_bytes <= e.buffer_bytes:
         raise ExperimentError(f"{name}: need 0 < ecn_threshold_lcp_bytes <= ecn_threshold_hcp_bytes <= buffer_bytes")
     return e
 
 
-def load_experiment(path: Path, overrides: Optional[dict] = None) -> Experiment:
-    raw, name = read(path, overrides)
-    return parse_experiment(raw, name)
+load_experiment = loader(parse_experiment)
 
 
 def switch_config(e: Experiment) -> dict:
@@ -188,7 +184,7 @@ def run(e: Experiment, out: Path) -> dict:
 
 
 def plot(res: dict, path: Path) -> None:
-    from .plots import plt
+    from .plots import plt, save
 
     metrics = [("overall_avg_us", "overall avg"), ("small_avg_us", "small avg"),
                ("small_p99_us", "small p99"), ("large_avg_us", "large avg")]
@@ -203,9 +199,7 @@ def plot(res: dict, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_title(f"PPT vs DCTCP on {res['switch']} (Mininet): {res['experiment']}", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def summary(res: dict) -> str:

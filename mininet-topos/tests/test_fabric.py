@@ -220,31 +220,48 @@ def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
     assert fl.ExperimentError is soak.ExperimentError is ppt.ExperimentError is expfile.ExperimentError
 
 
-def test_flashpass_experiment_files_give_a_valid_flashpass_switch_config():
+def test_longflows_experiment_files_give_a_valid_switch_config():
     from flexpass_cp.config import parse_config, switch_entries, tm_settings
-    from flexpass_mininet import flashpass
+    from flexpass_mininet import longflows
     from flexpass_mininet.fabric import dumbbell
 
-    for name in ("flashpass", "flashpass-quick"):
-        e = flashpass.load_experiment(Path(name))
-        assert "flashpass" in e.transports and e.t_wait_us >= e.rtt_us
-        cfg = dumbbell(e.senders).control_plane_config(Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6),
-                                                       "flexpass_switch", "flashpass")
-        cfg.update(flashpass.switch_config(e))
+    for name in ("flashpass", "flashpass-quick", "credit-batch", "credit-batch-quick"):
+        e = longflows.load_experiment(Path(name))
+        sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
+        cfg = dumbbell(e.senders).control_plane_config(sc, "flexpass_switch", e.profile)
+        cfg.update(longflows.switch_config(e))
         c = parse_config(cfg)
         queues = {q.queue: q for q in tm_settings(c, "s1")[0].queues}
-        emu, data = queues[flashpass.EMULATION_QUEUE], queues[flashpass.DATA_QUEUE]
-        assert emu.shaper_rate_bps == pytest.approx(e.link_mbps * 1e6 * 84 / 1622)
-        assert data.buffer_bytes == e.buffer_bytes and data.red_threshold == 2 * 1514
-        assert any(getattr(x, "table", None) == "ecn_color" and not x.is_default for x in switch_entries(c, "s1"))
+        credit, data = queues[longflows.CREDIT_QUEUE], queues[longflows.DATA_QUEUE]
+        if e.profile == "flashpass":
+            assert "flashpass" in e.transports and e.t_wait_us >= e.rtt_us
+            assert credit.shaper_rate_bps == pytest.approx(e.link_mbps * 1e6 * 84 / 1622)
+            assert data.buffer_bytes == e.buffer_bytes and data.red_threshold == 2 * 1514
+            assert any(getattr(x, "table", None) == "ecn_color" and not x.is_default for x in switch_entries(c, "s1"))
+        else:
+            # The FlexPass profile at the scaling rule's thresholds: credits shaped to
+            # w_q·C·84/(84+1538) behind an 8-credit queue, which a batch fits.
+            assert e.buffer_bytes is None and max(e.credit_batches) <= sc.port_defaults()["credit_queue_packets"]
+            assert credit.shaper_rate_bps == pytest.approx(sc.w_q * e.link_mbps * 1e6 * 84 / 1622)
+            assert data.buffer_bytes == sc.buffer
 
 
-def test_flashpass_experiment_errors_name_the_key():
-    from flexpass_mininet import flashpass
+def test_longflows_experiment_errors_name_the_key():
+    from flexpass_mininet import longflows
 
-    with pytest.raises(flashpass.ExperimentError, match=r"x: unknown keys \['flows'\]"):
-        flashpass.parse_experiment({"flows": 3}, "x")
-    with pytest.raises(flashpass.ExperimentError, match="transports"):
-        flashpass.parse_experiment({"transports": ["flashpass", "cubic"]}, "x")
-    with pytest.raises(flashpass.ExperimentError, match="t_wait_us"):
-        flashpass.parse_experiment({"t_wait_us": 500, "rtt_us": 1000}, "x")
+    with pytest.raises(longflows.ExperimentError, match=r"x: unknown keys \['flows'\]"):
+        longflows.parse_experiment({"flows": 3}, "x")
+    with pytest.raises(longflows.ExperimentError, match="transports"):
+        longflows.parse_experiment({"transports": ["flashpass", "cubic"]}, "x")
+    with pytest.raises(longflows.ExperimentError, match="t_wait_us"):
+        longflows.parse_experiment({"t_wait_us": 500, "rtt_us": 1000}, "x")
+    with pytest.raises(longflows.ExperimentError, match=r"x.profile: one of flexpass, flashpass, got 'ppt'"):
+        longflows.parse_experiment({"profile": "ppt"}, "x")
+    for bad in ([], [0], [64], [1, True], ["8"]):
+        with pytest.raises(longflows.ExperimentError, match=r"x.credit_batches: credits per batch, each 1..63"):
+            longflows.parse_experiment({"credit_batches": bad}, "x")
+    # A window transport needs no T_wait: only FlashPass does.
+    longflows.parse_experiment({"transports": ["expresspass"], "t_wait_us": 500, "rtt_us": 1000}, "x")
+    runs = longflows.runs(longflows.parse_experiment({"transports": ["expresspass", "dctcp"],
+                                                      "credit_batches": [1, 8]}, "x"))
+    assert [label for label, _, _ in runs] == ["expresspass", "expresspass-b8", "dctcp", "dctcp-b8"]

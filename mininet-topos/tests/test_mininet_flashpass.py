@@ -1,4 +1,4 @@
-"""The FlashPass runner, short (issue #13): root, Mininet, flexpass_switch, P4 build, agent.
+"""The long-flows runner with the FlashPass profile, short (issue #13): root, Mininet, flexpass_switch, P4 build, agent.
 
 Runs experiments/flashpass-quick.toml (2 senders x 1 MB into one receiver through
 flexpass_switch with the FlashPass profile; the same senders with the agent's window
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(bool(SKIP), reason=SKIP)
 
 
 def test_flashpass_data_meets_a_near_empty_queue_without_loss(tmp_path):
-    from flexpass_mininet import flashpass as fp
+    from flexpass_mininet import longflows as fp
 
     exp = fp.load_experiment(env.REPO / "mininet-topos" / "experiments" / "flashpass-quick.toml")
     r = fp.run(exp, tmp_path)
@@ -42,7 +42,7 @@ def test_flashpass_data_meets_a_near_empty_queue_without_loss(tmp_path):
     assert fd["mean_depth_bytes"] < 1514, fd
     assert fd["mean_depth_bytes"] < 0.25 * wd["mean_depth_bytes"], (fd, wd)
     assert f["data_packets_dropped"] <= 2 and f["data_packets_dropped"] < w["data_packets_dropped"], (f, w)
-    em, eq = f["emulation"], f["queues"]["emulation"]
+    em, eq = f["emulation"], f["queues"]["credit"]
     assert em["emulation_sent"] > 0 and em["grants_received"] > 0.8 * em["emulation_sent"], em
     assert eq["dequeued_pkts"] > 0 and eq["max_depth_pkts"] <= 8, eq
     run_dir = tmp_path / f"{exp.name}-{exp.switch}"

@@ -55,6 +55,23 @@ impl Datapath {
         match mode {
             DatapathMode::Udp => udp(),
             DatapathMode::Xdp | DatapathMode::Auto => match XskPath::open(xdp) {
+                // Copy mode has no segmentation offload and copies each jumbo frame's
+                // buffers on both sides: on veth it ran at 0.49 of kernel TCP where the UDP
+                // socket's GSO/GRO reached 1.24 (docs/datapath.md, "Jumbo frames").
+                Ok(x)
+                    if mode == DatapathMode::Auto
+                        && x.info().multi_buffer
+                        && !x.info().zero_copy =>
+                {
+                    log::info!(
+                        "flexpass: AF_XDP would need copy-mode multi-buffer frames at MTU {} on {} (slower than the UDP socket's segmentation offload; --datapath xdp uses them); using the UDP socket",
+                        xdp.mtu,
+                        x.info().iface
+                    );
+                    // The AF_XDP path holds the port: it goes first.
+                    drop(x);
+                    udp()
+                }
                 Ok(x) => {
                     log::info!(
                         "flexpass: datapath {} (UDP port {})",
