@@ -136,6 +136,8 @@ def longflows_main(argv, name: str = "longflows") -> int:
     ap = _file_parser(name, "Long flows into one receiver through one switch profile: data queue, loss, "
                             "byte-exact, per transport and credit batch (issues #12, #13)")
     a = ap.parse_args(argv)
+    if a.experiment == "longflows":
+        ap.error("name an experiment file, e.g. experiments/credit-batch.toml or experiments/flashpass.toml")
     from . import longflows as lf
 
     exp, status = _load(name, lf.load_experiment, a, {})

@@ -14,9 +14,10 @@ queue marks nothing, so it is loss-driven like the paper's TCP baseline), or Exp
 with credits paced one by one against credits paced in batches.
 
 Measured: every flow byte-exact (sender and receiver SHA-256), its completion time and
-retransmissions, the senders' emulation counters; the bottleneck port's TM counters per
-queue (bytes dequeued, maximum depth, drops per reason) and the data queue's depth
-sampled every ``sample_ms`` (mean, p99, max).  Data loss is data packets the switch
+retransmissions, the senders' emulation counters; the TM counters (bytes dequeued, maximum
+depth, drops per reason) of the bottleneck port's data queue and of every port's credit
+queue (ExpressPass's credits queue on the ports back to the senders), and the data queue's
+depth sampled every ``sample_ms`` (mean, p99, max).  Data loss is data packets the switch
 dropped (data queue: full buffer or red) plus the senders' retransmissions.  Writes
 result.json, flows.csv, queue.csv and queue.png into <out>/<name>-<switch>/.
 """
@@ -215,7 +216,7 @@ def run(e: Experiment, out: Path) -> dict:
                 f.write(f"{t},{x['sender']},{x['bytes']},{x['fct_us']:.0f},{x.get('retransmissions', 0)},"
                         f"{x.get('timeouts', 0)},{x.get('error') or ''}\n")
     with open(d / "queue.csv", "w") as f:
-        f.write("run,t_s,data_depth_bytes,credit_depth_bytes\n")
+        f.write("run,t_s,data_depth_bytes,bottleneck_credit_depth_bytes\n")
         for t, r in res["runs"].items():
             for s, dd, ed in r["series"]:
                 f.write(f"{t},{s:.3f},{dd},{ed}\n")
