@@ -32,11 +32,15 @@ from typing import List
 from . import env
 
 
-def _file_parser(name: str, description: str) -> argparse.ArgumentParser:
-    """The arguments every file-driven runner takes: the experiment file, --switch, --out."""
+def _file_parser(name: str, description: str, default: bool = True) -> argparse.ArgumentParser:
+    """The arguments every file-driven runner takes: the experiment file (by default
+    experiments/NAME.toml, or none), --switch, --out."""
     ap = argparse.ArgumentParser(prog=f"python -m flexpass_mininet {name}", description=description)
-    ap.add_argument("experiment", nargs="?", default=name,
-                    help=f"experiment file (default: experiments/{name}.toml; a bare name is looked up there)")
+    if default:
+        ap.add_argument("experiment", nargs="?", default=name,
+                        help=f"experiment file (default: experiments/{name}.toml; a bare name is looked up there)")
+    else:
+        ap.add_argument("experiment", help="experiment file (a bare name is looked up in experiments/)")
     ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
     ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
     return ap
@@ -134,10 +138,9 @@ def ppt_main(argv) -> int:
 
 def longflows_main(argv, name: str = "longflows") -> int:
     ap = _file_parser(name, "Long flows into one receiver through one switch profile: data queue, loss, "
-                            "byte-exact, per transport and credit batch (issues #12, #13)")
+                            "byte-exact, per transport and credit batch (issues #12, #13)",
+                      default=name != "longflows")
     a = ap.parse_args(argv)
-    if a.experiment == "longflows":
-        ap.error("name an experiment file, e.g. experiments/credit-batch.toml or experiments/flashpass.toml")
     from . import longflows as lf
 
     exp, status = _load(name, lf.load_experiment, a, {})
