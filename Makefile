@@ -100,7 +100,7 @@ test-p4:
 	else $(MAKE) --no-print-directory p4 || exit 1; \
 	  bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
 	  if grep -q '^SKIPPED ptf:' build/ptf.out; then ran="v1model compiles"; notes="$$notes; $$(grep '^SKIPPED ptf:' build/ptf.out)"; \
-	  else ran="v1model + ptf (classification, credit meter, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)"; fi; fi; \
+	  else ran="v1model + ptf (classification, credit meter and its burst for credit batches, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)"; fi; fi; \
 	if $(TOFINO_BACKEND); then \
 	  $(MAKE) --no-print-directory p4-tofino || exit 1; ran="$${ran:+$$ran, }tna compiles (tofino, tofino2)"; \
 	  bash ptf-tests/run_tofino_model.sh 2>&1 | tee build/ptf-tofino.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \

@@ -227,6 +227,60 @@ class CreditMeter(FlexPassTest):
         testutils.verify_packet(self, expected(pkt, port), port)
 
 
+class CreditMeterBatchBurst(FlexPassTest):
+    """Credits paced in batches (agent --credit-batch B, docs/protocol.md §11) through the
+    P4 credit meter, with control-plane `credit_meter_burst_packets` = 9 on the port: a
+    batch of 9 credits sent back to back passes whole, twice in a row once the bucket has
+    refilled; two batches back to back pass one batch and the credit rate, no more.  With
+    the default burst (2) only 2 of such a batch pass (CreditMeter)."""
+
+    BURST = 9
+
+    def setUp(self):
+        FlexPassTest.setUp(self)
+        import dataclasses
+
+        from flexpass_cp.config import switch_entries
+
+        self.port = 2
+        pc = SW.ports[self.port]
+        q = dataclasses.replace(pc.queues, credit_meter_burst_packets=self.BURST)
+        sw = dataclasses.replace(SW, ports={**SW.ports, self.port: dataclasses.replace(pc, queues=q)})
+        self.burst_cfg = dataclasses.replace(CFG, switches={**CFG.switches, "s1": sw})
+        self.client.apply(switch_entries(self.burst_cfg, "s1"))
+
+    def tearDown(self):
+        from flexpass_cp.config import switch_entries
+
+        try:
+            self.client.apply(switch_entries(CFG, "s1"))
+        finally:
+            FlexPassTest.tearDown(self)
+
+    def passed(self, n, first_seq):
+        """Credits forwarded of `n` sent back to back (the counter and the port agree), and
+        how long sending took."""
+        qid = Q["credit"]
+        before = self.counters(self.port, qid)
+        elapsed = self.send_burst(1, [credit(self.port, seq=first_seq + i) for i in range(n)])
+        got = self.collect(self.port, timeout=5)  # ends after 1 s without a packet: refilled
+        self.assertEqual(len(got), self.counters(self.port, qid)["forwarded"] - before["forwarded"])
+        return len(got), elapsed
+
+    def runTest(self):
+        d = self.burst_cfg.derived("s1", self.port)
+        self.assertEqual(d.meter_burst_bytes // d.credit_bmv2_bytes, self.BURST)
+        time.sleep(self.BURST / d.credits_per_second + 0.1)  # a full bucket
+        one = [self.passed(self.BURST, 100 * k)[0] for k in range(2)]
+        two, elapsed = self.passed(2 * self.BURST, 1000)
+        allowed = self.BURST + d.credits_per_second * (elapsed + 0.05)
+        print(f"\nmeter burst {self.BURST}: batches of {self.BURST} passed {one}; two batches back to back "
+              f"({elapsed * 1e3:.1f} ms): {two} passed, allowed <= {allowed:.1f}")
+        self.assertEqual(one, [self.BURST, self.BURST], "a batch as large as the burst passes whole")
+        self.assertGreaterEqual(two, self.BURST)
+        self.assertLessEqual(two, allowed + 1, "the meter still holds the credit rate")
+
+
 class SymmetricEcmp(FlexPassTest):
     """A flow and its reverse pick the same ECMP member; many flows spread."""
 
