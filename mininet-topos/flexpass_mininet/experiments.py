@@ -72,6 +72,26 @@ def _read_json_lines(path: Path) -> List[dict]:
     return out
 
 
+@dataclass
+class DumbbellRun:
+    """One run of N senders into one receiver (the last host) through s1: the scaled
+    network, the fabric, the run's directory, and the receiver's name, address and port."""
+    scaled: Scaled
+    fab: Fabric
+    run_dir: Path
+    receiver: str
+    receiver_ip: str
+    receiver_port: int
+
+
+def dumbbell_run(link_mbps: float, rtt_us: float, senders: int, run_dir: Path) -> DumbbellRun:
+    fab = dumbbell(senders)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    receiver = f"h{senders + 1}"
+    return DumbbellRun(Scaled(link_mbps * 1e6, rtt_us / 1e6), fab, run_dir, receiver, fab.hosts[receiver].ip,
+                       fab.host_port(receiver)[1])
+
+
 class TmSampler:
     """Polls the flexpass_switch TM of one port: max depth per queue per interval."""
 

@@ -77,6 +77,15 @@ def result_header(run: Run) -> dict:
             "settings": {k: v for k, v in asdict(run).items() if k not in ("name", "description")}}
 
 
+def write_csv(path: Path, header: str, rows) -> None:
+    """A result table: the comma-separated ``header``, then one line per row (an iterable
+    of values, written as they print)."""
+    with open(path, "w") as f:
+        f.write(header + "\n")
+        for row in rows:
+            f.write(",".join(str(v) for v in row) + "\n")
+
+
 def take_run(raw: dict, run: Run, extra=()) -> None:
     """Fill ``run`` from the top-level keys of ``raw``: the shared ones, ``extra``
     ((key, type) pairs of the runner's own scalars), and, for a leaf-spine run, the

@@ -31,11 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .expfile import ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run
-from .experiments import AGENT_PORT, _agent, _read_json_lines
-from .fabric import dumbbell
+from .expfile import (ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run,
+                      write_csv)
+from .experiments import AGENT_PORT, _agent, _read_json_lines, dumbbell_run
 from .network import start_network
-from .scaling import Scaled
 
 from flexpass_cp.config import DEFAULT_BMV2_PRIORITY
 
@@ -135,13 +134,9 @@ def queue_summary(port_stats: List[dict], depth_samples: List[int]) -> dict:
 
 
 def run_one(e: Experiment, label: str, transport: str, batch: int, out: Path) -> dict:
-    sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
-    fab = dumbbell(e.senders)
-    run_dir = out / f"{e.name}-{e.switch}" / label
-    run_dir.mkdir(parents=True, exist_ok=True)
-    receiver = f"h{e.senders + 1}"
-    rip = fab.hosts[receiver].ip
-    sw_port = fab.host_port(receiver)[1]
+    d = dumbbell_run(e.link_mbps, e.rtt_us, e.senders, out / f"{e.name}-{e.switch}" / label)
+    sc, fab, run_dir, receiver, rip, sw_port = (d.scaled, d.fab, d.run_dir, d.receiver, d.receiver_ip,
+                                                d.receiver_port)
     extra = ["--t-wait-us", f"{e.t_wait_us:g}", "--flashpass-no-unscheduled"] if transport == "flashpass" else []
     series: List[tuple] = []
     from flexpass_cp.tm_client import TmClient
@@ -209,22 +204,21 @@ def run(e: Experiment, out: Path) -> dict:
               f"RTT {e.rtt_us:g} µs, {e.profile} switch)", flush=True)
         res["runs"][label] = run_one(e, label, t, b, out)
     d = out / f"{e.name}-{e.switch}"
-    with open(d / "flows.csv", "w") as f:
-        f.write("run,sender,bytes,fct_us,retransmissions,timeouts,error\n")
-        for t, r in res["runs"].items():
-            for x in r["flows"]:
-                f.write(f"{t},{x['sender']},{x['bytes']},{x['fct_us']:.0f},{x.get('retransmissions', 0)},"
-                        f"{x.get('timeouts', 0)},{x.get('error') or ''}\n")
-    with open(d / "queue.csv", "w") as f:
-        f.write("run,t_s,data_depth_bytes,bottleneck_credit_depth_bytes\n")
-        for t, r in res["runs"].items():
-            for s, dd, ed in r["series"]:
-                f.write(f"{t},{s:.3f},{dd},{ed}\n")
+    write_tables(res, d)
     plot(res, d / "queue.png")
     for r in res["runs"].values():
         del r["series"]
     (d / "result.json").write_text(json.dumps(res, indent=2))
     return res
+
+
+def write_tables(res: dict, d: Path) -> None:
+    """flows.csv (a row per flow) and queue.csv (the data queue's depth over time)."""
+    write_csv(d / "flows.csv", "run,sender,bytes,fct_us,retransmissions,timeouts,error",
+              ((t, x["sender"], x["bytes"], f"{x['fct_us']:.0f}", x.get("retransmissions", 0), x.get("timeouts", 0),
+                x.get("error") or "") for t, r in res["runs"].items() for x in r["flows"]))
+    write_csv(d / "queue.csv", "run,t_s,data_depth_bytes,bottleneck_credit_depth_bytes",
+              ((t, f"{s:.3f}", dd, cd) for t, r in res["runs"].items() for s, dd, cd in r["series"]))
 
 
 def plot(res: dict, path: Path) -> None:

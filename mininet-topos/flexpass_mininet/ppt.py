@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .expfile import ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run
-from .experiments import AGENT_PORT, _agent, _read_json_lines
-from .fabric import dumbbell
+from .expfile import (ExperimentError, Run, check_transports, loader, no_leftovers, result_header, take_run,
+                      write_csv)
+from .experiments import AGENT_PORT, _agent, _read_json_lines, dumbbell_run
 from .network import start_network
-from .scaling import Scaled
 
 TRANSPORTS = ("dctcp", "ppt")
 CDFS = ("search", "mining", "cachefollower", "webserver", "facebook", "google")
@@ -120,13 +119,9 @@ def queue_summary(stats: dict) -> Dict[str, dict]:
 # -- the run ------------------------------------------------------------------------------
 
 def run_transport(e: Experiment, transport: str, out: Path) -> dict:
-    sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
-    fab = dumbbell(e.senders)
-    run_dir = out / f"{e.name}-{e.switch}" / transport
-    run_dir.mkdir(parents=True, exist_ok=True)
-    receiver = f"h{e.senders + 1}"
-    rip = fab.hosts[receiver].ip
-    sw_port = fab.host_port(receiver)[1]
+    d = dumbbell_run(e.link_mbps, e.rtt_us, e.senders, out / f"{e.name}-{e.switch}" / transport)
+    sc, fab, run_dir, receiver, rip, sw_port = (d.scaled, d.fab, d.run_dir, d.receiver, d.receiver_ip,
+                                                d.receiver_port)
     stats = None
     with start_network(fab, sc, e.switch, run_dir, "ppt", config_extra=switch_config(e)) as net:
         net.popen(receiver, _agent("serve", "--listen", f"{rip}:{AGENT_PORT}", *sc.agent_args()),
@@ -167,20 +162,20 @@ def run(e: Experiment, out: Path) -> dict:
         res["runs"][t] = run_transport(e, t, out)
     d = out / f"{e.name}-{e.switch}"
     (d / "result.json").write_text(json.dumps(res, indent=2))
-    with open(d / "fct.csv", "w") as f:
-        f.write("transport,sender,size,start_us,fct_us,timeouts,retransmissions,error\n")
-        for t, r in res["runs"].items():
-            for x in r["flows"]:
-                f.write(f"{t},{x['sender']},{x['size']},{x.get('start_us', 0):.0f},{x['fct_us']:.0f},"
-                        f"{x.get('timeouts', 0)},{x.get('retransmissions', 0)},{x.get('error') or ''}\n")
-    with open(d / "queues.csv", "w") as f:
-        f.write("transport,priority,queue,dequeued_bytes,share,max_depth_bytes,ecn_marked_pkts,dropped_pkts\n")
-        for t, r in res["runs"].items():
-            for p, q in (r["queues"] or {}).items():
-                f.write(f"{t},{p},{q['queue']},{q['dequeued_bytes']},{q['share']:.4f},{q['max_depth_bytes']},"
-                        f"{q['ecn_marked_pkts']},{sum(q['dropped_pkts'].values())}\n")
+    write_tables(res, d)
     plot(res, d / "fct.png")
     return res
+
+
+def write_tables(res: dict, d: Path) -> None:
+    """fct.csv (a row per flow) and queues.csv (a row per run and priority)."""
+    write_csv(d / "fct.csv", "transport,sender,size,start_us,fct_us,timeouts,retransmissions,error",
+              ((t, x["sender"], x["size"], f"{x.get('start_us', 0):.0f}", f"{x['fct_us']:.0f}", x.get("timeouts", 0),
+                x.get("retransmissions", 0), x.get("error") or "") for t, r in res["runs"].items() for x in r["flows"]))
+    write_csv(d / "queues.csv",
+              "transport,priority,queue,dequeued_bytes,share,max_depth_bytes,ecn_marked_pkts,dropped_pkts",
+              ((t, p, q["queue"], q["dequeued_bytes"], f"{q['share']:.4f}", q["max_depth_bytes"], q["ecn_marked_pkts"],
+                sum(q["dropped_pkts"].values())) for t, r in res["runs"].items() for p, q in (r["queues"] or {}).items()))
 
 
 def plot(res: dict, path: Path) -> None:

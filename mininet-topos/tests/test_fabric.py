@@ -265,3 +265,26 @@ def test_longflows_experiment_errors_name_the_key():
     runs = longflows.runs(longflows.parse_experiment({"transports": ["expresspass", "dctcp"],
                                                       "credit_batches": [1, 8]}, "x"))
     assert [label for label, _, _ in runs] == ["expresspass", "expresspass-b8", "dctcp", "dctcp-b8"]
+
+
+def test_result_tables_have_a_row_per_flow_and_the_header_s_columns(tmp_path):
+    import csv
+
+    from flexpass_mininet import longflows, ppt
+
+    flow = {"sender": "h1", "bytes": 100, "size": 100, "fct_us": 1234.4, "start_us": 5.6, "retransmissions": 2}
+    queues = {f"P{p}": {"queue": 7 - p, "dequeued_bytes": 10 * p, "share": p / 28, "max_depth_bytes": p,
+                        "ecn_marked_pkts": 0, "dropped_pkts": {"red": p, "queue_full": 1}} for p in range(8)}
+    ppt.write_tables({"runs": {"dctcp": {"flows": [flow, dict(flow, error="timeout")], "queues": queues},
+                               "ppt": {"flows": [flow], "queues": None}}}, tmp_path)
+    longflows.write_tables({"runs": {"expresspass-b8": {"flows": [flow], "series": [(0.5, 1514, 84)]}}}, tmp_path)
+    tables = {n: list(csv.DictReader(open(tmp_path / n))) for n in ("fct.csv", "queues.csv", "flows.csv", "queue.csv")}
+    assert [r["error"] for r in tables["fct.csv"]] == ["", "timeout", ""]
+    assert tables["fct.csv"][0] == {"transport": "dctcp", "sender": "h1", "size": "100", "start_us": "6",
+                                    "fct_us": "1234", "timeouts": "0", "retransmissions": "2", "error": ""}
+    assert len(tables["queues.csv"]) == 8 and tables["queues.csv"][3]["dropped_pkts"] == "4"
+    assert tables["queues.csv"][3]["share"] == "0.1071"
+    assert tables["flows.csv"] == [{"run": "expresspass-b8", "sender": "h1", "bytes": "100", "fct_us": "1234",
+                                    "retransmissions": "2", "timeouts": "0", "error": ""}]
+    assert tables["queue.csv"] == [{"run": "expresspass-b8", "t_s": "0.500", "data_depth_bytes": "1514",
+                                    "bottleneck_credit_depth_bytes": "84"}]
