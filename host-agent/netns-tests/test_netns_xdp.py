@@ -98,6 +98,12 @@ def pair4():
     yield from pair_with(4)
 
 
+@pytest.fixture
+def pair16():
+    """The same veth pair with 16 transmit and receive queues per end."""
+    yield from pair_with(16)
+
+
 def xdp_attached(name, dev):
     """The XDP program on `dev`, as `ip link` reports it (None if none)."""
     out = ns(name, "ip", "-d", "link", "show", "dev", dev).stdout
@@ -290,6 +296,31 @@ def test_a_multi_queue_interface_is_served_on_every_queue(pair4, queues):
         assert x["kernel_rx"] < 0.01 * total, x
     else:
         assert x["kernel_rx"] > 0.1 * total, f"all flows hashed to queue 0? {x}"
+    assert x["rx_dropped"] == 0 and x["bad_frames"] == 0, x
+
+
+@pytest.mark.parametrize("queues", ["all", "0-7"])
+def test_more_than_eight_queues_are_served(pair16, queues):
+    """16 receive queues. With `--xdp-queue all`, 16 AF_XDP sockets on one UMEM (256
+    receive frames each) take every datagram of 24 flows spread by the client's flow hash;
+    binding only queues 0-7 leaves a good share to the kernel socket, which shows that the
+    flows reached queues 8-15."""
+    flows, size = 24, 500_000
+    arg = "all" if queues == "all" else ",".join(map(str, range(8)))
+    srv, log = serve(pair16, flows, extra=("--xdp-queue", arg))
+    assert "queues " + ",".join(map(str, range(16 if queues == "all" else 8))) + " " in log, log
+    senders = [send(pair16, "expresspass", size, datapath="udp") for _ in range(flows)]
+    sent = [records(finish(p)[0])[0] for p in senders]
+    sout, serr = finish(srv)
+    got = records(sout)
+    assert len(got) == flows and all(r["sha256"] == pattern_sha(size) for r in sent + got)
+    x = stats(serr, "serve")["xdp"]
+    print(f"--xdp-queue {queues} of 16: {x}")
+    total = x["xsk_rx"] + x["kernel_rx"]
+    if queues == "all":
+        assert x["kernel_rx"] < 0.01 * total, x
+    else:
+        assert x["kernel_rx"] > 0.1 * total, f"no flow hashed to queues 8-15? {x}"
     assert x["rx_dropped"] == 0 and x["bad_frames"] == 0, x
 
 

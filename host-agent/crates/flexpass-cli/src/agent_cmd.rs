@@ -108,7 +108,7 @@ pub struct NetArgs {
     #[arg(long)]
     pub xdp_iface: Option<String>,
     /// AF_XDP: receive queues to bind, `0`, `0,1,…` or `all` (every receive queue, at most
-    /// 8; one AF_XDP socket each). FlexPass datagrams on other queues reach the kernel UDP
+    /// 64; one AF_XDP socket each). FlexPass datagrams on other queues reach the kernel UDP
     /// socket; on a multi-queue NIC bind `all`, or steer the port to one queue (ethtool -N).
     #[arg(long, default_value = "0")]
     pub xdp_queue: flexpass_agent::xdp::XdpQueues,
