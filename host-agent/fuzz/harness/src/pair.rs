@@ -16,7 +16,7 @@ use crate::alloc::{Budget, PER_BYTE, PER_OP, PER_PACKET};
 use crate::codec::{decode_input, Codec, Reader, Writer};
 use crate::receiver::{ReceiverHeader, ReceiverPkt, REORDER};
 use crate::sender::{poll_count, SenderPkt, MAX_WRITE, MSS};
-use crate::sut::{jump, through_wire, ReceiverSut, SenderSut, FLOW, MAX_TIME};
+use crate::sut::{advanced, jump, through_wire, ReceiverSut, SenderSut, FLOW, MAX_TIME};
 use flexpass_core::config::uses_credits;
 use flexpass_core::{Nanos, SenderError, MILLIS};
 use flexpass_wire::{Packet, TransportKind};
@@ -520,7 +520,7 @@ impl PairHarness {
                 self.flush(*dir);
             }
             PairOp::Advance { dt } => {
-                self.now = self.now.saturating_add(*dt).min(MAX_TIME);
+                self.now = advanced(self.now, *dt);
                 self.sync();
             }
             PairOp::Timeout { side } => self.timeout(*side),

@@ -24,6 +24,13 @@ pub const MAX_TIME: Nanos = 1 << 52;
 /// No deadline may lie beyond this (it would be an overflow in the making).
 pub const MAX_DEADLINE: Nanos = 1 << 62;
 
+/// The clock after an `Advance` of `dt`: it stops at MAX_TIME, and never runs backwards
+/// (timers fire beyond MAX_TIME; an advance from there leaves the clock where it is: it
+/// once moved it back 5.5 s, and the receiver's next credit was then 5.5 s away).
+pub fn advanced(now: Nanos, dt: u64) -> Nanos {
+    now.max(now.saturating_add(dt).min(MAX_TIME))
+}
+
 /// The clock after jumping to deadline `t`.
 pub fn jump(now: Nanos, t: Nanos) -> Nanos {
     assert!(
@@ -304,7 +311,7 @@ impl SenderSut {
     }
 
     pub fn advance(&mut self, dt: u64) {
-        self.now = self.now.saturating_add(dt).min(MAX_TIME);
+        self.now = advanced(self.now, dt);
     }
 
     pub fn write(&mut self, len: usize) {
@@ -776,7 +783,7 @@ impl ReceiverSut {
     }
 
     pub fn advance(&mut self, dt: u64) {
-        self.now = self.now.saturating_add(dt).min(MAX_TIME);
+        self.now = advanced(self.now, dt);
     }
 
     /// In-order prefix of everything accepted.
