@@ -474,7 +474,6 @@ def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
             "--detect", "probe", "--probe-interval-ms", f"{exp.probe_interval_ms:g}",
             "--probe-dead-ms", f"{exp.probe_dead_ms:g}", "--probe-up-ms", f"{exp.probe_up_ms:g}"]
         cp = ControlPlane(cfg_path, run_dir, exp.controller_interval_s, exp.controller_resync_s, detect)
-        build = cp.build_args()
         try:
             t = cp.start()
             first = cp.wait_in_sync(t, sorted(fab.switches))
