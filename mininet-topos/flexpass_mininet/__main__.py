@@ -148,7 +148,7 @@ def longflows_main(argv, name: str = "longflows") -> int:
         return status
     r = lf.run(exp, a.out)
     print(lf.summary(r))
-    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, flows.csv, queue.csv, queue.png, logs)")
+    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, runs.csv, flows.csv, queue.csv, queue.png, logs)")
     return 0
 
 

@@ -21,7 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from . import env
 from .fabric import Fabric, dumbbell, incast, leaf_spine
@@ -90,6 +90,17 @@ def dumbbell_run(link_mbps: float, rtt_us: float, senders: int, run_dir: Path) -
     receiver = f"h{senders + 1}"
     return DumbbellRun(Scaled(link_mbps * 1e6, rtt_us / 1e6), fab, run_dir, receiver, fab.hosts[receiver].ip,
                        fab.host_port(receiver)[1])
+
+
+def p4_counters(fab: Fabric, switch: str, names=("forwarded",)) -> Dict[str, Dict[int, Tuple[int, int]]]:
+    """The P4 program's indirect counters `names` of `switch`, read over P4Runtime: per name,
+    index (port * 8 + queue) -> (packets, bytes)."""
+    from flexpass_cp.p4runtime_client import P4RuntimeClient
+
+    node = fab.switches[switch]
+    with P4RuntimeClient(f"127.0.0.1:{node.grpc_port}", node.index - 1, (0, 100 + node.index), timeout=10) as c:
+        c.load_p4info(env.P4_BUILD / "flexpass.p4info.txtpb")
+        return {n: c.read_counter(n) for n in names}
 
 
 class TmSampler:
@@ -356,7 +367,6 @@ def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
     """Flows between leaves one at a time; per-spine P4 counters show which spine carried
     each flow's data (FlexPass queue) and which its credits (credit queue)."""
     from flexpass_cp.config import DEFAULT_BMV2_PRIORITY as QID
-    from flexpass_cp.p4runtime_client import P4RuntimeClient
 
     sc = opts.scaled()
     fab = leaf_spine()
@@ -370,14 +380,7 @@ def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
         spines = sorted(s for s in fab.switches if s.startswith("spine"))
 
         def counters() -> Dict[str, Dict[int, int]]:
-            res = {}
-            for s in spines:
-                node = fab.switches[s]
-                with P4RuntimeClient(f"127.0.0.1:{node.grpc_port}", node.index - 1, (0, 100 + node.index),
-                                     timeout=10) as c:
-                    c.load_p4info(env.P4_BUILD / "flexpass.p4info.txtpb")
-                    res[s] = {k: v[0] for k, v in c.read_counter("forwarded").items()}
-            return res
+            return {s: {k: v[0] for k, v in p4_counters(fab, s)["forwarded"].items()} for s in spines}
 
         cross = [(a, b) for a in ("h1", "h2") for b in ("h3", "h4")] + \
                 [(a, b) for a in ("h3", "h4") for b in ("h1", "h2")]

@@ -246,6 +246,29 @@ def test_longflows_experiment_files_give_a_valid_switch_config():
             assert data.buffer_bytes == sc.buffer
 
 
+def test_stock_bmv2_credit_batch_files_set_meter_burst_and_credit_queue_to_a_batch_and_one():
+    from flexpass_cp.bmv2_queues import queue_commands
+    from flexpass_cp.config import parse_config
+    from flexpass_mininet import longflows
+    from flexpass_mininet.fabric import dumbbell
+
+    for name in ("credit-batch-bmv2", "credit-batch-bmv2-quick"):
+        e = longflows.load_experiment(Path(name))
+        assert e.switch == "simple_switch" and max(e.credit_batches) == 8
+        sc = Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6)
+        cfg = dumbbell(e.senders).control_plane_config(sc, "simple_switch", e.profile)
+        cfg.update(longflows.switch_config(e))
+        c = parse_config(cfg)
+        for port in c.switch("s1").ports:
+            d = c.derived("s1", port)
+            # docs/datapath.md, "Credit batches": a policing port passes B + 1 at once.
+            assert d.meter_burst_bytes // d.credit_bmv2_bytes == 9
+            assert d.port.queues.ecn_threshold_bytes == sc.ecn_threshold  # the scaling rule's K stays
+        depth = [q.value for q in queue_commands(c, "s1")
+                 if q.verb == "set_queue_depth" and q.priority == longflows.CREDIT_QUEUE]
+        assert depth and set(depth) == {9}
+
+
 def test_longflows_experiment_errors_name_the_key():
     from flexpass_mininet import longflows
 
@@ -257,6 +280,8 @@ def test_longflows_experiment_errors_name_the_key():
         longflows.parse_experiment({"t_wait_us": 500, "rtt_us": 1000}, "x")
     with pytest.raises(longflows.ExperimentError, match=r"x.profile: one of flexpass, flashpass, got 'ppt'"):
         longflows.parse_experiment({"profile": "ppt"}, "x")
+    with pytest.raises(longflows.ExperimentError, match=r"x.credit_meter_burst_packets: credits, 1..64, got 0"):
+        longflows.parse_experiment({"credit_meter_burst_packets": 0}, "x")
     for bad in ([], [0], [64], [1, True], ["8"]):
         with pytest.raises(longflows.ExperimentError, match=r"x.credit_batches: credits per batch, each 1..63"):
             longflows.parse_experiment({"credit_batches": bad}, "x")
@@ -277,8 +302,28 @@ def test_result_tables_have_a_row_per_flow_and_the_header_s_columns(tmp_path):
                         "ecn_marked_pkts": 0, "dropped_pkts": {"red": p, "queue_full": 1}} for p in range(8)}
     ppt.write_tables({"runs": {"dctcp": {"flows": [flow, dict(flow, error="timeout")], "queues": queues},
                                "ppt": {"flows": [flow], "queues": None}}}, tmp_path)
-    longflows.write_tables({"runs": {"expresspass-b8": {"flows": [flow], "series": [(0.5, 1514, 84)]}}}, tmp_path)
-    tables = {n: list(csv.DictReader(open(tmp_path / n))) for n in ("fct.csv", "queues.csv", "flows.csv", "queue.csv")}
+    # A stock-BMv2 run: its P4 counters (port 3 towards the receiver, 1 and 2 to the
+    # senders; index port * 8 + queue) in the TM statistics' shape, no depths.
+    cq, dq = longflows.CREDIT_QUEUE, longflows.DATA_QUEUE
+    counters = {"forwarded": {3 * 8 + dq: (900, 1_300_000), 1 * 8 + cq: (400, 33_600), 2 * 8 + cq: (410, 34_440)},
+                "ecn_marked": {3 * 8 + dq: (12, 0)}, "red_dropped": {},
+                "credit_dropped": {1 * 8 + cq: (30, 2520), 2 * 8 + cq: (5, 420)}}
+    queues = longflows.queue_summary([longflows.p4_port_stats(counters, p) for p in (3, 1, 2)], [])
+    assert queues["credit"] == {"queue": cq, "ports": 3, "dropped_pkts": {"credit_meter": 35}, "dequeued_pkts": 810,
+                                "dequeued_bytes": 68_040, "ecn_marked_pkts": 0, "max_depth_bytes": None,
+                                "max_depth_pkts": None}
+    assert queues["data"]["dequeued_pkts"] == 900 and queues["data"]["ecn_marked_pkts"] == 12
+    assert queues["data"]["mean_depth_bytes"] is None and queues["data"]["dropped_pkts"] == {}
+    run = {"credit_batch": 8, "byte_exact": 1, "goodput_mbps": 15.25, "retransmissions": 2, "timeouts": 0,
+           "data_packets_dropped": 0, "queues": queues, "flows": [flow], "series": [(0.5, 1514, 84)]}
+    longflows.write_tables({"runs": {"expresspass-b8": run}}, tmp_path)
+    tables = {n: list(csv.DictReader(open(tmp_path / n)))
+              for n in ("fct.csv", "queues.csv", "flows.csv", "queue.csv", "runs.csv")}
+    assert tables["runs.csv"] == [{"run": "expresspass-b8", "credit_batch": "8", "byte_exact": "1",
+                                   "goodput_mbps": "15.250", "retransmissions": "2", "timeouts": "0",
+                                   "data_dequeued": "900", "data_ce_marked": "12", "data_dropped": "0",
+                                   "data_max_depth_bytes": "", "credits_dequeued": "810", "credits_dropped": "35",
+                                   "credit_max_depth_pkts": ""}]
     assert [r["error"] for r in tables["fct.csv"]] == ["", "timeout", ""]
     assert tables["fct.csv"][0] == {"transport": "dctcp", "sender": "h1", "size": "100", "start_us": "6",
                                     "fct_us": "1234", "timeouts": "0", "retransmissions": "2", "error": ""}
