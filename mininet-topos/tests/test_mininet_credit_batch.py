@@ -75,9 +75,8 @@ def test_credit_batches_pass_the_p4_meter_of_stock_bmv2(tmp_path):
     for run in (one, batched):
         assert run["byte_exact"] == exp.senders and not run["senders_timed_out"], run["flows"]
         assert run["timeouts"] == 0 and run["data_packets_dropped"] == 0, run["queues"]
-    # A flow credited alone at its link's full credit rate meets a meter of that same rate:
-    # the jitter's random walk costs credits, more so in batches.  Measured: burst 9 (4 runs),
-    # one by one 6-8 %, batches 12-14 %; default burst 2 (2 runs), 15-16 % and 26-27 %.
+    # Measured: burst 9 (4 runs), one by one 6-8 %, batches 12-14 %; default burst 2 (2 runs),
+    # 15-16 % and 26-27 % (docs/datapath.md, "Credit batches", has our reading of why).
     print(f"credits dropped by the meter: one by one {metered_share(one):.1%}, batches {metered_share(batched):.1%}")
     assert metered_share(one) < 0.2 and metered_share(batched) < 0.2, (one["queues"], batched["queues"])
     assert batched["goodput_mbps"] >= 0.8 * one["goodput_mbps"], (one["goodput_mbps"], batched["goodput_mbps"])
