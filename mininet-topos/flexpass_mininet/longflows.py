@@ -42,7 +42,7 @@ from .experiments import AGENT_PORT, _agent, _read_json_lines, dumbbell_run, p4_
 from .network import start_network
 from .scaling import Scaled
 
-from flexpass_cp.config import DEFAULT_BMV2_PRIORITY
+from flexpass_cp.config import DEFAULT_BMV2_PRIORITY, PORT_QUEUE_COUNTERS, QUEUES_PER_PORT
 
 TRANSPORTS = ("flexpass", "expresspass", "flashpass", "dctcp")
 PROFILES = ("flexpass", "flashpass")
@@ -51,8 +51,6 @@ PROFILES = ("flexpass", "flashpass")
 CREDIT_QUEUE = DEFAULT_BMV2_PRIORITY["credit"]
 DATA_QUEUE = DEFAULT_BMV2_PRIORITY["flexpass"]
 MAX_CREDIT_BATCH = 63  # the agent's --credit-batch range
-# The P4 program's per (port, queue) counters (p4src/v1model/include/control/counters.p4).
-P4_COUNTERS = ("forwarded", "ecn_marked", "red_dropped", "credit_dropped")
 
 
 @dataclass
@@ -161,21 +159,29 @@ def queue_summary(port_stats: List[dict], depth_samples: List[int]) -> dict:
 
 
 def p4_port_stats(counters: dict, port: int) -> dict:
-    """One port's P4 counters (``p4_counters``, P4_COUNTERS) in the shape of flexpass_switch's
+    """One port's P4 counters (``p4_counters``, PORT_QUEUE_COUNTERS) in the shape of flexpass_switch's
     TM statistics, for stock BMv2: per queue what left it, was CE-marked, and what the P4
     program dropped (red data above the selective-drop threshold, credits above the meter);
     BMv2's own queue drops and depths are not visible (depths None)."""
     def cell(name, q, i=0):
-        return counters[name].get(port * 8 + q, (0, 0))[i]
+        return counters[name].get(port * QUEUES_PER_PORT + q, (0, 0))[i]
 
     queues = []
-    for q in range(8):
+    for q in range(QUEUES_PER_PORT):
         drops = {"red": cell("red_dropped", q), "credit_meter": cell("credit_dropped", q)}
         if cell("forwarded", q) or any(drops.values()):
             queues.append({"queue": q, "dequeued_pkts": cell("forwarded", q), "dequeued_bytes": cell("forwarded", q, 1),
                            "ecn_marked_pkts": cell("ecn_marked", q), "dropped_pkts": drops,
                            "max_depth_bytes": None, "max_depth_pkts": None})
     return {"port": port, "queues": queues}
+
+
+def meter_drop_share(run: dict) -> float:
+    """The share of a run's credits that the P4 credit meter dropped (stock BMv2)."""
+    cq = run["queues"]["credit"]
+    dropped = cq["dropped_pkts"].get("credit_meter", 0)
+    total = cq["dequeued_pkts"] + dropped
+    return dropped / total if total else 0.0
 
 
 def run_one(e: Experiment, label: str, transport: str, batch: int, out: Path) -> dict:
@@ -219,7 +225,7 @@ def run_one(e: Experiment, label: str, transport: str, batch: int, out: Path) ->
             if tm:
                 stats = [tm.get_stats(p) for p in ports]
             else:
-                counters = p4_counters(fab, "s1", P4_COUNTERS)
+                counters = p4_counters(fab, "s1", PORT_QUEUE_COUNTERS)
                 stats = [p4_port_stats(counters, p) for p in ports]
         timed_out = [f"h{i}" for i, p in enumerate(procs, start=1) if p.poll() is None]
         time.sleep(0.5)
@@ -294,13 +300,8 @@ def plot(res: dict, path: Path) -> None:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(7, 3.4))
         a1.bar(labels, [r["goodput_mbps"] for r in res["runs"].values()], color="tab:blue")
         a1.set_ylabel("goodput (Mbit/s)")
-
-        def share(n, of):
-            return 100.0 * n / of if of else 0.0
-        credit = [share(r["queues"]["credit"]["dropped_pkts"].get("credit_meter", 0),
-                        r["queues"]["credit"]["dequeued_pkts"] + r["queues"]["credit"]["dropped_pkts"].get("credit_meter", 0))
-                  for r in res["runs"].values()]
-        ce = [share(r["queues"]["data"]["ecn_marked_pkts"], r["queues"]["data"]["dequeued_pkts"])
+        credit = [100.0 * meter_drop_share(r) for r in res["runs"].values()]
+        ce = [100.0 * r["queues"]["data"]["ecn_marked_pkts"] / max(1, r["queues"]["data"]["dequeued_pkts"])
               for r in res["runs"].values()]
         xs = range(len(labels))
         a2.bar([x - 0.2 for x in xs], credit, width=0.4, label="credits dropped by the meter")

@@ -66,15 +66,11 @@ def test_credit_batches_pass_the_p4_meter_of_stock_bmv2(tmp_path):
     print(longflows.summary(r))
     one, batched = r["runs"]["expresspass"], r["runs"]["expresspass-b8"]
 
-    def metered_share(run):
-        cq = run["queues"]["credit"]
-        dropped = cq["dropped_pkts"].get("credit_meter", 0)
-        assert cq["dequeued_pkts"] > 0, cq
-        return dropped / (cq["dequeued_pkts"] + dropped)
-
+    metered_share = longflows.meter_drop_share
     for run in (one, batched):
         assert run["byte_exact"] == exp.senders and not run["senders_timed_out"], run["flows"]
         assert run["timeouts"] == 0 and run["data_packets_dropped"] == 0, run["queues"]
+        assert run["queues"]["credit"]["dequeued_pkts"] > 0, run["queues"]
     # Measured: burst 9 (4 runs), one by one 6-8 %, batches 12-14 %; default burst 2 (2 runs),
     # 15-16 % and 26-27 % (docs/datapath.md, "Credit batches", has our reading of why).
     print(f"credits dropped by the meter: one by one {metered_share(one):.1%}, batches {metered_share(batched):.1%}")
