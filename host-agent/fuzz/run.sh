@@ -12,7 +12,7 @@
 #    cov (edges covered) and ft (features), and writes a one-line summary to
 #    build/fuzz/summary.txt (the test summary quotes it).
 #
-# Environment: FUZZ_TARGETS (default: all four), FUZZ_SANITIZER (default none: the code
+# Environment: FUZZ_TARGETS (default: all five), FUZZ_SANITIZER (default none: the code
 # under test is safe Rust, and without ASan the 2-core test machine runs ~3x more inputs;
 # use `address` to look for memory errors in dependencies), FUZZ_COVERAGE=1 (also
 # `cargo fuzz coverage` over each corpus and a line-coverage report of flexpass-core and
@@ -25,7 +25,7 @@ secs=${1:-60}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 logs=$root/build/fuzz
-targets=${FUZZ_TARGETS:-decode sender receiver pair}
+targets=${FUZZ_TARGETS:-decode sender receiver pair trace}
 san=${FUZZ_SANITIZER:-none}
 mkdir -p "$logs"
 cd "$here" || exit 1

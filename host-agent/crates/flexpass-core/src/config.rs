@@ -114,6 +114,15 @@ pub struct CreditConfig {
     /// (ExpressPass §3.1: 8 credits) absorbs them, and its rate limiter spaces them again.
     #[serde(default = "one_credit")]
     pub batch: u32,
+    /// Credits are paced at `pacing_scale` × the feedback control's current rate (1: the
+    /// papers). The FlexPass artifact paces its receivers at `flexpass_beta_` (its FlexPass
+    /// queue share) times a rate whose maximum already carries that share: 0.4727 there.
+    #[serde(default = "unit_scale")]
+    pub pacing_scale: f64,
+}
+
+fn unit_scale() -> f64 {
+    1.0
 }
 
 impl CreditConfig {
@@ -139,11 +148,18 @@ impl CreditConfig {
             jitter: 0.9,
             randomize_size: true,
             batch: 1,
+            pacing_scale: 1.0,
         }
     }
 
     pub fn validate(&self) -> Result<(), String> {
         let in_unit = |v: f64| v > 0.0 && v <= 1.0;
+        if !in_unit(self.pacing_scale) {
+            return Err(format!(
+                "pacing_scale must be in (0, 1], got {}",
+                self.pacing_scale
+            ));
+        }
         if !(self.max_rate.is_finite() && self.max_rate > 0.0) {
             return Err(format!(
                 "max_rate must be > 0 credits/s, got {}",
@@ -528,6 +544,11 @@ pub struct SenderConfig {
     /// when that window allows; otherwise the credit is wasted. Ignored by other transports.
     #[serde(default)]
     pub layered_window: bool,
+    /// The reactive sub-flow (a DCTCP flow's whole window) sends no data before the peer
+    /// has answered the HELLO, as TCP waits for its SYN-ACK (ns-2 FullTcp, the FlexPass
+    /// artifact's reactive sub-flow). Default false: the first window leaves with the HELLO.
+    #[serde(default)]
+    pub reactive_after_handshake: bool,
     /// PPT's low-priority loop and flow scheduling (transport ppt only).
     #[serde(default)]
     pub ppt: PptConfig,
@@ -557,6 +578,7 @@ impl SenderConfig {
             hello_retries: 7,
             seed: 0,
             layered_window: false,
+            reactive_after_handshake: false,
             ppt: PptConfig::default(),
             flashpass: FlashPassConfig::default(),
         }

@@ -51,6 +51,10 @@ pub struct CreditFeedback {
     /// per update period (the S_min of 1 credit/RTT in the FlexPass simulations), so a flow
     /// that lost every credit of a period keeps getting feedback instead of stalling.
     min_rate: f64,
+    /// `CreditConfig::pacing_scale`: credits leave at this share of `cur_rate`, so a cut
+    /// starts from the paced rate (compounding the scale, as the FlexPass artifact's
+    /// `flexpass_beta_` does).
+    pacing_scale: f64,
     w: f64,
     cur_rate: f64,
     previous_increasing: bool,
@@ -76,6 +80,7 @@ impl CreditFeedback {
             target_loss: cfg.target_loss,
             target_loss_rule: cfg.target_loss_rule,
             min_rate,
+            pacing_scale: cfg.pacing_scale,
             w: cfg.w_init,
             cur_rate: (cfg.alpha * cfg.max_rate).max(min_rate),
             previous_increasing: false,
@@ -176,9 +181,10 @@ impl CreditFeedback {
             // update already lowered cur_rate below it (see the module docs). The send rate
             // comes from the receiver's own send times, not from echo arrival times, so data
             // queueing (e.g. reactive data ahead of proactive data in Q1) does not bias it.
+            let paced = self.cur_rate * self.pacing_scale;
             let sent_rate = self
                 .measured_send_rate(total)
-                .map_or(self.cur_rate, |r| r.max(self.cur_rate));
+                .map_or(paced, |r| r.max(paced));
             let cut = sent_rate * (1.0 - credit_loss) * (1.0 + target_loss);
             self.cur_rate = cut.min(self.cur_rate);
             self.w = (self.w / 2.0).max(self.w_min);

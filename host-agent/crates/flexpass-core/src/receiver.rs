@@ -78,6 +78,8 @@ pub struct Receiver {
     reactive: AckTracker,
     feedback: CreditFeedback,
     pacer: CreditPacer,
+    /// `CreditConfig::pacing_scale`: credits leave at this share of the feedback's rate.
+    pacing_scale: f64,
     /// Configured update period: the floor of the measured credit RTT.
     base_period: Nanos,
     /// Smoothed credit → data RTT: Algorithm 1 runs once per this period ("RTT by default").
@@ -144,6 +146,7 @@ impl Receiver {
                 cfg.credit.randomize_size,
                 cfg.credit.batch,
             ),
+            pacing_scale: cfg.credit.pacing_scale,
             base_period: cfg.credit.update_period,
             credit_rtt: None,
             credit_sent_at: Vec::new(),
@@ -521,7 +524,7 @@ impl Receiver {
             }
             return Some(Transmit::new(p, self.transport));
         }
-        let rate = self.feedback.cur_rate();
+        let rate = self.feedback.cur_rate() * self.pacing_scale;
         let padding = self.pacer.poll(now, rate, &mut self.rng)?;
         if let Some(w) = &mut self.window {
             w.outstanding += 1;

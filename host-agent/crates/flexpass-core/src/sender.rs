@@ -858,7 +858,10 @@ impl Sender {
         }
         self.ppt_first_data(now);
         let probe = self.tlp == TlpState::Due;
+        let handshake_done =
+            !self.cfg.reactive_after_handshake || self.handshake == Handshake::Established;
         if self.cfg.transport != TransportKind::ExpressPass
+            && handshake_done
             && (probe
                 || f64::from(self.reactive.outstanding()) + 1.0 <= self.window.cwnd().max(1.0))
         {

@@ -30,6 +30,9 @@ pub struct Experiment {
     /// Simulated time: runs with long-lived flows stop here; runs with only finite flows
     /// stop when all completed, or here at the latest.
     pub duration_ms: Option<f64>,
+    /// A preset of behavioural keys that reproduce another simulator's choices (keys set
+    /// in the file or by --set win): "ns2-flexpass", the FlexPass artifact (`COMPAT_NS2`).
+    pub compat: Option<String>,
     pub topology: TopologySpec,
     #[serde(default)]
     pub switch: SwitchSpec,
@@ -42,6 +45,8 @@ pub struct Experiment {
     #[serde(default)]
     pub incast: Vec<IncastEntry>,
     pub workload: Option<WorkloadSpec>,
+    /// Flows replayed from a trace (another simulator's flow list).
+    pub trace: Option<TraceSpec>,
     #[serde(default)]
     pub deployment: DeploymentSpec,
     #[serde(default)]
@@ -111,6 +116,11 @@ pub struct TopologySpec {
     /// IP MTU of every link, bytes (default 1500; 9000: jumbo frames): the senders' segment
     /// size and the credit rates, share · C · 84 / (84 + mtu + 38) (docs/protocol.md §9).
     pub mtu: Option<usize>,
+    /// How a switch picks among equal-cost next hops: "ecmp" (default: a symmetric per-flow
+    /// hash, ExpressPass §3.1) or "single-path" (always its first shortest-path port, as ns-2's
+    /// static routing installs one route per destination: the FlexPass artifact never
+    /// reaches its `Classifier/MultiPath`, which needs `$ns rtproto DV`).
+    pub routing: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -177,6 +187,19 @@ pub struct SwitchSpec {
     /// priority first, so the LCP never holds buffer the HCP needs (default false: the
     /// paper's drop-tail switch; not in the paper; per-port buffers only).
     pub lcp_pushout: bool,
+    /// FlexPass profile: the credit share is w_q·(F − 84)/F (F: the maximum frame, 1538 B),
+    /// w_q of the data bandwidth net of the credits' own, as the FlexPass artifact computes
+    /// it (`actual_xpass_queue_weight`); default false: w_q.
+    pub credit_share_net: bool,
+    /// Share of the link's credit rate the credit queues of switch ports and host NICs are
+    /// shaped to, when it differs from the receivers' (default: the profile's credit share;
+    /// `nic_credit_share` still sets the NICs'). The artifact's dumbbell script shapes
+    /// ports to its FlexPass share squared.
+    pub port_credit_share: Option<f64>,
+    /// What the selective-drop threshold `red_kb` is compared with: "queue" (default: Q1's
+    /// depth, what a switch's colour-aware threshold does) or "red" (the red bytes queued
+    /// only, as the FlexPass artifact counts them).
+    pub red_basis: Option<String>,
 }
 
 impl Default for SwitchSpec {
@@ -204,6 +227,9 @@ impl Default for SwitchSpec {
             ecn_basis: None,
             lcp_drop_kb: None,
             lcp_pushout: false,
+            credit_share_net: false,
+            port_credit_share: None,
+            red_basis: None,
         }
     }
 }
@@ -218,6 +244,9 @@ pub struct HostSpec {
     pub give_up_ms: f64,
     /// DCTCP initial window, packets (default: the core's, 10).
     pub init_cwnd: Option<f64>,
+    /// Initial window of FlexPass's reactive sub-flow, packets (default `init_cwnd`; the
+    /// FlexPass artifact's flexpassReactiveInitWindow).
+    pub reactive_init_cwnd: Option<f64>,
     /// DCTCP tail-loss probe (RFC 8985 §7, as Linux): dctcp and ppt senders probe 2·SRTT
     /// after the last ACK instead of waiting for the RTO (default false; `DctcpConfig::tlp`).
     pub tlp: bool,
@@ -235,6 +264,23 @@ pub struct HostSpec {
     /// `--credit-batch`; default 1, one by one as in the papers). Ports pass bursts of
     /// `switch.credit_burst` credits.
     pub credit_batch: u32,
+    /// DCTCP flows and FlexPass's reactive sub-flow send data only once the peer answered
+    /// the HELLO, as TCP waits for its SYN-ACK (ns-2 FullTcp in the FlexPass artifact);
+    /// default false: the first window leaves with the HELLO.
+    pub tcp_handshake: bool,
+    /// Largest DCTCP window, packets (default: the core's, 10 000; ns-2's `window_` in the
+    /// FlexPass artifact: 180).
+    pub max_cwnd: Option<f64>,
+    /// DCTCP's α before the first update (default 1, as Linux: the first marked window
+    /// halves cwnd; ns-2's `dctcp_alpha_` starts at 0: the first cut takes nothing).
+    pub dctcp_alpha_init: Option<f64>,
+    /// FlexPass receivers pace credits at the credit share times their rate, whose maximum
+    /// already is the share of the link's credit rate: the share applied twice, as the
+    /// FlexPass artifact's `flexpass_beta_` does (default false).
+    pub flexpass_beta: bool,
+    /// Credit pacing jitter j: each gap drawn from gap·[1 − j, 1 + j] (default: the core's,
+    /// 0.9, standing in for a real host's natural jitter; ns-2's ExpressPass: 0.1).
+    pub credit_jitter: Option<f64>,
     /// PPT senders (`[host.ppt]`).
     pub ppt: PptSpec,
     /// Congestion control of the window transport (transport dctcp): "dctcp" (default) or
@@ -318,12 +364,18 @@ impl Default for HostSpec {
             rto_min_ms: 4.0,
             give_up_ms: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e6,
             init_cwnd: None,
+            reactive_init_cwnd: None,
             tlp: false,
             alpha: 1.0 / 16.0,
             w_init: None,
             target_loss_rule: None,
             target_loss_scaling: None,
             credit_batch: 1,
+            tcp_handshake: false,
+            max_cwnd: None,
+            dctcp_alpha_init: None,
+            flexpass_beta: false,
+            credit_jitter: None,
             ppt: PptSpec::default(),
             tcp: flexpass_core::WindowCc::Dctcp,
             flashpass: FlashPassSpec::default(),
@@ -433,6 +485,12 @@ pub struct IncastEntry {
     #[serde(default)]
     pub start_us: f64,
     pub transport: Option<TransportKind>,
+    /// The group happens this many times, the k-th `repeat_step_us`·k after the first
+    /// (1: once): repetitions of one incast give the spread of its maximum FCT.
+    #[serde(default = "one_flow")]
+    pub repeat: usize,
+    #[serde(default)]
+    pub repeat_step_us: f64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -459,6 +517,19 @@ pub struct WorkloadSpec {
     pub start_ms: f64,
     /// Mixed traffic: a share of the volume is foreground incast.
     pub foreground: Option<ForegroundSpec>,
+}
+
+/// Flows replayed from a file in the FlexPass artifact's flow-list format (`ID START_S SRC
+/// DST SIZE`, its `outputs/flowfile_ID.tr`): the model runs exactly the flows another
+/// simulator ran. Each flow's transport follows the deployment, as a workload flow's.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// A built-in trace (host-agent/workloads/*.trace) or a file.
+    pub file: String,
+    /// The trace's first flow starts at this time (ms); the others keep their spacing.
+    #[serde(default)]
+    pub start_ms: f64,
 }
 
 /// FlexPass §6.2 mixed traffic: "10% of the total traffic volume as foreground traffic …
@@ -518,6 +589,10 @@ pub struct MeasureSpec {
     pub retire_flows: bool,
     /// Encode and decode every packet through the wire format.
     pub wire_check: bool,
+    /// When a DCTCP flow completes: "delivered" (default: the receiver has the last byte,
+    /// as for every transport) or "acked" (the sender has the ACK of the last byte, as ns-2
+    /// FullTcp reports it in the FlexPass artifact).
+    pub tcp_fct: Option<String>,
 }
 
 impl Default for MeasureSpec {
@@ -529,6 +604,7 @@ impl Default for MeasureSpec {
             small_flow_kb: 100.0,
             retire_flows: false,
             wire_check: false,
+            tcp_fct: None,
         }
     }
 }
@@ -719,6 +795,49 @@ impl Override {
     }
 }
 
+/// `compat = "ns2-flexpass"`: the FlexPass artifact's choices where they differ from the
+/// papers (kaist-ina/ns2-flexpass, scripts/large-scale.tcl; docs/fidelity.md measures what
+/// each costs, docs/experiments.md says where each comes from). Parameters (rates, K,
+/// thresholds, windows) are not here: the experiment sets them.
+pub const COMPAT_NS2: &str = r#"
+[host]
+tcp_handshake = true
+max_cwnd = 180
+dctcp_alpha_init = 0.0
+flexpass_beta = true
+[topology]
+routing = "single-path"
+[switch]
+credit_share_net = true
+red_basis = "red"
+[measure]
+tcp_fct = "acked"
+"#;
+
+/// The compat presets by name.
+pub const COMPAT_PRESETS: &[(&str, &str)] = &[("ns2-flexpass", COMPAT_NS2)];
+
+/// Put the preset named by the table's `compat` under the table (its own keys win).
+fn apply_compat(table: &mut toml::Table) -> Result<(), String> {
+    let Some(v) = table.get("compat") else {
+        return Ok(());
+    };
+    let name = v
+        .as_str()
+        .ok_or_else(|| "compat must be a string".to_string())?;
+    let (_, preset) = COMPAT_PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = COMPAT_PRESETS.iter().map(|(n, _)| *n).collect();
+            format!("compat must be one of {}, got {name:?}", names.join(", "))
+        })?;
+    let mut merged: toml::Table = toml::from_str(preset).expect("the preset parses");
+    merge(&mut merged, std::mem::take(table));
+    *table = merged;
+    Ok(())
+}
+
 /// Where an experiment comes from: a built-in name or a file.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -814,6 +933,7 @@ impl Source {
             o.apply(&mut table)
                 .map_err(|e| format!("{}: --set {e}", self.label()))?;
         }
+        apply_compat(&mut table).map_err(|e| format!("{}: {e}", self.label()))?;
         let mut exp: Experiment = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
                 format!(
@@ -1156,6 +1276,18 @@ impl Experiment {
             positive(d, "duration_ms")?;
         }
         self.topology.shape()?;
+        check(
+            matches!(
+                self.topology.routing.as_deref(),
+                None | Some("ecmp") | Some("single-path")
+            ),
+            || {
+                format!(
+                    "topology.routing must be \"ecmp\" or \"single-path\", got {:?}",
+                    self.topology.routing.as_deref().unwrap_or("")
+                )
+            },
+        )?;
         let s = &self.switch;
         check(s.w_q > 0.0 && s.w_q < 1.0, || {
             format!("switch.w_q must be in (0, 1), got {}", s.w_q)
@@ -1211,6 +1343,20 @@ impl Experiment {
                 format!("switch.{key} applies to profile \"ppt\" only")
             })?;
         }
+        if let Some(v) = s.port_credit_share {
+            check(v > 0.0 && v <= 1.0, || {
+                format!("switch.port_credit_share must be in (0, 1], got {v}")
+            })?;
+        }
+        check(
+            matches!(s.red_basis.as_deref(), None | Some("queue") | Some("red")),
+            || {
+                format!(
+                    "switch.red_basis must be \"queue\" or \"red\", got {:?}",
+                    s.red_basis.as_deref().unwrap_or("")
+                )
+            },
+        )?;
         check(
             !s.feedback_priority || s.profile == Profile::FlashPass,
             || "switch.feedback_priority applies to profile \"flashpass\" only".into(),
@@ -1272,9 +1418,29 @@ impl Experiment {
         let h = &self.host;
         positive(h.rto_min_ms, "host.rto_min_ms")?;
         positive(h.give_up_ms, "host.give_up_ms")?;
-        if let Some(w) = h.init_cwnd {
-            check(w >= 1.0 && w.is_finite(), || {
-                format!("host.init_cwnd must be >= 1 packet, got {w}")
+        for (key, w) in [
+            ("init_cwnd", h.init_cwnd),
+            ("reactive_init_cwnd", h.reactive_init_cwnd),
+        ] {
+            if let Some(w) = w {
+                check(w >= 1.0 && w.is_finite(), || {
+                    format!("host.{key} must be >= 1 packet, got {w}")
+                })?;
+            }
+        }
+        if let Some(w) = h.max_cwnd {
+            check(w >= h.init_cwnd.unwrap_or(1.0) && w.is_finite(), || {
+                format!("host.max_cwnd must be a number of packets >= host.init_cwnd, got {w}")
+            })?;
+        }
+        if let Some(j) = h.credit_jitter {
+            check((0.0..1.0).contains(&j), || {
+                format!("host.credit_jitter must be in [0, 1), got {j}")
+            })?;
+        }
+        if let Some(a) = h.dctcp_alpha_init {
+            check((0.0..=1.0).contains(&a), || {
+                format!("host.dctcp_alpha_init must be in [0, 1], got {a}")
             })?;
         }
         let batches = 1..=flexpass_core::config::MAX_CREDIT_BATCH;
@@ -1330,6 +1496,11 @@ impl Experiment {
             check(g.flows >= 1, || format!("incast[{i}].flows must be >= 1"))?;
             check(g.bytes >= 1, || format!("incast[{i}].bytes must be >= 1"))?;
             non_negative(g.start_us, &format!("incast[{i}].start_us"))?;
+            check(g.repeat >= 1, || format!("incast[{i}].repeat must be >= 1"))?;
+            non_negative(g.repeat_step_us, &format!("incast[{i}].repeat_step_us"))?;
+            check(g.repeat == 1 || g.repeat_step_us > 0.0, || {
+                format!("incast[{i}].repeat_step_us must be > 0 when repeat > 1")
+            })?;
         }
         if let Some(w) = &self.workload {
             flexpass_workload::FlowSizeCdf::load(&w.cdf)
@@ -1369,6 +1540,10 @@ impl Experiment {
                 })?;
             }
         }
+        if let Some(t) = &self.trace {
+            flexpass_workload::FlowTrace::load(&t.file).map_err(|e| format!("trace.file: {e}"))?;
+            non_negative(t.start_ms, "trace.start_ms")?;
+        }
         check((0.0..=1.0).contains(&self.deployment.fraction), || {
             format!(
                 "deployment.fraction must be in [0, 1], got {}",
@@ -1386,8 +1561,26 @@ impl Experiment {
         non_negative(m.warmup_ms, "measure.warmup_ms")?;
         positive(m.small_flow_kb, "measure.small_flow_kb")?;
         check(
-            !self.flows.is_empty() || !self.incast.is_empty() || self.workload.is_some(),
-            || "the experiment has no traffic: add [[flow]], [[incast]] or [workload]".into(),
+            matches!(
+                m.tcp_fct.as_deref(),
+                None | Some("delivered") | Some("acked")
+            ),
+            || {
+                format!(
+                    "measure.tcp_fct must be \"delivered\" or \"acked\", got {:?}",
+                    m.tcp_fct.as_deref().unwrap_or("")
+                )
+            },
+        )?;
+        check(
+            !self.flows.is_empty()
+                || !self.incast.is_empty()
+                || self.workload.is_some()
+                || self.trace.is_some(),
+            || {
+                "the experiment has no traffic: add [[flow]], [[incast]], [workload] or [trace]"
+                    .into()
+            },
         )?;
         if let Some(c) = &self.convergence {
             positive(c.join_ms, "convergence.join_ms")?;

@@ -275,6 +275,12 @@ pub struct Network {
     /// Release the transport state of a completed flow (its statistics are kept) once it has
     /// been quiet for this long: long runs with many flows stay small. None: keep everything.
     pub retire_after: Option<Nanos>,
+    /// DCTCP flows complete when their sender has the ACK of the last byte
+    /// (`measure.tcp_fct = "acked"`), not when the receiver has it.
+    pub tcp_fct_at_ack: bool,
+    /// Every switch sends a destination's traffic over its first shortest-path port, not
+    /// the ECMP hash's choice (`topology.routing = "single-path"`).
+    pub single_path: bool,
     pub sample_interval: Nanos,
     pub samples: Vec<Sample>,
     /// Record per-flow throughput in the samples (one entry per flow and sample).
@@ -320,6 +326,8 @@ impl Network {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             retire_after: None,
+            tcp_fct_at_ack: false,
+            single_path: false,
             sample_interval: 0,
             samples: vec![],
             sample_flows: true,
@@ -865,6 +873,7 @@ impl Network {
         match members.len() {
             0 => None,
             1 => Some(members[0] as usize),
+            _ if self.single_path => Some(members[0] as usize),
             k => {
                 let h = Self::ecmp_hash(pkt.packet.flow_id(), pkt.src, pkt.dst, n.tier);
                 Some(members[(h % k as u64) as usize] as usize)
@@ -1054,6 +1063,12 @@ impl Network {
             if let Some(s) = self.flows[flow].sender.as_mut() {
                 let _ = s.handle_packet(now, &packet);
             }
+            if self.completes_at_ack(flow) {
+                let acked = self.flows[flow].sender_stats().map_or(0, |s| s.bytes_acked);
+                if self.flows[flow].spec.size.is_some_and(|size| acked >= size) {
+                    self.complete(flow);
+                }
+            }
             self.refill(flow);
             self.service(flow, Side::Sender);
         }
@@ -1079,13 +1094,26 @@ impl Network {
             f.max_stall = f.max_stall.max(now.saturating_sub(since));
             f.last_delivery = Some(now);
         }
+        let f = &self.flows[flow];
+        if !self.completes_at_ack(flow) && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {
+            self.complete(flow);
+        }
+    }
+
+    /// The flow's completion is its sender's last ACK (`tcp_fct_at_ack`, DCTCP flows).
+    fn completes_at_ack(&self, flow: usize) -> bool {
+        self.tcp_fct_at_ack && self.flows[flow].spec.transport == TransportKind::Dctcp
+    }
+
+    fn complete(&mut self, flow: usize) {
         let f = &mut self.flows[flow];
-        if f.completed_at.is_none() && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {
-            f.completed_at = Some(self.now);
-            self.completed_flows += 1;
-            if self.retire_after.is_some() {
-                self.to_retire.push(flow);
-            }
+        if f.completed_at.is_some() {
+            return;
+        }
+        f.completed_at = Some(self.now);
+        self.completed_flows += 1;
+        if self.retire_after.is_some() {
+            self.to_retire.push(flow);
         }
     }
 

@@ -195,6 +195,9 @@ pub struct PortConfig {
     pub lcp_pushout: bool,
     /// Selective-drop threshold for red packets in Q1, bytes.
     pub red_threshold: u64,
+    /// The threshold is compared with the red bytes in Q1 only (the FlexPass artifact's
+    /// counter), not with Q1's depth.
+    pub red_counts_red_only: bool,
     /// FlashPass profile: Q0's single threshold in packets (usize::MAX: none).
     pub emulation_threshold: usize,
     /// FlashPass profile: control packets go to Q2 (otherwise unused), served with strict
@@ -477,7 +480,12 @@ impl PortQueue {
                 st.dropped_red += 1;
                 return Enqueued::Dropped(Refused::SelectiveDrop);
             }
-            if red && self.bytes[q] >= self.cfg.red_threshold {
+            let red_depth = if self.cfg.red_counts_red_only {
+                self.red_bytes
+            } else {
+                self.bytes[q]
+            };
+            if red && red_depth >= self.cfg.red_threshold {
                 st.dropped_red += 1;
                 return Enqueued::Dropped(Refused::SelectiveDrop);
             }
@@ -649,6 +657,7 @@ mod tests {
             lcp_drop: u64::MAX,
             lcp_pushout: false,
             red_threshold: 100_000,
+            red_counts_red_only: false,
             emulation_threshold: if profile == Profile::FlashPass {
                 2
             } else {
@@ -803,6 +812,33 @@ mod tests {
             Enqueued::Accepted
         );
         assert_eq!(pq.stats[1].dropped_red, 14);
+    }
+
+    #[test]
+    fn selective_drop_counts_red_bytes_only_when_asked() {
+        // 80 green frames (123 kB) in Q1, above the 100 kB threshold: by Q1's depth (the
+        // default) a red packet is dropped; counting red bytes only (the FlexPass artifact)
+        // it is admitted, and red packets stop at 100 kB of red (66 frames) on top.
+        for red_only in [false, true] {
+            let mut c = cfg(Profile::FlexPass);
+            c.red_counts_red_only = red_only;
+            let mut pq = PortQueue::new(c);
+            for _ in 0..80 {
+                pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None);
+            }
+            let admitted = (0..80)
+                .filter(|_| {
+                    pq.enqueue(test_packet(TrafficClass::ReactiveData, 1538), None)
+                        == Enqueued::Accepted
+                })
+                .count();
+            assert_eq!(
+                admitted,
+                if red_only { 66 } else { 0 },
+                "red_only {red_only}"
+            );
+            assert_eq!(pq.red_bytes(), admitted as u64 * 1538);
+        }
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct Stack {
     /// FlashPass profile: control packets in a strict-priority queue above data.
     pub feedback_priority: bool,
     pub red_threshold: u64,
+    /// `switch.red_basis = "red"`: the threshold counts red bytes only.
+    pub red_counts_red_only: bool,
     pub buffer: u64,
     /// Per-port buffer in bytes per Gbit/s of the port's link, replacing `buffer` when set.
     pub buffer_per_gbps: Option<u64>,
@@ -53,16 +55,29 @@ pub struct Stack {
     pub credit_queue: usize,
     pub credit_burst: f64,
     pub nic_credit_share: Option<f64>,
+    /// `switch.port_credit_share`: the ports' credit shapers, when not `credit_share`.
+    pub port_credit_share: Option<f64>,
     pub seed: u64,
     pub rto_min: Nanos,
     pub give_up: Nanos,
     pub init_cwnd: Option<f64>,
+    /// `host.reactive_init_cwnd`: FlexPass's reactive sub-flow's initial window.
+    pub reactive_init_cwnd: Option<f64>,
     /// DCTCP's tail-loss probe (dctcp and ppt senders).
     pub tlp: bool,
     pub alpha: f64,
     pub w_init: Option<f64>,
     pub target_loss_rule: flexpass_core::TargetLossRule,
     pub credit_batch: u32,
+    /// `host.max_cwnd`, `host.dctcp_alpha_init`: the DCTCP window's cap and first α.
+    pub max_cwnd: Option<f64>,
+    pub dctcp_alpha_init: Option<f64>,
+    /// `host.tcp_handshake`: reactive data waits for the handshake.
+    pub tcp_handshake: bool,
+    /// `host.flexpass_beta`: FlexPass receivers pace at `credit_share` × their rate.
+    pub flexpass_beta: bool,
+    /// `host.credit_jitter`: the receivers' pacing jitter.
+    pub credit_jitter: Option<f64>,
     /// Algorithm 1's initial update period: the base RTT across the topology.
     pub base_rtt: Nanos,
     pub host_bps: f64,
@@ -89,6 +104,11 @@ impl Stack {
     pub fn new(exp: &Experiment, base_rtt: Nanos, owf_weight: f64) -> Self {
         let s = &exp.switch;
         let (w_q, credit_share) = match s.profile {
+            // The artifact's actual_xpass_queue_weight: w_q of the bandwidth net of credits.
+            Profile::FlexPass if s.credit_share_net => {
+                let f = max_frame_wire(exp.topology.mtu()) as f64;
+                (s.w_q, s.w_q * (f - MIN_ETHERNET_WIRE as f64) / f)
+            }
             Profile::FlexPass => (s.w_q, s.w_q),
             // A weight of 0 or 1 would leave one queue without service: the oracle is kept
             // inside (1 %, 99 %).
@@ -124,6 +144,7 @@ impl Stack {
             },
             feedback_priority: s.feedback_priority,
             red_threshold: kb(s.red_kb),
+            red_counts_red_only: s.red_basis.as_deref() == Some("red"),
             buffer: kb(s.buffer_kb),
             buffer_per_gbps: s.buffer_kb_per_gbps.map(kb),
             shared_buffer: s
@@ -133,15 +154,22 @@ impl Stack {
             credit_queue: s.credit_queue,
             credit_burst: s.credit_burst,
             nic_credit_share: s.nic_credit_share,
+            port_credit_share: s.port_credit_share,
             seed: exp.seed,
             rto_min: (exp.host.rto_min_ms * MILLIS as f64) as Nanos,
             give_up: (exp.host.give_up_ms * MILLIS as f64) as Nanos,
             init_cwnd: exp.host.init_cwnd,
+            reactive_init_cwnd: exp.host.reactive_init_cwnd,
             tlp: exp.host.tlp,
             alpha: exp.host.alpha,
             w_init: exp.host.w_init,
             target_loss_rule: exp.target_loss_rule(),
             credit_batch: exp.host.credit_batch,
+            tcp_handshake: exp.host.tcp_handshake,
+            max_cwnd: exp.host.max_cwnd,
+            dctcp_alpha_init: exp.host.dctcp_alpha_init,
+            flexpass_beta: exp.host.flexpass_beta,
+            credit_jitter: exp.host.credit_jitter,
             base_rtt,
             host_bps: exp.topology.link_bps(),
             mtu: exp.topology.mtu(),
@@ -188,6 +216,7 @@ impl Stack {
             lcp_drop: u64::MAX,
             lcp_pushout: false,
             red_threshold: self.red_threshold,
+            red_counts_red_only: self.red_counts_red_only,
             emulation_threshold: self.emulation_threshold,
             feedback_priority: self.feedback_priority,
             buffer,
@@ -207,11 +236,21 @@ impl Stack {
         c.give_up_timeout = self.give_up;
         c.dctcp.tlp = self.tlp;
         c.dctcp.rto_init = self.rto_min.max(c.dctcp.rto_init.min(self.rto_min * 3));
-        if let Some(w) = self.init_cwnd {
+        let reactive = (f.transport == TransportKind::FlexPass)
+            .then_some(self.reactive_init_cwnd)
+            .flatten();
+        if let Some(w) = reactive.or(self.init_cwnd) {
             c.dctcp.init_cwnd = w;
             c.dctcp.min_cwnd = c.dctcp.min_cwnd.min(w);
         }
         c.layered_window = self.profile == Profile::Layering;
+        c.reactive_after_handshake = self.tcp_handshake;
+        if let Some(w) = self.max_cwnd {
+            c.dctcp.max_cwnd = w;
+        }
+        if let Some(a) = self.dctcp_alpha_init {
+            c.dctcp.alpha_init = a;
+        }
         c.seed = self.seed;
         if f.transport == TransportKind::Ppt {
             c.ppt = self.ppt_config();
@@ -260,7 +299,7 @@ impl Stack {
         }
     }
 
-    pub fn receiver_config(&self, _f: &FlowSpec) -> ReceiverConfig {
+    pub fn receiver_config(&self, f: &FlowSpec) -> ReceiverConfig {
         let mut credit =
             CreditConfig::for_link_mtu(self.host_bps, self.credit_share, self.base_rtt, self.mtu);
         credit.alpha = self.alpha;
@@ -270,9 +309,15 @@ impl Stack {
             .clamp(credit.w_min, credit.w_max);
         credit.target_loss_rule = self.target_loss_rule;
         credit.batch = self.credit_batch;
+        if let Some(j) = self.credit_jitter {
+            credit.jitter = j;
+        }
+        if self.flexpass_beta && f.transport == TransportKind::FlexPass {
+            credit.pacing_scale = self.credit_share;
+        }
         let mut c = ReceiverConfig::new(credit);
         c.seed = self.seed;
-        if _f.transport == TransportKind::Ppt {
+        if f.transport == TransportKind::Ppt {
             c.max_reorder_bytes = PPT_REORDER_BYTES;
         }
         c
@@ -290,7 +335,11 @@ impl PortFactory for Stack {
         PortConfig {
             lcp_drop: self.lcp_drop,
             lcp_pushout: self.lcp_pushout,
-            ..self.port(link_bps, self.credit_share, buffer)
+            ..self.port(
+                link_bps,
+                self.port_credit_share.unwrap_or(self.credit_share),
+                buffer,
+            )
         }
     }
 
@@ -299,7 +348,7 @@ impl PortFactory for Stack {
     fn nic_port(&self, link_bps: f64) -> PortConfig {
         let share = match (self.profile, self.nic_credit_share) {
             (Profile::FlexPass, Some(s)) => s,
-            _ => self.credit_share,
+            _ => self.port_credit_share.unwrap_or(self.credit_share),
         };
         self.port(
             link_bps,
@@ -398,6 +447,8 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     // flows): a sampled 10 000-flow run would hold gigabytes of them.
     net.sample_flows = flows.len() <= report::DETAILED_FLOWS;
     net.retire_after = exp.measure.retire_flows.then_some(10 * MILLIS);
+    net.tcp_fct_at_ack = exp.measure.tcp_fct.as_deref() == Some("acked");
+    net.single_path = exp.topology.routing.as_deref() == Some("single-path");
     let mut monitors = vec![];
     for sel in &exp.measure.monitor {
         for (n, p) in select_ports(&net, &built, sel)? {

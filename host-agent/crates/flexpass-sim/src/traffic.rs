@@ -8,7 +8,7 @@ use crate::net::{FlowKind, FlowSpec};
 use crate::topology::Built;
 use flexpass_core::{Nanos, MICROS, MILLIS};
 use flexpass_wire::{max_frame_wire, max_payload_for_mtu, TransportKind};
-use flexpass_workload::{next_gap_ns, FlowSizeCdf};
+use flexpass_workload::{next_gap_ns, FlowSizeCdf, FlowTrace};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -79,16 +79,18 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
                 .collect::<Result<_, _>>()?,
             None => (0..hosts).filter(|&h| h != r).collect(),
         };
-        for i in 0..g.flows {
-            push(
-                &mut out,
-                senders[i % senders.len()],
-                r,
-                g.transport,
-                Some(g.bytes),
-                us(g.start_us),
-                FlowKind::Incast,
-            );
+        for k in 0..g.repeat {
+            for i in 0..g.flows {
+                push(
+                    &mut out,
+                    senders[i % senders.len()],
+                    r,
+                    g.transport,
+                    Some(g.bytes),
+                    us(g.start_us + g.repeat_step_us * k as f64),
+                    FlowKind::Incast,
+                );
+            }
         }
     }
     if let Some(w) = &exp.workload {
@@ -157,6 +159,29 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
                     }
                 }
             }
+        }
+    }
+    if let Some(tr) = &exp.trace {
+        let trace = FlowTrace::load(&tr.file).map_err(|e| format!("trace.file: {e}"))?;
+        let first = trace.flows[0].start_s;
+        let start = (tr.start_ms * MILLIS as f64) as Nanos;
+        for f in &trace.flows {
+            if f.src >= hosts || f.dst >= hosts {
+                return Err(format!(
+                    "trace.file: flow {} goes from host {} to host {}, but the topology has {hosts} hosts",
+                    f.id, f.src, f.dst
+                ));
+            }
+            let at = start + ((f.start_s - first) * 1e9).round() as Nanos;
+            push(
+                &mut out,
+                f.src,
+                f.dst,
+                None,
+                Some(f.bytes),
+                at,
+                FlowKind::Background,
+            );
         }
     }
     if out.len() > u32::MAX as usize / 2 {

@@ -129,6 +129,102 @@ impl FlowSizeCdf {
     }
 }
 
+/// Flow traces shipped with the project (host-agent/workloads/, source named in its README).
+pub const BUILTIN_TRACES: &[(&str, &str)] = &[(
+    "ns2-flexpass-search-0.5",
+    include_str!("../../../workloads/ns2-flexpass-search-0.5.trace"),
+)];
+
+/// One flow of a trace: when it starts (s), its end hosts and its size (payload bytes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceFlow {
+    pub id: u64,
+    pub start_s: f64,
+    pub src: usize,
+    pub dst: usize,
+    pub bytes: u64,
+}
+
+/// A list of flows in the format of the FlexPass artifact's `outputs/flowfile_ID.tr`
+/// (kaist-ina/ns2-flexpass scripts/large-scale.tcl): one flow per line,
+/// `ID START_S SRC DST SIZE`, the size possibly written as a float (`9000.0`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowTrace {
+    pub flows: Vec<TraceFlow>,
+}
+
+impl FlowTrace {
+    /// Parse a trace. Errors name the line; start times must not decrease.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut flows: Vec<TraceFlow> = vec![];
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let n = i + 1;
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() != 5 {
+                return Err(format!(
+                    "line {n}: expected 'ID START_S SRC DST SIZE', got '{line}'"
+                ));
+            }
+            let int = |s: &str, what: &str| {
+                s.parse::<u64>()
+                    .map_err(|_| format!("line {n}: bad {what} '{s}'"))
+            };
+            let id = int(f[0], "flow id")?;
+            let start_s: f64 = f[1]
+                .parse()
+                .map_err(|_| format!("line {n}: bad start time '{}'", f[1]))?;
+            let src = int(f[2], "source")? as usize;
+            let dst = int(f[3], "destination")? as usize;
+            let size: f64 = f[4]
+                .parse()
+                .map_err(|_| format!("line {n}: bad size '{}'", f[4]))?;
+            if !(start_s.is_finite() && start_s >= 0.0) {
+                return Err(format!("line {n}: the start time must be ≥ 0"));
+            }
+            if !(size.is_finite() && size >= 1.0 && size < 1e15) {
+                return Err(format!("line {n}: the size must be ≥ 1 byte"));
+            }
+            if src == dst {
+                return Err(format!("line {n}: source and destination are both {src}"));
+            }
+            if flows.last().is_some_and(|p| start_s < p.start_s) {
+                return Err(format!("line {n}: start times must not decrease"));
+            }
+            // The artifact hands the size to `advance-bytes`, which reads it with atol.
+            flows.push(TraceFlow {
+                id,
+                start_s,
+                src,
+                dst,
+                bytes: size as u64,
+            });
+        }
+        if flows.is_empty() {
+            return Err("empty trace".into());
+        }
+        Ok(FlowTrace { flows })
+    }
+
+    /// A built-in trace by name, or a file.
+    pub fn load(name_or_path: &str) -> Result<Self, String> {
+        if let Some((_, text)) = BUILTIN_TRACES.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(text);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|e| {
+            let names: Vec<_> = BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
+            format!(
+                "'{name_or_path}' is neither a built-in trace ({}) nor a readable file: {e}",
+                names.join(", ")
+            )
+        })?;
+        Self::parse(&text).map_err(|e| format!("{name_or_path}: {e}"))
+    }
+}
+
 /// Poisson arrivals that load a `link_bps` link to `load` with flows of mean size `mean_bytes`:
 /// exponential gaps with mean `mean_bytes · 8 / (load · link_bps)` seconds.
 pub fn next_gap_ns(rng: &mut impl Rng, load: f64, link_bps: f64, mean_bytes: f64) -> u64 {
@@ -276,6 +372,42 @@ mod tests {
             .unwrap_err()
             .contains("line 1"));
         assert!(FlowSizeCdf::load("nope").unwrap_err().contains("built-in"));
+    }
+
+    #[test]
+    fn traces_parse_the_artifacts_flowfile_and_reject_bad_lines() {
+        let t = FlowTrace::parse("0 0.1 3 7 9000.0\n1 0.10002 5 2 77468\n").unwrap();
+        assert_eq!(t.flows.len(), 2);
+        assert_eq!(t.flows[0].bytes, 9000);
+        assert_eq!((t.flows[1].src, t.flows[1].dst), (5, 2));
+        for (bad, want) in [
+            ("0 0.1 3 7", "line 1: expected"),
+            ("0 0.1 3 3 100", "line 1: source and destination"),
+            ("0 0.2 1 2 100\n1 0.1 1 2 100", "line 2: start times"),
+            ("0 0.1 1 2 0.5", "line 1: the size"),
+            ("0 x 1 2 100", "line 1: bad start time"),
+            ("0 0.1 -1 2 100", "line 1: bad source"),
+            ("", "empty trace"),
+        ] {
+            let e = FlowTrace::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+        assert!(FlowTrace::load("nope")
+            .unwrap_err()
+            .contains("built-in trace"));
+    }
+
+    #[test]
+    fn the_builtin_trace_is_the_artifacts_search_workload() {
+        let t = FlowTrace::load("ns2-flexpass-search-0.5").unwrap();
+        assert_eq!(t.flows.len(), 10_000);
+        assert!(t.flows.iter().all(|f| f.src < 192 && f.dst < 192));
+        // Web search: 15 % of flows are 9000 bytes; the mean is the CDF's (1.71 MB) within
+        // the spread of 10 000 samples of a heavy-tailed distribution.
+        let at_9000 = t.flows.iter().filter(|f| f.bytes == 9000).count() as f64 / 1e4;
+        assert!((at_9000 - 0.15).abs() < 0.02, "{at_9000}");
+        let mean = t.flows.iter().map(|f| f.bytes as f64).sum::<f64>() / 1e4;
+        assert!((mean / 1.71e6 - 1.0).abs() < 0.1, "{mean}");
     }
 
     #[test]
