@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build switch-target test demo demo-mininet bench bench-floods bench-model figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: install what the build needs (idempotent; apt and pip only when something is missing)
 deps:
@@ -87,8 +87,8 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling)" >> $(SUMMARY)
+	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py $(HOST_AGENT)/fidelity/tests
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
@@ -201,6 +201,14 @@ bench-model: build
 	@mkdir -p $(RESULTS)/bench
 	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
 	@$(PYTHON) $(HOST_AGENT)/reports/bench_model.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
+	@$(PYTHON) $(HOST_AGENT)/reports/bench_vs_ns2.py $(RESULTS)/bench/vs-ns2
+
+## fidelity: the model against the FlexPass authors' ns-2 (docs/fidelity.md): every matched
+## case on the model (default, compat and one toggle run per compat key) and, with
+## NS2=path/to/ns (the artifact, built by hand), on ns-2; rewrites the tables of
+## docs/fidelity.md and docs/figures/fidelity.{png,csv} (JOBS=N, default all cores)
+fidelity: build
+	$(PYTHON) $(HOST_AGENT)/fidelity/fidelity.py --out $(RESULTS)/fidelity --write-docs $(if $(JOBS),-j $(JOBS))
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)

@@ -42,6 +42,9 @@ pub struct FlowReport {
     pub delivered_bytes: u64,
     pub retransmissions: u64,
     pub timeouts: u64,
+    /// FlexPass reactive RTOs that moved the reactive sub-flow's packets to the credits
+    /// without stalling the flow (`SenderStats::reactive_rto_reclassified`).
+    pub reactive_rtos: u64,
     /// Longest gap between two deliveries to the receiving application, µs.
     pub max_stall_us: f64,
     /// Application goodput over the measurement window, Gbit/s (sampled runs).
@@ -491,6 +494,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
             delivered_bytes: f.delivered,
             retransmissions: ss.map_or(0, |s| s.retransmissions),
             timeouts: ss.map_or(0, |s| s.timeouts),
+            reactive_rtos: ss.map_or(0, |s| s.reactive_rto_reclassified),
             max_stall_us: f.max_stall as f64 / 1e3,
             goodput_gbps: good,
             share: pro + rea,
@@ -745,7 +749,7 @@ pub fn metric(report: &serde_json::Value, path: &str) -> Option<serde_json::Valu
 pub fn flows_csv(r: &RunReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::from(
-        "id,kind,transport,src,dst,size_bytes,start_us,fct_us,slowdown,retransmissions,timeouts,delivered_bytes,corrupted_bytes\n",
+        "id,kind,transport,src,dst,size_bytes,start_us,fct_us,slowdown,retransmissions,timeouts,delivered_bytes,corrupted_bytes,reactive_rtos\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
     for f in &r.flows {
@@ -753,7 +757,7 @@ pub fn flows_csv(r: &RunReport) -> String {
         let t = serde_json::to_value(f.transport).expect("serializable");
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.3},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
             f.id,
             kind.as_str().unwrap_or("?"),
             t.as_str().unwrap_or("?"),
@@ -766,7 +770,8 @@ pub fn flows_csv(r: &RunReport) -> String {
             f.retransmissions,
             f.timeouts,
             f.delivered_bytes,
-            f.corrupted_bytes
+            f.corrupted_bytes,
+            f.reactive_rtos
         );
     }
     s
