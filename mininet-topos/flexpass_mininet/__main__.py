@@ -3,6 +3,10 @@
 Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 (path symmetry), all.  Results go to <out>/<experiment>-<switch>/.
 
+``python -m flexpass_mininet emulate EXPERIMENT``: a model experiment file (the model's
+schema: host-agent/experiments/) on real packets, scaled (flexpass_mininet/emulate.py);
+``flexpass emulate`` runs it.
+
 ``python -m flexpass_mininet faults [EXPERIMENT.toml]``: network faults under
 running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
 
@@ -152,8 +156,32 @@ def longflows_main(argv, name: str = "longflows") -> int:
     return 0
 
 
+def emulate_main(argv) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m flexpass_mininet emulate",
+        description="A model experiment file (host-agent/experiments/, `flexpass experiments`) on Mininet: "
+                    "the model reads the file (flexpass sim --resolve), this runs it scaled (flexpass_mininet/emulate.py)")
+    ap.add_argument("experiment", help="a built-in experiment name or an experiment file (the model's schema)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as flexpass sim --set")
+    ap.add_argument("--no-sweep", action="store_true", help="one run with the file's keys, ignoring its [sweep]")
+    ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES))
+    ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")
+    ap.add_argument("--rtt-us", type=float, default=1000.0, help="base RTT of the emulated path (µs)")
+    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "emulate",
+                    help="results: result.json and flows.csv (a sweep: one folder per point)")
+    ap.add_argument("--dry-run", action="store_true", help="print the scaled plan and stop (no root needed)")
+    ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from . import emulate
+
+    return emulate.main_args(a)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "emulate":
+        return emulate_main(argv[1:])
     if argv and argv[0] == "faults":
         return faults_main(argv[1:])
     if argv and argv[0] == "soak":

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import yaml
 
@@ -191,15 +191,19 @@ class Network:
 
 def start_network(fabric: Fabric, scaled: Scaled, switch_kind: str, run_dir: Path,
                   profile: str = "flexpass", pcap: bool = False,
-                  config_extra: Optional[dict] = None) -> Network:
+                  config_extra: Optional[dict] = None,
+                  config_edit: Optional[Callable[[dict], None]] = None) -> Network:
     """Build and start `fabric`; on any failure everything started is stopped.
     `config_extra`: top-level keys of the flexpass-ctl config to set (e.g. ``ppt``,
-    ``port_defaults``)."""
+    ``port_defaults``); `config_edit`: called with the whole config before it is written
+    (e.g. per-port link rates)."""
     env.require(switch_kind)
     run_dir.mkdir(parents=True, exist_ok=True)
     target = "flexpass_switch" if switch_kind == "flexpass_switch" else "simple_switch"
     config = fabric.control_plane_config(scaled, target, profile)
     config.update(config_extra or {})
+    if config_edit is not None:
+        config_edit(config)
     config_path = run_dir / "switch-config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     from flexpass_cp.links import default_state_path

@@ -37,29 +37,37 @@ K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 16
 
 @dataclass(frozen=True)
 class Scaled:
+    """The emulated network (C', RTT') against a reference: the paper's testbed by
+    default, or a model experiment's link rate, base RTT and thresholds (emulate.py)."""
     link_rate_bps: float
     base_rtt_s: float
     w_q: float = 0.5
+    ref_link_bps: float = PAPER_LINK_BPS
+    ref_rtt_s: float = PAPER_RTT_S
+    ref_k_bytes: int = PAPER_K_BYTES
+    ref_red_bytes: int = PAPER_RED_BYTES
+    ref_buffer_bytes: int = PAPER_BUFFER_BYTES
+    credit_queue_packets: int = 8
 
     @property
     def bdp_ratio(self) -> float:
-        return (self.link_rate_bps * self.base_rtt_s) / (PAPER_LINK_BPS * PAPER_RTT_S)
+        return (self.link_rate_bps * self.base_rtt_s) / (self.ref_link_bps * self.ref_rtt_s)
 
     @property
     def ecn_threshold(self) -> int:
-        return max(int(PAPER_K_BYTES * self.bdp_ratio), K_FLOOR_FRAMES * FRAME)
+        return max(int(self.ref_k_bytes * self.bdp_ratio), K_FLOOR_FRAMES * FRAME)
 
     @property
     def red_threshold(self) -> int:
-        return max(int(PAPER_RED_BYTES * self.bdp_ratio), self.ecn_threshold + RED_ABOVE_K_FRAMES * FRAME)
+        return max(int(self.ref_red_bytes * self.bdp_ratio), self.ecn_threshold + RED_ABOVE_K_FRAMES * FRAME)
 
     @property
     def buffer(self) -> int:
-        return max(int(PAPER_BUFFER_BYTES * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
+        return max(int(self.ref_buffer_bytes * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
 
     def duration_bytes(self, paper_bytes: int) -> int:
         """A size that sets how long a flow lasts: scaled with the link rate."""
-        return max(FRAME, int(paper_bytes * self.link_rate_bps / PAPER_LINK_BPS))
+        return max(FRAME, int(paper_bytes * self.link_rate_bps / self.ref_link_bps))
 
     def port_defaults(self) -> dict:
         """control-plane `port_defaults` (bytes)."""
@@ -69,7 +77,7 @@ class Scaled:
             "red_threshold": self.red_threshold,
             "legacy_ecn_threshold": self.ecn_threshold,
             "buffer": self.buffer,
-            "credit_queue_packets": 8,
+            "credit_queue_packets": self.credit_queue_packets,
         }
 
     def agent_args(self) -> list:

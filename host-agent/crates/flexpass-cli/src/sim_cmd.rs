@@ -82,6 +82,11 @@ pub struct SimArgs {
     /// Write result.json, flows.csv (and for a sweep summary.csv and the figures) into DIR.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Print the experiment as the model reads it — every key after defaults, `extends`,
+    /// --set and `compat`, one entry per sweep point, and the defaults of the tables — as
+    /// JSON, and exit without running: what other backends (`flexpass emulate`) read.
+    #[arg(long, conflicts_with_all = ["json", "plot", "out"])]
+    pub resolve: bool,
 }
 
 #[derive(clap::Args)]
@@ -347,6 +352,9 @@ fn save_sweep(exp: &Experiment, runs: &[Finished], dir: &Path) -> Result<(), Str
 
 pub fn sim(a: SimArgs) -> Result<(), String> {
     let (src, base, exp, points) = a.exp.load()?;
+    if a.resolve {
+        return resolve(&src, &base, &exp, &points);
+    }
     let status = Status::new();
     let sweep = exp.sweep.is_some();
     let reports: Vec<RunReport> = run_all(&src, &points, a.exp.jobs(), &status, &|_, _| {})
@@ -397,6 +405,51 @@ pub fn sim(a: SimArgs) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// `sim --resolve`: the experiment of every point as JSON (the model's one reader of
+/// experiment files, for the other backends), with the defaults a key is compared with to
+/// know whether the file set it.
+fn resolve(
+    src: &Source,
+    base: &[Override],
+    exp: &Experiment,
+    points: &[Vec<Override>],
+) -> Result<(), String> {
+    let mut runs = Vec::new();
+    for p in points {
+        let mut e = src.experiment(p)?;
+        e.sweep = None;
+        e.figures.clear();
+        runs.push(serde_json::json!({
+            "id": if exp.sweep.is_some() { point_id(&own(p, base)) } else { String::new() },
+            "set": own(p, base).iter().map(|o| format!("{}={}", o.key, o.value_text())).collect::<Vec<_>>(),
+            // The model's defaults applied, so no backend repeats them.
+            "derived": {
+                "hosts": e.num_hosts()?,
+                "link_bps": e.topology.link_bps(),
+                "link_delay_us": e.topology.link_delay() as f64 / 1e3,
+                "host_delay_us": e.topology.host_delay() as f64 / 1e3,
+                "mtu": e.topology.mtu(),
+            },
+            "experiment": e,
+        }));
+    }
+    let v = serde_json::json!({
+        "name": exp.name,
+        "description": exp.description,
+        "source": src.path.as_ref().map(|p| p.display().to_string()),
+        "sweep": exp.sweep.is_some(),
+        "points": runs,
+        "defaults": {
+            "switch": experiment::SwitchSpec::default(),
+            "host": experiment::HostSpec::default(),
+            "deployment": experiment::DeploymentSpec::default(),
+            "measure": experiment::MeasureSpec::default(),
+        },
+    });
+    println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
     Ok(())
 }
 

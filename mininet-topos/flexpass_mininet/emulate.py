@@ -1,0 +1,629 @@
+"""The model's experiment files on real packets: ``flexpass emulate FILE`` (and
+``python -m flexpass_mininet emulate FILE``).
+
+One reader: the file is read by the model itself (``flexpass sim FILE --resolve``: every
+key after defaults, ``extends``, ``--set`` and sweeps), and this module maps the result
+onto Mininet — hosts running the agent, BMv2/flexpass_switch switches configured by the
+control plane — scaled by the Mininet scaling rule (scaling.py), printed before the run:
+
+* link rate C → C' (``--link-mbps``); base RTT of the model's path → the emulated one
+  (``--rtt-us``); byte thresholds (K, red, buffer) keep their multiple of the BDP;
+* every time (start, duration, warm-up, sample interval, fault) × RTT'/RTT;
+* a listed flow's size × BDP'/BDP (it sets how long the flow lasts), never below 16
+  frames or its own size; an incast's response size is kept (it sets the burst, in
+  packets per RTT).
+
+Results have the model's report shape (result.json with ``fct``, ``flows``, ``timeouts``;
+flows.csv with the same columns) plus ``backend``, ``time_scale`` and the scaling, so
+``flexpass compare MODEL_DIR EMULATION_DIR`` puts the two side by side.  A key that this
+backend cannot honour is an error naming the key and the backend.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from . import env
+from .expfile import ExperimentError
+from .fabric import Fabric
+from .scaling import FRAME, Scaled
+
+BACKEND = "mininet"
+AGENT_PORT = 7890
+#: A listed flow is never scaled below this many full frames.
+MIN_FLOW_FRAMES = 16
+#: Extra wall time after the scaled duration for finite flows to finish (× duration).
+GRACE = 1.0
+
+# -- what this backend honours --------------------------------------------------------
+
+TOPOLOGY_KINDS = ("star", "dumbbell", "parking-lot", "leaf-spine")
+#: Keys read below; any other key whose value differs from the model's default is refused.
+HONOURED = {
+    "name", "description", "seed", "duration_ms",
+    "topology.kind", "topology.hosts", "topology.link_gbps", "topology.link_delay_us",
+    "topology.host_delay_us", "topology.left", "topology.right", "topology.bottleneck_gbps",
+    "topology.bottlenecks", "topology.hosts_per_switch", "topology.leaves", "topology.spines",
+    "topology.hosts_per_leaf", "topology.uplink_gbps", "topology.oversubscription",
+    "switch.profile", "switch.w_q", "switch.k_kb", "switch.red_kb", "switch.buffer_kb",
+    "switch.credit_queue",
+    "host.credit_batch", "host.tlp", "host.target_loss_scaling",
+    "deployment.fraction", "deployment.transport",
+    "measure.sample_us", "measure.warmup_ms", "measure.monitor", "measure.small_flow_kb",
+    "flow", "incast", "fault",
+}
+#: Why a section cannot run here (the rest: "no agent flag or switch setting for it").
+WHY = {
+    "workload": "Poisson workloads are the model's; list the flows, or use the agent's `flexpass workload`",
+    "trace": "trace replay is the model's",
+    "convergence": "the convergence study is the model's",
+    "impairment": "link impairments are the model's (netem is not on every kernel)",
+    "compat": "the ns-2 compatibility preset changes the model's hosts, not the agent",
+    "topology.mtu": "the emulated links run at MTU 1500",
+    "topology.routing": "the switches always hash flows over equal-cost paths (symmetric ECMP)",
+}
+
+
+def _leaves(d, prefix=""):
+    """(dotted key, value) of every leaf of a JSON object; lists count as leaves."""
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else k)
+    else:
+        yield prefix, d
+
+
+def refused_keys(exp: dict, defaults: dict) -> List[str]:
+    """The keys `exp` sets that this backend cannot honour, each with the reason."""
+    out = []
+    for key, value in _leaves(exp):
+        if key in HONOURED or key.split(".")[0] in HONOURED:
+            continue
+        table = key.split(".")[0]
+        default = dict(_leaves(defaults.get(table, {}), table)).get(key) if table in defaults else None
+        if value in (None, [], {}) or value == default:
+            continue
+        reason = WHY.get(key) or WHY.get(table) or "no agent flag or switch setting for it"
+        out.append(f"{key} = {json.dumps(value)}: not supported on {BACKEND} ({reason})")
+    return out
+
+
+# -- the plan ------------------------------------------------------------------------
+
+@dataclass
+class FlowPlan:
+    id: int
+    kind: str  # listed | incast
+    transport: str
+    src: str
+    dst: str
+    model_bytes: Optional[int]  # None: long-lived
+    bytes: Optional[int]
+    start_s: float
+    group: int = 0  # incast group (one `flexpass incast` run), 0 for listed flows
+
+
+@dataclass
+class FaultPlan:
+    at_s: float
+    link: str  # "a->b" as the model names it
+    up: bool
+    reroute_after_s: float
+
+
+@dataclass
+class Plan:
+    name: str
+    point: str
+    fabric: Fabric
+    scaled: Scaled
+    profile: str
+    time_scale: float  # emulated seconds per model second
+    model_rtt_us: float
+    duration_s: float
+    warmup_s: float
+    sample_ms: int
+    flows: List[FlowPlan] = field(default_factory=list)
+    faults: List[FaultPlan] = field(default_factory=list)
+    port_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (switch, neighbour) -> bit/s
+    small_flow_bytes: int = 100_000
+    experiment: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        s = self.scaled
+        lines = [
+            f"{self.name}{' [' + self.point + ']' if self.point else ''} on {BACKEND}: "
+            f"{len(self.fabric.hosts)} hosts, {len(self.fabric.switches)} switches, profile {self.profile}",
+            f"  scaling: C {self.experiment['_link_bps'] / 1e9:g} Gbit/s -> C' {s.link_rate_bps / 1e6:g} Mbit/s, "
+            f"base RTT {self.model_rtt_us:g} us -> {s.base_rtt_s * 1e6:g} us; BDP x {s.bdp_ratio:.3g}, "
+            f"time x {self.time_scale:.4g}",
+            f"  switch: K {s.ecn_threshold} B, red {s.red_threshold} B, buffer {s.buffer} B, w_q {s.w_q:g}",
+            f"  run: {self.duration_s:.2f} s (warm-up {self.warmup_s:.2f} s, samples every {self.sample_ms} ms)",
+        ]
+        for f in self.flows:
+            size = "long-lived" if f.bytes is None else f"{f.bytes} B (model {f.model_bytes} B)"
+            lines.append(f"  flow {f.id} ({f.kind}): {f.transport} {f.src} -> {f.dst}, {size}, at {f.start_s:.3f} s")
+        for f in self.faults:
+            lines.append(f"  fault: {f.link} {'up' if f.up else 'down'} at {f.at_s:.3f} s, "
+                         f"routes recomputed {f.reroute_after_s:.3f} s later")
+        return "\n".join(lines)
+
+
+def host_name(ref, hosts: int) -> str:
+    """A model host reference (index or "hN") as the fabric's host name."""
+    i = ref if isinstance(ref, int) else int(str(ref).lstrip("h"))
+    if not 0 <= i < hosts:
+        raise ExperimentError(f"host {ref!r} does not exist (the topology has {hosts})")
+    return f"h{i}"
+
+
+def build_fabric(topo: dict, hosts: int) -> Tuple[Fabric, int, Dict[Tuple[str, str], float]]:
+    """The model's topology as a Fabric with the model's node names (h0…, s0…, leaf0…,
+    spine0…), the links on the longest host-to-host path, and the rate of each
+    switch-to-switch port relative to the host links."""
+    kind = topo["kind"]
+    f = Fabric(kind)
+    rel: Dict[Tuple[str, str], float] = {}
+    link = topo.get("link_gbps") or 10.0
+    if kind == "star":
+        f.switch("s0")
+        for i in range(hosts):
+            f.host(f"h{i}")
+            f.link(f"h{i}", "s0")
+        return f, 2, rel
+    if kind in ("dumbbell", "parking-lot"):
+        if kind == "dumbbell":
+            switches, per = 2, None
+            left = topo.get("left") or 1
+            layout = [left, hosts - left]
+        else:
+            switches = (topo.get("bottlenecks") or 1) + 1
+            per = topo.get("hosts_per_switch") or 1
+            layout = [per] * switches
+        names = [f.switch(f"s{i}").name for i in range(switches)]
+        n = 0
+        for sw, count in zip(names, layout):
+            for _ in range(count):
+                f.host(f"h{n}")
+                f.link(f"h{n}", sw)
+                n += 1
+        ratio = (topo.get("bottleneck_gbps") or link) / link
+        for a, b in zip(names, names[1:]):
+            f.link(a, b)
+            rel[(a, b)] = rel[(b, a)] = ratio
+        return f, 1 + switches, rel
+    if kind == "leaf-spine":
+        leaves, spines, per = topo["leaves"], topo["spines"], topo["hosts_per_leaf"]
+        leaf_names = [f.switch(f"leaf{i}").name for i in range(leaves)]
+        spine_names = [f.switch(f"spine{i}").name for i in range(spines)]
+        n = 0
+        for leaf in leaf_names:
+            for _ in range(per):
+                f.host(f"h{n}")
+                f.link(f"h{n}", leaf)
+                n += 1
+        up = topo.get("uplink_gbps")
+        if up is None and topo.get("oversubscription"):
+            up = per * link / (topo["oversubscription"] * spines)
+        ratio = (up or link) / link
+        for leaf in leaf_names:
+            for spine in spine_names:
+                f.link(leaf, spine)
+                rel[(leaf, spine)] = rel[(spine, leaf)] = ratio
+        return f, 4, rel
+    raise ExperimentError(f"topology.kind = {kind!r}: not supported on {BACKEND} (kinds: {', '.join(TOPOLOGY_KINDS)})")
+
+
+def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> Plan:
+    """The emulation of one point of a resolved experiment (``flexpass sim --resolve``)."""
+    exp, derived = point["experiment"], point["derived"]
+    refused = refused_keys(exp, resolved["defaults"])
+    if refused:
+        raise ExperimentError(f"{resolved['name']}: " + "; ".join(refused))
+    topo, sw, meas = exp["topology"], exp["switch"], exp["measure"]
+    hosts = derived["hosts"]
+    fabric, path_links, rel = build_fabric(topo, hosts)
+    model_rtt_us = 2 * path_links * derived["link_delay_us"] + 2 * derived["host_delay_us"]
+    model_rtt_us = max(model_rtt_us, 1.0)
+    link_bps = derived["link_bps"]
+    sc = Scaled(link_mbps * 1e6, rtt_us / 1e6, w_q=sw["w_q"], ref_link_bps=link_bps, ref_rtt_s=model_rtt_us / 1e6,
+                ref_k_bytes=int(sw["k_kb"] * 1e3), ref_red_bytes=int(sw["red_kb"] * 1e3),
+                ref_buffer_bytes=int(sw["buffer_kb"] * 1e3), credit_queue_packets=sw["credit_queue"])
+    time_scale = rtt_us / model_rtt_us
+    dep = exp["deployment"]
+    if dep["fraction"] not in (0.0, 1.0):
+        raise ExperimentError(f"deployment.fraction = {dep['fraction']}: not supported on {BACKEND} "
+                              "(give each flow its transport, or deploy on all or no hosts)")
+    default_transport = (dep.get("transport") or "flexpass") if dep["fraction"] == 1.0 else "dctcp"
+    duration_ms = exp.get("duration_ms") or 10.0
+    plan = Plan(
+        name=resolved["name"], point=point.get("id", ""), fabric=fabric, scaled=sc, profile=sw["profile"],
+        time_scale=time_scale, model_rtt_us=model_rtt_us, duration_s=duration_ms / 1e3 * time_scale,
+        warmup_s=meas["warmup_ms"] / 1e3 * time_scale,
+        sample_ms=max(1, round((meas["sample_us"] or 1000.0) / 1e3 * time_scale)),
+        small_flow_bytes=int(meas["small_flow_kb"] * 1e3), experiment=dict(exp, _link_bps=link_bps),
+    )
+    plan.port_rates = {k: v * sc.link_rate_bps for k, v in rel.items()}
+    fid = 0
+    for i, fl in enumerate(exp["flow"]):
+        for k in range(fl["count"]):
+            fid += 1
+            src = host_name(fl["src"], hosts)
+            src = f"h{int(src[1:]) + k}"
+            if int(src[1:]) >= hosts:
+                raise ExperimentError(f"flow.{i}.count: host {src} does not exist (the topology has {hosts})")
+            b = fl.get("bytes")
+            scaled = None if b is None else min(b, max(int(b * sc.bdp_ratio), MIN_FLOW_FRAMES * FRAME))
+            start = (fl["start_us"] + fl["start_step_us"] * k) / 1e6 * time_scale
+            plan.flows.append(FlowPlan(fid, "listed", fl.get("transport") or default_transport, src,
+                                       host_name(fl["dst"], hosts), b, scaled, start))
+    group = 0
+    for i, inc in enumerate(exp["incast"]):
+        recv = host_name(inc["receiver"], hosts)
+        senders = [host_name(s, hosts) for s in inc["senders"]] if inc.get("senders") else \
+            [f"h{j}" for j in range(hosts) if f"h{j}" != recv]
+        for r in range(inc["repeat"]):
+            group += 1
+            start = (inc["start_us"] + inc["repeat_step_us"] * r) / 1e6 * time_scale
+            for k in range(inc["flows"]):
+                fid += 1
+                plan.flows.append(FlowPlan(fid, "incast", inc.get("transport") or default_transport,
+                                           senders[k % len(senders)], recv, inc["bytes"], inc["bytes"], start, group))
+    for i, ft in enumerate(exp["fault"]):
+        a, _, b = ft["link"].partition("->")
+        if a not in fabric.switches or b not in fabric.switches:
+            raise ExperimentError(f"fault.{i}.link = {ft['link']!r}: on {BACKEND} a fault is a link between "
+                                  f"two switches ({', '.join(sorted(fabric.switches))})")
+        plan.faults.append(FaultPlan(ft["at_ms"] / 1e3 * time_scale, ft["link"], ft["up"],
+                                     ft["reroute_after_ms"] / 1e3 * time_scale))
+    if not plan.flows:
+        raise ExperimentError(f"{resolved['name']}: no flows ([[flow]] or [[incast]]) to emulate")
+    return plan
+
+
+def resolve(experiment: str, sets: List[str], no_sweep: bool = False) -> dict:
+    """The experiment as the model reads it (``flexpass sim FILE --resolve``)."""
+    cmd = [str(env.FLEXPASS_BIN), "sim", experiment, "--resolve"]
+    for s in sets:
+        cmd += ["--set", s]
+    if no_sweep:
+        cmd.append("--no-sweep")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise ExperimentError(f"cannot run {env.FLEXPASS_BIN} (make build): {e.strerror}") from None
+    if r.returncode != 0:
+        raise ExperimentError((r.stderr or r.stdout).strip().removeprefix("error: "))
+    return json.loads(r.stdout)
+
+
+# -- running it ------------------------------------------------------------------------
+
+def _agent(*args: str) -> List[str]:
+    return [str(env.FLEXPASS_BIN), *args, "--log-level", "warn"]
+
+
+def _json_lines(path: Path) -> List[dict]:
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    return out
+
+
+def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
+    """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv."""
+    from .experiments import TmSampler
+    from .network import start_network
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.txt").write_text(plan.describe() + "\n")
+    sc, fab = plan.scaled, plan.fabric
+    agent_net = sc.agent_args()
+    for key, flag in (("credit_batch", "--credit-batch"), ("target_loss_scaling", "--target-loss-scaling")):
+        v = plan.experiment["host"].get(key)
+        if v is not None and v != {"credit_batch": 1}.get(key):
+            agent_net += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
+    if plan.experiment["host"].get("tlp"):
+        agent_net.append("--tlp")
+
+    def edit(cfg: dict) -> None:
+        for sname, s in cfg["switches"].items():
+            for port in s["ports"].values():
+                rate = plan.port_rates.get((sname, port["name"]))
+                if rate:
+                    port["link_rate"] = rate
+
+    procs = []
+    started: Dict[int, float] = {}
+    t_wall0 = time.monotonic()
+    with start_network(fab, sc, switch, out, plan.profile, pcap, config_edit=edit) as net:
+        # Every host that receives a flow or answers an incast runs one agent server.
+        servers = sorted({f.dst for f in plan.flows if f.kind == "listed"} | {f.src for f in plan.flows if f.kind == "incast"})
+        for h in servers:
+            ip = fab.hosts[h].ip
+            net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
+                                str(plan.sample_ms), *agent_net), out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
+        time.sleep(0.5)
+        monitors = []
+        if "bottleneck" in plan.experiment["measure"].get("monitor", []):
+            recv = collections_most_common([f.dst for f in plan.flows])
+            sw, port = fab.host_port(recv)
+            monitors.append(TmSampler(net, sw, port))
+        t0 = time.monotonic()
+
+        def start_flow(f: FlowPlan) -> None:
+            size = f.bytes if f.bytes is not None else int(sc.link_rate_bps / 8 * (plan.duration_s + 30))
+            started[f.id] = time.monotonic() - t0
+            p = net.popen(f.src, _agent("send", "--to", f"{fab.hosts[f.dst].ip}:{AGENT_PORT}", "--transport",
+                                        f.transport, "--size", str(size), "--timeout-s",
+                                        f"{max(60.0, 4 * plan.duration_s):g}", *agent_net),
+                          out / f"flow{f.id}-send.jsonl", out / f"flow{f.id}-send.err")
+            procs.append((f, p))
+
+        def start_incast(group: int, members: List[FlowPlan]) -> None:
+            first = members[0]
+            for f in members:
+                started[f.id] = time.monotonic() - t0
+            servers_of = []
+            for f in members:  # one server entry per flow, in flow order: the agent cycles through them
+                servers_of.append(f"{fab.hosts[f.src].ip}:{AGENT_PORT}")
+            p = net.popen(first.dst, _agent("incast", "--servers", ",".join(dict.fromkeys(servers_of)),
+                                            "--flows", str(len(members)), "--size", str(first.bytes),
+                                            "--transport", first.transport, "--timeout-s",
+                                            f"{max(60.0, 4 * plan.duration_s):g}", *agent_net),
+                          out / f"incast{group}.jsonl", out / f"incast{group}.err")
+            procs.append((members, p))
+
+        events = []
+        for f in plan.flows:
+            if f.kind == "listed":
+                events.append((f.start_s, "flow", f))
+        groups: Dict[int, List[FlowPlan]] = {}
+        for f in plan.flows:
+            if f.kind == "incast":
+                groups.setdefault(f.group, []).append(f)
+        for g, members in groups.items():
+            events.append((members[0].start_s, "incast", (g, members)))
+        for fault in plan.faults:
+            events.append((fault.at_s, "fault", fault))
+        events.sort(key=lambda e: e[0])
+        timeline = []
+        from .faults import set_link
+
+        cfg_path = out / "switch-config.yaml"
+        reroutes: List[Tuple[float, FaultPlan]] = []
+        for at, what, obj in events:
+            wait_until(t0 + at, monitors)
+            if what == "flow":
+                start_flow(obj)
+            elif what == "incast":
+                start_incast(*obj)
+            else:
+                a, _, b = obj.link.partition("->")
+                intfs = [i.name for pair in net.net.get(a).connectionsTo(net.net.get(b)) for i in pair]
+                set_link(net, a, b, intfs, not obj.up, "ifdown")
+                timeline.append({"t_s": time.monotonic() - t0, "event": f"link {obj.link} {'up' if obj.up else 'down'}"})
+                reroutes.append((at + obj.reroute_after_s, obj))
+        for at, obj in sorted(reroutes, key=lambda r: r[0]):
+            wait_until(t0 + at, monitors)
+            verb = "up" if obj.up else "down"
+            a, _, b = obj.link.partition("->")
+            r = subprocess.run([sys.executable, "-m", "flexpass_cp.cli", f"link-{verb}", "--config", str(cfg_path),
+                                "--link", f"{a}:{b}"], capture_output=True, text=True, env=ctl_env())
+            (out / f"link-{verb}-{a}-{b}.txt").write_text(r.stdout + r.stderr)
+            timeline.append({"t_s": time.monotonic() - t0, "event": f"routes without {obj.link}" if not obj.up
+                             else f"routes with {obj.link}", "ok": r.returncode == 0})
+        # Long-lived flows run for the duration; finite ones until done (or the grace ends).
+        end = t0 + plan.duration_s
+        wait_until(end, monitors)
+        finite = [p for fl, p in procs if isinstance(fl, list) or fl.bytes is not None]
+        deadline = end + GRACE * plan.duration_s + 10
+        while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
+            wait_until(time.monotonic() + 0.1, monitors)
+        for m in monitors:
+            m.close()
+        tm_rows = monitors[0].rows if monitors else []
+    wall = time.monotonic() - t_wall0
+    return report(plan, switch, out, started, timeline, tm_rows, wall)
+
+
+def collections_most_common(items: List[str]) -> str:
+    return max(set(items), key=items.count)
+
+
+def ctl_env() -> Dict[str, str]:
+    from .network import ctl_env as e
+
+    return e()
+
+
+def wait_until(t: float, monitors) -> None:
+    """Sleep until monotonic time `t`, sampling the monitors every 100 ms meanwhile."""
+    while True:
+        now = time.monotonic()
+        if now >= t:
+            return
+        time.sleep(min(0.1, t - now))
+        for m in monitors:
+            m.sample()
+
+
+# -- the report -------------------------------------------------------------------------
+
+def _stats(values: List[float]) -> dict:
+    if not values:
+        return {"flows": 0, "avg_us": 0.0, "p50_us": 0.0, "p99_us": 0.0, "std_us": 0.0, "max_us": 0.0}
+    v = sorted(values)
+
+    def pct(q):
+        k = (len(v) - 1) * q
+        lo = math.floor(k)
+        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (k - lo)
+
+    return {"flows": len(v), "avg_us": statistics.fmean(v), "p50_us": pct(0.5), "p99_us": pct(0.99),
+            "std_us": statistics.pstdev(v), "max_us": v[-1]}
+
+
+def _fct_summary(flows: List[dict], small: int) -> dict:
+    done = [f for f in flows if f["fct_us"] is not None]
+    finite = [f for f in flows if f["size"] is not None]
+    return {
+        "flows": len(finite), "completed": len(done), "incomplete": len(finite) - len(done),
+        "all": _stats([f["fct_us"] for f in done]),
+        "small": _stats([f["fct_us"] for f in done if f["size"] < small]),
+        "not_small": _stats([f["fct_us"] for f in done if f["size"] >= small]),
+        "timeouts": sum(f["timeouts"] for f in flows),
+        "retransmissions": sum(f["retransmissions"] for f in flows),
+    }
+
+
+def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeline: List[dict],
+           tm_rows: List[dict], wall_s: float) -> dict:
+    """result.json and flows.csv in the model's shape, from the agents' records."""
+    by_id = {f.id: f for f in plan.flows}
+    records: Dict[int, dict] = {}
+    # Byte-exact: a finite flow counts as delivered when its receiver's agent reports the
+    # same byte count and SHA-256 as its sender's.
+    received: Dict[str, List[Tuple[int, str]]] = {}
+    for h in plan.fabric.hosts:
+        received[h] = [(r.get("bytes"), r.get("sha256")) for r in _json_lines(out / f"{h}-serve.jsonl")
+                       if r.get("event") == "flow_received"]
+    for f in plan.flows:
+        if f.kind == "listed":
+            recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
+            rec = dict(recs[-1]) if recs else {}
+            if rec and f.bytes is not None and not rec.get("error"):
+                key = (rec.get("bytes"), rec.get("sha256"))
+                if key in received[f.dst]:
+                    received[f.dst].remove(key)
+                else:
+                    rec["error"] = "the receiver reported no flow with this flow's bytes and SHA-256"
+            records[f.id] = rec
+    groups: Dict[int, List[FlowPlan]] = {}
+    for f in plan.flows:
+        if f.kind == "incast":
+            groups.setdefault(f.group, []).append(f)
+    for g, members in groups.items():
+        got = [r for r in _json_lines(out / f"incast{g}.jsonl") if r.get("event") == "response"]
+        # Responses carry their server, not their request: a server's responses fill its
+        # flows in completion order (they are alike: same size, same server).
+        pending: Dict[str, List[FlowPlan]] = {}
+        for f in members:
+            pending.setdefault(plan.fabric.hosts[f.src].ip, []).append(f)
+        for r in got:
+            ip = str(r.get("from", "")).rsplit(":", 1)[0]
+            if pending.get(ip):
+                records[pending[ip].pop(0).id] = dict(r, bytes=r.get("size"))
+    # Receiver-side samples: per flow, bytes per interval, proactive and reactive.
+    shares = _shares(plan, out)
+    flows = []
+    for f in plan.flows:
+        r = records.get(f.id, {})
+        ok = bool(r) and not r.get("error") and (f.bytes is None or r.get("bytes") == f.bytes)
+        fct = r.get("fct_us") if ok and f.bytes is not None else None
+        sh = shares.get(f.id, {})
+        flows.append({
+            "id": f.id, "kind": f.kind, "transport": f.transport, "src": int(f.src[1:]), "dst": int(f.dst[1:]),
+            "size": f.bytes, "model_size": f.model_bytes, "start_us": started.get(f.id, f.start_s) * 1e6,
+            "fct_us": fct, "delivered_bytes": r.get("bytes"), "retransmissions": int(r.get("retransmissions") or 0),
+            "timeouts": int(r.get("timeouts") or 0), "share": sh.get("share"),
+            "proactive_share": sh.get("proactive_share"), "reactive_share": sh.get("reactive_share"),
+            "error": r.get("error") or (None if r else "no record from the agent"),
+        })
+    legacy = [x for x in flows if x["transport"] in ("dctcp", "tcp", "cubic")]
+    new = [x for x in flows if x not in legacy]
+    result = {
+        "experiment": plan.name, "point": plan.point, "backend": BACKEND, "switch": switch,
+        "profile": plan.profile, "w_q": plan.scaled.w_q, "time_scale": plan.time_scale,
+        "scale": plan.scaled.describe(), "link_rate_bps": plan.scaled.link_rate_bps,
+        "model_rtt_us": plan.model_rtt_us, "duration_us": plan.duration_s * 1e6, "wall_seconds": wall_s,
+        "fct": {"overall": _fct_summary(flows, plan.small_flow_bytes), "legacy": _fct_summary(legacy, plan.small_flow_bytes),
+                "new": _fct_summary(new, plan.small_flow_bytes)},
+        "timeouts": sum(x["timeouts"] for x in flows),
+        "flows": flows, "timeline": timeline,
+        "bottleneck_queues": tm_rows[-1]["stats"] if tm_rows else None,
+        "plan": plan.describe(),
+    }
+    (out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+    with open(out / "flows.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "kind", "transport", "src", "dst", "size_bytes", "start_us", "fct_us", "slowdown",
+                    "retransmissions", "timeouts", "delivered_bytes", "corrupted_bytes", "reactive_rtos"])
+        for x in flows:
+            w.writerow([x["id"], x["kind"], x["transport"], x["src"], x["dst"], x["size"] if x["size"] is not None else "",
+                        f"{x['start_us']:.3f}", "" if x["fct_us"] is None else f"{x['fct_us']:.3f}", "",
+                        x["retransmissions"], x["timeouts"], x["delivered_bytes"] or 0, 0, ""])
+    return result
+
+
+def _shares(plan: Plan, out: Path) -> Dict[int, dict]:
+    """Long-lived listed flows: their share of the host link after warm-up, from the
+    receiving agents' samples (one flow per sender and transport at a receiver)."""
+    res: Dict[int, dict] = {}
+    for f in plan.flows:
+        if f.kind != "listed" or f.bytes is not None:
+            continue
+        src_ip = plan.fabric.hosts[f.src].ip
+        samples = [s for s in _json_lines(out / f"{f.dst}-serve.jsonl") if s.get("event") == "sample"]
+        rows = []
+        prev = None
+        for s in samples:
+            t = s["t_ms"] / 1e3
+            dt = (t - prev) if prev is not None else plan.sample_ms / 1e3
+            prev = t
+            for x in s["flows"]:
+                if x["peer"].rsplit(":", 1)[0] == src_ip and x["transport"] == f.transport:
+                    rows.append((t, x["proactive_bytes"] * 8 / dt, x["reactive_bytes"] * 8 / dt))
+        if not rows:
+            continue
+        t_first = rows[0][0]
+        steady = [r for r in rows if r[0] >= t_first + plan.warmup_s] or rows
+        c = plan.scaled.link_rate_bps
+        pro = statistics.fmean(r[1] for r in steady) / c
+        rea = statistics.fmean(r[2] for r in steady) / c
+        res[f.id] = {"share": pro + rea, "proactive_share": pro, "reactive_share": rea}
+    return res
+
+
+def main_args(a) -> int:
+    """``python -m flexpass_mininet emulate``: resolve, plan every point, run (or print)."""
+    try:
+        resolved = resolve(a.experiment, a.set or [], a.no_sweep)
+        plans = [make_plan(resolved, p, a.link_mbps, a.rtt_us) for p in resolved["points"]]
+    except ExperimentError as e:
+        print(f"flexpass emulate: {e}", flush=True)
+        return 1
+    for p in plans:
+        print(p.describe(), flush=True)
+    if a.dry_run:
+        return 0
+    from .__main__ import _cannot_run
+
+    if _cannot_run(a.switch):
+        return 2
+    base = a.out
+    for i, p in enumerate(plans, 1):
+        d = base / p.point if p.point else base
+        print(f"[{i}/{len(plans)}] {p.name}{' ' + p.point if p.point else ''}: {p.duration_s:.1f} s of traffic -> {d}",
+              flush=True)
+        r = run(p, a.switch, d, a.pcap)
+        o = r["fct"]["overall"]
+        print(f"  {o['completed']}/{o['flows']} finite flows completed, max FCT {o['all']['max_us'] / 1e3:.1f} ms, "
+              f"timeouts {r['timeouts']}; " + ", ".join(
+                  f"flow {x['id']} ({x['transport']}) {100 * x['share']:.0f} %" for x in r["flows"] if x["share"] is not None),
+              flush=True)
+    return 0
