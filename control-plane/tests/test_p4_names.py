@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from flexpass_cp import config as C
+from flexpass_cp import p4_program as P4
+from flexpass_cp.config import load_config
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.dscp import TrafficClass
+from flexpass_cp.entities import ActionProfileGroup
 
 REPO = Path(__file__).resolve().parents[2]
 P4SRC = REPO / "p4src"
@@ -28,8 +32,8 @@ def p4_names():
 
 def test_p4_declares_every_name_the_control_plane_uses():
     names, _ = p4_names()
-    used = {C.T_CLASSIFIER, C.T_ROUTING, C.T_QUEUE_THRESHOLDS, C.T_PORT_SMAC, C.AP_ECMP,
-            C.METER_CREDIT, C.INGRESS_EVENTS, *C.PORT_QUEUE_COUNTERS,
+    used = {P4.T_CLASSIFIER, P4.T_ROUTING, P4.T_QUEUE_THRESHOLDS, P4.T_PORT_SMAC, P4.AP_ECMP,
+            P4.METER_CREDIT, P4.INGRESS_EVENTS, *P4.PORT_QUEUE_COUNTERS,
             "set_class", "set_nexthop", "set_thresholds", "set_smac"}
     assert used <= names, f"missing in p4src: {sorted(used - names)}"
 
@@ -38,11 +42,11 @@ def test_p4_constants_match():
     _, text = p4_names()
     kinds = dict(re.findall(r"const kind_t KIND_(\w+)\s*=\s*(\d+);", text))
     assert {k: int(v) for k, v in kinds.items()} == {
-        "LEGACY": C.KIND[C.TrafficClass.LEGACY], "CREDIT": C.KIND[C.TrafficClass.CREDIT],
-        "PROACTIVE": C.KIND[C.TrafficClass.PROACTIVE_DATA],
-        "REACTIVE": C.KIND[C.TrafficClass.REACTIVE_DATA], "CONTROL": C.KIND[C.TrafficClass.CONTROL]}
-    assert re.search(rf"#define MAX_PORTS {C.MAX_PORTS}\b", text)
-    assert re.search(rf"#define ECMP_MAX_GROUP_SIZE {C.ECMP_MAX_GROUP_SIZE}\b", text)
+        "LEGACY": P4.KIND[TrafficClass.LEGACY], "CREDIT": P4.KIND[TrafficClass.CREDIT],
+        "PROACTIVE": P4.KIND[TrafficClass.PROACTIVE_DATA],
+        "REACTIVE": P4.KIND[TrafficClass.REACTIVE_DATA], "CONTROL": P4.KIND[TrafficClass.CONTROL]}
+    assert re.search(rf"#define MAX_PORTS {P4.MAX_PORTS}\b", text)
+    assert re.search(rf"#define ECMP_MAX_GROUP_SIZE {P4.ECMP_MAX_GROUP_SIZE}\b", text)
     assert re.search(r"#define FLEXPASS_UDP_PORT 7890\b", text)
 
 
@@ -51,16 +55,16 @@ def test_p4_constants_match():
 def test_entities_encode_against_built_p4info(cfg_path):
     p4rt = pytest.importorskip("flexpass_cp.p4runtime_client")
     info = p4rt.P4Info.from_file(P4INFO)
-    cfg = C.load_config(cfg_path)
+    cfg = load_config(cfg_path)
     for sw in cfg.switches:
-        for e in C.switch_entries(cfg, sw):
+        for e in switch_entries(cfg, sw):
             proto = info.entity_proto(e)
             back = info.entity_from_proto(proto)
-            if isinstance(e, C.ActionProfileGroup):
+            if isinstance(e, ActionProfileGroup):
                 assert back.same_state(e)
             else:
                 assert back == e
-    for name in (*C.PORT_QUEUE_COUNTERS, C.INGRESS_EVENTS):
+    for name in (*P4.PORT_QUEUE_COUNTERS, P4.INGRESS_EVENTS):
         info.get("counters", name)
 
 
@@ -99,11 +103,11 @@ def test_bfrt_ops_fit_the_compiled_tna_program(chip):
     if not BFRT_JSONS[chip].is_file():
         pytest.skip(f"SKIPPED: {BFRT_JSONS[chip]} missing: make p4-tofino (needs p4c's Tofino backend)")
     tables = {t["name"]: t for t in json.loads(BFRT_JSONS[chip].read_text())["tables"]}
-    cfg = C.load_config(TOFINO_GOLDEN)
+    cfg = load_config(TOFINO_GOLDEN)
     ops = [op for sw in cfg.switches for op in B.switch_ops(cfg, sw)
            if not op.table.startswith("$") and "." not in op.table]
-    assert {op.table for op in ops} >= {C.T_CLASSIFIER, C.T_ROUTING, C.T_QUEUE_THRESHOLDS,
-                                       C.T_PORT_SMAC, C.METER_CREDIT}
+    assert {op.table for op in ops} >= {P4.T_CLASSIFIER, P4.T_ROUTING, P4.T_QUEUE_THRESHOLDS,
+                                       P4.T_PORT_SMAC, P4.METER_CREDIT}
     for op in ops:
         t = tables.get(f"pipe.{op.table}")
         assert t is not None, f"{chip}: no table pipe.{op.table} in bfrt.json ({op.describe()})"
