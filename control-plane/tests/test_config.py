@@ -5,6 +5,7 @@ Pure tests: no switch, no P4 toolchain.
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -256,7 +257,7 @@ def test_derived_values():
 
 def test_naive_profile_uses_full_rate_and_one_data_queue():
     raw = base()
-    raw["switches"]["s1"]["profile"] = "expresspass_naive"
+    raw["switches"]["s1"]["profile"] = "naive"
     cfg = parse_config(raw)
     d = derived(cfg, "s1", 1)
     assert d.credit_rate_bps == pytest.approx(10e9 * 84 / 1622)
@@ -269,6 +270,29 @@ def test_naive_profile_uses_full_rate_and_one_data_queue():
     thr = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS]
     assert all(e.params["red_threshold"] == NO_THRESHOLD for e in thr)
 
+
+
+def test_profiles_are_the_models_names():
+    """One vocabulary: every profile a switch takes is a flexpass-sim switch.profile."""
+    from flexpass_cp.config.profiles import MODEL_ONLY, PROFILES
+
+    queue_rs = (REPO / "host-agent" / "crates" / "flexpass-sim" / "src" / "queue.rs").read_text()
+    model = set(re.findall(r'Profile::\w+ => "(\w+)"', queue_rs))
+    assert model == set(PROFILES) | set(MODEL_ONLY)
+
+
+@pytest.mark.parametrize("old, message", [
+    ("expresspass_naive", "switches.s1.profile: profile 'expresspass_naive' is now called 'naive'"),
+    ("owf", "switches.s1.profile: profile 'owf' exists in the model only"),
+    ("layering", "switches.s1.profile: profile 'layering' exists in the model only"),
+    ("fifo", "switches.s1.profile: unknown profile 'fifo' (profiles: flexpass, naive, ppt, flashpass)"),
+])
+def test_a_profile_the_switch_does_not_take_names_the_key_and_the_fix(old, message):
+    raw = base()
+    raw["switches"]["s1"]["profile"] = old
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw)
+    assert str(e.value).startswith(message)
 
 
 # ---------------------------------------------------------------- entries
@@ -506,7 +530,7 @@ def test_flashpass_classifier_puts_emulation_in_q0_and_every_data_class_in_one_q
     assert [(dict(e.match), e.params) for e in colour if not e.is_default] == \
         [({"qid": q["credit"], "ecn": 0}, {"color": 2})]
     # Every BMv2 profile manages the table (its default), so switching profiles clears it.
-    for profile in ("flexpass", "expresspass_naive"):
+    for profile in ("flexpass", "naive"):
         raw = flashpass_raw()
         raw["switches"]["s1"]["profile"] = profile
         assert [e.is_default for e in _entries(parse_config(raw), T_ECN_COLOR)] == [True]

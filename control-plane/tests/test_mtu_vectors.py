@@ -28,7 +28,7 @@ RATES = VECTORS["credit_rates"]
 
 def _config(link_bps, share, mtu, **credit):
     """One switch, one port of `link_bps`; FlexPass at w_q = share, or naive ExpressPass."""
-    profile = "expresspass_naive" if share == 1.0 else "flexpass"
+    profile = "naive" if share == 1.0 else "flexpass"
     return parse_config({
         "credit": {"mtu": mtu, **credit},
         "port_defaults": {"w_q": 0.5 if share == 1.0 else share, "ecn_threshold": "60KB",

@@ -263,7 +263,7 @@ FIG7 = {
     "fig7c": (["flexpass", "dctcp"], "flexpass", "Fig. 7c: FlexPass vs DCTCP"),
 }
 FIG9 = {
-    "fig9a": (["expresspass", "dctcp"], "expresspass_naive", "Fig. 9a: ExpressPass vs DCTCP"),
+    "fig9a": (["expresspass", "dctcp"], "naive", "Fig. 9a: ExpressPass vs DCTCP"),
     "fig9b": (["flexpass", "dctcp"], "flexpass", "Fig. 9b: FlexPass vs DCTCP"),
 }
 
@@ -283,7 +283,7 @@ def fig9(opts: Options) -> dict:
 
 # -- Fig. 8: incast --------------------------------------------------------------------
 
-INCAST_TRANSPORTS = {"tcp": "flexpass", "dctcp": "flexpass", "expresspass": "expresspass_naive",
+INCAST_TRANSPORTS = {"tcp": "flexpass", "dctcp": "flexpass", "expresspass": "naive",
                      "flexpass": "flexpass"}
 
 

@@ -1,5 +1,5 @@
-"""Switch profiles: the queues of each, and which traffic class goes to which
-queue.
+"""Switch profiles: the names the model uses (flexpass-sim ``switch.profile``),
+the queues of each, and which traffic class goes to which queue.
 
 The profiles differ only in table entries and queue settings; the P4 program
 is the same.
@@ -13,12 +13,23 @@ from ..dscp import PRIORITY_LEVELS, TrafficClass
 from ..p4_program import COLOR_GREEN, COLOR_RED, QUEUES_PER_PORT
 
 FLEXPASS = "flexpass"
-NAIVE = "expresspass_naive"
+NAIVE = "naive"
 PPT = "ppt"
 FLASHPASS = "flashpass"
 
-#: Profiles a switch can be configured with.
+#: Profiles a switch can be configured with (a subset of the model's).
 PROFILES = (FLEXPASS, NAIVE, PPT, FLASHPASS)
+
+#: Old control-plane names -> the model's.
+RENAMED = {"expresspass_naive": NAIVE}
+
+#: The model's profiles that only the hosts or an oracle make different.
+MODEL_ONLY = {
+    "owf": "oracle weighted fair: DWRR weight and credit rate set from the true traffic mix, "
+           "known only to the model",
+    "layering": "the switch is the naive profile's (use profile: naive); the difference is the hosts' "
+                "DCTCP window",
+}
 
 #: Logical queues of the FlexPass design (paper §4.1): Q0 credits, Q1 FlexPass
 #: data + control, Q2 legacy.

@@ -26,7 +26,7 @@ from .model import (
     Route,
     SwitchConfig,
 )
-from .profiles import DEFAULT_BMV2_PRIORITY, FLASHPASS, LOGICAL_QUEUES, PPT, PROFILES
+from .profiles import DEFAULT_BMV2_PRIORITY, FLASHPASS, LOGICAL_QUEUES, MODEL_ONLY, PPT, PROFILES, RENAMED
 from .targets import TARGETS, TOFINO_CHIPS, TOFINO_SPEEDS
 from .topology import with_down_links
 from .units import is_number, parse_mac, parse_rate, parse_size
@@ -67,6 +67,19 @@ _QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold"
 #: profiles may omit them (the FlexPass testbed values fill them, unused).  A PPT port
 #: uses ``buffer`` only, a FlashPass port ``buffer`` and ``credit_queue_packets``.
 _PPT_UNUSED_DEFAULTS = {"w_q": 0.5, "ecn_threshold": "60KB", "red_threshold": "100KB"}
+
+
+def _profile(value: Any, path: str) -> str:
+    """A profile name of the model's vocabulary (profiles.PROFILES)."""
+    if value in PROFILES:
+        return value
+    if value in RENAMED:
+        raise ConfigError(path, f"profile {value!r} is now called {RENAMED[value]!r}, the model's name: "
+                                f"write profile: {RENAMED[value]}")
+    if value in MODEL_ONLY:
+        raise ConfigError(path, f"profile {value!r} exists in the model only ({MODEL_ONLY[value]}); "
+                                f"a switch takes one of {', '.join(PROFILES)}")
+    raise ConfigError(path, f"unknown profile {value!r} (profiles: {', '.join(PROFILES)})")
 
 
 def _queue_params(raw: Mapping, path: str, flexpass_fields_unused: bool = False) -> QueueParams:
@@ -218,9 +231,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
     if not isinstance(grpc_addr, str) or ":" not in grpc_addr:
         raise ConfigError(_join(path, "grpc_addr"), f"must be 'host:port', got {grpc_addr!r}")
     thrift_port = _int(raw.get("thrift_port", 9090), _join(path, "thrift_port"), 1, 65535)
-    profile = raw.get("profile", "flexpass")
-    if profile not in PROFILES:
-        raise ConfigError(_join(path, "profile"), f"unknown profile {profile!r} (profiles: {', '.join(PROFILES)})")
+    profile = _profile(raw.get("profile", "flexpass"), _join(path, "profile"))
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
