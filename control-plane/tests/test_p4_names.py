@@ -50,6 +50,60 @@ def test_p4_constants_match():
     assert re.search(r"#define FLEXPASS_UDP_PORT 7890\b", text)
 
 
+DEFINE_P4 = P4SRC / "shared" / "define.p4"
+
+
+def _p4_macro(text, name):
+    """(parameters, body) of ``#define name(params) body``."""
+    m = re.search(rf"^#define {name}\(([^)]*)\)\s+(.+?)\s*$", text, re.M)
+    assert m, f"no #define {name}(...) in {DEFINE_P4}"
+    return [a.strip() for a in m.group(1).split(",")], m.group(2)
+
+
+def _p4_expr_to_python(body, concat_bits):
+    """A P4 bit expression as Python: casts dropped, x[h:l] a shift and mask,
+    a ++ b (b of `concat_bits` bits) a << concat_bits | b."""
+    py = re.sub(r"\(bit<\d+>\)", "", body)
+    py = re.sub(r"(\w+|\(\w+\))\[(\d+):(\d+)\]",
+                lambda m: f"(({m.group(1)} >> {m.group(3)}) & {(1 << (int(m.group(2)) - int(m.group(3)) + 1)) - 1})",
+                py)
+    return py.replace("++", f"<< {concat_bits} |")
+
+
+def test_queue_index_is_the_p4_macro():
+    """p4_program.port_queue_index computes what define.p4's PORT_QUEUE_INDEX does,
+    and every P4 counter index goes through the macro."""
+    text = DEFINE_P4.read_text()
+    qid_bits = int(re.search(r"typedef bit<(\d+)> qid_t;", text).group(1))
+    assert int(re.search(r"#define QUEUES_PER_PORT (\d+)", text).group(1)) == P4.QUEUES_PER_PORT == 1 << qid_bits
+    size = int(re.search(r"#define PORT_QUEUE_COUNTER_SIZE (\d+)", text).group(1))
+    assert size == P4.MAX_PORTS * P4.QUEUES_PER_PORT
+    params, body = _p4_macro(text, "PORT_QUEUE_INDEX")
+    expr = compile(_p4_expr_to_python(body, qid_bits), "PORT_QUEUE_INDEX", "eval")
+    cells = set()
+    for port in range(P4.MAX_PORTS):
+        for qid in range(P4.QUEUES_PER_PORT):
+            cell = eval(expr, {}, dict(zip(params, (port, qid))))
+            assert cell == P4.port_queue_index(port, qid), (port, qid, body)
+            cells.add(cell)
+    assert cells == set(range(size))
+    uses = {p.relative_to(P4SRC).as_posix() for p in P4SRC.rglob("*.p4") if "PORT_QUEUE_INDEX(" in p.read_text()}
+    assert uses >= {"v1model/include/control/counters.p4", "tna/include/control/credit_meter.p4",
+                    "tna/include/control/ecn_red.p4"}
+    for p in P4SRC.rglob("*.p4"):
+        if p != DEFINE_P4:
+            code = re.sub(r"/\*.*?\*/", "", p.read_text(), flags=re.S)
+            assert not re.search(r"<< *3\b|\+\+ *[\w.]*qid", code), f"{p}: a queue index by hand"
+
+
+def test_no_threshold_is_the_p4_constant():
+    text = "\n".join(p.read_text() for p in P4SRC.rglob("*.p4"))
+    (width, value), = re.findall(r"const bit<(\d+)> QDEPTH_NONE = (\w+);", text)
+    assert int(value, 0) == P4.NO_THRESHOLD == (1 << int(width)) - 1
+    assert "QDEPTH_NONE" in DEFINE_P4.read_text()
+    assert len(re.findall(r"0x7FFFF", text, re.I)) == 1, "write QDEPTH_NONE, not its value"
+
+
 @pytest.mark.skipif(not P4INFO.exists(), reason="P4 program not built (make p4)")
 @pytest.mark.parametrize("cfg_path", CONFIGS, ids=lambda p: p.name)
 def test_entities_encode_against_built_p4info(cfg_path):
