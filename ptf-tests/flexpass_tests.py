@@ -30,7 +30,10 @@ from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from flexpass_cp.config import INGRESS_EVENTS, TOFINO_CHIPS, load_config  # noqa: E402
+from flexpass_cp.config import load_config  # noqa: E402
+from flexpass_cp.config.derive import derived  # noqa: E402
+from flexpass_cp.config.targets import TOFINO_CHIPS  # noqa: E402
+from flexpass_cp.p4_program import INGRESS_EVENTS, port_queue_index  # noqa: E402
 from flexpass_cp.scapy_flexpass import FlexPass, FlexPassCredit, FlexPassData  # noqa: E402
 
 CFG = load_config(testutils.test_param_get("config") or os.path.join(_REPO, "ptf-tests", "ptf-config.yaml"))
@@ -134,7 +137,7 @@ class FlexPassTest(BaseTest):
     # --- helpers ---------------------------------------------------------
 
     def counter(self, name, port, qid):
-        return self.client.read_counter(name).get(port * 8 + qid, (0, 0))[0]
+        return self.client.read_counter(name).get(port_queue_index(port, qid), (0, 0))[0]
 
     def counters(self, port, qid):
         return {n: self.counter(n, port, qid)
@@ -202,7 +205,7 @@ class CreditMeter(FlexPassTest):
 
     def runTest(self):
         port, qid = 2, Q["credit"]
-        d = CFG.derived("s1", port)
+        d = derived(CFG, "s1", port)
         rate = d.credits_per_second  # 38.5/s on the 1 Mbit/s port
         burst = d.meter_burst_bytes // d.credit_bmv2_bytes
         before = self.counters(port, qid)
@@ -246,7 +249,7 @@ class CreditMeterBatchBurst(FlexPassTest):
         FlexPassTest.setUp(self)
         import dataclasses
 
-        from flexpass_cp.config import switch_entries
+        from flexpass_cp.config.entries import switch_entries
 
         self.port = 2
         pc = SW.ports[self.port]
@@ -256,7 +259,7 @@ class CreditMeterBatchBurst(FlexPassTest):
         self.client.apply(switch_entries(self.burst_cfg, "s1"))
 
     def tearDown(self):
-        from flexpass_cp.config import switch_entries
+        from flexpass_cp.config.entries import switch_entries
 
         try:
             self.client.apply(switch_entries(CFG, "s1"))
@@ -281,7 +284,7 @@ class CreditMeterBatchBurst(FlexPassTest):
         return metered, len(got), elapsed
 
     def runTest(self):
-        d = self.burst_cfg.derived("s1", self.port)
+        d = derived(self.burst_cfg, "s1", self.port)
         self.assertEqual(d.meter_burst_bytes // d.credit_bmv2_bytes, self.BURST)
         time.sleep(self.BURST / d.credits_per_second + 0.1)  # a full bucket
         one = [self.passed(self.BURST, 100 * k) for k in range(2)]
@@ -339,7 +342,7 @@ class EcnMarking(FlexPassTest):
 
     def runTest(self):
         port, qid = 2, Q["flexpass"]
-        k = CFG.derived("s1", port).ecn_threshold_qdepth
+        k = derived(CFG, "s1", port).ecn_threshold_qdepth
         # Below K: packets spaced so the queue (81 pkt/s) is empty each time.
         before = self.counters(port, qid)
         for i in range(5):
@@ -383,7 +386,7 @@ class SelectiveDrop(FlexPassTest):
 
     def runTest(self):
         port, qid = 2, Q["flexpass"]
-        red_thr = CFG.derived("s1", port).red_threshold_qdepth
+        red_thr = derived(CFG, "s1", port).red_threshold_qdepth
         n = 60
         before = self.counters(port, qid)
         self.send_burst(1, [fp_packet(port, DSCP.reactive_data,
@@ -522,7 +525,7 @@ class ProfileTest(FlexPassTest):
         import dataclasses
 
         from flexpass_cp.bmv2_queues import apply_queue_settings
-        from flexpass_cp.config import switch_entries
+        from flexpass_cp.config.entries import switch_entries
 
         if TOFINO:
             self.skipTest(f"profile {self.PROFILE} is BMv2 / flexpass_switch only")
@@ -534,7 +537,7 @@ class ProfileTest(FlexPassTest):
 
     def tearDown(self):
         from flexpass_cp.bmv2_queues import apply_queue_settings
-        from flexpass_cp.config import switch_entries
+        from flexpass_cp.config.entries import switch_entries
 
         try:
             self.client.apply(switch_entries(CFG, "s1"))
@@ -552,7 +555,7 @@ class PptProfile(ProfileTest):
     PROFILE = "ppt"
 
     def runTest(self):
-        from flexpass_cp.config import ppt_qid
+        from flexpass_cp.config.profiles import ppt_qid
 
         cases = [(f"P{p}", DSCP.priority[p], ppt_qid(p)) for p in range(8)]
         cases += [("legacy", DSCP.legacy, ppt_qid(3)), ("proactive_data", DSCP.proactive_data, ppt_qid(3)),
@@ -568,7 +571,7 @@ class PptProfile(ProfileTest):
         # Per-queue ECN on the slow port (81 frames/s): a burst of 30 ECT packets builds a
         # queue; marks start only above that queue's K.
         port = 2
-        d = self.profile_cfg.derived("s1", port)
+        d = derived(self.profile_cfg, "s1", port)
         for p in (1, 6):
             qid, k = ppt_qid(p), d.qdepth(d.ppt_ecn_threshold_bytes(p))
             before = self.counter("ecn_marked", port, qid)
@@ -635,7 +638,7 @@ class FlashPassProfile(ProfileTest):
         # Selective dropping on the slow port (77 emulation packets/s): a burst of eight,
         # ordinary and over-provisioned alternating, no more than the queue holds.
         port = 2
-        d = self.profile_cfg.derived("s1", port)
+        d = derived(self.profile_cfg, "s1", port)
         before = self.counters(port, cq)
         burst = [self.emulation(port, i, 2 if i % 2 == 0 else 0) for i in range(8)]
         self.send_burst(1, burst)

@@ -21,6 +21,7 @@ import time
 import ptf.testutils as testutils
 
 from flexpass_tests import CFG, DSCP, Q, FlexPassTest, credit, fp_packet  # noqa: F401
+from flexpass_cp.config.derive import derived
 from flexpass_cp.scapy_flexpass import FlexPass, FlexPassData
 from scapy.layers.inet import IP
 from scapy.packet import Raw
@@ -75,7 +76,7 @@ class EcnMarkingModel(ModelTest):
 
     def runTest(self):
         qid, n = Q["flexpass"], 30
-        d = CFG.derived("s1", SLOW)
+        d = derived(CFG, "s1", SLOW)
         pkts = self.data_packets(n, DSCP.proactive_data, 2, ecn=lambda i: 2 if i % 2 else 1)
         per, k = d.frame_qdepth(len(bytes(pkts[0]))), d.ecn_threshold_qdepth
         before = self.counters(SLOW, qid)
@@ -104,7 +105,7 @@ class SelectiveDropModel(ModelTest):
 
     def runTest(self):
         qid, n = Q["flexpass"], 60
-        d = CFG.derived("s1", SLOW)
+        d = derived(CFG, "s1", SLOW)
         pct, guaranteed = d.tofino_red_limit
         limit = guaranteed * pct / 100  # cells; >= the selective-drop threshold
         pkts = self.data_packets(n, DSCP.reactive_data, 3)

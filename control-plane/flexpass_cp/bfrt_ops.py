@@ -6,8 +6,9 @@ config into a list of :class:`BfrtOp` (table, key fields with match types,
 action, data fields), :func:`plan` compares them with what a switch holds,
 and :mod:`flexpass_cp.bfrt_client` applies / reads them with the SDE's own
 ``bfrt_grpc`` client.  All values come from :mod:`flexpass_cp.config`: the P4
-tables from the same :func:`~flexpass_cp.config.switch_entries` as BMv2's
-P4Runtime entries, the traffic manager from :meth:`Derived.tofino_port`.
+tables from the same :func:`~flexpass_cp.config.entries.switch_entries` as BMv2's
+P4Runtime entries, the traffic manager from
+:func:`~flexpass_cp.config.queues.tofino_settings`.
 
 Tables
 ------
@@ -42,28 +43,26 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .config import (
+from .config import Config, ConfigError
+from .config.derive import Derived
+from .config.entries import switch_entries
+from .config.queues import tofino_settings
+from .config.targets import TOFINO_CHIPS, WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO
+from .p4_program import (
     AP_ECMP,
+    INGRESS_EVENTS,
     METER_CREDIT,
     PORT_QUEUE_COUNTERS,
-    INGRESS_EVENTS,
     T_CLASSIFIER,
     T_ECN_COLOR,
     T_PORT_SMAC,
     T_QUEUE_THRESHOLDS,
     T_ROUTING,
-    TOFINO_CHIPS,
-    WIRE_OVERHEAD_NOT_SEEN_BY_TOFINO,
-    Config,
-    ConfigError,
-    Derived,
-    switch_entries,
-    tofino_settings,
 )
 from .entities import ActionProfileGroup, ActionProfileMember, MeterEntry, TableEntry
 
 #: The TNA ActionSelector's ActionProfile (members).  v1model's action_selector
-#: is one object (config.AP_ECMP); TNA splits it in members and groups.
+#: is one object (p4_program.AP_ECMP); TNA splits it in members and groups.
 AP_ECMP_MEMBERS = "ecmp_profile"
 AP_ECMP_GROUPS = AP_ECMP
 

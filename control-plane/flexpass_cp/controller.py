@@ -50,9 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .config import TOFINO_CHIPS, Config, ConfigError, describe_link, switch_entries
-from .entities import plan_updates
 from . import links as links_mod
+from .backends import backend_for
+from .config import Config, ConfigError
+from .config.entries import switch_entries
+from .config.topology import describe_link, down_links
+from .entities import plan_updates
 
 
 @dataclass
@@ -109,26 +112,17 @@ class Controller:
         self.desired: Dict[str, list] = {}
         self._reload(first=True)
         names = list(self.switches) if self.switches else sorted(
-            n for n, s in self.cfg.switches.items() if s.target not in TOFINO_CHIPS)
+            n for n in self.cfg.switches if backend_for(self.cfg, n).resident)
         for n in names:
-            self.cfg.switch(n)  # unknown names are a ConfigError now, not later
-            if self.cfg.switch(n).target in TOFINO_CHIPS:
+            # unknown names are a ConfigError now, not later
+            if not backend_for(self.cfg, n).resident:
                 raise ConfigError(f"switches.{n}.target", "flexpass-ctl run drives P4Runtime switches "
                                                           "(BMv2, flexpass_switch); Tofino: flexpass-ctl apply")
             self.sessions[n] = Session(n)
         self.emit({"event": "start", "switches": names, "election_id": self.election_id[1],
-                   "down_links": self._down_links(), "links_file": str(self.links_path)})
+                   "down_links": down_links(self.cfg), "links_file": str(self.links_path)})
 
     # -- config and link state ---------------------------------------------------
-
-    def _down_links(self) -> List[str]:
-        from .config import link_peer
-
-        seen = set()
-        for s, p in sorted(self.cfg.down_ports):
-            peer = link_peer(self.cfg, s, p)
-            seen.add(tuple(sorted({(s, p)} | ({peer} if peer else set()))))
-        return [describe_link(self.cfg, ends) for ends in sorted(seen)]
 
     def _reload(self, first: bool = False) -> bool:
         stamp = (_stat(self.config_path), _stat(self.links_path))
@@ -145,9 +139,9 @@ class Controller:
         self._stamp = stamp
         old = self.desired
         self.cfg = cfg
-        self.desired = {n: switch_entries(cfg, n) for n, s in cfg.switches.items() if s.target not in TOFINO_CHIPS}
+        self.desired = {n: switch_entries(cfg, n) for n in cfg.switches if backend_for(cfg, n).resident}
         if not first:
-            self.emit({"event": "links", "down_links": self._down_links()})
+            self.emit({"event": "links", "down_links": down_links(cfg)})
         return old != self.desired
 
     def poll_links(self) -> List[dict]:
@@ -186,27 +180,15 @@ class Controller:
     def _connect(self, name: str):
         if self.connect is not None:
             return self.connect(self.cfg.switch(name), self)
-        from .p4runtime_client import P4RuntimeClient
-
-        sw = self.cfg.switch(name)
-        c = P4RuntimeClient(sw.grpc_addr, sw.device_id, self.election_id, timeout=self.connect_timeout_s,
-                            takeover=self.takeover)
-        c.timeout = self.rpc_timeout_s
-        return c
+        return backend_for(self.cfg, name).session(self.election_id, self.connect_timeout_s,
+                                                   self.rpc_timeout_s, self.takeover)
 
     def _apply_queues(self, name: str) -> Optional[int]:
         if not self.queues:
             return None
         if self.apply_queues is not None:
             return self.apply_queues(self.cfg, name)
-        sw = self.cfg.switch(name)
-        if sw.target == "flexpass_switch":
-            from .cli import apply_tm_settings
-
-            return len(apply_tm_settings(self.cfg, name, "127.0.0.1", sw.tm_port))
-        from .bmv2_queues import apply_queue_settings
-
-        return len(apply_queue_settings(self.cfg, name, sw.thrift_port, "127.0.0.1"))
+        return backend_for(self.cfg, name).apply_queues()
 
     def _drop(self, s: Session) -> None:
         if s.client is not None:

@@ -2,7 +2,7 @@
 sizes and MTU"; §10, Q0): the Python side of the one definition the Rust wire crate
 implements (``flexpass_wire::max_frame_wire``), checked against the same vectors
 (docs/mtu-vectors.json, control-plane/tests/test_mtu_vectors.py). No dependencies: the
-control plane (:class:`flexpass_cp.config.Derived`), the Scapy layer and the NIC edge
+control plane (:class:`flexpass_cp.config.derive.Derived`), the Scapy layer and the NIC edge
 (nic/flexpass_nic.py) all use it.
 """
 

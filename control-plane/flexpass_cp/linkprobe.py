@@ -26,14 +26,14 @@ with a fake wire (control-plane/tests/test_faults.py).
 
 from __future__ import annotations
 
-import os
 import select
 import socket
 import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .config import Config, link_peer
+from .config import Config
+from .config.topology import link_peer
 
 ETHERTYPE = 0x88B5
 MAGIC = b"FPLP"  # FlexPass link probe

@@ -26,7 +26,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from .config import Config, ConfigError, load_config, resolve_link, with_down_links
+from .config import Config, ConfigError, load_config
+from .config.topology import resolve_link, with_down_links
 
 HEADER = "# Links out of service (flexpass-ctl link-down / link-up); read with the config by\n" \
          "# flexpass-ctl show / diff / apply / run.\n"

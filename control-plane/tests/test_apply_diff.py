@@ -3,8 +3,9 @@ and P4Runtime encodings (protobuf only, no switch)."""
 
 import pytest
 
-from flexpass_cp.bmv2_queues import queue_commands
-from flexpass_cp.config import parse_config, switch_entries
+from flexpass_cp.config import parse_config
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.config.queues import bmv2_queue_commands
 from flexpass_cp.entities import (
     DELETE,
     INSERT,
@@ -129,7 +130,7 @@ def test_duplicate_desired_is_rejected():
 
 def test_queue_commands():
     cfg = parse_config(base())
-    cmds = queue_commands(cfg, "s1")
+    cmds = bmv2_queue_commands(cfg, "s1")
     lines = [c.line() for c in cmds]
     assert "set_queue_depth 8 1 7" in lines  # credit queue: 8 credits
     assert f"set_queue_rate {round(0.5 * 10e9 / (8 * 1538))} 1 6" in lines  # legacy (1-w_q)C

@@ -17,15 +17,13 @@ import pytest
 
 from flexpass_cp import bfrt_ops as B
 from flexpass_cp.bfrt_client import BfrtUnavailable, load_bfrt_grpc
-from flexpass_cp.config import (
-    ConfigError,
-    TOFINO_COLOR_LIMITS,
-    load_config,
-    parse_config,
-    switch_entries,
-    tofino_settings,
-)
+from flexpass_cp.config import ConfigError, load_config, parse_config
+from flexpass_cp.config.derive import derived
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.config.queues import port_queues, tofino_settings
+from flexpass_cp.config.targets import FLEXPASS_SWITCH, TOFINO_COLOR_LIMITS
 from flexpass_cp.entities import MeterEntry, TableEntry
+from flexpass_cp.p4_program import NO_THRESHOLD
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -106,11 +104,11 @@ def test_derived_values_equal_the_bmv2_path():
     bm, tf = as_target(raw, "simple_switch"), as_target(raw, "tofino")
     fs = as_target(raw, "flexpass_switch")
     for port in bm.switch("s1").ports:
-        b, t, f = bm.derived("s1", port), tf.derived("s1", port), fs.derived("s1", port)
+        b, t, f = derived(bm, "s1", port), derived(tf, "s1", port), derived(fs, "s1", port)
         # The credit rate, credits/s and the TM design are one formula for all targets.
         assert t.credit_rate_bps == b.credit_rate_bps == f.credit_rate_bps
         assert t.credits_per_second == b.credits_per_second
-        assert t.tm_port().queues == f.tm_port().queues
+        assert port_queues(t, FLEXPASS_SWITCH).queues == port_queues(f).queues
         # Only the unit a target counts differs: BMv2 60 B per credit, Tofino 64 B (FCS).
         assert b.credit_meter_bytes == 60 and t.credit_meter_bytes == 64
         assert t.meter_cir_bytes_per_s == round(t.credits_per_second * 64)
@@ -118,7 +116,7 @@ def test_derived_values_equal_the_bmv2_path():
         assert t.meter_burst_bytes == 128 and t.meter_burst_kbits == 2
         q = tf.switch("s1").ports[port].queues
         assert t.ecn_threshold_qdepth == math.ceil(q.ecn_threshold_bytes / 80)
-        assert t.red_threshold_qdepth == 0x7FFFF  # the TM drops red at admission
+        assert t.red_threshold_qdepth == NO_THRESHOLD  # the TM drops red at admission
 
 
 def test_tm_ops_carry_the_derived_values():
@@ -128,8 +126,8 @@ def test_tm_ops_carry_the_derived_values():
     by = {(op.table, op.key[0].value.dev_port, op.key[0].value.qid): op.data_dict
           for op in ops if op.key and isinstance(op.key[0].value, B.PortQueue)}
     for port in sw.ports:
-        d = cfg.derived("s1", port)
-        tm = d.tm_port()
+        d = derived(cfg, "s1", port)
+        tm = port_queues(d, FLEXPASS_SWITCH)
         credit, flexpass, legacy = tm.queues
         shaper = by[("tf1.tm.queue.sched_shaping", port, credit.queue)]
         assert shaper["max_rate"] == round(d.credit_rate_bps / 1000)
@@ -154,7 +152,7 @@ def test_tm_ops_carry_the_derived_values():
 def test_frame_qdepth_per_target():
     raw = raw_golden()
     raw["switches"].pop("s2")
-    units = {t: as_target(raw, t).derived("s1", 1).frame_qdepth(300)
+    units = {t: derived(as_target(raw, t), "s1", 1).frame_qdepth(300)
              for t in ("simple_switch", "flexpass_switch", "tofino", "tofino2")}
     # 300 B + FCS + 1 bridged byte = 305 B: 4 cells of 80 B, 2 of 176 B.
     assert units == {"simple_switch": 1, "flexpass_switch": 300, "tofino": 4, "tofino2": 2}
@@ -162,11 +160,11 @@ def test_frame_qdepth_per_target():
 
 def test_red_limit_step_closest_to_buffer():
     cfg = golden_cfg()
-    d = cfg.derived("s1", 1)  # red 100 KB = 1250 cells, buffer 300 KB = 3750 cells
+    d = derived(cfg, "s1", 1)  # red 100 KB = 1250 cells, buffer 300 KB = 3750 cells
     pct, cells = d.tofino_red_limit
     assert pct == 37.5 and cells == 3334
     assert pct in TOFINO_COLOR_LIMITS
-    d2 = cfg.derived("s1", 2)  # red 30 KB = 375 cells, buffer 200 KB: 15 % -> 12.5 %
+    d2 = derived(cfg, "s1", 2)  # red 30 KB = 375 cells, buffer 200 KB: 15 % -> 12.5 %
     assert d2.tofino_red_limit == (12.5, 3000)
 
 
@@ -182,7 +180,7 @@ def test_tofino2_uses_tf2_tables_and_176_byte_cells():
     cfg = golden_cfg()
     ops = B.switch_ops(cfg, "s2")
     assert {op.table.split(".")[0] for op in ops if ".tm." in op.table} == {"tf2"}
-    d = cfg.derived("s2", 8)
+    d = derived(cfg, "s2", 8)
     assert d.cell_bytes == 176
     assert d.legacy_ecn_threshold_qdepth == math.ceil(65000 / 176)  # naive: legacy K only
     # naive profile: one shared data queue, no colour drop, credits at the full rate

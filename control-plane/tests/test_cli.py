@@ -49,3 +49,10 @@ def test_missing_build_exit_2(tmp_path, capsys):
                    "--p4info", str(tmp_path / "none.txtpb"), "--bmv2-json", str(tmp_path / "none.json")])
     assert rc == 2
     assert "make p4" in capsys.readouterr().err
+
+
+def test_every_target_has_one_backend():
+    from flexpass_cp.backends import BACKENDS
+    from flexpass_cp.config.targets import TARGETS
+
+    assert set(BACKENDS) == set(TARGETS)

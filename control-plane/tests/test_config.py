@@ -5,27 +5,19 @@ Pure tests: no switch, no P4 toolchain.
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
 
-from flexpass_cp.config import (
-    AP_ECMP,
-    ConfigError,
-    Derived,
-    METER_CREDIT,
-    T_CLASSIFIER,
-    T_QUEUE_THRESHOLDS,
-    T_ROUTING,
-    load_config,
-    member_ids,
-    parse_config,
-    parse_rate,
-    parse_size,
-    switch_entries,
-    tofino_settings,
-)
+from flexpass_cp.config import ConfigError, load_config, parse_config
+from flexpass_cp.config.derive import Derived, derived
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.config.forwarding import member_ids
+from flexpass_cp.config.queues import tm_settings, tofino_settings
+from flexpass_cp.config.units import parse_rate, parse_size
 from flexpass_cp.entities import ActionProfileGroup, ActionProfileMember, MeterEntry, TableEntry
+from flexpass_cp.p4_program import AP_ECMP, METER_CREDIT, NO_THRESHOLD, T_CLASSIFIER, T_QUEUE_THRESHOLDS, T_ROUTING
 
 REPO = Path(__file__).resolve().parents[2]
 DUMBBELL = REPO / "control-plane" / "configs" / "dumbbell.yaml"
@@ -244,7 +236,7 @@ def test_units():
 
 def test_derived_values():
     cfg = parse_config(base())
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     # w_q · C · 84 / (84 + 1538)
     assert d.credit_rate_bps == pytest.approx(0.5 * 10e9 * 84 / 1622)
     assert d.credits_per_second == pytest.approx(d.credit_rate_bps / (8 * 84))
@@ -259,15 +251,15 @@ def test_derived_values():
     assert d.data_queue_depth_pkts == math.ceil(300000 / 1538)
     assert d.legacy_rate_pps == round(0.5 * 10e9 / (8 * 1538))
     # Per-port override of w_q and link rate.
-    d4 = cfg.derived("s1", 4)
+    d4 = derived(cfg, "s1", 4)
     assert d4.credit_rate_bps == pytest.approx(0.25 * 40e9 * 84 / 1622)
 
 
 def test_naive_profile_uses_full_rate_and_one_data_queue():
     raw = base()
-    raw["switches"]["s1"]["profile"] = "expresspass_naive"
+    raw["switches"]["s1"]["profile"] = "naive"
     cfg = parse_config(raw)
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     assert d.credit_rate_bps == pytest.approx(10e9 * 84 / 1622)
     cls = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_CLASSIFIER]
     qids = {e.params["kind"]: e.params["qid"] for e in cls if not e.is_default}
@@ -276,7 +268,31 @@ def test_naive_profile_uses_full_rate_and_one_data_queue():
     assert all(e.params["color"] == 0 for e in cls)
     # No selective dropping in the naive profile.
     thr = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS]
-    assert all(e.params["red_threshold"] == 0x7FFFF for e in thr)
+    assert all(e.params["red_threshold"] == NO_THRESHOLD for e in thr)
+
+
+
+def test_profiles_are_the_models_names():
+    """One vocabulary: every profile a switch takes is a flexpass-sim switch.profile."""
+    from flexpass_cp.config.profiles import MODEL_ONLY, PROFILES
+
+    queue_rs = (REPO / "host-agent" / "crates" / "flexpass-sim" / "src" / "queue.rs").read_text()
+    model = set(re.findall(r'Profile::\w+ => "(\w+)"', queue_rs))
+    assert model == set(PROFILES) | set(MODEL_ONLY)
+
+
+@pytest.mark.parametrize("old, message", [
+    ("expresspass_naive", "switches.s1.profile: profile 'expresspass_naive' is now called 'naive'"),
+    ("owf", "switches.s1.profile: profile 'owf' exists in the model only"),
+    ("layering", "switches.s1.profile: profile 'layering' exists in the model only"),
+    ("fifo", "switches.s1.profile: unknown profile 'fifo' (profiles: flexpass, naive, ppt, flashpass)"),
+])
+def test_a_profile_the_switch_does_not_take_names_the_key_and_the_fix(old, message):
+    raw = base()
+    raw["switches"]["s1"]["profile"] = old
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw)
+    assert str(e.value).startswith(message)
 
 
 # ---------------------------------------------------------------- entries
@@ -313,7 +329,7 @@ def test_entries_counts_and_values():
     thr = [e for e in tables if e.table == T_QUEUE_THRESHOLDS]
     assert len(thr) == 8  # 4 ports x (FlexPass queue, legacy queue)
     m1 = next(m for m in meters if m.index == 1)
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     assert (m1.meter, m1.cir, m1.pir, m1.cburst, m1.pburst) == (
         METER_CREDIT, d.meter_cir_bytes_per_s, d.meter_cir_bytes_per_s, 120, 120)
 
@@ -324,7 +340,6 @@ def test_credit_meter_burst_passes_batched_credits_and_the_tm_queue_still_respac
     credit_meter_burst_packets sets its burst (default 2, ExpressPass). The TM credit
     queue absorbs a batch and its shaper keeps the 2-credit burst, so the data that the
     credits schedule stays spaced."""
-    from flexpass_cp.config import tm_settings
 
     def limits(raw):
         cfg = parse_config(raw)
@@ -378,7 +393,7 @@ def ppt_raw():
 
 
 def test_ppt_classifier_maps_each_priority_to_its_queue_and_the_rest_to_p3():
-    from flexpass_cp.config import ppt_qid
+    from flexpass_cp.config.profiles import ppt_qid
 
     cfg = parse_config(ppt_raw())
     cls = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_CLASSIFIER]
@@ -401,7 +416,7 @@ def test_ppt_ecn_thresholds_are_lambda_c_rtt_per_queue():
     # PPT Eq. 3 on a 10 Gbit/s port, RTT 20 µs: 0.17 · 25 000 B = 4250 B, 0.1 · 25 000 B = 2500 B
     # (flexpass_switch counts bytes); 40 Gbit/s port 4: four times that.
     for p in range(8):
-        assert thr[(1, 7 - p)] == {"ecn_threshold": 4250 if p < 4 else 2500, "red_threshold": 0x7FFFF}
+        assert thr[(1, 7 - p)] == {"ecn_threshold": 4250 if p < 4 else 2500, "red_threshold": NO_THRESHOLD}
         assert thr[(4, 7 - p)]["ecn_threshold"] == (17000 if p < 4 else 10000)
     assert len(thr) == 4 * 8
     # K in bytes (PPT §6.2: 96 kB / 86 kB) takes precedence; stock BMv2 counts packets.
@@ -409,7 +424,7 @@ def test_ppt_ecn_thresholds_are_lambda_c_rtt_per_queue():
     raw["ppt"].update(ecn_threshold_hcp="96KB", ecn_threshold_lcp="86KB")
     raw["switches"]["s1"]["target"] = "simple_switch"
     cfg = parse_config(raw)
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     assert [d.ppt_ecn_threshold_bytes(p) for p in (0, 3, 4, 7)] == [96000, 96000, 86000, 86000]
     thr = {dict(e.match)["qid"]: e.params["ecn_threshold"]
            for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == T_QUEUE_THRESHOLDS
@@ -418,8 +433,6 @@ def test_ppt_ecn_thresholds_are_lambda_c_rtt_per_queue():
 
 
 def test_ppt_tm_port_is_eight_strict_priorities_sharing_the_buffer():
-    from flexpass_cp.config import tm_settings
-
     cfg = parse_config(ppt_raw())
     tp = next(t for t in tm_settings(cfg, "s1") if t.port == 1)
     assert tp.shared_buffer_bytes == 120_000
@@ -434,11 +447,11 @@ def test_ppt_tm_port_is_eight_strict_priorities_sharing_the_buffer():
 
 
 def test_ppt_bmv2_queue_commands_cover_eight_queues():
-    from flexpass_cp.bmv2_queues import queue_commands
+    from flexpass_cp.config.queues import bmv2_queue_commands
 
     raw = ppt_raw()
     raw["switches"]["s1"]["target"] = "simple_switch"
-    cmds = [c for c in queue_commands(parse_config(raw), "s1") if c.port == 1]
+    cmds = [c for c in bmv2_queue_commands(parse_config(raw), "s1") if c.port == 1]
     assert sorted({c.priority for c in cmds}) == list(range(8))
     assert {c.value for c in cmds if c.verb == "set_queue_depth"} == {math.ceil(120_000 / 1538)}
 
@@ -447,7 +460,7 @@ def test_ppt_on_tofino_is_eight_strict_priorities_sharing_the_port_buffer():
     """PPT §4.2/§6.2 on Tofino: P<p> in queue 7-p at strict priority 7-p, one egress
     limit of the port's buffer on their sum, each queue guaranteed one frame (guaranteed
     cells are reserved); K per priority in cells from λ·C·RTT."""
-    from flexpass_cp.config import ppt_qid
+    from flexpass_cp.config.profiles import ppt_qid
 
     raw = ppt_raw()
     raw["switches"]["s1"]["target"] = "tofino"
@@ -501,7 +514,7 @@ def _entries(cfg, table):
 
 
 def test_flashpass_classifier_puts_emulation_in_q0_and_every_data_class_in_one_queue():
-    from flexpass_cp.config import T_ECN_COLOR
+    from flexpass_cp.p4_program import T_ECN_COLOR
 
     cfg = parse_config(flashpass_raw())
     by_dscp = {dict(e.match)["dscp"]: e.params for e in _entries(cfg, T_CLASSIFIER) if not e.is_default}
@@ -517,20 +530,19 @@ def test_flashpass_classifier_puts_emulation_in_q0_and_every_data_class_in_one_q
     assert [(dict(e.match), e.params) for e in colour if not e.is_default] == \
         [({"qid": q["credit"], "ecn": 0}, {"color": 2})]
     # Every BMv2 profile manages the table (its default), so switching profiles clears it.
-    for profile in ("flexpass", "expresspass_naive"):
+    for profile in ("flexpass", "naive"):
         raw = flashpass_raw()
         raw["switches"]["s1"]["profile"] = profile
         assert [e.is_default for e in _entries(parse_config(raw), T_ECN_COLOR)] == [True]
 
 
 def test_flashpass_emulation_queue_is_the_papers_on_both_bmv2_targets():
-    from flexpass_cp.bmv2_queues import queue_commands
-    from flexpass_cp.config import tm_settings
+    from flexpass_cp.config.queues import bmv2_queue_commands
 
     # flexpass_switch: the TM shapes the emulation queue to C·84/(84+1538), 8 frames of 60 B
     # (as BMv2 counts an 84-byte frame), drops red (Not-ECT) at 2 queued, reports ECN above.
     cfg = parse_config(flashpass_raw())
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     assert d.credit_rate_bps == pytest.approx(10e9 * 84 / (84 + 1538))
     tp = next(t for t in tm_settings(cfg, "s1") if t.port == 1)
     emu, data = sorted(tp.queues, key=lambda q: -q.priority)
@@ -541,15 +553,15 @@ def test_flashpass_emulation_queue_is_the_papers_on_both_bmv2_targets():
     assert (data.buffer_bytes, data.red_threshold, data.ecn_threshold) == (300_000, 2 * 1514, None)
     thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
            if dict(e.match)["egress_port"] == 1}
-    assert thr[cfg.bmv2_priority["credit"]] == {"ecn_threshold": 119, "red_threshold": 0x7FFFF}
+    assert thr[cfg.bmv2_priority["credit"]] == {"ecn_threshold": 119, "red_threshold": NO_THRESHOLD}
     # Stock BMv2: enq_qdepth in packets, the egress drops red above 1 queued (2 with it);
     # the emulation queue drains at C/(8·1622) packets/s; the meter's burst is the queue.
     cfg = parse_config(flashpass_raw("simple_switch"))
     thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
            if dict(e.match)["egress_port"] == 1}
     assert thr == {cfg.bmv2_priority["credit"]: {"ecn_threshold": 1, "red_threshold": 1},
-                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": 0x7FFFF, "red_threshold": 1}}
-    lines = [c.line() for c in queue_commands(cfg, "s1") if c.port == 1]
+                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": NO_THRESHOLD, "red_threshold": 1}}
+    lines = [c.line() for c in bmv2_queue_commands(cfg, "s1") if c.port == 1]
     assert lines == ["set_queue_depth 8 1 7", f"set_queue_rate {round(10e9 / (8 * 1622))} 1 7",
                      f"set_queue_depth {math.ceil(300_000 / 1538)} 1 5", f"set_queue_rate {round(10e9 / (8 * 1538))} 1 5"]
     meter = next(e for e in switch_entries(cfg, "s1") if isinstance(e, MeterEntry) and e.index == 1)
@@ -559,8 +571,7 @@ def test_flashpass_emulation_queue_is_the_papers_on_both_bmv2_targets():
 def test_flashpass_thresholds_are_configurable_and_checked():
     raw = flashpass_raw()
     raw["flashpass"] = {"emulation_threshold_packets": 3, "unscheduled_threshold_packets": 4}
-    tp = next(t for t in __import__("flexpass_cp.config", fromlist=["tm_settings"]).tm_settings(
-        parse_config(raw), "s1") if t.port == 1)
+    tp = next(t for t in tm_settings(parse_config(raw), "s1") if t.port == 1)
     emu, data = sorted(tp.queues, key=lambda q: -q.priority)
     assert emu.red_threshold == 180 and data.red_threshold == 4 * 1514
     raw["flashpass"] = {"emulation_threshold_packets": 0}
@@ -583,7 +594,7 @@ def test_flashpass_on_tofino():
     above 2 queued; one data queue, its red (unscheduled) data dropped by the egress
     above 2 frames (19 cells each)."""
     cfg = parse_config(flashpass_raw("tofino"))
-    d = cfg.derived("s1", 1)
+    d = derived(cfg, "s1", 1)
     tp = next(t for t in tofino_settings(cfg, "s1") if t.port == 1)
     emu, data = tp.queues
     assert (emu.role, emu.qid, emu.max_priority) == ("credit", cfg.bmv2_priority["credit"], 7)
@@ -594,8 +605,8 @@ def test_flashpass_on_tofino():
     assert data.guaranteed_cells == math.ceil(300_000 / 80)
     thr = {dict(e.match)["qid"]: e.params for e in _entries(cfg, T_QUEUE_THRESHOLDS)
            if dict(e.match)["egress_port"] == 1}
-    assert thr == {cfg.bmv2_priority["credit"]: {"ecn_threshold": 1, "red_threshold": 0x7FFFF},
-                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": 0x7FFFF, "red_threshold": 2 * 19 - 1}}
+    assert thr == {cfg.bmv2_priority["credit"]: {"ecn_threshold": 1, "red_threshold": NO_THRESHOLD},
+                   cfg.bmv2_priority["flexpass"]: {"ecn_threshold": NO_THRESHOLD, "red_threshold": 2 * 19 - 1}}
     colour = [e for e in switch_entries(cfg, "s1") if isinstance(e, TableEntry) and e.table == "ecn_color"]
     assert [(dict(e.match), e.action, e.params) for e in colour] == [
         ({"qid": cfg.bmv2_priority["credit"], "ecn": 0}, "set_color", {"color": 2}), ({}, "keep_color", {})]

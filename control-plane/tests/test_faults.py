@@ -20,15 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flexpass_cp.config import (
-    ConfigError,
-    member_ids,
-    parse_config,
-    resolve_link,
-    switch_entries,
-    usable_next_hops,
-    with_down_links,
-)
+from flexpass_cp.config import ConfigError, parse_config
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.config.forwarding import member_ids, usable_next_hops
+from flexpass_cp.config.topology import resolve_link, with_down_links
 from flexpass_cp.entities import DELETE, INSERT, MODIFY, ActionProfileGroup, TableEntry, Update, plan_updates
 
 from test_apply_diff import FakeSwitch

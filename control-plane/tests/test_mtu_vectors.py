@@ -16,6 +16,7 @@ import pytest
 
 from flexpass_cp import frames
 from flexpass_cp.config import ConfigError, parse_config
+from flexpass_cp.config.derive import derived
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS = json.loads((REPO / "docs" / "mtu-vectors.json").read_text())
@@ -27,7 +28,7 @@ RATES = VECTORS["credit_rates"]
 
 def _config(link_bps, share, mtu, **credit):
     """One switch, one port of `link_bps`; FlexPass at w_q = share, or naive ExpressPass."""
-    profile = "expresspass_naive" if share == 1.0 else "flexpass"
+    profile = "naive" if share == 1.0 else "flexpass"
     return parse_config({
         "credit": {"mtu": mtu, **credit},
         "port_defaults": {"w_q": 0.5 if share == 1.0 else share, "ecn_threshold": "60KB",
@@ -61,7 +62,7 @@ def test_credit_rates_everywhere(r):
     assert frames.credit_queue_bps(link, share, mtu) == pytest.approx(bps, rel=1e-12)
     assert frames.credits_per_second(link, share, mtu) == pytest.approx(cps, rel=1e-12)
     # The P4 control plane: the credit meter's rate.
-    d = _config(link, share, mtu).derived("s1", 1)
+    d = derived(_config(link, share, mtu), "s1", 1)
     assert d.config.max_frame_bytes == frames.max_frame_wire(mtu)
     assert d.credit_rate_bps == pytest.approx(bps, rel=1e-12)
     assert d.credits_per_second == pytest.approx(cps, rel=1e-12)

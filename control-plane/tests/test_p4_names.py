@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from flexpass_cp import config as C
+from flexpass_cp import p4_program as P4
+from flexpass_cp.config import load_config
+from flexpass_cp.config.entries import switch_entries
+from flexpass_cp.dscp import TrafficClass
+from flexpass_cp.entities import ActionProfileGroup
 
 REPO = Path(__file__).resolve().parents[2]
 P4SRC = REPO / "p4src"
@@ -28,8 +32,8 @@ def p4_names():
 
 def test_p4_declares_every_name_the_control_plane_uses():
     names, _ = p4_names()
-    used = {C.T_CLASSIFIER, C.T_ROUTING, C.T_QUEUE_THRESHOLDS, C.T_PORT_SMAC, C.AP_ECMP,
-            C.METER_CREDIT, C.INGRESS_EVENTS, *C.PORT_QUEUE_COUNTERS,
+    used = {P4.T_CLASSIFIER, P4.T_ROUTING, P4.T_QUEUE_THRESHOLDS, P4.T_PORT_SMAC, P4.AP_ECMP,
+            P4.METER_CREDIT, P4.INGRESS_EVENTS, *P4.PORT_QUEUE_COUNTERS,
             "set_class", "set_nexthop", "set_thresholds", "set_smac"}
     assert used <= names, f"missing in p4src: {sorted(used - names)}"
 
@@ -38,12 +42,66 @@ def test_p4_constants_match():
     _, text = p4_names()
     kinds = dict(re.findall(r"const kind_t KIND_(\w+)\s*=\s*(\d+);", text))
     assert {k: int(v) for k, v in kinds.items()} == {
-        "LEGACY": C.KIND[C.TrafficClass.LEGACY], "CREDIT": C.KIND[C.TrafficClass.CREDIT],
-        "PROACTIVE": C.KIND[C.TrafficClass.PROACTIVE_DATA],
-        "REACTIVE": C.KIND[C.TrafficClass.REACTIVE_DATA], "CONTROL": C.KIND[C.TrafficClass.CONTROL]}
-    assert re.search(rf"#define MAX_PORTS {C.MAX_PORTS}\b", text)
-    assert re.search(rf"#define ECMP_MAX_GROUP_SIZE {C.ECMP_MAX_GROUP_SIZE}\b", text)
+        "LEGACY": P4.KIND[TrafficClass.LEGACY], "CREDIT": P4.KIND[TrafficClass.CREDIT],
+        "PROACTIVE": P4.KIND[TrafficClass.PROACTIVE_DATA],
+        "REACTIVE": P4.KIND[TrafficClass.REACTIVE_DATA], "CONTROL": P4.KIND[TrafficClass.CONTROL]}
+    assert re.search(rf"#define MAX_PORTS {P4.MAX_PORTS}\b", text)
+    assert re.search(rf"#define ECMP_MAX_GROUP_SIZE {P4.ECMP_MAX_GROUP_SIZE}\b", text)
     assert re.search(r"#define FLEXPASS_UDP_PORT 7890\b", text)
+
+
+DEFINE_P4 = P4SRC / "shared" / "define.p4"
+
+
+def _p4_macro(text, name):
+    """(parameters, body) of ``#define name(params) body``."""
+    m = re.search(rf"^#define {name}\(([^)]*)\)\s+(.+?)\s*$", text, re.M)
+    assert m, f"no #define {name}(...) in {DEFINE_P4}"
+    return [a.strip() for a in m.group(1).split(",")], m.group(2)
+
+
+def _p4_expr_to_python(body, concat_bits):
+    """A P4 bit expression as Python: casts dropped, x[h:l] a shift and mask,
+    a ++ b (b of `concat_bits` bits) a << concat_bits | b."""
+    py = re.sub(r"\(bit<\d+>\)", "", body)
+    py = re.sub(r"(\w+|\(\w+\))\[(\d+):(\d+)\]",
+                lambda m: f"(({m.group(1)} >> {m.group(3)}) & {(1 << (int(m.group(2)) - int(m.group(3)) + 1)) - 1})",
+                py)
+    return py.replace("++", f"<< {concat_bits} |")
+
+
+def test_queue_index_is_the_p4_macro():
+    """p4_program.port_queue_index computes what define.p4's PORT_QUEUE_INDEX does,
+    and every P4 counter index goes through the macro."""
+    text = DEFINE_P4.read_text()
+    qid_bits = int(re.search(r"typedef bit<(\d+)> qid_t;", text).group(1))
+    assert int(re.search(r"#define QUEUES_PER_PORT (\d+)", text).group(1)) == P4.QUEUES_PER_PORT == 1 << qid_bits
+    size = int(re.search(r"#define PORT_QUEUE_COUNTER_SIZE (\d+)", text).group(1))
+    assert size == P4.MAX_PORTS * P4.QUEUES_PER_PORT
+    params, body = _p4_macro(text, "PORT_QUEUE_INDEX")
+    expr = compile(_p4_expr_to_python(body, qid_bits), "PORT_QUEUE_INDEX", "eval")
+    cells = set()
+    for port in range(P4.MAX_PORTS):
+        for qid in range(P4.QUEUES_PER_PORT):
+            cell = eval(expr, {}, dict(zip(params, (port, qid))))
+            assert cell == P4.port_queue_index(port, qid), (port, qid, body)
+            cells.add(cell)
+    assert cells == set(range(size))
+    uses = {p.relative_to(P4SRC).as_posix() for p in P4SRC.rglob("*.p4") if "PORT_QUEUE_INDEX(" in p.read_text()}
+    assert uses >= {"v1model/include/control/counters.p4", "tna/include/control/credit_meter.p4",
+                    "tna/include/control/ecn_red.p4"}
+    for p in P4SRC.rglob("*.p4"):
+        if p != DEFINE_P4:
+            code = re.sub(r"/\*.*?\*/", "", p.read_text(), flags=re.S)
+            assert not re.search(r"<< *3\b|\+\+ *[\w.]*qid", code), f"{p}: a queue index by hand"
+
+
+def test_no_threshold_is_the_p4_constant():
+    text = "\n".join(p.read_text() for p in P4SRC.rglob("*.p4"))
+    (width, value), = re.findall(r"const bit<(\d+)> QDEPTH_NONE = (\w+);", text)
+    assert int(value, 0) == P4.NO_THRESHOLD == (1 << int(width)) - 1
+    assert "QDEPTH_NONE" in DEFINE_P4.read_text()
+    assert len(re.findall(r"0x7FFFF", text, re.I)) == 1, "write QDEPTH_NONE, not its value"
 
 
 @pytest.mark.skipif(not P4INFO.exists(), reason="P4 program not built (make p4)")
@@ -51,16 +109,16 @@ def test_p4_constants_match():
 def test_entities_encode_against_built_p4info(cfg_path):
     p4rt = pytest.importorskip("flexpass_cp.p4runtime_client")
     info = p4rt.P4Info.from_file(P4INFO)
-    cfg = C.load_config(cfg_path)
+    cfg = load_config(cfg_path)
     for sw in cfg.switches:
-        for e in C.switch_entries(cfg, sw):
+        for e in switch_entries(cfg, sw):
             proto = info.entity_proto(e)
             back = info.entity_from_proto(proto)
-            if isinstance(e, C.ActionProfileGroup):
+            if isinstance(e, ActionProfileGroup):
                 assert back.same_state(e)
             else:
                 assert back == e
-    for name in (*C.PORT_QUEUE_COUNTERS, C.INGRESS_EVENTS):
+    for name in (*P4.PORT_QUEUE_COUNTERS, P4.INGRESS_EVENTS):
         info.get("counters", name)
 
 
@@ -99,11 +157,11 @@ def test_bfrt_ops_fit_the_compiled_tna_program(chip):
     if not BFRT_JSONS[chip].is_file():
         pytest.skip(f"SKIPPED: {BFRT_JSONS[chip]} missing: make p4-tofino (needs p4c's Tofino backend)")
     tables = {t["name"]: t for t in json.loads(BFRT_JSONS[chip].read_text())["tables"]}
-    cfg = C.load_config(TOFINO_GOLDEN)
+    cfg = load_config(TOFINO_GOLDEN)
     ops = [op for sw in cfg.switches for op in B.switch_ops(cfg, sw)
            if not op.table.startswith("$") and "." not in op.table]
-    assert {op.table for op in ops} >= {C.T_CLASSIFIER, C.T_ROUTING, C.T_QUEUE_THRESHOLDS,
-                                       C.T_PORT_SMAC, C.METER_CREDIT}
+    assert {op.table for op in ops} >= {P4.T_CLASSIFIER, P4.T_ROUTING, P4.T_QUEUE_THRESHOLDS,
+                                       P4.T_PORT_SMAC, P4.METER_CREDIT}
     for op in ops:
         t = tables.get(f"pipe.{op.table}")
         assert t is not None, f"{chip}: no table pipe.{op.table} in bfrt.json ({op.describe()})"

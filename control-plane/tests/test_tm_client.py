@@ -113,12 +113,12 @@ def test_show_and_tm_settings_for_flexpass_switch(tmp_path, capsys):
 
 
 def test_apply_tm_settings_sends_every_queue(tmp_path):
-    from flexpass_cp import cli
+    from flexpass_cp.backends.flexpass_switch import apply_tm_settings
     from flexpass_cp.config import load_config
 
     fake = FakeTm({"set_port": {"ok": True, "config": {}}, "set_queue": {"ok": True, "config": {}}})
     cfg = load_config(_tm_config(tmp_path, fake.port))
-    cli.apply_tm_settings(cfg, "s1", "127.0.0.1", fake.port)
+    apply_tm_settings(cfg, "s1", "127.0.0.1", fake.port)
     port, *queues = fake.requests
     assert port == {"op": "set_port", "port": 1, "link_rate_bps": 20_000_000, "wire_overhead_bytes": 24,
                         "shared_buffer_bytes": None}  # FlexPass: no port limit (reset after a PPT profile)

@@ -94,7 +94,7 @@ def dumbbell_run(link_mbps: float, rtt_us: float, senders: int, run_dir: Path) -
 
 def p4_counters(fab: Fabric, switch: str, names=("forwarded",)) -> Dict[str, Dict[int, Tuple[int, int]]]:
     """The P4 program's indirect counters `names` of `switch`, read over P4Runtime: per name,
-    index (port * 8 + queue) -> (packets, bytes)."""
+    index (p4_program.port_queue_index(port, queue)) -> (packets, bytes)."""
     from flexpass_cp.p4runtime_client import P4RuntimeClient
 
     node = fab.switches[switch]
@@ -237,7 +237,7 @@ def long_flows(opts: Options, name: str, transports: List[str], profile: str, ti
     samples = [s for s in _read_json_lines(run_dir / f"{receiver}-serve.jsonl") if s.get("event") == "sample"]
     series = _series(samples, opts.warmup_s)
     shares = _share_summary(series, sc.link_rate_bps)
-    from flexpass_cp.config import DEFAULT_BMV2_PRIORITY as QID
+    from flexpass_cp.config.profiles import DEFAULT_BMV2_PRIORITY as QID
 
     result = {
         "experiment": name, "title": title, "switch": opts.switch, "profile": profile,
@@ -263,7 +263,7 @@ FIG7 = {
     "fig7c": (["flexpass", "dctcp"], "flexpass", "Fig. 7c: FlexPass vs DCTCP"),
 }
 FIG9 = {
-    "fig9a": (["expresspass", "dctcp"], "expresspass_naive", "Fig. 9a: ExpressPass vs DCTCP"),
+    "fig9a": (["expresspass", "dctcp"], "naive", "Fig. 9a: ExpressPass vs DCTCP"),
     "fig9b": (["flexpass", "dctcp"], "flexpass", "Fig. 9b: FlexPass vs DCTCP"),
 }
 
@@ -283,7 +283,7 @@ def fig9(opts: Options) -> dict:
 
 # -- Fig. 8: incast --------------------------------------------------------------------
 
-INCAST_TRANSPORTS = {"tcp": "flexpass", "dctcp": "flexpass", "expresspass": "expresspass_naive",
+INCAST_TRANSPORTS = {"tcp": "flexpass", "dctcp": "flexpass", "expresspass": "naive",
                      "flexpass": "flexpass"}
 
 
@@ -366,7 +366,8 @@ def _tcp_timeouts(net: Network, senders: int) -> int:
 def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
     """Flows between leaves one at a time; per-spine P4 counters show which spine carried
     each flow's data (FlexPass queue) and which its credits (credit queue)."""
-    from flexpass_cp.config import DEFAULT_BMV2_PRIORITY as QID
+    from flexpass_cp.config.profiles import DEFAULT_BMV2_PRIORITY as QID
+    from flexpass_cp.p4_program import port_queue_index
 
     sc = opts.scaled()
     fab = leaf_spine()
@@ -399,7 +400,11 @@ def leafspine(opts: Options, pairs: int = 8, flow_bytes: int = 300_000) -> dict:
             for s in spines:
                 to_dst = _port_towards(fab, s, dst_leaf)
                 to_src = _port_towards(fab, s, src_leaf)
-                d = lambda port, q: after[s].get(port * 8 + q, 0) - before[s].get(port * 8 + q, 0)  # noqa: E731
+
+                def d(port, q, s=s):
+                    cell = port_queue_index(port, q)
+                    return after[s].get(cell, 0) - before[s].get(cell, 0)
+
                 row[s] = {"data_pkts": d(to_dst, QID["flexpass"]), "credit_pkts": d(to_src, QID["credit"])}
             # Flows run one at a time on an otherwise idle fabric, so every packet counted
             # in these (port, queue) cells during the flow is the flow's own.

@@ -262,7 +262,7 @@ def ecmp_paths(fabric: Fabric, cfg, groups: Dict[str, Dict[int, Tuple[int, ...]]
     switches.  ``groups[switch]``: group id -> member ids; ``routes[switch]``:
     host ip -> ("member"|"group", id); ``cfg``: the flexpass_cp Config (member
     ids -> next hops)."""
-    from flexpass_cp.config import member_ids
+    from flexpass_cp.config.forwarding import member_ids
 
     out: Dict[str, Dict[str, List[str]]] = {}
     for sname, rts in routes.items():

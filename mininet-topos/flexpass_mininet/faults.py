@@ -362,7 +362,7 @@ def _ctl(run_dir: Path, name: str, args: List[str]) -> subprocess.CompletedProce
 def read_state(fab, cfg) -> dict:
     """Every switch's managed entities as read back over P4Runtime (a read-only
     session: no stream, the controller stays primary), plus the ECMP paths."""
-    from flexpass_cp.config import switch_entries
+    from flexpass_cp.config.entries import switch_entries
     from flexpass_cp.entities import ActionProfileGroup, TableEntry
     from flexpass_cp.p4runtime_client import P4RuntimeClient, state_scope
 
@@ -389,7 +389,7 @@ def read_state(fab, cfg) -> dict:
 def pending_writes(cfg) -> Dict[str, int]:
     """Per switch: the number of writes ``flexpass-ctl apply`` would make (its plan,
     as primary; no pipeline push pending)."""
-    from flexpass_cp.config import switch_entries
+    from flexpass_cp.config.entries import switch_entries
     from flexpass_cp.p4runtime_client import P4RuntimeClient
 
     out = {}
@@ -441,7 +441,7 @@ def recovery(rows: List[tuple], t_fault: float, window_s: float) -> dict:
 # -- the runner ------------------------------------------------------------------------
 
 def run(exp: Experiment, out: Path, pcap: bool = False) -> dict:
-    from flexpass_cp.config import describe_link, resolve_link
+    from flexpass_cp.config.topology import describe_link, resolve_link
 
     from .network import start_network
 

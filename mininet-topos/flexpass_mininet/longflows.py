@@ -42,7 +42,8 @@ from .experiments import AGENT_PORT, _agent, _read_json_lines, dumbbell_run, p4_
 from .network import start_network
 from .scaling import Scaled
 
-from flexpass_cp.config import DEFAULT_BMV2_PRIORITY, PORT_QUEUE_COUNTERS, QUEUES_PER_PORT
+from flexpass_cp.config.profiles import DEFAULT_BMV2_PRIORITY
+from flexpass_cp.p4_program import PORT_QUEUE_COUNTERS, QUEUES_PER_PORT, port_queue_index
 
 TRANSPORTS = ("flexpass", "expresspass", "flashpass", "dctcp")
 PROFILES = ("flexpass", "flashpass")
@@ -164,7 +165,7 @@ def p4_port_stats(counters: dict, port: int) -> dict:
     program dropped (red data above the selective-drop threshold, credits above the meter);
     BMv2's own queue drops and depths are not visible (depths None)."""
     def cell(name, q, i=0):
-        return counters[name].get(port * QUEUES_PER_PORT + q, (0, 0))[i]
+        return counters[name].get(port_queue_index(port, q), (0, 0))[i]
 
     queues = []
     for q in range(QUEUES_PER_PORT):

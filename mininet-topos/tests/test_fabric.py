@@ -9,7 +9,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "control-plane"))
 
-from flexpass_cp.config import parse_config, switch_entries, tm_settings  # noqa: E402
+from flexpass_cp.config import parse_config  # noqa: E402
+from flexpass_cp.config.entries import switch_entries  # noqa: E402
+from flexpass_cp.config.queues import tm_settings  # noqa: E402
 from flexpass_mininet.fabric import dumbbell, incast, leaf_spine  # noqa: E402
 from flexpass_mininet.scaling import FRAME, Scaled  # noqa: E402
 
@@ -100,7 +102,7 @@ def test_crc16_is_bmv2s_and_the_selector_hash_is_symmetric():
 
 
 def test_asymmetric_pairs_spots_a_one_sided_group():
-    from flexpass_cp.config import member_ids
+    from flexpass_cp.config.forwarding import member_ids
     from flexpass_mininet.fabric import asymmetric_pairs, ecmp_paths
 
     f = leaf_spine()
@@ -152,7 +154,9 @@ def test_recovery_is_the_longest_empty_run_after_the_fault():
 # -- PPT runner (flexpass_mininet/ppt.py): experiment file, switch config, metrics ------------
 
 def test_ppt_experiment_file_gives_a_valid_ppt_switch_config():
-    from flexpass_cp.config import parse_config, switch_entries, tm_settings
+    from flexpass_cp.config import parse_config
+    from flexpass_cp.config.entries import switch_entries
+    from flexpass_cp.config.queues import tm_settings
     from flexpass_mininet import ppt
     from flexpass_mininet.fabric import dumbbell
 
@@ -221,7 +225,9 @@ def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
 
 
 def test_longflows_experiment_files_give_a_valid_switch_config():
-    from flexpass_cp.config import parse_config, switch_entries, tm_settings
+    from flexpass_cp.config import parse_config
+    from flexpass_cp.config.entries import switch_entries
+    from flexpass_cp.config.queues import tm_settings
     from flexpass_mininet import longflows
     from flexpass_mininet.fabric import dumbbell
 
@@ -247,8 +253,9 @@ def test_longflows_experiment_files_give_a_valid_switch_config():
 
 
 def test_stock_bmv2_credit_batch_files_set_meter_burst_and_credit_queue_to_a_batch_and_one():
-    from flexpass_cp.bmv2_queues import queue_commands
     from flexpass_cp.config import parse_config
+    from flexpass_cp.config.derive import derived
+    from flexpass_cp.config.queues import bmv2_queue_commands
     from flexpass_mininet import longflows
     from flexpass_mininet.fabric import dumbbell
 
@@ -260,11 +267,11 @@ def test_stock_bmv2_credit_batch_files_set_meter_burst_and_credit_queue_to_a_bat
         cfg.update(longflows.switch_config(e))
         c = parse_config(cfg)
         for port in c.switch("s1").ports:
-            d = c.derived("s1", port)
+            d = derived(c, "s1", port)
             # docs/datapath.md, "Credit batches": a policing port passes B + 1 at once.
             assert d.meter_burst_bytes // d.credit_bmv2_bytes == 9
             assert d.port.queues.ecn_threshold_bytes == sc.ecn_threshold  # the scaling rule's K stays
-        depth = [q.value for q in queue_commands(c, "s1")
+        depth = [q.value for q in bmv2_queue_commands(c, "s1")
                  if q.verb == "set_queue_depth" and q.priority == longflows.CREDIT_QUEUE]
         assert depth and set(depth) == {9}
 

@@ -1,6 +1,8 @@
 /*
  * FlexPass switch pipeline: constants shared by the v1model (BMv2) program and
- * a future TNA (Tofino) program.  Wire format: docs/protocol.md.
+ * the TNA (Tofino) program.  Wire format: docs/protocol.md.  The control
+ * plane's copy: control-plane/flexpass_cp/p4_program.py (checked by
+ * control-plane/tests/test_p4_names.py).
  */
 #ifndef FLEXPASS_DEFINE_P4_
 #define FLEXPASS_DEFINE_P4_
@@ -64,8 +66,14 @@ typedef bit<3> qid_t;
  * are indexed by port; the control plane rejects larger port numbers). */
 #define MAX_PORTS 64
 #define PORT_QUEUE_COUNTER_SIZE 512   /* MAX_PORTS * QUEUES_PER_PORT */
+/* Cell of (port, queue) in the per-queue counters: port * QUEUES_PER_PORT + qid,
+ * a bit<9> (port[5:0]: ports 0..MAX_PORTS-1). */
+#define PORT_QUEUE_INDEX(port, qid) ((port)[5:0] ++ (qid))
 #define ECMP_SELECTOR_SIZE 1024
 #define ECMP_MAX_GROUP_SIZE 16
+
+/* "No threshold": above any enq_qdepth (bit<19>). */
+const bit<19> QDEPTH_NONE = 0x7FFFF;
 
 /* Ingress event counter indices (counter `ingress_events`). */
 #define EVT_PARSER_ERROR   0   /* malformed/truncated header; packet still forwarded */

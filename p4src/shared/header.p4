@@ -1,6 +1,6 @@
 /*
- * FlexPass switch pipeline: header types shared by the v1model and (future)
- * TNA programs.  FlexPass wire format: docs/protocol.md §3, §6.1.
+ * FlexPass switch pipeline: header types shared by the v1model and TNA
+ * programs.  FlexPass wire format: docs/protocol.md §3, §6.1.
  */
 #ifndef FLEXPASS_HEADER_P4_
 #define FLEXPASS_HEADER_P4_

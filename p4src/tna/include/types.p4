@@ -6,7 +6,7 @@
 #define FLEXPASS_TNA_TYPES_P4_
 
 typedef bit<8> evt_t;          /* ingress_events index (EVT_* in define.p4) */
-typedef bit<9> pq_index_t;     /* port * 8 + qid: PORT_QUEUE_COUNTER_SIZE cells */
+typedef bit<9> pq_index_t;     /* PORT_QUEUE_INDEX: PORT_QUEUE_COUNTER_SIZE cells */
 
 /* Traffic-manager colour of a red packet: the TM reads packet_color in the
  * meter encoding of tofino*_base.p4 (MeterColor_t: GREEN 0, YELLOW 1, RED 3).
@@ -16,9 +16,6 @@ const bit<2> TM_COLOR_RED = 3;
 
 /* 1024 members = 64 groups of up to ECMP_MAX_GROUP_SIZE next hops. */
 #define ECMP_GROUPS (ECMP_SELECTOR_SIZE / ECMP_MAX_GROUP_SIZE)
-
-/* "No threshold": bigger than any enq_qdepth (bit<19>). */
-const bit<19> QDEPTH_NONE = 0x7FFFF;
 
 /* The classifier's decision, carried to egress in front of the Ethernet
  * header (a TNA egress sees only what the ingress deparser emits). */

@@ -358,7 +358,9 @@ def test_flashpass_profile_drops_over_provisioned_emulation_at_admission(tm):
     import dataclasses
     import itertools
 
-    from flexpass_cp.config import load_config, switch_entries, tm_settings
+    from flexpass_cp.config import load_config
+    from flexpass_cp.config.entries import switch_entries
+    from flexpass_cp.config.queues import tm_settings
     from flexpass_cp.p4runtime_client import P4RuntimeClient
 
     cfg = load_config(CONFIG)

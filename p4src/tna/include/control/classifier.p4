@@ -1,8 +1,8 @@
 /*
  * Classifier: DSCP -> (queue, colour, kind), the same table and entries as
  * the v1model program (p4src/v1model/include/control/classifier.p4): the
- * FlexPass 3-queue profile and the naive ExpressPass profile differ only in
- * entries; unassigned DSCP values take the default action (legacy).  Then
+ * profiles (flexpass, naive, ppt, flashpass) differ only in entries;
+ * unassigned DSCP values take the default action (legacy).  Then
  * ecn_color (FlashPass) may turn a packet red by its ECN code point.
  *
  * Tofino: qid goes to ig_tm_md.qid (the ingress queue of the egress port;

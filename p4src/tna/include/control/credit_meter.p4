@@ -3,9 +3,9 @@
  * egress port, configured over BfRt to w_q·C·84/(84 + max frame) with a
  * burst of two credits, in the bytes the meter counts (the frame with its
  * FCS, without preamble and IFG).  Credits that are not GREEN are dropped and
- * counted in credit_dropped[port * 8 + qid].  The traffic manager also shapes
- * the credit queue to the same rate (tf1.tm.queue.sched_shaping); the meter
- * polices what enters it.
+ * counted in credit_dropped[PORT_QUEUE_INDEX(port, qid)].  The traffic
+ * manager also shapes the credit queue to the same rate
+ * (tf1.tm.queue.sched_shaping); the meter polices what enters it.
  *
  * Meter and counters are per pipe; the index is the port within the pipe
  * (the config's dev_ports 0..MAX_PORTS-1, i.e. pipe 0).
@@ -27,7 +27,7 @@ control CreditMeter(inout flexpass_ig_meta_t meta,
         if (meta.bridged.kind == KIND_CREDIT) {
             bit<8> color = credit_meter.execute(ig_tm_md.ucast_egress_port[5:0]);
             if (color != (bit<8>)MeterColor_t.GREEN) {
-                meta.pq_index = ig_tm_md.ucast_egress_port[5:0] ++ meta.bridged.qid;
+                meta.pq_index = PORT_QUEUE_INDEX(ig_tm_md.ucast_egress_port, meta.bridged.qid);
                 credit_dropped.count(meta.pq_index);
                 ig_dprsr_md.drop_ctl = 1;
             }

@@ -94,7 +94,7 @@ control EcnRed(inout flexpass_eg_headers_t hdr,
     }
 
     apply {
-        meta.pq_index = eg_intr_md.egress_port[5:0] ++ hdr.bridged.qid;
+        meta.pq_index = PORT_QUEUE_INDEX(eg_intr_md.egress_port, hdr.bridged.qid);
         queue_thresholds.apply();
         queue_excess.apply();
         if (hdr.bridged.color == COLOR_RED && meta.red_excess != 0) {

@@ -1,9 +1,8 @@
 /*
  * Classifier: DSCP -> (queue, colour, kind).  The table is the whole policy:
- * the FlexPass 3-queue profile (credit Q0 / FlexPass data+control Q1, reactive
- * data red / legacy Q2) and the "naive" ExpressPass profile (credits + one
- * shared data queue, nothing red) differ only in the entries the control plane
- * writes.  DSCP values without an entry take the default action, which the
+ * profile flexpass (credit Q0 / FlexPass data+control Q1, reactive data red /
+ * legacy Q2), naive (credits + one shared data queue, nothing red), ppt and
+ * flashpass differ only in the entries the control plane writes.  DSCP values without an entry take the default action, which the
  * control plane sets to the legacy class (docs/protocol.md §10: "unassigned
  * DSCP values are legacy").
  */

@@ -38,8 +38,8 @@ control EcnRed(inout headers_t hdr,
     /* No entry: no AQM on that queue. */
     @name(".no_aqm")
     action no_aqm() {
-        meta.ecn_threshold = 0x7FFFF;
-        meta.red_threshold = 0x7FFFF;
+        meta.ecn_threshold = QDEPTH_NONE;
+        meta.red_threshold = QDEPTH_NONE;
     }
 
     @name(".queue_thresholds")
