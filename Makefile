@@ -87,8 +87,8 @@ test-rust:
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python:
-	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py $(HOST_AGENT)/fidelity/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
+	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
@@ -139,8 +139,8 @@ test-mininet:
 	  $(MAKE) --no-print-directory switch-target >/dev/null; fi
 	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED mininet tier: $$reason" | tee -a $(SUMMARY); \
-	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py mininet-topos/tests/test_mininet_faults.py mininet-topos/tests/test_mininet_soak.py mininet-topos/tests/test_mininet_flashpass.py mininet-topos/tests/test_mininet_credit_batch.py && \
-	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply; soak: 20 s of mixed traffic, byte-exact, memory and CPU series; flashpass: near-empty data queue and no data loss vs a window transport, byte-exact; credit batches of 8 respaced by the switch: no data loss, near-empty data queue; and through stock BMv2's P4 credit meter: byte-exact, credit drops bounded)" >> $(SUMMARY); fi
+	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py mininet-topos/tests/test_mininet_emulate.py mininet-topos/tests/test_mininet_faults.py mininet-topos/tests/test_mininet_soak.py mininet-topos/tests/test_mininet_flashpass.py mininet-topos/tests/test_mininet_credit_batch.py && \
+	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, the model's dumbbell and incast experiments through flexpass emulate and flexpass compare, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply; soak: 20 s of mixed traffic, byte-exact, memory and CPU series; flashpass: near-empty data queue and no data loss vs a window transport, byte-exact; credit batches of 8 respaced by the switch: no data loss, near-empty data queue; and through stock BMv2's P4 credit meter: byte-exact, credit drops bounded)" >> $(SUMMARY); fi
 
 # Every fuzz target for 20 s (about 2 minutes with the build): the decoder and the
 # stateful targets (sender, receiver, pair; docs/fuzzing.md). The summary quotes the

@@ -92,8 +92,13 @@ def refused_keys(exp: dict, defaults: dict) -> List[str]:
         default = dict(_leaves(defaults.get(table, {}), table)).get(key) if table in defaults else None
         if value in (None, [], {}) or value == default:
             continue
-        reason = WHY.get(key) or WHY.get(table) or "no agent flag or switch setting for it"
-        out.append(f"{key} = {json.dumps(value)}: not supported on {BACKEND} ({reason})")
+        if table in WHY and key != table:  # a whole section the backend lacks: named once
+            line = f"[{table}]: not supported on {BACKEND} ({WHY[table]})"
+        else:
+            reason = WHY.get(key) or "no agent flag or switch setting for it"
+            line = f"{key} = {json.dumps(value)}: not supported on {BACKEND} ({reason})"
+        if line not in out:
+            out.append(line)
     return out
 
 
@@ -226,6 +231,9 @@ def build_fabric(topo: dict, hosts: int) -> Tuple[Fabric, int, Dict[Tuple[str, s
 def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> Plan:
     """The emulation of one point of a resolved experiment (``flexpass sim --resolve``)."""
     exp, derived = point["experiment"], point["derived"]
+    if exp["topology"]["kind"] not in TOPOLOGY_KINDS:
+        raise ExperimentError(f"{resolved['name']}: topology.kind = {exp['topology']['kind']!r}: not supported on "
+                              f"{BACKEND} (kinds: {', '.join(TOPOLOGY_KINDS)})")
     refused = refused_keys(exp, resolved["defaults"])
     if refused:
         raise ExperimentError(f"{resolved['name']}: " + "; ".join(refused))

@@ -1,8 +1,9 @@
 //! `flexpass`: command-line front end: `flexpass sim` / `sweep` / `experiments` on the
 //! embedded model, the host agent's applications (serve, send, cat, workload, incast) and
-//! `plot-fct`.
+//! `plot-fct`; `emulate` and `compare` (the model's experiments on Mininet, side by side).
 
 mod agent_cmd;
+mod compare_cmd;
 mod config;
 mod logger;
 mod plot;
@@ -60,6 +61,12 @@ enum Cmd {
     Incast(workload_cmd::IncastArgs),
     /// Plot FCTs from `workload` / `incast` output: CDF of small flows, avg and p99 by size.
     PlotFct(plot_fct::PlotFctArgs),
+    /// Run a model experiment file on Mininet with real packets (BMv2/flexpass_switch and
+    /// the agent, root), scaled; the report has the model's shape.
+    Emulate(compare_cmd::EmulateArgs),
+    /// Two runs of one experiment side by side (the model's and an emulation's): summary,
+    /// flow by flow, and a figure.
+    Compare(compare_cmd::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -124,6 +131,8 @@ fn main() -> ExitCode {
         Cmd::Workload(a) => finish(workload_cmd::workload(a)),
         Cmd::Incast(a) => finish(workload_cmd::incast(a)),
         Cmd::PlotFct(a) => finish(plot_fct::plot_fct(a)),
+        Cmd::Emulate(a) => finish(compare_cmd::emulate(a)),
+        Cmd::Compare(a) => finish(compare_cmd::compare(a)),
         Cmd::Sim(a) => match sim_cmd::sim(a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

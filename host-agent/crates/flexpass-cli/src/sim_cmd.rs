@@ -449,7 +449,10 @@ fn resolve(
             "measure": experiment::MeasureSpec::default(),
         },
     });
-    println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+    );
     Ok(())
 }
 
