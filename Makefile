@@ -10,32 +10,52 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
-## deps: install what the build needs (idempotent; apt and pip only when something is missing)
-deps:
+## deps: everything every target needs (make test); each target installs only its own part:
+## deps-model (the model and the agent: make build, make demo), deps-python (control plane),
+## deps-switch (switch target), and as root deps-mininet, deps-apps, deps-xdp.
+## Idempotent: apt and pip run only when something is missing; no step starts a service.
+deps: deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp
+
+# apt-get install without starting any service it installs (redis-server would start one):
+# a policy-rc.d that refuses, for the duration of the install, if there is none already.
+APT_INSTALL = apt-get update -qq && { own=; [ -e /usr/sbin/policy-rc.d ] || { printf '\043!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own=1; }; \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; rc=$$?; [ -z "$$own" ] || rm -f /usr/sbin/policy-rc.d; exit $$rc; }
+
+deps-model:
 	@command -v $(CARGO) >/dev/null || { echo "deps: cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
 	@if ! pkg-config --exists fontconfig freetype2 2>/dev/null || ! fc-list 2>/dev/null | grep -qi dejavu; then \
 	  echo "deps: installing fontconfig/freetype/fonts for the plots (apt)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core >/dev/null; fi
+	  ( $(call APT_INSTALL,pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core) ); fi
+
+deps-switch:
 	@if ! command -v cmake >/dev/null || [ ! -e /usr/include/gtest/gtest.h ]; then \
 	  echo "deps: installing cmake, g++ and GoogleTest for the switch target (apt)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ libgtest-dev >/dev/null; fi
+	  ( $(call APT_INSTALL,cmake g++ libgtest-dev) ); fi
+
+deps-python:
 	@PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane ptf >/dev/null 2>&1 || \
 	  { echo "deps: installing the control-plane package and its dependencies (pip)"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; }
 	@if command -v simple_switch_CLI >/dev/null && ! $(PYTHON) -c 'import thrift' 2>/dev/null; then \
 	  echo "deps: installing thrift for BMv2's runtime CLI (pip: control-plane[bmv2])"; $(PYTHON) -m pip install -q -e './control-plane[dev,ptf,bmv2]'; fi
-	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the Mininet runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
+	@$(PYTHON) -c 'import matplotlib' 2>/dev/null || { echo "deps: installing matplotlib for the runners' plots (pip)"; $(PYTHON) -m pip install -q -r mininet-topos/requirements.txt; }
 	@if command -v simple_switch_CLI >/dev/null; then PYTHONPATH=control-plane $(PYTHON) -m flexpass_cp.env_check control-plane bmv2 ptf mininet | sed 's/^/deps: still missing: /'; true; fi
+
+deps-apps:
 	@if [ "$$(id -u)" = 0 ] && { ! command -v iperf3 >/dev/null || ! command -v curl >/dev/null || ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v nc >/dev/null; }; then \
-	  echo "deps: installing iperf3, curl, redis and netcat for the unmodified-application tests (apt)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 curl redis-server redis-tools netcat-openbsd >/dev/null; fi
+	  echo "deps: installing iperf3, curl, redis and netcat for the unmodified-application tests (apt; no service started)"; \
+	  ( $(call APT_INSTALL,iperf3 curl redis-server redis-tools netcat-openbsd) ); fi
+
+deps-mininet: deps-python
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mininet ethtool iputils-ping >/dev/null; fi
+	  ( $(call APT_INSTALL,mininet ethtool iputils-ping) ); fi
+
+deps-xdp:
 	@if [ "$$(id -u)" = 0 ] && ! command -v clang >/dev/null && ! compgen -c clang- | grep -qE '^clang-1[4-9]$$'; then \
 	  echo "deps: installing clang for the agent's AF_XDP program (apt; without it the agent uses UDP sockets only)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null; fi
+	  ( $(call APT_INSTALL,clang) ); fi
 
 ## p4: the v1model switch program for BMv2 (JSON + P4Info under build/p4); a P4 error fails
 p4:
@@ -56,12 +76,12 @@ p4-tofino:
 	  $(PYTHON) p4src/tna/report_resources.py $$out > $$out/resources.txt; sed 's/^/  /' $$out/resources.txt; done
 
 ## ptf: BMv2 on veth pairs in a namespace, control plane applies a config, PTF suite (root)
-ptf: deps
+ptf: deps-python
 	bash ptf-tests/run_ptf.sh
 
 ## ptf-tofino-model: tofino-model + bf_switchd (the installed SDE) on veth pairs in a namespace,
 ## flexpass-ctl applies a config over BfRt, PTF feature tests (root)
-ptf-tofino-model: deps
+ptf-tofino-model: deps-python
 	bash ptf-tests/run_tofino_model.sh
 
 ## switch-target: the TM library, its tests and (when BMv2/PI are installed) flexpass_switch
@@ -70,7 +90,7 @@ switch-target:
 	nice cmake --build build/switch-target -j2
 
 ## build: the Rust workspace (release: the model and benchmarks need it)
-build: deps
+build: deps-model
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace
 
 ## test: every test tier; ends with a summary of tiers run and skipped
@@ -82,11 +102,11 @@ test: deps
 	 echo "tiers: $$ran passed, $$((7 - ran - skipped)) failed, $$skipped skipped"; \
 	 exit $$status
 
-test-rust:
+test-rust: deps-model
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace && $(CARGO) test --release --workspace
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
-test-python:
+test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
 	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
@@ -113,7 +133,7 @@ test-p4:
 # The switch target (C++ via ctest): TM unit tests (GoogleTest) and, when BMv2/PI
 # are installed, the flexpass_switch binary and its integration tests on veth
 # pairs (root; tests/integration/run.sh). Missing pieces are reported as skipped.
-test-cpp:
+test-cpp: deps-switch
 	@if command -v cmake >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then \
 	  $(MAKE) --no-print-directory switch-target && \
 	  ctest --test-dir build/switch-target --output-on-failure 2>&1 | tee build/ctest.out; \
@@ -126,7 +146,7 @@ test-cpp:
 	else echo "SKIPPED c++ tier: cmake or GoogleTest (libgtest-dev) not installed" | tee -a $(SUMMARY); fi
 
 # Real kernel networking: namespaces, veth, a Linux router with htb/u32 (needs root).
-test-netns:
+test-netns: deps-apps deps-xdp deps-python
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
@@ -134,7 +154,7 @@ test-netns:
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine,
 # network faults (link down, switch and controller restarts).
-test-mininet:
+test-mininet: deps-mininet
 	@if [ ! -x build/switch-target/flexpass_switch ] && command -v simple_switch_grpc >/dev/null && command -v cmake >/dev/null; then \
 	  $(MAKE) --no-print-directory switch-target >/dev/null; fi
 	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
@@ -168,7 +188,7 @@ else
 	@echo "results: $(RESULTS)/flexpass-vs-dctcp.{json,png} $(RESULTS)/expresspass-vs-dctcp.{json,png}"
 endif
 
-demo-mininet:
+demo-mininet: deps-mininet
 	@[ "$$(id -u)" = 0 ] || { echo "demo TARGET=mininet: needs root (Mininet creates namespaces and veths): sudo make demo TARGET=mininet"; exit 2; }
 	@$(MAKE) --no-print-directory p4
 	@if [ "$(SWITCH)" = flexpass_switch ]; then $(MAKE) --no-print-directory switch-target >/dev/null; fi
