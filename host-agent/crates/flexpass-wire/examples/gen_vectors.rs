@@ -1,5 +1,8 @@
 //! Generates docs/protocol-vectors.json.
 //!
+//! One piece (over 1 000 lines): data written as code, one vector per case of
+//! docs/protocol.md in its order.
+//!
 //! ```text
 //! cd host-agent
 //! cargo run -p flexpass-wire --example gen_vectors > ../docs/protocol-vectors.json

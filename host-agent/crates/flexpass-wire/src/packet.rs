@@ -2,6 +2,10 @@
 //!
 //! Byte layouts are specified in docs/protocol.md; offsets below are relative
 //! to the start of the FlexPass message (= start of the UDP payload).
+//!
+//! One piece (over 1 000 lines): every message type next to its decoder and encoder, in
+//! docs/protocol.md's order, so a layout change is one diff read against the spec; split
+//! in two, each offset would sit apart from the field it fills.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
