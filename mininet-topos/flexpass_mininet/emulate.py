@@ -430,8 +430,11 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             wait_until(t0 + at, monitors)
             verb = "up" if obj.up else "down"
             a, _, b = obj.link.partition("->")
+            # The control plane rewrites every switch's ECMP groups (no resident controller).
             r = subprocess.run([sys.executable, "-m", "flexpass_cp.cli", f"link-{verb}", "--config", str(cfg_path),
-                                "--link", f"{a}:{b}"], capture_output=True, text=True, env=ctl_env())
+                                "--link", f"{a}:{b}", "--p4info", str(env.P4_BUILD / "flexpass.p4info.txtpb"),
+                                "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20"],
+                               capture_output=True, text=True, env=ctl_env())
             (out / f"link-{verb}-{a}-{b}.txt").write_text(r.stdout + r.stderr)
             timeline.append({"t_s": time.monotonic() - t0, "event": f"routes without {obj.link}" if not obj.up
                              else f"routes with {obj.link}", "ok": r.returncode == 0})
