@@ -1,8 +1,9 @@
 """`flexpass emulate`: built-in model experiments, unchanged, on Mininet + flexpass_switch
 (root, Mininet, BMv2 target, P4 build, agent), then `flexpass compare` against the model.
 
-The dumbbell (flexpass-vs-dctcp: FlexPass and DCTCP share the bottleneck, neither starves)
-and the incast (8 FlexPass responses of 64 kB: all delivered byte-exact, no timeouts).
+The dumbbell (flexpass-vs-dctcp: FlexPass and DCTCP share the bottleneck, neither starves),
+the incast (8 FlexPass responses of 64 kB: all delivered byte-exact, no timeouts) and the
+leaf-spine (link-failure: a spine link fails under 8 flows, all complete byte-exact).
 Skipped with the reason when something is missing."""
 
 import json
@@ -53,3 +54,14 @@ def test_the_incast_experiment_delivers_every_response_without_timeouts(tmp_path
     assert (o["flows"], o["completed"], o["incomplete"]) == (8, 8, 0), r["flows"]
     assert r["timeouts"] == 0
     assert all(f["delivered_bytes"] == 64_000 for f in r["flows"])
+
+
+def test_the_leaf_spine_experiment_survives_its_link_failure(tmp_path):
+    r = emulate(tmp_path / "emu", "link-failure")
+    o = r["fct"]["overall"]
+    # Eight flows across both spines; leaf0->spine0 fails under them and the groups are
+    # rewritten: every flow still completes, byte-exact.
+    assert (o["flows"], o["completed"], o["incomplete"]) == (8, 8, 0), r["flows"]
+    events = [e["event"] for e in r["timeline"]]
+    assert "link leaf0->spine0 down" in events and any(e.startswith("routes without") for e in events), events
+    assert all(e.get("ok", True) for e in r["timeline"]), r["timeline"]
