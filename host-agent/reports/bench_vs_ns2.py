@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,13 +40,29 @@ def run_model(out, extra):
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="bench-vs-ns2-"))
     out.mkdir(parents=True, exist_ok=True)
+    ns2 = os.environ.get("NS2")
+    # The flows of the point, from a short model run that stops at once (the model writes
+    # its flow list before it runs), are what ns-2 replays.
+    _, point, flows = run_model(out / "flows", ["duration_ms=0.001"])
+    # Side by side: ns-2 runs on one core while the model runs on the other, so both see the
+    # same machine (and the same background load, if any).
+    ns2_thread, ns2_wall = None, {}
+    if ns2:
+        shutil.rmtree(out / "ns2", ignore_errors=True)
+
+        def run_ns2():
+            t0 = time.time()
+            fidelity.run_ns2_clos(ns2, "large-scale", point, flows, out / "ns2", 1)
+            ns2_wall["s"] = time.time() - t0
+
+        ns2_thread = threading.Thread(target=run_ns2)
+        ns2_thread.start()
     # The compat run has ns-2's dynamics (one path per destination, the same queues and
     # simulated time), so its ratio is the like-for-like one and the goal is judged on it.
-    default_wall, point, flows = run_model(out / "model", [])
+    default_wall, _, model_flows = run_model(out / "model", [])
     compat_wall, _, _ = run_model(out / "model-compat", [f'compat="{fidelity.COMPAT}"'])
-    print(f"ns2-large-scale (FlexPass 100 %, {len(flows)} flows): model {default_wall:.1f} s wall, "
+    print(f"ns2-large-scale (FlexPass 100 %, {len(model_flows)} flows): model {default_wall:.1f} s wall, "
           f"compat = \"{fidelity.COMPAT}\" {compat_wall:.1f} s wall")
-    ns2 = os.environ.get("NS2")
     if not ns2:
         ref = json.loads(fidelity.REFERENCE.read_text()) if fidelity.REFERENCE.exists() else {}
         rec = ref.get("cases", {}).get("large-scale", {})
@@ -53,15 +70,17 @@ def main():
         note = f" (recorded with the reference: {min(walls):.0f}-{max(walls):.0f} s per run, another machine state)" if walls else ""
         print(f"SKIPPED ns-2 side: NS2 not set (the artifact's ns binary, built by hand: docs/fidelity.md){note}")
         return 0
-    shutil.rmtree(out / "ns2", ignore_errors=True)
-    t0 = time.time()
-    fidelity.run_ns2_clos(ns2, "large-scale", point, flows, out / "ns2", 1)
-    ns2_wall = time.time() - t0
-    ratio = ns2_wall / compat_wall
-    print(f"  ns-2 {ns2_wall:.1f} s wall on the same flows: the model is {ratio:.1f}x faster in compat mode "
-          f"({ns2_wall / default_wall:.1f}x in the default mode; goal >= {GOAL:.0f}x)")
-    result = {"flows": len(flows), "model_wall_s": default_wall, "compat_wall_s": compat_wall,
-              "ns2_wall_s": ns2_wall, "ratio_compat": ratio, "ratio_default": ns2_wall / default_wall, "goal": GOAL}
+    print("  ns-2 still running on the same flows ...", flush=True)
+    ns2_thread.join()
+    if "s" not in ns2_wall:
+        print("  ns-2 failed (see its output under the bench folder)")
+        return 1
+    ratio = ns2_wall["s"] / compat_wall
+    print(f"  ns-2 {ns2_wall['s']:.1f} s wall on the same flows: the model is {ratio:.1f}x faster in compat mode "
+          f"({ns2_wall['s'] / default_wall:.1f}x in the default mode; goal >= {GOAL:.0f}x)")
+    result = {"flows": len(model_flows), "model_wall_s": default_wall, "compat_wall_s": compat_wall,
+              "ns2_wall_s": ns2_wall["s"], "ratio_compat": ratio, "ratio_default": ns2_wall["s"] / default_wall,
+              "goal": GOAL, "load_average": os.getloadavg()}
     (out / "bench_vs_ns2.json").write_text(json.dumps(result, indent=1) + "\n")
     print("  goal met" if ratio >= GOAL else "  GOAL MISSED")
     return 0 if ratio >= GOAL else 1
