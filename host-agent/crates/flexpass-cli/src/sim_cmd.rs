@@ -531,7 +531,7 @@ pub fn experiments() {
     }
 }
 
-fn convergence_line(x: &flexpass_sim::convergence::ConvergenceResult) -> String {
+fn convergence_line(x: &flexpass_sim::report::ConvergenceReport) -> String {
     let o = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v}"));
     format!(
         "{} target loss, α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs ({} measured RTTs of {:.1} µs; discrete model {} periods), for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",
