@@ -3,8 +3,8 @@
 //! `flexpass experiments` (the built-in experiments).
 
 use crate::plot;
-use flexpass_sim::experiment::{self, point_id, sweep_points, Experiment, Override, Source};
-use flexpass_sim::sweep::{self, Finished};
+use flexpass_sim::experiment::{self, Experiment, Override, Source};
+use flexpass_sim::sweep::{self, point_id, sweep_points, Finished};
 use flexpass_sim::{run, Progress, RunReport};
 use std::io::Write;
 use std::path::{Path, PathBuf};

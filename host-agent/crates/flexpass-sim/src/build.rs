@@ -452,7 +452,7 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     net.sample_flows = flows.len() <= DETAILED_FLOWS;
     net.retire_after = exp.measure.retire_flows.then_some(10 * MILLIS);
     net.tcp_fct_at_ack = exp.measure.tcp_fct.as_deref() == Some("acked");
-    net.single_path = exp.topology.routing.as_deref() == Some("single-path");
+    net.single_path = exp.topology.common.routing.as_deref() == Some("single-path");
     let mut monitors = vec![];
     for sel in &exp.measure.monitor {
         for (n, p) in select_ports(&net, &built, sel)? {

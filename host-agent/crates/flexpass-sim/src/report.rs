@@ -698,7 +698,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         new_transport: exp.new_transport(),
         deployment_fraction: exp.deployment.fraction,
         topology: TopologyReport {
-            kind: exp.topology.kind.clone(),
+            kind: exp.topology.kind.name().to_string(),
             hosts: built.rack_of.len(),
             switches,
             racks: built.racks,
