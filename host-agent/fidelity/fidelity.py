@@ -54,8 +54,9 @@ CASES = {
 
 COMPAT = "ns2-flexpass"
 
-# The keys of the compat preset (flexpass-sim experiment.rs COMPAT_NS2): the model's default
-# value, the mechanism, and the points of a case where the key can matter (its toggle runs).
+# The keys of the compat preset (flexpass-sim experiment/merge.rs COMPAT_NS2): the model's
+# default value, the mechanism, and the points of a case where the key can matter (its toggle
+# runs).
 # A test checks this table against the preset the binary applies.
 PRESET = [
     {

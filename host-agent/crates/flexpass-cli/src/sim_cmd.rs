@@ -3,8 +3,8 @@
 //! `flexpass experiments` (the built-in experiments).
 
 use crate::plot;
-use flexpass_sim::experiment::{self, point_id, sweep_points, Experiment, Override, Source};
-use flexpass_sim::sweep::{self, Finished};
+use flexpass_sim::experiment::{self, Experiment, Override, Source};
+use flexpass_sim::sweep::{self, point_id, sweep_points, Finished};
 use flexpass_sim::{run, Progress, RunReport};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -587,7 +587,7 @@ pub fn experiments() {
     }
 }
 
-fn convergence_line(x: &flexpass_sim::convergence::ConvergenceResult) -> String {
+fn convergence_line(x: &flexpass_sim::report::ConvergenceReport) -> String {
     let o = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v}"));
     format!(
         "{} target loss, α = {}, w_init = {}: Jain ≥ 0.98 first after {} RTTs ({} measured RTTs of {:.1} µs; discrete model {} periods), for good after {} RTTs; mean Jain after 16 RTTs {:.3}, long-term Jain {:.4}",

@@ -2,43 +2,13 @@
 //! RTTs until the two share fairly (Jain's index ≥ 0.98 over windows of a few RTTs), next to
 //! what ExpressPass §4's discrete model of Algorithm 1 needs for the same setting.
 
+use crate::build::{prepare, Prepared, Progress};
 use crate::experiment::{ConvergenceSpec, Experiment, Override};
 use crate::net::Network;
-use crate::report::{self, jain, RunReport};
-use crate::run::{prepare, Progress};
+use crate::report::{self, jain, ConvergenceReport, RunReport};
 use flexpass_core::credit_feedback::CreditFeedback;
 use flexpass_core::{CreditConfig, Nanos, TargetLossRule, MILLIS};
-use serde::Serialize;
 use std::time::Instant;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ConvergenceResult {
-    pub alpha: f64,
-    pub w_init: f64,
-    /// Algorithm 1's target-loss rule ("fixed": the paper's; "rate-scaled(s)": the authors'
-    /// simulator's).
-    pub target_loss_rule: String,
-    /// Update periods the same setting needs in the paper's §4 discrete model
-    /// (`discrete_model_periods`): what the control law alone gives.
-    pub discrete_model_periods: Option<usize>,
-    /// RTTs from the second flow's first data until Jain's index over a 4-RTT window first
-    /// reaches 0.98 (None: never).
-    pub first_fair_rtts: Option<f64>,
-    /// Mean credit RTT of the two receivers after the join (their update period: base RTT
-    /// plus credit queueing), µs.
-    pub measured_rtt_us: f64,
-    /// `first_fair_rtts` counted in measured RTTs (`measured_rtt_us`) and with 4-measured-RTT
-    /// windows, as the paper counts RTTs (ExpressPass §6.1: 100 µs = "four RTTs" at a 25 µs
-    /// average RTT; 10 µs minimum).
-    pub first_fair_measured_rtts: Option<f64>,
-    /// RTTs until the index reaches 0.98 and stays there for the rest of the run (95% of the
-    /// windows); None: never.
-    pub convergence_rtts: Option<f64>,
-    /// Mean Jain's index (4-RTT windows) from 16 RTTs after the join to the end.
-    pub mean_jain_after_16_rtts: f64,
-    /// Jain's index of the two flows' throughput over the whole shared period.
-    pub long_term_jain: f64,
-}
 
 /// Windows of this many RTTs for Jain's index: a per-RTT window holds ~16 packets at
 /// 10 Gbps, too few for the index to mean anything.
@@ -89,7 +59,7 @@ fn sampled_run(
     join: Nanos,
     interval: Option<Nanos>,
     measure: bool,
-) -> Result<(crate::run::Prepared, f64), String> {
+) -> Result<(Prepared, f64), String> {
     let mut p = prepare(e)?;
     let step = p.stack.base_rtt;
     p.net.sample_interval = interval.unwrap_or(step);
@@ -165,7 +135,7 @@ pub fn run(
     let w_init = p.stack.receiver_config(&p.net.flows[0].spec).credit.w_init;
     let rule = e.target_loss_rule();
     let alpha = e.host.alpha;
-    let result = ConvergenceResult {
+    let result = ConvergenceReport {
         alpha,
         w_init,
         target_loss_rule: rule.name(),

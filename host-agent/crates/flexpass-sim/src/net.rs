@@ -3,10 +3,18 @@
 //! with a symmetric per-flow hash, shared switch buffers, and the sans-IO transport core
 //! running on the hosts. Deterministic for a given seed: events at equal times run in
 //! scheduling order and all randomness comes from one seeded RNG.
+//!
+//! This file is the event loop (flows, timers, forwarding, links); `fabric` builds the
+//! nodes, links and routes, `measure` samples and counts.
+
+mod fabric;
+mod measure;
+
+pub use measure::{PortReport, QueueTrace, Sample};
 
 use crate::events::EventQueue;
 use crate::packet::{HostId, PathHash, SimPacket};
-use crate::queue::{Dequeued, Enqueued, PortConfig, PortQueue, QueueStats, SharedBuffer};
+use crate::queue::{Dequeued, Enqueued, PortQueue, SharedBuffer};
 use bytes::Bytes;
 use flexpass_core::{
     Nanos, Receiver, ReceiverConfig, ReceiverStats, Sender, SenderConfig, SenderStats, Transmit,
@@ -166,32 +174,6 @@ impl Flow {
     }
 }
 
-/// Per-interval samples for throughput plots and starvation analysis.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Sample {
-    pub t_us: f64,
-    /// Delivered bytes per flow in this interval.
-    pub delivered: Vec<u64>,
-    /// Data bytes on the wire (Ethernet, incl. headers, preamble, IFG) received per flow on
-    /// each sub-flow in this interval.
-    pub proactive: Vec<u64>,
-    pub reactive: Vec<u64>,
-    /// Bytes in the first monitored port's Q0, Q1 and Q2 at the sample instant (PPT
-    /// profile: nothing, the HCP queues P0–P3, the LCP queues P4–P7).
-    pub queue_bytes: [u64; 3],
-}
-
-/// Queue occupancy of one monitored port at every sample instant.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct QueueTrace {
-    pub port: String,
-    /// Bytes in Q1, of which red (reactive), and in Q2, per sample (PPT profile: q1 = the
-    /// HCP queues P0–P3, q2 = the LCP queues P4–P7).
-    pub q1: Vec<u64>,
-    pub q1_red: Vec<u64>,
-    pub q2: Vec<u64>,
-}
-
 /// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
 enum Ev {
     Arrive {
@@ -345,174 +327,6 @@ impl Network {
 
     pub fn now(&self) -> Nanos {
         self.now
-    }
-
-    pub fn add_host(&mut self, name: &str) -> HostId {
-        let id = self.hosts.len();
-        self.nodes.push(Node {
-            name: name.into(),
-            host: Some(id),
-            tier: 0,
-            ports: vec![],
-            routes: vec![],
-            route_ports: vec![],
-            shared: None,
-        });
-        self.hosts.push(self.nodes.len() - 1);
-        id
-    }
-
-    /// A switch at ECMP tier `tier` (see `Node::tier`), with a shared buffer if given.
-    pub fn add_switch(&mut self, name: &str, tier: u8, shared: Option<SharedBuffer>) -> NodeId {
-        self.nodes.push(Node {
-            name: name.into(),
-            host: None,
-            tier,
-            ports: vec![],
-            routes: vec![],
-            route_ports: vec![],
-            shared,
-        });
-        self.nodes.len() - 1
-    }
-
-    pub fn host_node(&self, h: HostId) -> NodeId {
-        self.hosts[h]
-    }
-
-    pub fn num_hosts(&self) -> usize {
-        self.hosts.len()
-    }
-
-    pub fn node_name(&self, n: NodeId) -> &str {
-        &self.nodes[n].name
-    }
-
-    pub fn host_name(&self, h: HostId) -> &str {
-        &self.nodes[self.hosts[h]].name
-    }
-
-    /// Connect two nodes with a full-duplex link; each side gets an egress port configured by
-    /// its `PortConfig`. Returns the two port indices.
-    pub fn connect(
-        &mut self,
-        a: NodeId,
-        a_cfg: PortConfig,
-        b: NodeId,
-        b_cfg: PortConfig,
-        link: LinkSpec,
-    ) -> (usize, usize) {
-        let (pa, pb) = (self.nodes[a].ports.len(), self.nodes[b].ports.len());
-        let mk = |cfg, peer, peer_port| Port {
-            queue: PortQueue::new(cfg),
-            peer,
-            link: link.clone(),
-            busy_until: 0,
-            tx_done_seq: None,
-            tx_done_queued: false,
-            wake_at: None,
-            tx_bytes: 0,
-            peer_port,
-            up: true,
-        };
-        self.nodes[a].ports.push(mk(a_cfg, b, pb));
-        self.nodes[b].ports.push(mk(b_cfg, a, pa));
-        (self.nodes[a].ports.len() - 1, self.nodes[b].ports.len() - 1)
-    }
-
-    /// Shortest-path routes over the links that are up, from every node to every host; every
-    /// egress port on a shortest path is an ECMP member, in port order (the same order on
-    /// every switch of a tier, so the symmetric hash keeps credits on their data's path after
-    /// a failure too). Hosts do not forward.
-    pub fn compute_routes(&mut self) {
-        let n = self.nodes.len();
-        for node in &mut self.nodes {
-            node.routes.clear();
-            node.route_ports.clear();
-        }
-        let mut dist = vec![usize::MAX; n];
-        let mut frontier = vec![];
-        let mut next = vec![];
-        for &hn in &self.hosts {
-            dist.iter_mut().for_each(|d| *d = usize::MAX);
-            dist[hn] = 0;
-            frontier.clear();
-            frontier.push(hn);
-            while !frontier.is_empty() {
-                next.clear();
-                for &u in &frontier {
-                    if u != hn && self.nodes[u].host.is_some() {
-                        continue;
-                    }
-                    for p in self.nodes[u].ports.iter().filter(|p| p.up) {
-                        if dist[p.peer] == usize::MAX {
-                            dist[p.peer] = dist[u] + 1;
-                            next.push(p.peer);
-                        }
-                    }
-                }
-                std::mem::swap(&mut frontier, &mut next);
-            }
-            for (v, node) in self.nodes.iter_mut().enumerate() {
-                let start = node.route_ports.len() as u32;
-                if dist[v] != usize::MAX && v != hn {
-                    for (i, p) in node.ports.iter().enumerate() {
-                        if p.up && dist[p.peer] != usize::MAX && dist[p.peer] + 1 == dist[v] {
-                            node.route_ports.push(i as u16);
-                        }
-                    }
-                }
-                let len = node.route_ports.len() as u32 - start;
-                node.routes.push((start, len.min(u8::MAX as u32) as u8));
-            }
-        }
-    }
-
-    /// Monitor egress ports: the first one's queues are in the samples; every one gets a
-    /// `QueueTrace`.
-    pub fn monitor(&mut self, node: NodeId, port: usize) {
-        let name = self.port_name(node, port);
-        self.monitors.push((node, port));
-        self.queue_traces.push(QueueTrace {
-            port: name,
-            ..Default::default()
-        });
-    }
-
-    /// "node->peer": the egress port of `node` towards `peer`.
-    pub fn port_name(&self, node: NodeId, port: usize) -> String {
-        format!(
-            "{}->{}",
-            self.nodes[node].name, self.nodes[self.nodes[node].ports[port].peer].name
-        )
-    }
-
-    /// Every port as (node, port index, name of the node, name of the peer).
-    pub fn ports(&self) -> impl Iterator<Item = (NodeId, usize, &str, &str)> + '_ {
-        self.nodes.iter().enumerate().flat_map(move |(n, node)| {
-            node.ports
-                .iter()
-                .enumerate()
-                .map(move |(i, p)| (n, i, node.name.as_str(), self.nodes[p.peer].name.as_str()))
-        })
-    }
-
-    pub fn num_nodes(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// The nodes `n` has a link to, in port order.
-    pub fn neighbours(&self, n: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes[n].ports.iter().map(|p| p.peer)
-    }
-
-    /// Each neighbour with the propagation delay of the link to it.
-    pub fn neighbour_delays(&self, n: NodeId) -> impl Iterator<Item = (NodeId, Nanos)> + '_ {
-        self.nodes[n].ports.iter().map(|p| (p.peer, p.link.delay))
-    }
-
-    pub fn is_host_node(&self, n: NodeId) -> bool {
-        self.nodes[n].host.is_some()
     }
 
     pub fn add_flow(&mut self, spec: FlowSpec) {
@@ -854,33 +668,6 @@ impl Network {
         self.forward(node, pkt);
     }
 
-    /// Symmetric per-flow ECMP hash: the same for both directions of a flow (the hosts are
-    /// taken as an unordered pair) at switches of the same tier.
-    fn ecmp_hash(flow_id: u32, a: HostId, b: HostId, tier: u8) -> u64 {
-        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        let mut x =
-            u64::from(flow_id) ^ (lo as u64) << 20 ^ (hi as u64) << 40 ^ u64::from(tier) << 60;
-        // splitmix64 finaliser
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    }
-
-    fn route(&self, node: NodeId, pkt: &SimPacket) -> Option<usize> {
-        let n = &self.nodes[node];
-        let &(start, len) = n.routes.get(pkt.dst)?;
-        let members = &n.route_ports[start as usize..start as usize + len as usize];
-        match members.len() {
-            0 => None,
-            1 => Some(members[0] as usize),
-            _ if self.single_path => Some(members[0] as usize),
-            k => {
-                let h = Self::ecmp_hash(pkt.packet.flow_id(), pkt.src, pkt.dst, n.tier);
-                Some(members[(h % k as u64) as usize] as usize)
-            }
-        }
-    }
-
     fn forward(&mut self, node: NodeId, mut pkt: Box<SimPacket>) {
         let Some(port) = self.route(node, &pkt) else {
             self.stray_packets += 1;
@@ -1116,105 +903,6 @@ impl Network {
             self.to_retire.push(flow);
         }
     }
-
-    fn sample(&mut self) {
-        let mut s = Sample {
-            t_us: self.now as f64 / 1e3,
-            ..Default::default()
-        };
-        if self.sample_flows {
-            for (i, f) in self.flows.iter().enumerate() {
-                let (p, r) = f.receiver.as_ref().map_or((0, 0), |r| {
-                    let st = r.stats();
-                    (
-                        st.bytes_proactive + st.packets_proactive * DATA_WIRE_OVERHEAD,
-                        st.bytes_reactive + st.packets_reactive * DATA_WIRE_OVERHEAD,
-                    )
-                });
-                let last = &mut self.last_delivered[i];
-                s.delivered.push(f.delivered - last[0]);
-                s.proactive.push(p - last[1]);
-                s.reactive.push(r - last[2]);
-                *last = [f.delivered, p, r];
-            }
-        }
-        for (i, &(n, p)) in self.monitors.iter().enumerate() {
-            let q = &self.nodes[n].ports[p].queue;
-            let b = if q.cfg.profile == crate::queue::Profile::Ppt {
-                let half = crate::queue::MAX_QUEUES / 2;
-                let sum = |r: std::ops::Range<usize>| r.map(|x| q.bytes(x)).sum::<u64>();
-                [0, sum(0..half), sum(half..2 * half)]
-            } else {
-                [q.bytes(0), q.bytes(1), q.bytes(2)]
-            };
-            if i == 0 {
-                s.queue_bytes = b;
-            }
-            let t = &mut self.queue_traces[i];
-            t.q1.push(b[1]);
-            t.q1_red.push(q.red_bytes());
-            t.q2.push(b[2]);
-        }
-        self.samples.push(s);
-        let next = self.now + self.sample_interval;
-        self.schedule(next, Ev::Sample);
-    }
-
-    /// Every port's counters.
-    pub fn port_reports(&self) -> Vec<PortReport> {
-        let mut out = vec![];
-        for n in &self.nodes {
-            for (i, p) in n.ports.iter().enumerate() {
-                out.push(PortReport {
-                    node: n.name.clone(),
-                    host: n.host.is_some(),
-                    port: i,
-                    towards: self.nodes[p.peer].name.clone(),
-                    link_bps: p.link.bps,
-                    tx_bytes: p.tx_bytes,
-                    queues: p.queue.stats().to_vec(),
-                    data_queues: p.queue.cfg.profile.data_queues(),
-                });
-            }
-        }
-        out
-    }
-
-    pub fn port_tx_bytes(&self, node: NodeId, port: usize) -> u64 {
-        self.nodes[node].ports[port].tx_bytes
-    }
-
-    pub fn port_stats(&self, node: NodeId, port: usize) -> Vec<QueueStats> {
-        self.nodes[node].ports[port].queue.stats().to_vec()
-    }
-
-    pub fn port_link_bps(&self, node: NodeId, port: usize) -> f64 {
-        self.nodes[node].ports[port].link.bps
-    }
-
-    /// Largest shared-buffer occupancy of any switch, bytes.
-    pub fn max_shared_buffer_used(&self) -> Option<u64> {
-        self.nodes
-            .iter()
-            .filter_map(|n| n.shared.as_ref().map(|b| b.max_used))
-            .max()
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct PortReport {
-    pub node: String,
-    /// The port is a host's NIC.
-    pub host: bool,
-    pub port: usize,
-    pub towards: String,
-    pub link_bps: f64,
-    pub tx_bytes: u64,
-    /// Per queue: 3 (credits, FlexPass, legacy) or the 8 priorities of the PPT profile.
-    pub queues: Vec<QueueStats>,
-    /// The queues holding data (all but the credit queue).
-    #[serde(skip)]
-    pub data_queues: std::ops::Range<usize>,
 }
 
 /// One line per packet for FLEXPASS_TRACE_FLOW.

@@ -6,11 +6,10 @@
 //! utilisation per port group; queue occupancy of monitored ports; drops; timeouts; and the
 //! check that credits and data crossed the same links (symmetric ECMP).
 
-use crate::convergence::ConvergenceResult;
+use crate::build::{Prepared, DETAILED_FLOWS};
 use crate::experiment::{Experiment, Override};
 use crate::net::{Flow, FlowKind, PortReport, Sample};
 use crate::queue::{Profile, QueueStats};
-use crate::run::Prepared;
 use crate::traffic::wire_factor;
 use flexpass_core::{Nanos, ReceiverStats, SenderStats};
 use flexpass_wire::TransportKind;
@@ -20,11 +19,6 @@ use std::collections::BTreeMap;
 
 /// A transport "starves" in an interval where it gets less than this share of the link.
 pub const STARVATION_SHARE: f64 = 0.2;
-
-/// Runs with more flows than this keep only the per-flow record, not the full transport
-/// statistics of each flow nor per-flow throughput samples (256: FlashPass Fig. 10b's 200
-/// long flows still get their shares).
-pub const DETAILED_FLOWS: usize = 256;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowReport {
@@ -316,6 +310,36 @@ pub struct TopologyReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// ExpressPass Fig. 8a: time to fairness after a second flow joins (`convergence`).
+pub struct ConvergenceReport {
+    pub alpha: f64,
+    pub w_init: f64,
+    /// Algorithm 1's target-loss rule ("fixed": the paper's; "rate-scaled(s)": the authors'
+    /// simulator's).
+    pub target_loss_rule: String,
+    /// Update periods the same setting needs in the paper's §4 discrete model
+    /// (`discrete_model_periods`): what the control law alone gives.
+    pub discrete_model_periods: Option<usize>,
+    /// RTTs from the second flow's first data until Jain's index over a 4-RTT window first
+    /// reaches 0.98 (None: never).
+    pub first_fair_rtts: Option<f64>,
+    /// Mean credit RTT of the two receivers after the join (their update period: base RTT
+    /// plus credit queueing), µs.
+    pub measured_rtt_us: f64,
+    /// `first_fair_rtts` counted in measured RTTs (`measured_rtt_us`) and with 4-measured-RTT
+    /// windows, as the paper counts RTTs (ExpressPass §6.1: 100 µs = "four RTTs" at a 25 µs
+    /// average RTT; 10 µs minimum).
+    pub first_fair_measured_rtts: Option<f64>,
+    /// RTTs until the index reaches 0.98 and stays there for the rest of the run (95% of the
+    /// windows); None: never.
+    pub convergence_rtts: Option<f64>,
+    /// Mean Jain's index (4-RTT windows) from 16 RTTs after the join to the end.
+    pub mean_jain_after_16_rtts: f64,
+    /// Jain's index of the two flows' throughput over the whole shared period.
+    pub long_term_jain: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     pub experiment: String,
     /// The sweep point's overrides.
@@ -384,7 +408,7 @@ pub struct RunReport {
     pub corrupted_bytes: u64,
     pub jain_index: Option<f64>,
     pub paths: PathReport,
-    pub convergence: Option<ConvergenceResult>,
+    pub convergence: Option<ConvergenceReport>,
     pub flows: Vec<FlowReport>,
     pub ports: Vec<PortReport>,
     pub samples: Vec<Sample>,
@@ -674,7 +698,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         new_transport: exp.new_transport(),
         deployment_fraction: exp.deployment.fraction,
         topology: TopologyReport {
-            kind: exp.topology.kind.clone(),
+            kind: exp.topology.kind.name().to_string(),
             hosts: built.rack_of.len(),
             switches,
             racks: built.racks,

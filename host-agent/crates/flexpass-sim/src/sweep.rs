@@ -1,9 +1,69 @@
-//! What a sweep makes of its runs: the summary table and the figure's data.
+//! A sweep's runs (its points) and what it makes of them: the summary table and the
+//! figure's data.
 
 use crate::experiment::{Experiment, FigureSpec, Override};
 use crate::report::metric;
 use serde::Serialize;
 use serde_json::Value;
+
+/// The runs of a sweep: every case combined with every grid point (one run without a sweep).
+pub fn sweep_points(exp: &Experiment) -> Vec<Vec<Override>> {
+    let Some(s) = &exp.sweep else {
+        return vec![vec![]];
+    };
+    let cases: Vec<Vec<Override>> = if s.cases.is_empty() {
+        vec![vec![]]
+    } else {
+        s.cases
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .map(|(k, v)| Override {
+                        key: k.clone(),
+                        value: v.clone(),
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let mut points = cases;
+    for (k, values) in &s.grid {
+        let mut next = vec![];
+        for p in &points {
+            for v in values {
+                let mut q = p.clone();
+                q.push(Override {
+                    key: k.clone(),
+                    value: v.clone(),
+                });
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    points
+}
+
+/// A sweep point's name: "key=value,key=value" with characters unsafe in file names replaced.
+pub fn point_id(point: &[Override]) -> String {
+    if point.is_empty() {
+        return "run".into();
+    }
+    point
+        .iter()
+        .map(|o| format!("{}={}", o.key, o.value_text()))
+        .collect::<Vec<_>>()
+        .join(",")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "=,.-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
 
 /// A finished run of a sweep: its overrides and its report as JSON.
 pub struct Finished {
@@ -276,6 +336,40 @@ pub fn figure_csv(f: &FigureData) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::{Source, BUILTIN};
+
+    const STAR: &str = "[topology]\nkind = \"star\"\nhosts = 3\n[[flow]]\nsrc = 1\ndst = 0\n";
+
+    fn src(text: &str) -> Source {
+        Source {
+            name: "t".into(),
+            text: text.into(),
+            path: None,
+        }
+    }
+
+    #[test]
+    fn every_builtin_experiment_parses_and_validates() {
+        for (name, _) in BUILTIN {
+            let s = Source::load(name).unwrap();
+            let e = s.experiment(&[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for p in sweep_points(&e) {
+                s.experiment(&p)
+                    .unwrap_or_else(|e| panic!("{name} {p:?}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn sweeps_combine_cases_and_grid() {
+        let text = format!(
+            "{STAR}\n[sweep]\ngrid = {{ \"switch.w_q\" = [0.25, 0.5], \"seed\" = [1, 2, 3] }}\ncases = [{{ \"host.alpha\" = 1.0 }}, {{ \"host.alpha\" = 0.5 }}]\n"
+        );
+        let e = src(&text).experiment(&[]).unwrap();
+        let pts = sweep_points(&e);
+        assert_eq!(pts.len(), 12);
+        assert_eq!(point_id(&pts[0]), "host.alpha=1.0,seed=1,switch.w_q=0.25");
+    }
 
     fn run(name: &str, avg: f64) -> Finished {
         Finished {

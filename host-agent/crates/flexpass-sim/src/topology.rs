@@ -10,16 +10,6 @@ use flexpass_core::Nanos;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The topology kinds an experiment can name.
-pub const KINDS: &[&str] = &[
-    "star",
-    "dumbbell",
-    "parking-lot",
-    "leaf-spine",
-    "clos3",
-    "three-dc",
-];
-
 /// A built topology, as data. Dimensions and rates are validated by the experiment.
 #[derive(Clone, Debug, Serialize)]
 pub enum Shape {
