@@ -206,7 +206,8 @@ impl Sender {
             Some(c) => (self.recovery_deadline(c), self.credit_stop_deadline(c)),
             None => (None, None),
         };
-        // Called here, after the checks above, so that it runs when it did before.
+        // Armed only while data is owed. Asked last: `owes_proactive` trims the send
+        // buffer's queue of reactive segments, and the order of that queue is behaviour.
         let recovery =
             recovery.filter(|_| self.owes_proactive() || self.proactive.outstanding() > 0);
         self.timers.set(Timer::Recovery, recovery);

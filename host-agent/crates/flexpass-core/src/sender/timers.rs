@@ -1,6 +1,8 @@
 //! The sender's timers: one deadline per `Timer`, in one table (after quinn-proto's
 //! `TimerTable`). `poll_timeout` is the earliest entry; `handle_timeout` serves the expired
-//! ones in `Timer::ALL` order.
+//! ones in `Timer::ALL` order. Deadlines follow from the sender's state: `Sender::arm_timers`
+//! sets the table before it is read, and again after each timer served (serving one can
+//! move another).
 
 use crate::Nanos;
 
