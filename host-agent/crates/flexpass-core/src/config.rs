@@ -646,7 +646,10 @@ impl ReceiverConfig {
 }
 
 pub fn uses_credits(t: TransportKind) -> bool {
-    matches!(t, TransportKind::FlexPass | TransportKind::ExpressPass)
+    match t {
+        TransportKind::FlexPass | TransportKind::ExpressPass => true,
+        TransportKind::Dctcp | TransportKind::Ppt | TransportKind::FlashPass => false,
+    }
 }
 
 fn one() -> u64 {

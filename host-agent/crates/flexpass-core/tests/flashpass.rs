@@ -4,10 +4,12 @@
 
 use bytes::Bytes;
 use flexpass_core::{
-    CreditConfig, FlashPassConfig, Nanos, Receiver, ReceiverConfig, Sender, SenderConfig, MICROS,
-    MILLIS,
+    CreditConfig, FlashPassConfig, Receiver, ReceiverConfig, Sender, SenderConfig, MICROS, MILLIS,
 };
 use flexpass_wire::{EmulationCredit, EmulationGrant, Packet, SubFlow, TransportKind};
+use harness::{Pair, Sent};
+
+mod harness;
 
 const MSS: usize = 1000;
 
@@ -24,68 +26,37 @@ fn receiver() -> Receiver {
     Receiver::new(7, TransportKind::FlashPass, &cfg).unwrap()
 }
 
-/// Everything both sides send is delivered at once; time jumps to the next deadline.
-/// Returns the packets the sender sent, with their times.
-fn run(s: &mut Sender, r: &mut Receiver, now: &mut Nanos, until: Nanos) -> Vec<(Nanos, Packet)> {
-    let mut sent = vec![];
-    while *now <= until {
-        let mut moved = false;
-        while let Some(t) = s.poll_transmit(*now) {
-            r.handle_packet(*now, &t.packet, false).unwrap();
-            sent.push((*now, t.packet));
-            moved = true;
-        }
-        while let Some(t) = r.poll_transmit(*now) {
-            s.handle_packet(*now, &t.packet).unwrap();
-            moved = true;
-        }
-        while r.read().is_some() {}
-        if !moved {
-            let next = [s.poll_timeout(), r.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            match next {
-                Some(t) if t <= until => {
-                    *now = t.max(*now);
-                    s.handle_timeout(*now);
-                    r.handle_timeout(*now);
-                }
-                _ => break,
-            }
-        }
-    }
-    sent
-}
-
-fn emulations(sent: &[(Nanos, Packet)]) -> usize {
+fn emulations(sent: &[Sent]) -> usize {
     sent.iter()
-        .filter(|(_, p)| matches!(p, Packet::Emulation(_)))
+        .filter(|x| matches!(x.transmit.packet, Packet::Emulation(_)))
         .count()
 }
 
 #[test]
 fn an_idle_stream_stops_emulating() {
-    let (mut s, mut r) = (sender(true), receiver());
-    let mut now = 0;
-    assert!(s.write(Bytes::from(vec![1u8; 5 * MSS])));
-    let sent = run(&mut s, &mut r, &mut now, 20 * MILLIS);
-    assert_eq!(s.unacked_bytes(), 0, "everything ACKed");
+    // Everything both sides send is delivered at once.
+    let mut p = Pair::new(sender(true), receiver());
+    assert!(p.s.write(Bytes::from(vec![1u8; 5 * MSS])));
+    p.run_until(20 * MILLIS);
+    assert_eq!(p.s.unacked_bytes(), 0, "everything ACKed");
     assert!(
-        emulations(&sent) > 0,
+        emulations(&p.log) > 0,
         "the stream emulated while it had data"
     );
     // Idle: nothing written, nothing lost. Grants of emulation packets still in flight
     // come back; no new emulation packet leaves.
-    let idle = run(&mut s, &mut r, &mut now, 40 * MILLIS);
-    assert_eq!(emulations(&idle), 0, "an idle stream emulates");
-    assert_eq!(s.poll_timeout(), None, "nothing scheduled while idle");
+    let mark = p.log.len();
+    p.run_until(40 * MILLIS);
+    assert_eq!(emulations(&p.log[mark..]), 0, "an idle stream emulates");
+    assert_eq!(p.s.poll_timeout(), None, "nothing scheduled while idle");
     // New data: emulation again, and it is delivered.
-    assert!(s.write(Bytes::from(vec![2u8; 2 * MSS])));
-    let more = run(&mut s, &mut r, &mut now, 60 * MILLIS);
-    assert!(emulations(&more) > 0);
-    assert_eq!(s.unacked_bytes(), 0);
-    assert_eq!(r.delivered_bytes(), 7 * MSS as u64);
+    assert!(p.s.write(Bytes::from(vec![2u8; 2 * MSS])));
+    let mark = p.log.len();
+    p.run_until(60 * MILLIS);
+    assert!(emulations(&p.log[mark..]) > 0);
+    assert_eq!(p.s.unacked_bytes(), 0);
+    assert_eq!(p.r.delivered_bytes(), 7 * MSS as u64);
+    assert_eq!((p.rejected_by_sender, p.rejected_by_receiver), (0, 0));
 }
 
 #[test]

@@ -8,9 +8,10 @@ use flexpass_core::{
     MICROS, MILLIS,
 };
 use flexpass_wire::{Packet, SubFlow, TrafficClass, TransportKind};
+use harness::{pattern, Dir, Fate, Pair};
 use rand::{Rng, SeedableRng};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+
+mod harness;
 
 const MSS: u64 = 1444;
 
@@ -34,93 +35,34 @@ fn receiver() -> Receiver {
     .unwrap()
 }
 
-/// What the channel does to a packet: deliver after a delay (None: drop), with CE or not.
-type Fate<'a> = dyn FnMut(&Transmit, bool) -> (Option<Nanos>, bool) + 'a;
-
 /// A sent data packet: (time, sub-flow, flow offset, class).
-type Sent = (Nanos, SubFlow, u64, TrafficClass);
+type DataSent = (Nanos, SubFlow, u64, TrafficClass);
 
-/// Run one flow of `data` from `s` to `r` until the receiver has it all (or `limit`).
-/// `fate(t, to_receiver)` decides each packet's delay and CE mark. Returns the data packets
-/// sent and the bytes delivered.
-fn run(
-    s: &mut Sender,
-    r: &mut Receiver,
+/// Run one flow from `s` until the receiver has it all and the sender knows (or `limit`),
+/// over `path`.
+fn run<'a>(
+    s: Sender,
     limit: Nanos,
-    fate: &mut Fate<'_>,
-) -> (Vec<Sent>, Vec<u8>) {
-    let mut heap: BinaryHeap<Reverse<(Nanos, u64)>> = BinaryHeap::new();
-    let mut inflight: HashMap<u64, (bool, Packet, bool)> = HashMap::new();
-    let mut next_id = 0u64;
-    let mut sent = vec![];
-    let mut got = vec![];
-    let mut now: Nanos = 0;
-    loop {
-        let mut out: Vec<(bool, Transmit)> = vec![];
-        while let Some(t) = s.poll_transmit(now) {
-            // A sender that never runs dry at one instant is a bug, not a long test.
-            assert!(
-                out.len() < 1_000_000,
-                "the sender keeps sending at {now} ns"
-            );
-            if let Packet::Data(d) = &t.packet {
-                sent.push((now, d.subflow, d.flow_seq, t.class));
-            }
-            out.push((true, t));
-        }
-        while let Some(t) = r.poll_transmit(now) {
-            out.push((false, t));
-        }
-        for (to_r, t) in out {
-            if let (Some(delay), ce) = fate(&t, to_r) {
-                heap.push(Reverse((now + delay, next_id)));
-                inflight.insert(next_id, (to_r, t.packet, ce));
-                next_id += 1;
-            }
-        }
-        while let Some(b) = r.read() {
-            got.extend_from_slice(&b);
-        }
-        if r.is_finished() && s.is_complete() {
-            break;
-        }
-        let next = [
-            heap.peek().map(|Reverse((t, _))| *t),
-            s.poll_timeout(),
-            r.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(next) = next else { break };
-        if next > limit {
-            break;
-        }
-        now = now.max(next);
-        while heap.peek().is_some_and(|Reverse((t, _))| *t <= now) {
-            let Reverse((_, id)) = heap.pop().unwrap();
-            let (to_r, p, ce) = inflight.remove(&id).unwrap();
-            if to_r {
-                let _ = r.handle_packet(now, &p, ce);
-            } else {
-                let _ = s.handle_packet(now, &p);
-            }
-        }
-        if s.poll_timeout().is_some_and(|t| t <= now) {
-            s.handle_timeout(now);
-        }
-        if r.poll_timeout().is_some_and(|t| t <= now) {
-            r.handle_timeout(now);
-        }
-    }
-    (sent, got)
+    path: impl FnMut(&Transmit, Dir, Nanos) -> Fate + 'a,
+) -> Pair<'a> {
+    let mut p = Pair::new(s, receiver()).with_path(path);
+    p.run(limit, |p| p.r.is_finished() && p.s.is_complete());
+    p
 }
 
-fn pattern(n: usize) -> Vec<u8> {
-    (0..n as u64).map(|i| (i * 131 + i / 7) as u8).collect()
+/// The data packets the sender sent.
+fn data_sent(p: &Pair) -> Vec<DataSent> {
+    p.log
+        .iter()
+        .filter(|x| x.dir == Dir::ToReceiver)
+        .filter_map(|x| match &x.transmit.packet {
+            Packet::Data(d) => Some((x.at, d.subflow, d.flow_seq, x.transmit.class)),
+            _ => None,
+        })
+        .collect()
 }
 
-fn lcp_per_rtt(sent: &[Sent], rtt: Nanos, rounds: usize) -> Vec<usize> {
+fn lcp_per_rtt(sent: &[DataSent], rtt: Nanos, rounds: usize) -> Vec<usize> {
     let lcp: Vec<Nanos> = sent
         .iter()
         .filter(|x| x.1 == SubFlow::Proactive)
@@ -149,8 +91,8 @@ fn ewd_halves_the_lcp_window_every_rtt() {
     let data = pattern(20 << 20);
     s.write(Bytes::from(data.clone()));
     s.finish();
-    let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 10 * rtt, &mut |_, _| (Some(rtt / 2), false));
+    let p = run(s, 10 * rtt, move |_, _, _| Fate::after(rtt / 2));
+    let sent = data_sent(&p);
     let per_rtt = lcp_per_rtt(&sent, rtt, 8);
     assert_eq!(per_rtt, vec![64, 32, 16, 8, 4, 2, 1, 0], "{per_rtt:?}");
     // Opportunistic packets come from the tail of the buffer, downwards, and never
@@ -174,11 +116,11 @@ fn ewd_halves_the_lcp_window_every_rtt() {
         .count();
     assert!(resent <= 1, "{resent}");
     // The loop closed 2 RTTs after its last low-priority ACK.
-    let st = &s.stats().lcp;
+    let st = &p.s.stats().lcp;
     assert_eq!((st.loops_case1, st.closed), (1, 1), "{st:?}");
     assert_eq!(st.initial_window_packets, 64);
     assert_eq!(
-        r.stats().lp_acks_sent,
+        p.r.stats().lp_acks_sent,
         63,
         "one per two opportunistic packets"
     );
@@ -193,8 +135,8 @@ fn without_ewd_the_window_holds() {
     let mut s = Sender::new(7, cfg, 0, 0).unwrap();
     s.write(Bytes::from(pattern(20 << 20)));
     s.finish();
-    let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 8 * rtt, &mut |_, _| (Some(rtt / 2), false));
+    let p = run(s, 8 * rtt, move |_, _, _| Fate::after(rtt / 2));
+    let sent = data_sent(&p);
     let per_rtt = lcp_per_rtt(&sent, rtt, 6);
     assert_eq!(per_rtt, vec![16; 6], "{per_rtt:?}");
     // The whole initial window leaves at once (line rate), not paced.
@@ -217,15 +159,18 @@ fn marked_low_priority_acks_release_nothing() {
     let data = pattern(3 << 20);
     s.write(Bytes::from(data.clone()));
     s.finish();
-    let mut r = receiver();
-    let (sent, got) = run(&mut s, &mut r, 100 * MILLIS, &mut |t, _| {
+    let p = run(s, 100 * MILLIS, move |t, _, _| {
         let lcp = matches!(&t.packet, Packet::Data(d) if d.subflow == SubFlow::Proactive);
-        (Some(rtt / 2), lcp)
+        Fate::Deliver {
+            delay: rtt / 2,
+            ce: lcp,
+        }
     });
-    assert_eq!(got, data);
+    let sent = data_sent(&p);
+    assert_eq!(p.delivered, data);
     let lcp = sent.iter().filter(|x| x.1 == SubFlow::Proactive).count();
     assert_eq!(lcp, 32, "the initial window, nothing released");
-    assert_eq!(s.stats().lcp.lp_acks_ece, 16);
+    assert_eq!(p.s.stats().lcp.lp_acks_ece, 16);
 }
 
 #[test]
@@ -236,11 +181,9 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
     let mut s = Sender::new(7, ppt_config(rtt, 20), 50_000, 0).unwrap();
     s.write(Bytes::from(pattern(50_000)));
     s.finish();
-    let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| {
-        (Some(rtt / 2), false)
-    });
-    assert!(!s.stats().identified_large);
+    let p = run(s, 100 * MILLIS, move |_, _, _| Fate::after(rtt / 2));
+    let sent = data_sent(&p);
+    assert!(!p.s.stats().identified_large);
     let first_lcp = sent.iter().find(|x| x.1 == SubFlow::Proactive).unwrap();
     assert_eq!(first_lcp.0, 0, "first RTT");
     for x in &sent {
@@ -254,11 +197,9 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
     let mut s = Sender::new(7, ppt_config(rtt, 20), 0, 0).unwrap();
     s.write(Bytes::from(pattern(2_000_000)));
     s.finish();
-    let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 100 * MILLIS, &mut |_, _| {
-        (Some(rtt / 2), false)
-    });
-    assert!(s.stats().identified_large);
+    let p = run(s, 100 * MILLIS, move |_, _, _| Fate::after(rtt / 2));
+    let sent = data_sent(&p);
+    assert!(p.s.stats().identified_large);
     let first_lcp = sent.iter().find(|x| x.1 == SubFlow::Proactive).unwrap();
     assert_eq!(first_lcp.0, rtt, "second RTT: with the HELLO_ACK");
     for x in &sent {
@@ -282,10 +223,8 @@ fn priorities_mirror_between_the_loops_and_large_flows_wait_a_rtt() {
         s.write(Bytes::from(pattern(1000)));
     }
     s.finish();
-    let mut r = receiver();
-    let (sent, _) = run(&mut s, &mut r, 500 * MILLIS, &mut |_, _| {
-        (Some(rtt / 2), false)
-    });
+    let p = run(s, 500 * MILLIS, move |_, _, _| Fate::after(rtt / 2));
+    let sent = data_sent(&p);
     let levels: Vec<u8> = sent
         .iter()
         .filter(|x| x.1 == SubFlow::Reactive)
@@ -308,17 +247,19 @@ fn byte_exact_delivery_with_loss_and_reordering_on_both_loops() {
         let data = pattern(size);
         s.write(Bytes::from(data.clone()));
         s.finish();
-        let mut r = receiver();
         let loss = 0.02 + 0.02 * (seed % 3) as f64;
-        let (_, got) = run(&mut s, &mut r, 20_000 * MILLIS, &mut |_, _| {
+        let p = run(s, 20_000 * MILLIS, move |_, _, _| {
             if rng.gen_bool(loss) {
-                return (None, false);
+                return Fate::Lost;
             }
             let delay = rtt / 2 + rng.gen_range(0..rtt);
-            (Some(delay), rng.gen_bool(0.05))
+            Fate::Deliver {
+                delay,
+                ce: rng.gen_bool(0.05),
+            }
         });
-        assert_eq!(got.len(), data.len(), "seed {seed}");
-        assert!(got == data, "seed {seed}: corrupted");
-        assert!(s.is_complete(), "seed {seed}: {:?}", s.stats());
+        assert_eq!(p.delivered.len(), data.len(), "seed {seed}");
+        assert!(p.delivered == data, "seed {seed}: corrupted");
+        assert!(p.s.is_complete(), "seed {seed}: {:?}", p.s.stats());
     }
 }
