@@ -1,11 +1,13 @@
 //! FlexPass host agent: the transport core on real UDP sockets.
 
+pub mod admission;
 pub mod daemon;
 pub mod datapath;
 pub mod endpoint;
 pub mod frame;
 pub mod mtu;
 pub mod poller;
+pub mod shaper;
 pub mod socket;
 pub mod tcp;
 pub mod timers;
