@@ -1,6 +1,7 @@
 //! FlexPass host agent: the transport core on real UDP sockets.
 
 pub mod admission;
+pub mod api;
 pub mod daemon;
 pub mod datapath;
 pub mod endpoint;
