@@ -4,8 +4,9 @@
 //! dropped (remembered, rate-limited). The endpoint asks; this module keeps the state and
 //! decides.
 
-use crate::endpoint::{EndpointConfig, EndpointStats, FlowKey};
-use crate::shaper::{credit_burst_bytes, credit_bytes_per_second, TokenBucket};
+use crate::flow::FlowKey;
+use crate::shaper::TokenBucket;
+use crate::stats::EndpointStats;
 use flexpass_core::Nanos;
 use flexpass_wire::{Hello, Packet};
 use serde::Serialize;
@@ -102,12 +103,19 @@ struct ResetLimiter {
     order: VecDeque<(Nanos, FlowKey)>,
 }
 
+/// The bounds admission keeps (`EndpointConfig`'s fields of the same names).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) max_flows: usize,
+    pub(crate) max_half_open: usize,
+    pub(crate) half_open_timeout: Nanos,
+    /// Credits a half-open flow may send per HELLO or CREDIT_REQUEST.
+    pub(crate) half_open_credits: u32,
+    pub(crate) cookies: CookieMode,
+}
+
 pub(crate) struct Admission {
-    max_flows: usize,
-    max_half_open: usize,
-    half_open_timeout: Nanos,
-    half_open_allowance: u32,
-    cookies: CookieMode,
+    limits: Limits,
     /// Receivers not confirmed yet, and their creation order (entries of flows no longer
     /// half-open are skipped).
     half_open: HashMap<FlowKey, HalfOpen>,
@@ -119,19 +127,13 @@ pub(crate) struct Admission {
 }
 
 impl Admission {
-    pub(crate) fn new(cfg: &EndpointConfig) -> Self {
+    /// `half_open_credits`: the bucket all half-open flows' credits share.
+    pub(crate) fn new(limits: Limits, half_open_credits: TokenBucket) -> Self {
         Admission {
-            max_flows: cfg.max_flows,
-            max_half_open: cfg.max_half_open,
-            half_open_timeout: cfg.half_open_timeout,
-            half_open_allowance: cfg.half_open_credits,
-            cookies: cfg.hello_cookies,
+            limits,
             half_open: HashMap::new(),
             half_open_order: VecDeque::new(),
-            half_open_credits: TokenBucket::new(
-                credit_bytes_per_second(cfg.link_bps, cfg.mtu) * cfg.half_open_credit_share,
-                credit_burst_bytes(cfg.credit_batch),
-            ),
+            half_open_credits,
             cookie_secret: rand::random(),
             resets: ResetLimiter {
                 bucket: TokenBucket::new(RESETS_PER_SECOND, RESET_BURST),
@@ -206,12 +208,12 @@ impl Admission {
             // Pressure: the half-open table is full, or the flows are (a forger that also
             // sends data confirms its flows: they leave the half-open table, but not this).
             let full = |a: &Self, receivers: usize| {
-                a.half_open.len() >= a.max_half_open || receivers >= a.max_flows
+                a.half_open.len() >= a.limits.max_half_open || receivers >= a.limits.max_flows
             };
-            if full(self, receivers) && self.cookies != CookieMode::Always {
+            if full(self, receivers) && self.limits.cookies != CookieMode::Always {
                 // Half-open flows older than the timeout go first.
                 while let Some(key) = self.oldest_half_open() {
-                    if self.half_open[&key].since + self.half_open_timeout > now {
+                    if self.half_open[&key].since + self.limits.half_open_timeout > now {
                         break;
                     }
                     stats.half_open_expired += 1;
@@ -219,8 +221,8 @@ impl Admission {
                     receivers -= 1;
                 }
             }
-            if self.cookies == CookieMode::Always
-                || (full(self, receivers) && self.cookies == CookieMode::Auto)
+            if self.limits.cookies == CookieMode::Always
+                || (full(self, receivers) && self.limits.cookies == CookieMode::Auto)
             {
                 stats.cookies_sent += 1;
                 let cookie = self.cookie(src, h, Self::cookie_slot(now));
@@ -237,7 +239,7 @@ impl Admission {
                 }
             }
         }
-        if receivers >= self.max_flows {
+        if receivers >= self.limits.max_flows {
             // As many flows as allowed: busy (the sender fails; a connection falls back).
             stats.flows_refused += 1;
             return (HelloVerdict::Refuse, drop);
@@ -262,7 +264,7 @@ impl Admission {
             key,
             HalfOpen {
                 since: now,
-                credits_left: self.half_open_allowance,
+                credits_left: self.limits.half_open_credits,
                 stopped: false,
                 delivered,
             },
@@ -307,7 +309,7 @@ impl Admission {
             Packet::Data(_) => true,
             Packet::Hello(_) if cookie_ok => true,
             Packet::Hello(_) | Packet::CreditRequest(_) => {
-                h.credits_left = self.half_open_allowance;
+                h.credits_left = self.limits.half_open_credits;
                 h.stopped = false;
                 false
             }
@@ -415,10 +417,14 @@ mod tests {
     use flexpass_wire::{Reset, ResetReason, TransportKind};
 
     fn admission(max_half_open: usize, cookies: CookieMode) -> Admission {
-        let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
-        cfg.max_half_open = max_half_open;
-        cfg.hello_cookies = cookies;
-        Admission::new(&cfg)
+        let limits = Limits {
+            max_flows: DEFAULT_MAX_FLOWS,
+            max_half_open,
+            half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+            half_open_credits: DEFAULT_HALF_OPEN_CREDITS,
+            cookies,
+        };
+        Admission::new(limits, TokenBucket::new(1e6, 1e3))
     }
 
     fn hello(flow_id: u32, cookie: Option<u64>) -> Hello {

@@ -2,7 +2,7 @@
 //! credit rate-limiting"): the credit shaper at the link's credit rate, the limit on credits
 //! arriving for this host's senders, and FlashPass's emulation queue. All are token buckets.
 
-use crate::endpoint::EndpointStats;
+use crate::stats::EndpointStats;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
 use flexpass_core::{Nanos, Transmit};
 use flexpass_wire::{Ecn, Packet, MIN_ETHERNET_WIRE};
@@ -170,51 +170,5 @@ impl HostShaper {
     /// would, against forged credit floods).
     pub(crate) fn admit_credit_in(&mut self, now: Nanos) -> bool {
         self.credits_in.admit(now, 1)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Endpoint, EndpointConfig};
-    use flexpass_wire::TransportKind;
-
-    /// The host's emulation queue (FlashPass §III-C, as a switch's Q0 in the profile
-    /// `flashpass`): a burst finds two packets' room for over-provisioned (Not-ECT) packets
-    /// and eight for ordinary (ECT(0)) ones; afterwards it drains at the link's emulation
-    /// share, C·84/(84 + max frame) — one packet per maximum frame of the MTU — and a FlashPass
-    /// sender's first emulation rate is exactly that share.
-    #[test]
-    fn emulation_queue_drops_over_provisioned_above_two_and_drains_at_the_share() {
-        for mtu in [1500, 9000] {
-            let link = 1e9;
-            let mut q = EmulationQueue::new(link, mtu);
-            let per_packet = 1e9 * 8.0 * (84 + flexpass_wire::max_frame_wire(mtu)) as f64 / link;
-            assert!(q.admit(0, Ecn::NotEct) && q.admit(0, Ecn::NotEct));
-            assert!(
-                !q.admit(0, Ecn::NotEct),
-                "two queued: over-provisioned dropped"
-            );
-            for _ in 2..EMULATION_QUEUE_PACKETS {
-                assert!(q.admit(0, Ecn::Ect0));
-            }
-            assert!(!q.admit(0, Ecn::Ect0), "eight queued: full");
-            // One packet's time later one more fits, ordinary only (seven still queued).
-            let t = per_packet.ceil() as Nanos;
-            assert!(!q.admit(t, Ecn::NotEct) && q.admit(t, Ecn::Ect0) && !q.admit(t, Ecn::Ect0));
-            // Drained to 2.5 queued: an over-provisioned packet is still dropped; at one
-            // queued it gets through.
-            assert!(!q.admit(t + (5.5 * per_packet) as Nanos, Ecn::NotEct));
-            assert!(q.admit(t + (7.0 * per_packet).ceil() as Nanos, Ecn::NotEct));
-
-            let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
-            cfg.link_bps = link;
-            cfg.mtu = mtu;
-            let mut ep = Endpoint::bind(cfg).unwrap();
-            let peer = ep.local_addr().unwrap();
-            let k = ep.open(peer, TransportKind::FlashPass, 0).unwrap();
-            let fp = &ep.sender(k).unwrap().config().flashpass;
-            assert!((fp.max_emulation_rate * per_packet / 1e9 - 1.0).abs() < 1e-9);
-        }
     }
 }

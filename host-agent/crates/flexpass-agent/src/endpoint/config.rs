@@ -2,10 +2,11 @@
 //! settings derived from it.
 
 use crate::admission::{
-    CookieMode, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
+    Admission, CookieMode, Limits, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
 };
 use crate::datapath::DatapathMode;
+use crate::shaper::{credit_burst_bytes, credit_bytes_per_second, TokenBucket};
 use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, TargetLossRule};
 use flexpass_wire::{DscpPlan, TransportKind, DEFAULT_MTU, MAX_MTU, MIN_MTU};
 use std::net::SocketAddr;
@@ -169,6 +170,23 @@ impl EndpointConfig {
             return Err("max half-open 0 needs cookies always".into());
         }
         self.dscp.validate()
+    }
+
+    /// Admission with this endpoint's bounds; its half-open flows' credits share
+    /// `half_open_credit_share` of the link's credit rate.
+    pub(crate) fn admission(&self) -> Admission {
+        let limits = Limits {
+            max_flows: self.max_flows,
+            max_half_open: self.max_half_open,
+            half_open_timeout: self.half_open_timeout,
+            half_open_credits: self.half_open_credits,
+            cookies: self.hello_cookies,
+        };
+        let half_open_credits = TokenBucket::new(
+            credit_bytes_per_second(self.link_bps, self.mtu) * self.half_open_credit_share,
+            credit_burst_bytes(self.credit_batch),
+        );
+        Admission::new(limits, half_open_credits)
     }
 
     pub(crate) fn receiver_config(&self, t: TransportKind) -> ReceiverConfig {

@@ -14,7 +14,9 @@ pub use crate::admission::{
     CookieMode, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
 };
+pub use crate::flow::{Dir, FlowKey};
 pub use crate::shaper::{EMULATION_QUEUE_PACKETS, EMULATION_THRESHOLD_PACKETS};
+pub use crate::stats::EndpointStats;
 
 use crate::admission::Admission;
 use crate::datapath::Datapath;
@@ -24,77 +26,11 @@ use crate::xdp::XdpConfig;
 use bytes::Bytes;
 use flexpass_core::{FlashPassConfig, Nanos, PptConfig, Receiver, Sender, Transmit};
 use flexpass_wire::{CreditRequest, HelloConn, Packet, Reset, ResetReason, TransportKind};
-use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Instant;
-
-/// Counters of everything the endpoint refused; the flows themselves are unaffected.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct EndpointStats {
-    pub datagrams_in: u64,
-    pub datagrams_out: u64,
-    pub malformed: u64,
-    pub unknown_flow: u64,
-    pub rejected_by_flow: u64,
-    pub credits_rate_limited: u64,
-    /// Credits not sent because this host's receive buffer was more than
-    /// `RX_BACKLOG_CREDIT_LIMIT` full (it cannot keep up with the data it credits).
-    pub credits_dropped_rx_backlog: u64,
-    /// FlashPass: emulation packets the host's emulation queue dropped (over the link's
-    /// emulation share, or over-provisioned above the threshold).
-    pub emulation_dropped: u64,
-    pub send_errors: u64,
-    /// recvmmsg(2) / sendmmsg(2) calls (datagrams per call = datagrams_in / recv_calls).
-    pub recv_calls: u64,
-    pub send_calls: u64,
-    /// RESET(unknown_flow) answers sent (rate-limited).
-    pub resets_sent: u64,
-    /// Credit pacing error (actual send time − pacer's due time), ns: p50 / p99 / max over
-    /// the credits sent so far (see `Endpoint::pacing_error`).
-    pub credit_pacing_error_ns: [u64; 3],
-    /// Half-open flows now (created by a HELLO without a valid cookie, no data yet) and at
-    /// most so far.
-    pub half_open: u64,
-    pub half_open_peak: u64,
-    /// Half-open flows confirmed (first data, connection answered, or a cookie HELLO).
-    pub half_open_confirmed: u64,
-    /// Half-open flows dropped: older than the timeout when the table was full, or the
-    /// oldest with cookies off.
-    pub half_open_expired: u64,
-    pub half_open_evicted: u64,
-    /// HELLOs answered with HELLO_ACK retry and a cookie, keeping no state.
-    pub cookies_sent: u64,
-    /// HELLOs with a cookie: valid (flow created, confirmed) or not (handled as without).
-    pub cookies_valid: u64,
-    pub cookies_invalid: u64,
-    /// Credits of half-open flows not sent: beyond the half-open share of the credit rate,
-    /// and half-open flows whose credits were stopped after `half_open_credits`.
-    pub half_open_credits_limited: u64,
-    pub half_open_credit_stops: u64,
-    /// Credits of half-open flows sent (within the half-open share).
-    pub half_open_credits_sent: u64,
-    /// HELLOs refused (HELLO_ACK refused) because `max_flows` flows exist.
-    pub flows_refused: u64,
-    /// Credits received for our flows above the link's credit rate, dropped on arrival.
-    pub credits_in_rate_limited: u64,
-    /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
-    pub datapath: &'static str,
-    pub xdp: Option<crate::xdp::XdpCounters>,
-}
-
-/// A flow is named by its peer and the flow id the opening side chose.
-pub type FlowKey = (SocketAddr, u32);
-
-/// Which table a flow is in: the flows this endpoint sends, or those it receives (a sender
-/// and a receiver may share a key: same peer, same id chosen by either side).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Dir {
-    Send,
-    Recv,
-}
 
 /// One flow and its bookkeeping for the event loop (docs/agent-api.md, "Scale"): the timer
 /// it has in the deadline heap, and whether it waits in the dirty list.
@@ -219,7 +155,7 @@ impl Endpoint {
             accepted: VecDeque::new(),
             ack_holds: Vec::new(),
             shaper: HostShaper::new(cfg.link_bps, cfg.mtu, cfg.credit_batch),
-            admission: Admission::new(&cfg),
+            admission: cfg.admission(),
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             next_due: None,
             credit_due: false,
@@ -505,7 +441,9 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flexpass_wire::{HelloAck, HelloStatus};
+    use crate::shaper::EmulationQueue;
+    use flexpass_core::Nanos;
+    use flexpass_wire::{Ecn, HelloAck, HelloStatus};
 
     #[test]
     fn credit_batches_are_checked_and_deepen_both_credit_shapers() {
@@ -580,5 +518,44 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 4);
+    }
+
+    /// The host's emulation queue (FlashPass §III-C, as a switch's Q0 in the profile
+    /// `flashpass`): a burst finds two packets' room for over-provisioned (Not-ECT) packets
+    /// and eight for ordinary (ECT(0)) ones; afterwards it drains at the link's emulation
+    /// share, C·84/(84 + max frame) — one packet per maximum frame of the MTU — and a FlashPass
+    /// sender's first emulation rate is exactly that share.
+    #[test]
+    fn emulation_queue_drops_over_provisioned_above_two_and_drains_at_the_share() {
+        for mtu in [1500, 9000] {
+            let link = 1e9;
+            let mut q = EmulationQueue::new(link, mtu);
+            let per_packet = 1e9 * 8.0 * (84 + flexpass_wire::max_frame_wire(mtu)) as f64 / link;
+            assert!(q.admit(0, Ecn::NotEct) && q.admit(0, Ecn::NotEct));
+            assert!(
+                !q.admit(0, Ecn::NotEct),
+                "two queued: over-provisioned dropped"
+            );
+            for _ in 2..EMULATION_QUEUE_PACKETS {
+                assert!(q.admit(0, Ecn::Ect0));
+            }
+            assert!(!q.admit(0, Ecn::Ect0), "eight queued: full");
+            // One packet's time later one more fits, ordinary only (seven still queued).
+            let t = per_packet.ceil() as Nanos;
+            assert!(!q.admit(t, Ecn::NotEct) && q.admit(t, Ecn::Ect0) && !q.admit(t, Ecn::Ect0));
+            // Drained to 2.5 queued: an over-provisioned packet is still dropped; at one
+            // queued it gets through.
+            assert!(!q.admit(t + (5.5 * per_packet) as Nanos, Ecn::NotEct));
+            assert!(q.admit(t + (7.0 * per_packet).ceil() as Nanos, Ecn::NotEct));
+
+            let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+            cfg.link_bps = link;
+            cfg.mtu = mtu;
+            let mut ep = Endpoint::bind(cfg).unwrap();
+            let peer = ep.local_addr().unwrap();
+            let k = ep.open(peer, TransportKind::FlashPass, 0).unwrap();
+            let fp = &ep.sender(k).unwrap().config().flashpass;
+            assert!((fp.max_emulation_rate * per_packet / 1e9 - 1.0).abs() < 1e-9);
+        }
     }
 }
