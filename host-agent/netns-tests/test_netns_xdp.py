@@ -163,10 +163,10 @@ def test_transfer_over_af_xdp_is_byte_exact(pair, transport):
         assert x["xsk_rx"] > 1000 and x["xsk_tx"] > 1000, x
         # Until the kernel has resolved the peer's MAC, datagrams leave through the kernel
         # socket: about 10 on an idle host; with a 2 ms re-lookup a loaded CI VM once sent a
-        # fifth of this transfer that way (now 200 µs, xdp.rs NEIGH_RETRY).
+        # fifth of this transfer that way (now 200 µs, xdp/neigh.rs NEIGH_RETRY).
         assert x["kernel_tx"] < 0.1 * x["xsk_tx"], x
         # Nothing dropped at the transmit ring: at 1 Gbit/s it never fills (before the
-        # xdp.rs `flush` fix, a stale view of it dropped a few frames per transfer).
+        # xdp/xsk.rs `flush` fix, a stale view of it dropped a few frames per transfer).
         assert x["bad_frames"] == 0 and x["tx_ring_full"] == 0, x
 
 
@@ -195,7 +195,7 @@ def test_jumbo_frames_cross_af_xdp_as_chains_of_buffers(pair9000, transport):
     assert xs["xsk_tx_multi_buffer"] > 0.9 * packets, xs
     assert xr["xsk_rx_multi_buffer"] > 0.9 * packets, xr
     assert xs["kernel_tx"] < 0.1 * xs["xsk_tx"], xs
-    # No frame dropped on the way: before the xdp.rs `flush` fix, a stale view of the
+    # No frame dropped on the way: before the xdp/xsk.rs `flush` fix, a stale view of the
     # transmit ring dropped a fifth to half of the sender's jumbo frames there.
     for x in (xs, xr):
         assert x["bad_frames"] == 0 and x["tx_ring_full"] == 0, x

@@ -1,12 +1,17 @@
 //! FlexPass host agent: the transport core on real UDP sockets.
 
+pub mod admission;
+pub mod api;
 pub mod daemon;
 pub mod datapath;
 pub mod endpoint;
+mod flow;
 pub mod frame;
 pub mod mtu;
 pub mod poller;
+pub mod shaper;
 pub mod socket;
+mod stats;
 pub mod tcp;
 pub mod timers;
 pub mod xdp;

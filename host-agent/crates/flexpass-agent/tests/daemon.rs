@@ -254,6 +254,8 @@ fn tcp_connect_to_a_peer_without_flexpass_falls_back() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     let (_, r) = request(&sock, "{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:9\"}\n");
     assert!(r["reason"].as_str().unwrap().contains("cached"), "{r}");
+    // Cached or not, a "direct" verdict says whether the peer has no agent.
+    assert_eq!(r["peer_has_no_agent"], true, "{r}");
     stop.store(true, Ordering::Relaxed);
     agent.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -375,7 +377,7 @@ fn malformed_api_requests_get_an_error_and_the_daemon_keeps_serving() {
             "port negative",
             b"{\"op\":\"tcp_peer\",\"port\":-1}\n".to_vec(),
             false,
-            "not a FlexPass connection",
+            "tcp_peer needs \"port\"",
         ),
         (
             "tcp_connect to IPv6",

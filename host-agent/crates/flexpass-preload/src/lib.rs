@@ -36,6 +36,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod policy;
+mod request;
 mod text;
 
 use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_un, socklen_t};
@@ -473,10 +474,7 @@ unsafe fn query<const N: usize>(req: &[u8], reply: &mut Buf<N>) -> Result<(), c_
 /// by the agent's source port: (remote, local).
 unsafe fn server_names(agent_port: u16) -> Option<(SocketAddrV4, SocketAddrV4)> {
     let mut req: Buf<96> = Buf::new();
-    let _ = core::fmt::Write::write_fmt(
-        &mut req,
-        format_args!("{{\"op\":\"tcp_peer\",\"port\":{agent_port}}}\n"),
-    );
+    request::tcp_peer(&mut req, agent_port);
     let mut reply: Buf<512> = Buf::new();
     query(req.as_bytes(), &mut reply).ok()?;
     let r = reply.as_bytes();
@@ -583,13 +581,7 @@ unsafe fn via_agent(fd: c_int, dst: SocketAddrV4, v6: bool) -> Verdict {
         return Verdict::Direct;
     }
     let mut req: Buf<200> = Buf::new();
-    let _ = core::fmt::Write::write_fmt(
-        &mut req,
-        format_args!(
-            "{{\"op\":\"tcp_connect\",\"dst\":\"{dst}\",\"src\":\"{local}\",\"transport\":\"{}\"}}\n",
-            config().transport
-        ),
-    );
+    request::tcp_connect(&mut req, dst, local, config().transport);
     let mut reply: Buf<512> = Buf::new();
     if !write_all(s, req.as_bytes()) || !read_line(s, &mut reply, VERDICT_TIMEOUT_MS) {
         libc::close(s);
@@ -726,13 +718,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         return r;
     }
     let mut req: Buf<160> = Buf::new();
-    let _ = core::fmt::Write::write_fmt(
-        &mut req,
-        format_args!(
-            "{{\"op\":\"tcp_listen\",\"port\":{port},\"addr\":\"{}\"}}\n",
-            addr.as_str()
-        ),
-    );
+    request::tcp_listen(&mut req, port, addr.as_str());
     let mut reply: Buf<256> = Buf::new();
     match query(req.as_bytes(), &mut reply) {
         Ok(()) => debug!("port {port} ({}) served over FlexPass", addr.as_str()),

@@ -1,0 +1,174 @@
+//! What the host lets out and in, like a NIC's Q0 (ExpressPass: "host and switch perform
+//! credit rate-limiting"): the credit shaper at the link's credit rate, the limit on credits
+//! arriving for this host's senders, and FlashPass's emulation queue. All are token buckets.
+
+use crate::stats::EndpointStats;
+use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
+use flexpass_core::{Nanos, Transmit};
+use flexpass_wire::{Ecn, Packet, MIN_ETHERNET_WIRE};
+
+/// Token bucket (starts full); tokens are bytes or packets, as the caller counts them.
+pub(crate) struct TokenBucket {
+    pub(crate) per_ns: f64,
+    pub(crate) depth: f64,
+    tokens: f64,
+    at: Nanos,
+}
+
+impl TokenBucket {
+    pub(crate) fn new(per_second: f64, depth: f64) -> Self {
+        TokenBucket {
+            per_ns: per_second / 1e9,
+            depth,
+            tokens: depth,
+            at: 0,
+        }
+    }
+
+    fn refill(&mut self, now: Nanos) {
+        self.tokens =
+            (self.tokens + now.saturating_sub(self.at) as f64 * self.per_ns).min(self.depth);
+        self.at = now;
+    }
+
+    /// Take `len` tokens if there are that many.
+    pub(crate) fn admit(&mut self, now: Nanos, len: usize) -> bool {
+        self.refill(now);
+        if self.tokens >= len as f64 {
+            self.tokens -= len as f64;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The link's credit rate in bytes/s (credits of all flows together: the full share).
+pub(crate) fn credit_bytes_per_second(link_bps: f64, mtu: usize) -> f64 {
+    credit_queue_bps_mtu(link_bps, 1.0, mtu) / 8.0
+}
+
+/// Depth of a credit shaper: two credit batches (as Q0, two credits deep), so a batch whose
+/// jittered gap came short still passes whole.
+pub(crate) fn credit_burst_bytes(credit_batch: u32) -> f64 {
+    2.0 * credit_batch as f64 * 92.0
+}
+
+/// Depth of the incoming credit bucket (credits): what a loop stall of ~300 µs at 10 Gbit/s
+/// queues in the socket (credits are timed when read, and coalesced reads hand the loop up
+/// to 64 at once); the long-run rate is what the bucket bounds.
+const CREDIT_IN_BURST: f64 = 256.0;
+
+/// Receive backlog (share of the datapath's receive buffer not read yet; AF_XDP: of the
+/// fullest queue's receive frames) above which this host sends no credits. At a quarter of
+/// 2048 frames, the 1536 left absorb the credits already in flight (one frame each); the UDP
+/// socket's buffer is 4 MiB.
+const RX_BACKLOG_CREDIT_LIMIT: f64 = 0.25;
+
+/// Depth of a FlashPass emulation queue and its single threshold, in packets (FlashPass
+/// §IV-A: "8 packets", "2 packets"; docs/protocol.md §10).
+pub const EMULATION_QUEUE_PACKETS: u32 = 8;
+pub const EMULATION_THRESHOLD_PACKETS: u32 = 2;
+
+/// The host's emulation queue, as a switch port's Q0 in the profile `flashpass` (FlashPass
+/// §III-B, §III-C): EMULATION packets of all the host's flows leave at most at the link's
+/// emulation share C·84/(84 + max frame), `EMULATION_QUEUE_PACKETS` deep; with more than
+/// `EMULATION_THRESHOLD_PACKETS` queued, an over-provisioned (Not-ECT) packet is dropped.
+/// A policer: the backlog a queue would hold is the bucket's spent tokens.
+pub(crate) struct EmulationQueue {
+    bucket: TokenBucket,
+}
+
+impl EmulationQueue {
+    pub(crate) fn new(link_bps: f64, mtu: usize) -> Self {
+        let bytes = MIN_ETHERNET_WIRE as f64;
+        EmulationQueue {
+            bucket: TokenBucket::new(
+                credit_queue_bps_mtu(link_bps, 1.0, mtu) / 8.0,
+                f64::from(EMULATION_QUEUE_PACKETS) * bytes,
+            ),
+        }
+    }
+
+    /// Whether an emulation packet with this ECN code point gets through.
+    pub(crate) fn admit(&mut self, now: Nanos, ecn: Ecn) -> bool {
+        let b = &mut self.bucket;
+        b.refill(now);
+        let bytes = MIN_ETHERNET_WIRE as f64;
+        let queued = (b.depth - b.tokens) / bytes;
+        if ecn == Ecn::NotEct && queued >= f64::from(EMULATION_THRESHOLD_PACKETS) {
+            return false;
+        }
+        b.admit(now, MIN_ETHERNET_WIRE)
+    }
+}
+
+/// The host's shapers: credits out (bytes at the link's credit rate), credits in for this
+/// host's senders (at most the link's credit rate: a credit is a licence for one frame of
+/// at most `max_frame_wire(mtu)` B, 1538 at a 1500 B MTU), EMULATION packets out.
+pub(crate) struct HostShaper {
+    pub(crate) credits_out: TokenBucket,
+    pub(crate) credits_in: TokenBucket,
+    emulation: EmulationQueue,
+}
+
+impl HostShaper {
+    pub(crate) fn new(link_bps: f64, mtu: usize, credit_batch: u32) -> Self {
+        HostShaper {
+            // Credits of all flows share the link's full credit rate at most; FlexPass flows
+            // additionally stay within w_q through their max_rate (FlexPass §4.1).
+            credits_out: TokenBucket::new(
+                credit_bytes_per_second(link_bps, mtu),
+                credit_burst_bytes(credit_batch),
+            ),
+            credits_in: TokenBucket::new(
+                credit_rate_for_link_mtu(link_bps, 1.0, mtu),
+                CREDIT_IN_BURST,
+            ),
+            emulation: EmulationQueue::new(link_bps, mtu),
+        }
+    }
+
+    /// Whether `t` may leave now; a packet dropped here is counted in `stats`.
+    /// `rx_backlog`: the datapath's receive backlog (share of its buffer).
+    pub(crate) fn admit_out(
+        &mut self,
+        t: &Transmit,
+        now: Nanos,
+        rx_backlog: impl FnOnce() -> f64,
+        stats: &mut EndpointStats,
+    ) -> bool {
+        match t.packet {
+            Packet::Credit(_) => {
+                // The host as the bottleneck: credits it cannot serve are dropped here, where
+                // the receiver's credit feedback sees them lost and slows down, and not as
+                // data at its full receive buffer (ExpressPass: credits are dropped, data is
+                // not).
+                if rx_backlog() > RX_BACKLOG_CREDIT_LIMIT {
+                    stats.credits_dropped_rx_backlog += 1;
+                    return false;
+                }
+                if !self.credits_out.admit(now, t.packet.wire_len()) {
+                    stats.credits_rate_limited += 1;
+                    return false;
+                }
+                true
+            }
+            Packet::Emulation(_) => {
+                if !self.emulation.admit(now, t.ecn) {
+                    stats.emulation_dropped += 1;
+                    return false;
+                }
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// A credit arrived for one of this host's senders: whether it is within the link's
+    /// credit rate (beyond it, credits cannot be used: dropped, as the sender's switch port
+    /// would, against forged credit floods).
+    pub(crate) fn admit_credit_in(&mut self, now: Nanos) -> bool {
+        self.credits_in.admit(now, 1)
+    }
+}

@@ -1,0 +1,125 @@
+//! The agent API requests the library sends (docs/agent-api.md; their one definition is
+//! flexpass_agent::api::Request, which the tests below parse them with), written into
+//! stack buffers: nothing here allocates.
+
+use crate::text::Buf;
+use core::fmt::Write;
+use std::net::SocketAddrV4;
+
+/// `tcp_connect`: carry the connection from `src` to `dst` over `transport`.
+pub fn tcp_connect<const N: usize>(
+    out: &mut Buf<N>,
+    dst: SocketAddrV4,
+    src: SocketAddrV4,
+    transport: &str,
+) {
+    let _ = writeln!(
+        out,
+        "{{\"op\":\"tcp_connect\",\"dst\":\"{dst}\",\"src\":\"{src}\",\"transport\":\"{transport}\"}}"
+    );
+}
+
+/// `tcp_listen`: serve `port`, whose listener is bound to `addr` (an IP address).
+pub fn tcp_listen<const N: usize>(out: &mut Buf<N>, port: u16, addr: &str) {
+    let _ = writeln!(
+        out,
+        "{{\"op\":\"tcp_listen\",\"port\":{port},\"addr\":\"{addr}\"}}"
+    );
+}
+
+/// `tcp_peer`: the application-visible addresses of the agent's loopback connection from
+/// `port`.
+pub fn tcp_peer<const N: usize>(out: &mut Buf<N>, port: u16) {
+    let _ = writeln!(out, "{{\"op\":\"tcp_peer\",\"port\":{port}}}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::{contains, json_str, parse_v4};
+    use flexpass_agent::api::{PeerNames, Reply, Request, TcpVerdict};
+    use flexpass_wire::TransportKind;
+
+    /// Every request the library can send parses as the agent's API says, in the buffer
+    /// sizes the hooks use.
+    #[test]
+    fn requests_parse_with_the_agents_api() {
+        let dst: SocketAddrV4 = "255.255.255.255:65535".parse().unwrap();
+        let src: SocketAddrV4 = "255.255.255.254:65534".parse().unwrap();
+        for t in TransportKind::ALL {
+            let mut b: Buf<200> = Buf::new();
+            tcp_connect(&mut b, dst, src, t.name());
+            assert_eq!(
+                Request::parse(b.as_bytes()),
+                Ok(Request::TcpConnect {
+                    dst,
+                    src: src.into(),
+                    transport: t
+                }),
+                "{}",
+                b.as_str()
+            );
+        }
+        for addr in [
+            "0.0.0.0",
+            "10.0.0.2",
+            "::",
+            "::ffff:10.0.0.2",
+            "1111:2222:3333:4444:5555:6666:7777:8888",
+        ] {
+            let mut b: Buf<160> = Buf::new();
+            tcp_listen(&mut b, 65535, addr);
+            assert_eq!(
+                Request::parse(b.as_bytes()),
+                Ok(Request::TcpListen {
+                    port: 65535,
+                    addr: addr.parse().unwrap()
+                }),
+                "{}",
+                b.as_str()
+            );
+        }
+        let mut b: Buf<96> = Buf::new();
+        tcp_peer(&mut b, 40312);
+        assert_eq!(
+            Request::parse(b.as_bytes()),
+            Ok(Request::TcpPeer { port: 40312 })
+        );
+    }
+
+    /// The agent's replies carry the fields the hooks look for.
+    #[test]
+    fn replies_have_the_fields_the_library_reads() {
+        let r = Reply::TcpVerdict(TcpVerdict::FlexPass {
+            conn_id: 1,
+            transport: TransportKind::FlexPass,
+        })
+        .to_line();
+        assert!(contains(&r, b"\"mode\":\"flexpass\""));
+        let r = Reply::TcpVerdict(TcpVerdict::Direct {
+            reason: "peer does not speak FlexPass (cached)".into(),
+            peer_has_no_agent: true,
+        })
+        .to_line();
+        assert!(contains(&r, b"\"mode\":\"direct\""));
+        assert_eq!(
+            json_str(&r, b"\"reason\":\""),
+            Some(&b"peer does not speak FlexPass (cached)"[..])
+        );
+        let (peer, local) = ("10.0.0.1:43210", "10.0.0.2:5201");
+        let r = Reply::PeerNames(PeerNames {
+            peer: peer.parse().unwrap(),
+            local: local.parse().unwrap(),
+        })
+        .to_line();
+        assert!(contains(&r, b"\"ok\":true"));
+        assert_eq!(
+            json_str(&r, b"\"peer\":\"").and_then(parse_v4),
+            peer.parse().ok()
+        );
+        assert_eq!(
+            json_str(&r, b"\"local\":\"").and_then(parse_v4),
+            local.parse().ok()
+        );
+    }
+}
