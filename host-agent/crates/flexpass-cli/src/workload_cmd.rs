@@ -2,7 +2,8 @@
 //! (N-to-1 synchronized requests): one JSON line per flow, periodic per-flow / per-sub-flow
 //! throughput samples, and a summary (average and p99 FCT by size bucket).
 
-use crate::agent_cmd::{parse_transport, pattern_bytes, stop_flag, NetArgs, Touched};
+use crate::agent_cmd::{parse_transport, pattern_bytes, stop_flag, Touched};
+use crate::net_args::NetArgs;
 use flexpass_agent::workload::{next_gap_ns, summarize, FlowSizeCdf};
 use flexpass_agent::{Dir, Endpoint, FlowKey};
 use flexpass_wire::TransportKind;
