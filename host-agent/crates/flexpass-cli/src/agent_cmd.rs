@@ -793,3 +793,36 @@ fn tcp_receive(mut conn: TcpStream, peer: String) -> FlowRecord {
         error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_bytes_follow_the_documented_formula_at_any_offset_and_length() {
+        for (offset, len) in [
+            (0u64, 0usize),
+            (0, 1),
+            (0, 8),
+            (3, 13),
+            (1_000_003, 4097),
+            (7 << 30, 65),
+        ] {
+            let want: Vec<u8> = (offset..offset + len as u64)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect();
+            assert_eq!(
+                pattern_bytes(offset, len).as_ref(),
+                &want[..],
+                "offset {offset} len {len}"
+            );
+        }
+        // Across the table's period, and in the chunks `send` sends.
+        let at = PATTERN_PERIOD as u64 - 5;
+        let want: Vec<u8> = (at..at + 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        assert_eq!(pattern_bytes(at, 20).as_ref(), &want[..]);
+        assert_eq!(pattern_slice(at, 20).len(), 5);
+    }
+}
