@@ -24,7 +24,6 @@ import csv
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys

@@ -340,12 +340,14 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.txt").write_text(plan.describe() + "\n")
     sc, fab = plan.scaled, plan.fabric
+    # The host keys the agent has flags for (HONOURED); the agent's defaults are the model's.
+    host = plan.experiment["host"]
     agent_net = sc.agent_args()
-    for key, flag in (("credit_batch", "--credit-batch"), ("target_loss_scaling", "--target-loss-scaling")):
-        v = plan.experiment["host"].get(key)
-        if v is not None and v != {"credit_batch": 1}.get(key):
-            agent_net += [flag, f"{v:g}" if isinstance(v, float) else str(v)]
-    if plan.experiment["host"].get("tlp"):
+    if host.get("credit_batch", 1) != 1:
+        agent_net += ["--credit-batch", str(host["credit_batch"])]
+    if host.get("target_loss_scaling") is not None:
+        agent_net += ["--target-loss-scaling", f"{host['target_loss_scaling']:g}"]
+    if host.get("tlp"):
         agent_net.append("--tlp")
 
     def edit(cfg: dict) -> None:
@@ -368,7 +370,8 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         time.sleep(0.5)
         monitors = []
         if "bottleneck" in plan.experiment["measure"].get("monitor", []):
-            recv = collections_most_common([f.dst for f in plan.flows])
+            dsts = [f.dst for f in plan.flows]
+            recv = max(set(dsts), key=dsts.count)  # the bottleneck: the busiest receiver's port
             sw, port = fab.host_port(recv)
             monitors.append(TmSampler(net, sw, port))
         t0 = time.monotonic()
@@ -452,10 +455,6 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     return report(plan, switch, out, started, timeline, tm_rows, wall)
 
 
-def collections_most_common(items: List[str]) -> str:
-    return max(set(items), key=items.count)
-
-
 def ctl_env() -> Dict[str, str]:
     from .network import ctl_env as e
 
@@ -505,7 +504,6 @@ def _fct_summary(flows: List[dict], small: int) -> dict:
 def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeline: List[dict],
            tm_rows: List[dict], wall_s: float) -> dict:
     """result.json and flows.csv in the model's shape, from the agents' records."""
-    by_id = {f.id: f for f in plan.flows}
     records: Dict[int, dict] = {}
     # Byte-exact: a finite flow counts as delivered when its receiver's agent reports the
     # same byte count and SHA-256 as its sender's.
