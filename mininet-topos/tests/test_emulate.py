@@ -164,3 +164,25 @@ def test_incast_responses_are_matched_to_their_servers(tmp_path):
     # h1 is 10.0.0.2 (hosts are numbered from 1 in the fabric), h2 10.0.0.3; one response missing.
     assert got == {1: (1, 100.0), 2: (2, 150.0), 3: (1, 200.0), 4: (2, None)}
     assert r["fct"]["overall"]["incomplete"] == 1
+
+
+def test_long_lived_flows_are_measured_by_their_share(tmp_path):
+    (p,) = plans("flexpass-vs-dctcp")
+    # Receiver samples: 10 ms apart, h1's FlexPass flow at 40 % of C' (30 proactive + 10
+    # reactive), h2's DCTCP flow at 50 %; before the warm-up ends at twice that.
+    c, dt = p.scaled.link_rate_bps, p.sample_ms / 1e3
+    per = lambda share: int(share * c * dt / 8)  # noqa: E731
+    samples = []
+    for k in range(1, 40):
+        early = k * dt < p.warmup_s
+        samples.append({"event": "sample", "t_ms": k * p.sample_ms, "flows": [
+            {"peer": "10.0.0.2:40000", "transport": "flexpass",
+             "proactive_bytes": per(0.6 if early else 0.3), "reactive_bytes": per(0.1)},
+            {"peer": "10.0.0.3:40001", "transport": "dctcp", "proactive_bytes": 0, "reactive_bytes": per(0.5)}]})
+    _lines(tmp_path / "h0-serve.jsonl", *samples)
+    r = em.report(p, "flexpass_switch", tmp_path, {}, [], [], 1.0)
+    f1, f2 = r["flows"]
+    assert f1["share"] == pytest.approx(0.4, abs=0.01) and f1["proactive_share"] == pytest.approx(0.3, abs=0.01)
+    assert f2["share"] == pytest.approx(0.5, abs=0.01) and f2["reactive_share"] == pytest.approx(0.5, abs=0.01)
+    assert f1["error"] is None and f1["fct_us"] is None and r["fct"]["overall"]["flows"] == 0
+
