@@ -38,7 +38,7 @@ from .fabric import Fabric
 from .scaling import FRAME, Scaled
 
 BACKEND = "mininet"
-AGENT_PORT = 7890
+AGENT_PORT = env.AGENT_PORT
 #: A listed flow is never scaled below this many full frames.
 MIN_FLOW_FRAMES = 16
 #: Extra wall time after the scaled duration for finite flows to finish (× duration).
@@ -316,20 +316,8 @@ def resolve(experiment: str, sets: List[str], no_sweep: bool = False) -> dict:
 
 # -- running it ------------------------------------------------------------------------
 
-def _agent(*args: str) -> List[str]:
-    return [str(env.FLEXPASS_BIN), *args, "--log-level", "warn"]
-
-
-def _json_lines(path: Path) -> List[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
+_agent = env.agent_command
+_json_lines = env.read_json_lines
 
 
 def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:

@@ -8,6 +8,7 @@ the control plane (``flexpass_cp``), so that directory is appended to sys.path
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -104,3 +105,26 @@ def require(switch: str) -> None:
 
 def first_line(text: Optional[str]) -> str:
     return (text or "").strip().splitlines()[-1] if (text or "").strip() else ""
+
+
+#: The UDP port every runner's agents listen on.
+AGENT_PORT = 7890
+
+
+def agent_command(*args: str) -> List[str]:
+    """``flexpass ARGS…`` as the runners start it (warnings only on stderr)."""
+    return [str(FLEXPASS_BIN), *args, "--log-level", "warn"]
+
+
+def read_json_lines(path: Path) -> List[dict]:
+    """The JSON records of an agent's output; other lines (and a torn last line) skipped."""
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    return out

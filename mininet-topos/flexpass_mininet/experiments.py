@@ -28,7 +28,7 @@ from .fabric import Fabric, dumbbell, incast, leaf_spine
 from .network import Network, start_network
 from .scaling import Scaled
 
-AGENT_PORT = 7890
+AGENT_PORT = env.AGENT_PORT
 SAMPLE_MS = 100
 #: FlexPass Fig. 9c: a transport starves while it gets less than 20 % of the link.
 STARVATION_SHARE = 0.2
@@ -55,21 +55,9 @@ class Options:
 
 # -- host agents ----------------------------------------------------------------
 
-def _agent(*args: str) -> List[str]:
-    return [str(env.FLEXPASS_BIN), *args, "--log-level", "warn"]
-
-
-def _read_json_lines(path: Path) -> List[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
+# The agent's command line and its JSON-lines output (env.py: shared with emulate.py).
+_agent = env.agent_command
+_read_json_lines = env.read_json_lines
 
 
 @dataclass
