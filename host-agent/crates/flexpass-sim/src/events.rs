@@ -49,6 +49,10 @@ pub struct EventQueue<T> {
     now: Vec<Entry<T>>,
     /// Entries beyond the ring's horizon.
     far: BinaryHeap<Reverse<Entry<T>>>,
+    /// Emptied bucket buffers, most recently used last: a bucket that gets its first entry
+    /// takes one of these (still in the cache) instead of its own buffer from one ring turn
+    /// ago (the ring's buffers together are hundreds of MB in a large network).
+    spare: Vec<Vec<Entry<T>>>,
     len: usize,
 }
 
@@ -67,6 +71,7 @@ impl<T> EventQueue<T> {
             current: 0,
             now: Vec::new(),
             far: BinaryHeap::new(),
+            spare: Vec::new(),
             len: 0,
         }
     }
@@ -99,7 +104,13 @@ impl<T> EventQueue<T> {
 
     fn put(&mut self, b: u64, e: Entry<T>) {
         let slot = (b % RING) as usize;
-        self.ring[slot].push(e);
+        let bucket = &mut self.ring[slot];
+        if bucket.capacity() == 0 {
+            if let Some(v) = self.spare.pop() {
+                *bucket = v;
+            }
+        }
+        bucket.push(e);
         self.occupied[slot / 64] |= 1 << (slot % 64);
         self.in_ring += 1;
     }
@@ -132,8 +143,14 @@ impl<T> EventQueue<T> {
             let slot = (self.current % RING) as usize;
             if self.occupied[slot / 64] & (1 << (slot % 64)) != 0 {
                 self.occupied[slot / 64] &= !(1 << (slot % 64));
-                self.in_ring -= self.ring[slot].len();
-                self.now.append(&mut self.ring[slot]);
+                let mut bucket = std::mem::take(&mut self.ring[slot]);
+                self.in_ring -= bucket.len();
+                if self.now.is_empty() {
+                    std::mem::swap(&mut self.now, &mut bucket);
+                } else {
+                    self.now.append(&mut bucket);
+                }
+                self.spare.push(bucket);
             }
             self.now.sort_unstable_by(|a, b| b.cmp(a));
         }
@@ -169,6 +186,12 @@ impl<T> EventQueue<T> {
     pub fn peek_time(&mut self) -> Option<u64> {
         self.fill();
         self.now.last().map(|e| e.at)
+    }
+
+    /// The entry `k` places after the next one if it is already known without work (same
+    /// bucket): the caller may prefetch what it will touch.
+    pub fn peek_ahead(&self, k: usize) -> Option<&T> {
+        self.now.len().checked_sub(k + 1).map(|i| &self.now[i].item)
     }
 
     pub fn pop(&mut self) -> Option<Entry<T>> {

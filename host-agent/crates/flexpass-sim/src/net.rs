@@ -44,10 +44,10 @@ pub struct LinkSpec {
     pub impairment: Impairment,
 }
 
+/// Laid out hot fields first (`repr(C)`): an event at a port touches its first lines only
+/// (and `prefetch_next` loads them ahead).
+#[repr(C)]
 struct Port {
-    queue: PortQueue,
-    peer: NodeId,
-    link: LinkSpec,
     /// The transmitter is busy until then (end of the frame on the wire).
     busy_until: Nanos,
     /// Scheduling sequence number reserved for the end-of-transmission event of the frame
@@ -55,13 +55,16 @@ struct Port {
     /// port needs none). Reserving the number keeps the order of simultaneous events as if
     /// every end of transmission were an event.
     tx_done_seq: Option<u64>,
-    tx_done_queued: bool,
     wake_at: Option<Nanos>,
     tx_bytes: u64,
+    peer: NodeId,
     /// The peer's port of the same link.
     peer_port: usize,
+    tx_done_queued: bool,
     /// The link is up (a failed link drops what it holds and what is sent to it).
     up: bool,
+    link: LinkSpec,
+    queue: PortQueue,
 }
 
 struct Node {
@@ -175,32 +178,33 @@ impl Flow {
 }
 
 /// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
+/// Indices are u32 so that an event is 16 bytes (an entry of the event queue 32: two per
+/// cache line); `Ev::Timer` fires at the time it was set for (the entry's time).
 enum Ev {
     Arrive {
-        node: NodeId,
+        node: u32,
         pkt: Box<SimPacket>,
     },
     TxDone {
-        node: NodeId,
-        port: usize,
+        node: u32,
+        port: u32,
     },
     Wake {
-        node: NodeId,
-        port: usize,
+        node: u32,
+        port: u32,
     },
     Timer {
-        flow: usize,
+        flow: u32,
         side: Side,
-        at: Nanos,
     },
     Start {
-        flow: usize,
+        flow: u32,
     },
     Sample,
     /// A link fails (`up` false) or comes back.
     Link {
-        node: NodeId,
-        port: usize,
+        node: u32,
+        port: u32,
         up: bool,
     },
     /// The control plane recomputes the routes (after a failure or a repair).
@@ -210,6 +214,21 @@ enum Ev {
     /// Release the state of flows that completed long enough ago (`retire_after`).
     Retire,
 }
+
+/// How many events ahead `prefetch_next` looks (an event's work is short: the next one is
+/// too close to hide a cache miss).
+const PREFETCH_AHEAD: usize = 2;
+
+impl Ev {
+    fn tx_done(node: NodeId, port: usize) -> Ev {
+        Ev::TxDone {
+            node: node as u32,
+            port: port as u32,
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Ev>() == 16);
 
 /// After a reroute, flows' paths are compared afresh from this much later on (packets sent
 /// before it may still cross the old path).
@@ -349,7 +368,7 @@ impl Network {
             timers: [None, None],
         });
         self.last_delivered.push([0; 3]);
-        self.schedule(start, Ev::Start { flow: idx });
+        self.schedule(start, Ev::Start { flow: idx as u32 });
     }
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
@@ -411,6 +430,7 @@ impl Network {
                 break;
             }
             let e = self.events.pop().expect("peeked");
+            self.prefetch_next();
             self.now = at;
             self.current_seq = e.seq;
             let ev = e.item;
@@ -422,6 +442,34 @@ impl Network {
         }
         let next = self.events.peek_time().unwrap_or(end);
         self.now = self.now.max(end.min(next));
+    }
+
+    /// Ask the CPU to start loading what the event after the current one touches (its packet,
+    /// its port): the model is bound by memory latency, and this overlaps it with the
+    /// current event's work.
+    #[inline]
+    fn prefetch_next(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let line = |p: *const u8| unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
+            match self.events.peek_ahead(PREFETCH_AHEAD) {
+                Some(Ev::Arrive { pkt, .. }) => {
+                    let p = &**pkt as *const SimPacket as *const u8;
+                    line(p);
+                    line(p.wrapping_add(64));
+                }
+                Some(Ev::TxDone { node, port }) | Some(Ev::Wake { node, port }) => {
+                    if let Some(p) = self.nodes[*node as usize].ports.get(*port as usize) {
+                        let p = p as *const Port as *const u8;
+                        for k in 0..4 {
+                            line(p.wrapping_add(64 * k));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// True when every finite flow has completed and no long-running flow exists.
@@ -438,21 +486,24 @@ impl Network {
 
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::Arrive { node, pkt } => self.arrive(node, pkt),
+            Ev::Arrive { node, pkt } => self.arrive(node as usize, pkt),
             Ev::TxDone { node, port } => {
+                let (node, port) = (node as usize, port as usize);
                 let p = &mut self.nodes[node].ports[port];
                 p.tx_done_seq = None;
                 p.tx_done_queued = false;
                 self.try_send(node, port);
             }
             Ev::Wake { node, port } => {
+                let (node, port) = (node as usize, port as usize);
                 if self.nodes[node].ports[port].wake_at == Some(self.now) {
                     self.nodes[node].ports[port].wake_at = None;
                     self.try_send(node, port);
                 }
             }
-            Ev::Timer { flow, side, at } => {
-                if self.flows[flow].timers[side as usize] == Some(at) {
+            Ev::Timer { flow, side } => {
+                let flow = flow as usize;
+                if self.flows[flow].timers[side as usize] == Some(self.now) {
                     self.flows[flow].timers[side as usize] = None;
                     let now = self.now;
                     match side {
@@ -470,9 +521,9 @@ impl Network {
                     self.service(flow, side);
                 }
             }
-            Ev::Start { flow } => self.start_flow(flow),
+            Ev::Start { flow } => self.start_flow(flow as usize),
             Ev::Sample => self.sample(),
-            Ev::Link { node, port, up } => self.set_link(node, port, up),
+            Ev::Link { node, port, up } => self.set_link(node as usize, port as usize, up),
             Ev::Reroute => {
                 self.compute_routes();
                 self.reroutes += 1;
@@ -511,7 +562,14 @@ impl Network {
         up: bool,
         reroute_after: Nanos,
     ) {
-        self.schedule(at, Ev::Link { node, port, up });
+        self.schedule(
+            at,
+            Ev::Link {
+                node: node as u32,
+                port: port as u32,
+                up,
+            },
+        );
         self.schedule(at + reroute_after, Ev::Reroute);
     }
 
@@ -611,7 +669,13 @@ impl Network {
             if slot.is_none_or(|cur| d < cur) {
                 let at = d.max(now);
                 *slot = Some(at);
-                self.schedule(at, Ev::Timer { flow, side, at });
+                self.schedule(
+                    at,
+                    Ev::Timer {
+                        flow: flow as u32,
+                        side,
+                    },
+                );
             }
         }
     }
@@ -708,7 +772,7 @@ impl Network {
                 if !p.tx_done_queued {
                     p.tx_done_queued = true;
                     let at = p.busy_until;
-                    self.schedule_with(at, seq, Ev::TxDone { node, port });
+                    self.schedule_with(at, seq, Ev::tx_done(node, port));
                 }
                 return;
             }
@@ -719,10 +783,10 @@ impl Network {
             return;
         }
         match p.queue.dequeue(now, n.shared.as_mut()) {
-            Dequeued::Packet(pkt) => {
-                let ser = (f64::from(pkt.wire_len) * 8.0 / p.link.bps * 1e9).round() as Nanos;
+            Dequeued::Packet(pkt, wire_len) => {
+                let ser = (f64::from(wire_len) * 8.0 / p.link.bps * 1e9).round() as Nanos;
                 p.busy_until = now + ser;
-                p.tx_bytes += u64::from(pkt.wire_len);
+                p.tx_bytes += u64::from(wire_len);
                 let peer = p.peer;
                 let arrive = now + ser + p.link.delay;
                 let waiting = !p.queue.is_empty();
@@ -733,7 +797,7 @@ impl Network {
                 p.tx_done_queued = waiting;
                 if ser == 0 || waiting {
                     p.tx_done_queued = true;
-                    self.schedule_with(now + ser, seq, Ev::TxDone { node, port });
+                    self.schedule_with(now + ser, seq, Ev::tx_done(node, port));
                 }
                 let imp = self.nodes[node].ports[port].link.impairment.clone();
                 self.deliver_over_link(peer, pkt, arrive, &imp);
@@ -741,7 +805,13 @@ impl Network {
             Dequeued::WaitUntil(t) => {
                 if p.wake_at.is_none_or(|w| t < w) {
                     p.wake_at = Some(t);
-                    self.schedule(t, Ev::Wake { node, port });
+                    self.schedule(
+                        t,
+                        Ev::Wake {
+                            node: node as u32,
+                            port: port as u32,
+                        },
+                    );
                 }
             }
             Dequeued::Empty => {}
@@ -762,7 +832,7 @@ impl Network {
             self.schedule(
                 at,
                 Ev::Arrive {
-                    node: peer,
+                    node: peer as u32,
                     pkt: pkt.clone(),
                 },
             );
@@ -772,7 +842,13 @@ impl Network {
         } else {
             0
         };
-        self.schedule(at + delay, Ev::Arrive { node: peer, pkt });
+        self.schedule(
+            at + delay,
+            Ev::Arrive {
+                node: peer as u32,
+                pkt,
+            },
+        );
     }
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {

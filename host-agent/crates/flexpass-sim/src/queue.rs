@@ -305,19 +305,27 @@ pub enum Enqueued {
 }
 
 pub enum Dequeued {
-    Packet(Box<SimPacket>),
+    /// The packet and its `wire_len` (known without touching the packet, which has waited in
+    /// the queue long enough to leave the cache).
+    Packet(Box<SimPacket>, u32),
     /// Only shaped credits are waiting: try again at this time.
     WaitUntil(Nanos),
     Empty,
 }
 
+/// A queued packet with what dequeuing needs from it.
+struct Queued {
+    pkt: Box<SimPacket>,
+    wire_len: u32,
+    red: bool,
+}
+
+/// Laid out hot fields first (`repr(C)`, after the port's own: see `net::Port`).
+#[repr(C)]
 pub struct PortQueue {
-    pub cfg: PortConfig,
-    queues: [VecDeque<Box<SimPacket>>; MAX_QUEUES],
     bytes: [u64; MAX_QUEUES],
     /// Red (reactive) bytes in Q1.
     red_bytes: u64,
-    stats: [QueueStats; MAX_QUEUES],
     tokens: f64,
     tokens_at: Nanos,
     deficit: [f64; NUM_QUEUES],
@@ -327,6 +335,9 @@ pub struct PortQueue {
     /// PPT profile: the queue of the frame last put on the wire and when its transmission
     /// ends.
     on_wire: (usize, Nanos),
+    queues: [VecDeque<Queued>; MAX_QUEUES],
+    pub cfg: PortConfig,
+    stats: [QueueStats; MAX_QUEUES],
 }
 
 impl PortQueue {
@@ -510,7 +521,11 @@ impl PortQueue {
         let st = &mut self.stats[q];
         st.enqueued += 1;
         self.bytes[q] += len;
-        self.queues[q].push_back(pkt);
+        self.queues[q].push_back(Queued {
+            pkt,
+            wire_len: len as u32,
+            red,
+        });
         st.max_bytes = st.max_bytes.max(self.bytes[q]);
         st.max_packets = st.max_packets.max(self.queues[q].len());
         Enqueued::Accepted
@@ -540,22 +555,22 @@ impl PortQueue {
         true
     }
 
-    fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> Box<SimPacket> {
-        let pkt = self.queues[q]
+    fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> Dequeued {
+        let Queued { pkt, wire_len, red } = self.queues[q]
             .pop_front()
             .expect("caller checked non-empty");
-        let len = u64::from(pkt.wire_len);
+        let len = u64::from(wire_len);
         self.bytes[q] -= len;
         self.stats[q].dequeued_bytes += len;
         if self.is_data_queue(q) {
             if let (BufferLimit::Shared, Some(b)) = (self.cfg.buffer, shared) {
                 b.release(len);
             }
-            if self.cfg.is_red(pkt.class) {
+            if red {
                 self.red_bytes -= len;
             }
         }
-        pkt
+        Dequeued::Packet(pkt, wire_len)
     }
 
     fn refill(&mut self, now: Nanos) {
@@ -568,10 +583,10 @@ impl PortQueue {
     /// The link failed: everything queued is lost.
     pub fn flush(&mut self, mut shared: Option<&mut SharedBuffer>) {
         for q in 0..self.cfg.profile.num_queues() {
-            while !self.queues[q].is_empty() {
-                let p = self.pop(q, shared.as_deref_mut());
+            while let Some(len) = self.queues[q].front().map(|h| h.wire_len) {
+                self.pop(q, shared.as_deref_mut());
                 self.stats[q].dropped_link += 1;
-                self.stats[q].dequeued_bytes -= u64::from(p.wire_len);
+                self.stats[q].dequeued_bytes -= u64::from(len);
             }
         }
     }
@@ -587,10 +602,12 @@ impl PortQueue {
             // Strict priority: the lowest non-empty queue (P0 first).
             return match (0..MAX_QUEUES).find(|&q| !self.queues[q].is_empty()) {
                 Some(q) => {
-                    let pkt = self.pop(q, shared);
-                    let ser = (f64::from(pkt.wire_len) * 8.0 / self.cfg.link_bps * 1e9).round();
-                    self.on_wire = (q, now + ser as Nanos);
-                    Dequeued::Packet(pkt)
+                    let popped = self.pop(q, shared);
+                    if let Dequeued::Packet(_, len) = popped {
+                        let ser = (f64::from(len) * 8.0 / self.cfg.link_bps * 1e9).round();
+                        self.on_wire = (q, now + ser as Nanos);
+                    }
+                    popped
                 }
                 None => Dequeued::Empty,
             };
@@ -600,13 +617,13 @@ impl PortQueue {
             self.refill(now);
             if self.tokens >= need {
                 self.tokens -= need;
-                return Dequeued::Packet(self.pop(0, None));
+                return self.pop(0, None);
             }
             let wait_s = (need - self.tokens) * 8.0 / self.cfg.credit_rate_bps;
             credit_wait = Some(now + (wait_s * 1e9).ceil() as Nanos);
         }
         if self.cfg.feedback_priority && !self.queues[FEEDBACK_QUEUE].is_empty() {
-            return Dequeued::Packet(self.pop(FEEDBACK_QUEUE, shared));
+            return self.pop(FEEDBACK_QUEUE, shared);
         }
         if self.queues[1].is_empty() && self.queues[2].is_empty() {
             return credit_wait.map_or(Dequeued::Empty, Dequeued::WaitUntil);
@@ -627,7 +644,7 @@ impl PortQueue {
             let need = f64::from(self.queues[q].front().expect("non-empty").wire_len);
             if self.deficit[q] >= need {
                 self.deficit[q] -= need;
-                return Dequeued::Packet(self.pop(q, shared));
+                return self.pop(q, shared);
             }
             self.advance();
         }

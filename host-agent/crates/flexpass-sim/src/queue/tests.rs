@@ -44,7 +44,7 @@ fn flashpass_feedback_priority_sends_control_before_queued_data() {
         pq.enqueue(test_packet(TrafficClass::Credit, 84), None);
         let order: Vec<TrafficClass> = (0..5)
             .map(|_| match pq.dequeue(0, None) {
-                Dequeued::Packet(p) => p.class,
+                Dequeued::Packet(p, _) => p.class,
                 _ => panic!("a packet was queued"),
             })
             .collect();
@@ -103,7 +103,7 @@ fn dwrr_shares_follow_weights() {
         }
         let mut sent = [0u64; 3];
         for _ in 0..3000 {
-            if let Dequeued::Packet(p) = pq.dequeue(0, None) {
+            if let Dequeued::Packet(p, _) = pq.dequeue(0, None) {
                 sent[pq.cfg.queue_of(p.class)] += u64::from(p.wire_len);
             }
         }
@@ -127,10 +127,14 @@ fn credits_are_strict_priority_but_shaped() {
     );
     pq.enqueue(test_packet(TrafficClass::ProactiveData, 1538), None);
     // Burst of two credits, then data while tokens refill.
-    assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
-    assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::Credit));
     assert!(
-        matches!(pq.dequeue(0, None), Dequeued::Packet(p) if p.class == TrafficClass::ProactiveData)
+        matches!(pq.dequeue(0, None), Dequeued::Packet(p, _) if p.class == TrafficClass::Credit)
+    );
+    assert!(
+        matches!(pq.dequeue(0, None), Dequeued::Packet(p, _) if p.class == TrafficClass::Credit)
+    );
+    assert!(
+        matches!(pq.dequeue(0, None), Dequeued::Packet(p, _) if p.class == TrafficClass::ProactiveData)
     );
     match pq.dequeue(0, None) {
         Dequeued::WaitUntil(t) => {
@@ -153,7 +157,7 @@ fn ecn_above_k_and_selective_drop_of_red_only() {
     // Red packets stop being admitted at the red threshold (100 kB ≈ 66 frames).
     assert_eq!(pq.queues[1].len(), 66);
     for p in &pq.queues[1] {
-        if p.ecn == Ecn::Ce {
+        if p.pkt.ecn == Ecn::Ce {
             marked += 1;
         }
     }
@@ -269,7 +273,7 @@ fn ppt_lcp_packets_never_leave_before_hcp_packets() {
         pq.enqueue(test_packet(TrafficClass::Priority(p), len), None);
         // Serve roughly one packet per two arrivals, so the queues build up.
         if round % 2 == 0 {
-            if let Dequeued::Packet(pkt) = pq.dequeue(0, None) {
+            if let Dequeued::Packet(pkt, _) = pq.dequeue(0, None) {
                 let served = pkt.class.priority().unwrap() as usize;
                 assert!(
                     (0..served).all(|q| pq.bytes(q) == 0),
@@ -282,7 +286,7 @@ fn ppt_lcp_packets_never_leave_before_hcp_packets() {
     // Served one per two arrivals, the lowest priorities starved; drained, they leave
     // highest first.
     let mut drained = vec![];
-    while let Dequeued::Packet(pkt) = pq.dequeue(0, None) {
+    while let Dequeued::Packet(pkt, _) = pq.dequeue(0, None) {
         drained.push(pkt.class.priority().unwrap() as usize);
     }
     assert!(drained.windows(2).all(|w| w[0] <= w[1]), "{drained:?}");
@@ -301,7 +305,7 @@ fn ppt_hcp_waits_at_most_the_lcp_frame_on_the_wire_and_lcp_drop() {
     // An LCP frame goes on the wire at t = 0 (307.6 ns at 40 Gbit/s); an HCP packet
     // arriving 100 ns later waits the remaining 208 ns, one arriving after it none.
     pq.enqueue_at(0, test_packet(TrafficClass::Priority(6), 1538), None);
-    assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(_)));
+    assert!(matches!(pq.dequeue(0, None), Dequeued::Packet(..)));
     pq.enqueue_at(100, test_packet(TrafficClass::Priority(1), 1538), None);
     pq.enqueue_at(400, test_packet(TrafficClass::Priority(2), 1538), None);
     // An LCP packet behind an LCP frame is not counted (the wait is among LCP packets).
