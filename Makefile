@@ -47,10 +47,13 @@ deps-apps:
 	  echo "deps: installing iperf3, curl, redis and netcat for the unmodified-application tests (apt; no service started)"; \
 	  ( $(call APT_INSTALL,iperf3 curl redis-server redis-tools netcat-openbsd) ); fi
 
+# Debian's Mininet runs under /usr/bin/python3 (flexpass emulate runs its runner there): the
+# runners' plots need matplotlib in that interpreter too.
 deps-mininet: deps-python
-	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null; }; then \
-	  echo "deps: installing Mininet, ethtool and ping for the Mininet topologies (apt)"; \
-	  ( $(call APT_INSTALL,mininet ethtool iputils-ping) ); fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null \
+	  || ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; }; then \
+	  echo "deps: installing Mininet, ethtool, ping and matplotlib (for /usr/bin/python3) for the Mininet topologies (apt)"; \
+	  ( $(call APT_INSTALL,mininet ethtool iputils-ping python3-matplotlib) ); fi
 
 deps-xdp:
 	@if [ "$$(id -u)" = 0 ] && ! command -v clang >/dev/null && ! compgen -c clang- | grep -qE '^clang-1[4-9]$$'; then \

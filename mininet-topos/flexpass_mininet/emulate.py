@@ -414,8 +414,13 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             else:
                 a, _, b = obj.link.partition("->")
                 intfs = [i.name for pair in net.net.get(a).connectionsTo(net.net.get(b)) for i in pair]
-                set_link(net, a, b, intfs, not obj.up, "ifdown")
-                timeline.append({"t_s": time.monotonic() - t0, "event": f"link {obj.link} {'up' if obj.up else 'down'}"})
+                # Both veths drop every frame (tc): taking them down in Mininet ("ifdown")
+                # stalls the whole BMv2 switch (faults.py, LINK_METHODS).
+                dropped = set_link(net, a, b, intfs, not obj.up, "drop")
+                ev = {"t_s": time.monotonic() - t0, "event": f"link {obj.link} {'up' if obj.up else 'down'}"}
+                if dropped is not None:
+                    ev["frames_dropped_while_down"] = dropped
+                timeline.append(ev)
                 reroutes.append((at + obj.reroute_after_s, obj))
         for at, obj in sorted(reroutes, key=lambda r: r[0]):
             wait_until(t0 + at, monitors)
