@@ -1,0 +1,87 @@
+//! The model's events, and what the event loop loads ahead of them.
+
+use super::{Network, NodeId, Port, Side};
+use crate::packet::SimPacket;
+
+/// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
+/// Indices are u32 so that an event is 16 bytes (an entry of the event queue 32: two per
+/// cache line); `Ev::Timer` fires at the time it was set for (the entry's time).
+pub(super) enum Ev {
+    Arrive {
+        node: u32,
+        pkt: Box<SimPacket>,
+    },
+    TxDone {
+        node: u32,
+        port: u32,
+    },
+    Wake {
+        node: u32,
+        port: u32,
+    },
+    Timer {
+        flow: u32,
+        side: Side,
+    },
+    Start {
+        flow: u32,
+    },
+    Sample,
+    /// A link fails (`up` false) or comes back.
+    Link {
+        node: u32,
+        port: u32,
+        up: bool,
+    },
+    /// The control plane recomputes the routes (after a failure or a repair).
+    Reroute,
+    /// Forget the flows' first paths: after a reroute, paths are compared afresh.
+    PathEpoch,
+    /// Release the state of flows that completed long enough ago (`retire_after`).
+    Retire,
+}
+
+/// How many events ahead `prefetch_next` looks (an event's work is short: the next one is
+/// too close to hide a cache miss).
+const PREFETCH_AHEAD: usize = 2;
+
+impl Ev {
+    pub(super) fn tx_done(node: NodeId, port: usize) -> Ev {
+        Ev::TxDone {
+            node: node as u32,
+            port: port as u32,
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Ev>() == 16);
+
+impl Network {
+    /// Ask the CPU to start loading what the event after the current one touches (its packet,
+    /// its port): the model is bound by memory latency, and this overlaps it with the
+    /// current event's work.
+    #[inline]
+    pub(super) fn prefetch_next(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let line = |p: *const u8| unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
+            match self.events.peek_ahead(PREFETCH_AHEAD) {
+                Some(Ev::Arrive { pkt, .. }) => {
+                    let p = &**pkt as *const SimPacket as *const u8;
+                    line(p);
+                    line(p.wrapping_add(64));
+                }
+                Some(Ev::TxDone { node, port }) | Some(Ev::Wake { node, port }) => {
+                    if let Some(p) = self.nodes[*node as usize].ports.get(*port as usize) {
+                        let p = p as *const Port as *const u8;
+                        for k in 0..4 {
+                            line(p.wrapping_add(64 * k));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
