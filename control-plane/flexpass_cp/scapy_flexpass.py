@@ -154,16 +154,19 @@ FLAG_RETX = 0x04
 FLAG_CONN = 0x08
 FLAG_COOKIE = 0x10
 FLAG_IDLE = 0x20
+FLAG_PRIO = 0x40  # DATA: a 4-byte priority (pFabric: remaining size) follows tsval
+PRIORITY_LEN = 4
 
 ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
-ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX
-ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX
+ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX | FLAG_PRIO
+ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX | FLAG_PRIO
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
 ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE | FLAG_IDLE
 ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
-TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt", 5: "flashpass"}
+TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt", 5: "flashpass",
+              6: "pfabric"}
 HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused", 3: "retry"}
 STATUS_RETRY = 3  # only with flag COOKIE, which only it allows
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}
@@ -281,22 +284,27 @@ def decode(buf: bytes) -> Dict[str, Any]:
                 "padding": n - CREDIT_HEADER_LEN}
 
     if t in (T_PROACTIVE_DATA, T_REACTIVE_DATA):
-        if n < DATA_HEADER_LEN:
-            raise FlexPassDecodeError("Truncated", f"need {DATA_HEADER_LEN} bytes, got {n}")
+        header = DATA_HEADER_LEN + (PRIORITY_LEN if flags & FLAG_PRIO else 0)
+        if n < header:
+            raise FlexPassDecodeError("Truncated", f"need {header} bytes, got {n}")
         flow_seq, subflow_seq, credit_seq, tsval = struct.unpack_from("!QIII", buf, 8)
         fin = bool(flags & FLAG_FIN)
         if t == T_REACTIVE_DATA and credit_seq != 0:
             raise FlexPassDecodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
-        payload = buf[DATA_HEADER_LEN:]
+        priority = struct.unpack_from("!I", buf, DATA_HEADER_LEN)[0] if flags & FLAG_PRIO else None
+        payload = buf[header:]
         if not payload and not fin:
             raise FlexPassDecodeError("EmptyPayload")
         if flow_seq + len(payload) > U64_MAX:
             raise FlexPassDecodeError("SeqOverflow", f"{flow_seq} + {len(payload)}")
-        return {"type": "data", "flow_id": flow_id,
+        data = {"type": "data", "flow_id": flow_id,
                 "subflow": "proactive" if t == T_PROACTIVE_DATA else "reactive",
                 "flow_seq": flow_seq, "subflow_seq": subflow_seq, "credit_seq": credit_seq,
                 "tsval": tsval, "fin": fin, "retransmission": bool(flags & FLAG_RETX),
                 "payload": payload.hex()}
+        if priority is not None:
+            data["priority"] = priority
+        return data
 
     if t == T_ACK:
         if n < ACK_BASE_LEN:
@@ -451,13 +459,19 @@ def encode(pkt: Dict[str, Any]) -> bytes:
             raise FlexPassEncodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
         if not payload and not fin:
             raise FlexPassEncodeError("EmptyPayload")
-        if DATA_HEADER_LEN + len(payload) > MAX_MESSAGE_LEN:
-            raise FlexPassEncodeError("TooLong", f"{DATA_HEADER_LEN + len(payload)} bytes")
+        priority = _uint(pkt, "priority", 32) if "priority" in pkt else None
+        header = DATA_HEADER_LEN + (PRIORITY_LEN if priority is not None else 0)
+        if header + len(payload) > MAX_MESSAGE_LEN:
+            raise FlexPassEncodeError("TooLong", f"{header + len(payload)} bytes")
         if flow_seq + len(payload) > U64_MAX:
             raise FlexPassEncodeError("SeqOverflow")
         flags = (FLAG_FIN if fin else 0) | (FLAG_RETX if pkt.get("retransmission") else 0)
         body = struct.pack("!QIII", flow_seq, _uint(pkt, "subflow_seq", 32), credit_seq,
-                           _uint(pkt, "tsval", 32)) + payload
+                           _uint(pkt, "tsval", 32))
+        if priority is not None:
+            flags |= FLAG_PRIO
+            body += struct.pack("!I", priority)
+        body += payload
     elif kind == "ack":
         t = T_ACK
         cum_ack = _uint(pkt, "cum_ack", 32)
@@ -537,7 +551,7 @@ def encode(pkt: Dict[str, Any]) -> bytes:
 # Scapy layers
 # ---------------------------------------------------------------------------
 
-_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "COOKIE", "F5", "F6", "F7"]  # bit 0 first
+_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "COOKIE", "F5", "PRIO", "F7"]  # bit 0 first
 
 
 class _FixedBody(Packet):
@@ -584,8 +598,15 @@ class FlexPassCredit(Packet):
     ]
 
 
+def _data_has_priority(p) -> bool:
+    """The DATA header has flag PRIO: a 4-byte priority follows tsval (pFabric)."""
+    under = p.underlayer
+    return under is not None and bool(int(under.flags) & FLAG_PRIO)
+
+
 class FlexPassData(Packet):
-    """PROACTIVE_DATA / REACTIVE_DATA header; the payload follows as ``Raw``."""
+    """PROACTIVE_DATA / REACTIVE_DATA header (with flag PRIO also ``priority``); the
+    payload follows as ``Raw``."""
 
     name = "FlexPass DATA"
     fields_desc = [
@@ -593,6 +614,7 @@ class FlexPassData(Packet):
         IntField("subflow_seq", 0),
         IntField("credit_seq", 0),
         IntField("tsval", 0),
+        ConditionalField(IntField("priority", 0), _data_has_priority),
     ]
 
 
@@ -740,7 +762,8 @@ def to_scapy(pkt: Dict[str, Any]) -> Packet:
         return hdr / FlexPassCredit(credit_seq=pkt["credit_seq"], pad=bytes(pkt["padding"]))
     if kind == "data":
         body = hdr / FlexPassData(flow_seq=pkt["flow_seq"], subflow_seq=pkt["subflow_seq"],
-                                  credit_seq=pkt["credit_seq"], tsval=pkt["tsval"])
+                                  credit_seq=pkt["credit_seq"], tsval=pkt["tsval"],
+                                  priority=pkt.get("priority", 0))
         payload = bytes.fromhex(pkt["payload"])
         return body / Raw(load=payload) if payload else body
     if kind == "ack":

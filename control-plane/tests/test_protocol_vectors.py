@@ -43,7 +43,8 @@ INVALID = VECTORS["invalid"]
 
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
               "hello_ack": 8, "reset": 9, "emulation": 10, "emulation_credit": 11}
-TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4, "flashpass": 5}
+TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4, "flashpass": 5,
+             "pfabric": 6}
 STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
 REASON = {"unspecified": 0, "unknown_flow": 1, "protocol_violation": 2, "shutdown": 3}
 SUBFLOW = {"proactive": 0, "reactive": 1}
@@ -61,7 +62,8 @@ def _type_code(pkt):
 
 def _flags(pkt):
     if pkt["type"] == "data":
-        return (0x01 if pkt["fin"] else 0) | (0x04 if pkt["retransmission"] else 0)
+        return ((0x01 if pkt["fin"] else 0) | (0x04 if pkt["retransmission"] else 0)
+                | (0x40 if "priority" in pkt else 0))
     if pkt["type"] == "ack":
         return 0x02 if pkt["ece"] else 0
     if pkt["type"] == "hello":
@@ -132,6 +134,9 @@ def _check_scapy_fields(p, vec):
             pkt["flow_seq"], pkt["subflow_seq"], pkt["credit_seq"], pkt["tsval"])
         assert bool(p.flags.FIN) == pkt["fin"]
         assert bool(p.flags.RETX) == pkt["retransmission"]
+        assert bool(p.flags.PRIO) == ("priority" in pkt)
+        if "priority" in pkt:
+            assert b.priority == pkt["priority"]
         payload = bytes(b.payload)
         assert payload == bytes.fromhex(pkt["payload"])
         if payload:
@@ -196,7 +201,8 @@ def _build_scapy(pkt):
         return hdr / FlexPassCredit(credit_seq=pkt["credit_seq"], pad=b"\x00" * pkt["padding"])
     if kind == "data":
         p = hdr / FlexPassData(flow_seq=pkt["flow_seq"], subflow_seq=pkt["subflow_seq"],
-                               credit_seq=pkt["credit_seq"], tsval=pkt["tsval"])
+                               credit_seq=pkt["credit_seq"], tsval=pkt["tsval"],
+                               priority=pkt.get("priority", 0))
         payload = bytes.fromhex(pkt["payload"])
         return p / Raw(payload) if payload else p
     if kind == "ack":

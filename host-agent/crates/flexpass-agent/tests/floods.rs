@@ -226,6 +226,7 @@ fn half_open_flows_older_than_the_timeout_make_room_and_are_forgotten() {
         tsval: 0,
         fin: true,
         retransmission: false,
+        priority: None,
         payload: Bytes::from_static(b"x"),
     });
     socks[0].send_to(&data.encode_to_vec(), addr).unwrap();
@@ -314,6 +315,7 @@ fn credit_requests_stops_and_data_for_unknown_flows_create_nothing() {
                     tsval: 0,
                     fin: false,
                     retransmission: false,
+                    priority: None,
                     payload: Bytes::from_static(b"data"),
                 }),
             ] {
@@ -430,6 +432,7 @@ fn hello_and_data_forgers_are_capped_by_max_flows() {
             tsval: 0,
             fin: false,
             retransmission: false,
+            priority: None,
             payload: Bytes::from_static(b"forged"),
         });
         s.send_to(&d.encode_to_vec(), addr).unwrap();

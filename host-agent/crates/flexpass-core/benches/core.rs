@@ -184,6 +184,7 @@ fn receiver(c: &mut Criterion) {
                     tsval: (now / 1_000) as u32,
                     fin: false,
                     retransmission: false,
+                    priority: None,
                     payload: payload.clone(),
                 };
                 seq += 1;

@@ -555,6 +555,9 @@ pub struct SenderConfig {
     /// FlashPass's emulation (transport flashpass only).
     #[serde(default)]
     pub flashpass: FlashPassConfig,
+    /// pFabric's window and RTO (transport pfabric only; `crate::pfabric`).
+    #[serde(default)]
+    pub pfabric: PFabricConfig,
 }
 
 /// Default give-up timeout (`SenderConfig::give_up_timeout`): 30 s of silence from the peer.
@@ -581,6 +584,7 @@ impl SenderConfig {
             reactive_after_handshake: false,
             ppt: PptConfig::default(),
             flashpass: FlashPassConfig::default(),
+            pfabric: PFabricConfig::default(),
         }
     }
 
@@ -604,11 +608,50 @@ impl SenderConfig {
         if self.transport == TransportKind::FlashPass {
             self.flashpass.validate()?;
         }
+        if self.transport == TransportKind::PFabric {
+            self.pfabric.validate()?;
+            if self.mss <= flexpass_wire::PRIORITY_LEN {
+                return Err(format!("pfabric needs mss > 4, got {}", self.mss));
+            }
+        }
         self.dctcp.validate()
     }
 
     pub fn uses_credits(&self) -> bool {
         uses_credits(self.transport)
+    }
+}
+
+/// The path a pFabric flow starts on: its BDP (the initial and largest window) and base RTT
+/// (the RTO is `pfabric::RTO_RTTS` of it; `crate::pfabric`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PFabricConfig {
+    /// Bandwidth-delay product of the host's path in bytes: the initial window, and the
+    /// largest (a window beyond it only queues, §4.2).
+    pub bdp_bytes: u64,
+    /// Base RTT of the path (no queueing): RTO = `pfabric::RTO_RTTS` · base_rtt.
+    pub base_rtt: Nanos,
+}
+
+impl Default for PFabricConfig {
+    /// A 10 Gbps fabric with a 14.6 µs RTT (pFabric §5): BDP ≈ 18 kB.
+    fn default() -> Self {
+        PFabricConfig {
+            bdp_bytes: 18_250,
+            base_rtt: 14_600,
+        }
+    }
+}
+
+impl PFabricConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.bdp_bytes == 0 || self.base_rtt == 0 {
+            return Err(format!(
+                "pfabric needs bdp_bytes > 0 and base_rtt > 0, got {} and {}",
+                self.bdp_bytes, self.base_rtt
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -648,7 +691,10 @@ impl ReceiverConfig {
 pub fn uses_credits(t: TransportKind) -> bool {
     match t {
         TransportKind::FlexPass | TransportKind::ExpressPass => true,
-        TransportKind::Dctcp | TransportKind::Ppt | TransportKind::FlashPass => false,
+        TransportKind::Dctcp
+        | TransportKind::Ppt
+        | TransportKind::FlashPass
+        | TransportKind::PFabric => false,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Sans-IO transport core for FlexPass (EuroSys'23), ExpressPass (SIGCOMM'17), DCTCP (and
-//! TCP Cubic as its window), PPT (SIGCOMM'24) and FlashPass (shallow-buffered WAN).
+//! TCP Cubic as its window), PPT (SIGCOMM'24), FlashPass (shallow-buffered WAN) and pFabric
+//! (SIGCOMM'13).
 //!
 //! Nothing here reads a clock or touches a socket: every entry point takes `now`
 //! (nanoseconds on the caller's clock), packets go in through `handle_packet`, and
@@ -17,6 +18,8 @@
 //!   tagging (§4).
 //! - [`flashpass`]: FlashPass's sender-driven emulation (Algorithm 1, T + T_wait data slots,
 //!   over-provisioning, §III).
+//! - [`pfabric`]: pFabric's end host: the remaining-size priority every data packet carries,
+//!   the window at the BDP and the small RTO (§4).
 //! - [`scoreboard`]: per-sub-flow send scoreboard: sub-flow sequence space, cumulative ACK +
 //!   SACK processing, loss detection by duplicate ACK.
 //! - [`send_buffer`]: the single FlexPass send buffer with per-packet states and the
@@ -34,6 +37,7 @@ pub mod flashpass;
 pub mod flow_scheduling;
 pub mod lcp;
 pub mod pacer;
+pub mod pfabric;
 pub mod reassembly;
 pub mod receiver;
 pub mod scoreboard;
@@ -42,8 +46,8 @@ pub mod sender;
 mod transmit;
 
 pub use config::{
-    CreditConfig, DctcpConfig, FlashPassConfig, PptConfig, ReceiverConfig, SenderConfig,
-    TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT,
+    CreditConfig, DctcpConfig, FlashPassConfig, PFabricConfig, PptConfig, ReceiverConfig,
+    SenderConfig, TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT,
 };
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};

@@ -57,6 +57,13 @@ pub enum Rejected {
     UnexpectedType(TransportKind),
     #[error("{0}")]
     BadSequence(String),
+    /// Every data packet of a pfabric flow carries its priority (flag PRIO), and no other
+    /// transport's does (docs/protocol.md §6.2).
+    #[error("data with priority {got:?} on a {transport:?} flow: flag PRIO is pfabric's, on all of its data")]
+    Priority {
+        transport: TransportKind,
+        got: Option<u32>,
+    },
 }
 
 const CREDIT_RTT_SLOTS: usize = 1024;
@@ -373,11 +380,17 @@ impl Receiver {
         let allowed = match (self.transport, d.subflow) {
             (TransportKind::FlexPass, _) => true,
             (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
-            (TransportKind::Dctcp, s) => s == SubFlow::Reactive,
+            (TransportKind::Dctcp | TransportKind::PFabric, s) => s == SubFlow::Reactive,
             (TransportKind::Ppt | TransportKind::FlashPass, _) => true,
         };
         if !allowed {
             return Err(Rejected::UnexpectedType(self.transport));
+        }
+        if d.priority.is_some() != (self.transport == TransportKind::PFabric) {
+            return Err(Rejected::Priority {
+                transport: self.transport,
+                got: d.priority,
+            });
         }
         // Reassembly limits decide acceptance: a rejected packet is neither buffered nor
         // acknowledged (the sender sends it again).

@@ -164,6 +164,7 @@ fn an_echo_of_a_credit_from_long_ago_does_not_freeze_the_credit_feedback() {
         tsval: 0,
         fin: false,
         retransmission: false,
+        priority: None,
         payload: Bytes::from_static(&[1; 100]),
     };
     r.handle_packet(late, &Packet::Data(data), false).unwrap();

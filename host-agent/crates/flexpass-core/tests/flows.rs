@@ -110,6 +110,7 @@ fn thousands_of_permanent_reactive_holes_do_not_stall_the_receiver() {
             tsval: 0,
             fin: false,
             retransmission: false,
+            priority: None,
             payload,
         };
         r.handle_packet(u64::from(i), &Packet::Data(d), false)
@@ -332,6 +333,7 @@ fn data(subflow: SubFlow, subflow_seq: u32, flow_seq: u64) -> Packet {
         tsval: 1,
         fin: false,
         retransmission: false,
+        priority: None,
         payload: Bytes::from(vec![1u8; 1000]),
     })
 }

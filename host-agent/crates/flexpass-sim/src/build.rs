@@ -10,7 +10,8 @@ use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
 use flexpass_core::config::credit_queue_bps_mtu;
 use flexpass_core::{
-    CreditConfig, FlashPassConfig, Nanos, PptConfig, ReceiverConfig, SenderConfig, MILLIS,
+    CreditConfig, FlashPassConfig, Nanos, PFabricConfig, PptConfig, ReceiverConfig, SenderConfig,
+    MILLIS,
 };
 use flexpass_wire::TransportKind;
 use flexpass_wire::{max_frame_wire, max_payload_for_mtu, MIN_ETHERNET_WIRE};
@@ -125,6 +126,8 @@ impl Stack {
             Profile::Ppt => (s.w_q, 1.0),
             // One data queue; Q0 (the emulation queue, or ExpressPass's credits) at 84/(84+1538).
             Profile::FlashPass => (1.0, 1.0),
+            // One queue, no credits.
+            Profile::PFabric => (1.0, 1.0),
         };
         Stack {
             profile: s.profile,
@@ -184,6 +187,9 @@ impl Stack {
     /// queue; for PPT, K_HCP on P0–P3 and K_LCP on P4–P7, each λ·C·RTT (PPT Eq. 3) when λ
     /// is given.
     fn ecn_k(&self, link_bps: f64) -> [u64; MAX_QUEUES] {
+        if self.profile == Profile::PFabric {
+            return [u64::MAX; MAX_QUEUES]; // pFabric marks nothing
+        }
         if self.profile == Profile::Ppt {
             let k = |lambda: Option<f64>, kb: u64| {
                 lambda.map_or(kb, |l| {
@@ -264,6 +270,13 @@ impl Stack {
         }
         if f.transport == TransportKind::FlashPass {
             c.flashpass = self.flashpass_config();
+        }
+        if f.transport == TransportKind::PFabric {
+            // pFabric §4.2: the window is the host link's BDP, the RTO 3 base RTTs.
+            c.pfabric = PFabricConfig {
+                bdp_bytes: (self.host_bps / 8.0 * self.base_rtt as f64 * 1e-9).ceil() as u64,
+                base_rtt: self.base_rtt.max(1),
+            };
         }
         c
     }

@@ -21,6 +21,9 @@
 //! λ 0.17 for the HCP queues P0–P3, 0.1 for the LCP queues P4–P7) and one data buffer per
 //! port (or the shared buffer) for all eight. A `Priority(p)` packet goes to queue p; any
 //! other class (legacy DCTCP) to Q3, the HCP priority of large flows.
+//!
+//! The sixth, `PFabric`, is pFabric's switch (SIGCOMM'13 §4.1; `queue/pfabric.rs`): one
+//! small queue (Q1) served highest priority first, dropping the lowest priority when full.
 
 use flexpass_wire::{Ecn, Packet, TrafficClass};
 use serde::Serialize;
@@ -61,16 +64,20 @@ pub enum Profile {
     /// data queue Q1 for everything else (FlashPass, ExpressPass and Cubic data) with red
     /// (unscheduled, Aeolus) packets dropped above the selective-drop threshold.
     FlashPass,
+    /// pFabric (SIGCOMM'13): every packet in one queue (Q1), the highest priority (the
+    /// smallest PRIO field) served first, the lowest dropped when the buffer is full; no ECN.
+    PFabric,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 6] = [
+    pub const ALL: [Profile; 7] = [
         Profile::FlexPass,
         Profile::Naive,
         Profile::Owf,
         Profile::Layering,
         Profile::Ppt,
         Profile::FlashPass,
+        Profile::PFabric,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +88,7 @@ impl Profile {
             Profile::Layering => "layering",
             Profile::Ppt => "ppt",
             Profile::FlashPass => "flashpass",
+            Profile::PFabric => "pfabric",
         }
     }
 
@@ -113,7 +121,9 @@ impl std::str::FromStr for Profile {
             .into_iter()
             .find(|p| p.name() == s)
             .ok_or_else(|| {
-                format!("unknown profile '{s}' (flexpass, naive, owf, layering, ppt, flashpass)")
+                format!(
+                    "unknown profile '{s}' (flexpass, naive, owf, layering, ppt, flashpass, pfabric)"
+                )
             })
     }
 }
@@ -215,6 +225,9 @@ impl PortConfig {
         if self.profile == Profile::Ppt {
             return class.priority().map_or(PPT_LEGACY_QUEUE, usize::from);
         }
+        if self.profile == Profile::PFabric {
+            return pfabric::QUEUE;
+        }
         match class {
             TrafficClass::Credit => 0,
             TrafficClass::Legacy if self.profile.separates_legacy() => 2,
@@ -277,7 +290,8 @@ pub struct QueueStats {
     pub max_wait_behind_lcp_ns: u64,
     /// Red packets dropped by selective dropping.
     pub dropped_red: u64,
-    /// PPT push-out: queued LCP packets evicted to admit an HCP packet.
+    /// PPT push-out: queued LCP packets evicted to admit an HCP packet. pFabric: queued
+    /// packets of the lowest priority dropped to admit a higher-priority one.
     #[serde(skip_serializing_if = "is_zero")]
     pub dropped_pushout: u64,
     /// Packets lost to a failed link (held by the port when it failed, or routed to it
@@ -426,6 +440,9 @@ impl PortQueue {
         mut pkt: Box<SimPacket>,
         shared: Option<&mut SharedBuffer>,
     ) -> Enqueued {
+        if self.cfg.profile == Profile::PFabric {
+            return self.pfabric_enqueue(pkt);
+        }
         let q = self.cfg.queue_of(pkt.class);
         let len = u64::from(pkt.wire_len);
         let data_bytes = self.data_bytes();
@@ -598,6 +615,9 @@ impl PortQueue {
 
     /// Next packet to put on the wire at `now`.
     pub fn dequeue(&mut self, now: Nanos, shared: Option<&mut SharedBuffer>) -> Dequeued {
+        if self.cfg.profile == Profile::PFabric {
+            return self.pfabric_dequeue();
+        }
         if self.cfg.profile == Profile::Ppt {
             // Strict priority: the lowest non-empty queue (P0 first).
             return match (0..MAX_QUEUES).find(|&q| !self.queues[q].is_empty()) {
@@ -656,5 +676,6 @@ impl PortQueue {
     }
 }
 
+mod pfabric;
 #[cfg(test)]
 mod tests;

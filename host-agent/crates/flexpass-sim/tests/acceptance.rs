@@ -51,6 +51,7 @@ fn incast(t: TransportKind, n: usize, extra: &[String]) -> RunReport {
         TransportKind::Dctcp => ("dctcp", "flexpass"),
         TransportKind::Ppt => ("ppt", "ppt"),
         TransportKind::FlashPass => ("flashpass", "flashpass"),
+        TransportKind::PFabric => ("pfabric", "pfabric"),
     };
     let mut s = sets(&[
         &format!("incast.0.transport={name}"),

@@ -18,6 +18,7 @@ fn messages() -> Vec<(&'static str, Packet)> {
         tsval: 0xdead_beef,
         fin: false,
         retransmission: false,
+        priority: None,
         payload: Bytes::from((0..MAX_PAYLOAD_1500).map(|i| i as u8).collect::<Vec<u8>>()),
     });
     let sack = SackBlocks::from_slice(&[(1010, 1012), (1020, 1025), (1030, 1031), (1040, 1048)])

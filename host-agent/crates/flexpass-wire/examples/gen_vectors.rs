@@ -82,6 +82,7 @@ fn transport_str(t: TransportKind) -> &'static str {
         TransportKind::Dctcp => "dctcp",
         TransportKind::Ppt => "ppt",
         TransportKind::FlashPass => "flashpass",
+        TransportKind::PFabric => "pfabric",
     }
 }
 
@@ -91,12 +92,19 @@ fn packet_json(p: &Packet) -> Value {
         Packet::Credit(c) => json!({
             "type": "credit", "flow_id": c.flow_id, "credit_seq": c.credit_seq, "padding": c.padding,
         }),
-        Packet::Data(d) => json!({
-            "type": "data", "flow_id": d.flow_id, "subflow": subflow_str(d.subflow),
-            "flow_seq": d.flow_seq, "subflow_seq": d.subflow_seq, "credit_seq": d.credit_seq,
-            "tsval": d.tsval, "fin": d.fin, "retransmission": d.retransmission,
-            "payload": hex::encode(&d.payload),
-        }),
+        Packet::Data(d) => {
+            let mut v = json!({
+                "type": "data", "flow_id": d.flow_id, "subflow": subflow_str(d.subflow),
+                "flow_seq": d.flow_seq, "subflow_seq": d.subflow_seq, "credit_seq": d.credit_seq,
+                "tsval": d.tsval, "fin": d.fin, "retransmission": d.retransmission,
+                "payload": hex::encode(&d.payload),
+            });
+            // Present exactly with flag PRIO.
+            if let Some(p) = d.priority {
+                v["priority"] = json!(p);
+            }
+            v
+        }
         Packet::Ack(a) => json!({
             "type": "ack", "flow_id": a.flow_id, "subflow": subflow_str(a.subflow), "ece": a.ece,
             "cum_ack": a.cum_ack, "ack_seq": a.ack_seq, "tsecr": a.tsecr, "flow_ack": a.flow_ack,
@@ -189,8 +197,35 @@ fn data(
         tsval,
         fin,
         retransmission,
+        priority: None,
         payload: Bytes::copy_from_slice(payload),
     })
+}
+
+/// A pFabric data packet: REACTIVE_DATA with flag PRIO and its `priority`.
+fn pfabric_data(
+    flow_id: u32,
+    flow_seq: u64,
+    subflow_seq: u32,
+    priority: u32,
+    fin: bool,
+    payload: &[u8],
+) -> Packet {
+    let Packet::Data(mut d) = data(
+        flow_id,
+        SubFlow::Reactive,
+        flow_seq,
+        subflow_seq,
+        0,
+        4242,
+        fin,
+        false,
+        payload,
+    ) else {
+        unreachable!()
+    };
+    d.priority = Some(priority);
+    Packet::Data(d)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -339,6 +374,21 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             "ppt_lcp_data_tail",
             "PPT opportunistic (LCP) packet: PROACTIVE_DATA with credit_seq 0, the last 4 bytes of a 1 MiB flow with FIN, sent first from the tail of the send buffer (LCP packet 0)",
             data(21, Proactive, (1 << 20) - 4, 0, 0, 77, true, false, b"tail"),
+        ),
+        (
+            "pfabric_data",
+            "pFabric REACTIVE_DATA with flag PRIO: priority 98556 (the flow's remaining bytes) at offset 28, the payload at 32",
+            pfabric_data(31, 1444, 1, 98_556, false, b"pFabric"),
+        ),
+        (
+            "pfabric_data_fin_priority_max",
+            "pFabric REACTIVE_DATA with PRIO and FIN, priority 2^32-1 (a remaining size that saturates)",
+            pfabric_data(31, 0, 0, u32::MAX, true, b"end"),
+        ),
+        (
+            "pfabric_data_fin_empty_priority_0",
+            "pFabric REACTIVE_DATA with PRIO, FIN and an empty payload: 32 B, priority 0 (nothing remains)",
+            pfabric_data(31, 100_000, 70, 0, true, b""),
         ),
         (
             "ack_no_sack",
@@ -545,6 +595,27 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             }),
         ),
         (
+            "hello_pfabric",
+            "HELLO, transport pfabric (6), 100 kB flow",
+            Packet::Hello(Hello {
+                flow_id: 31,
+                transport: TransportKind::PFabric,
+                flow_size: 100_000,
+                conn: None,
+                cookie: None,
+                idle: false,
+            }),
+        ),
+        (
+            "hello_ack_pfabric",
+            "HELLO_ACK accepted, transport pfabric",
+            Packet::HelloAck(HelloAck {
+                flow_id: 31,
+                transport: TransportKind::PFabric,
+                status: HelloStatus::Accepted,
+            }),
+        ),
+        (
             "hello_ack_accepted",
             "HELLO_ACK accepted",
             Packet::HelloAck(HelloAck {
@@ -718,6 +789,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
     let cr = enc(&credit(0x0102_0304, 1, 6));
     let pd = enc(&data(7, Proactive, 0, 0, 17, 5, false, false, b"FlexPass"));
     let rd = enc(&data(7, Reactive, 0, 0, 0, 5, false, false, b"FlexPass"));
+    let pf = enc(&pfabric_data(31, 0, 0, 7, false, b"pFabric"));
     let ack0 = enc(&ack(11, Proactive, false, 5, 8, 42, 7220, &[]));
     let ack2 = enc(&ack(
         11,
@@ -823,6 +895,15 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("truncated_data_common_only", "REACTIVE_DATA with only the common header",
             fix_len(rd[..8].to_vec()), "Truncated"),
         ("truncated_ack_base", "ACK of 24 bytes < 32", fix_len(ack0[..24].to_vec()), "Truncated"),
+        ("truncated_data_priority", "REACTIVE_DATA with flag PRIO of 30 bytes < 32 (the priority field cut)",
+            fix_len(pf[..30].to_vec()), "Truncated"),
+        ("truncated_data_priority_28", "REACTIVE_DATA with flag PRIO of 28 bytes: a valid header without PRIO, but no priority field",
+            fix_len(pf[..28].to_vec()), "Truncated"),
+        ("data_priority_empty_no_fin", "REACTIVE_DATA with flag PRIO, a priority and no payload without FIN",
+            fix_len(pf[..32].to_vec()), "EmptyPayload"),
+        ("data_priority_credit_seq", "REACTIVE_DATA with flag PRIO and credit_seq 1",
+            with(pf.clone(), 20, &[0, 0, 0, 1]), "NonZeroCreditSeq"),
+        ("flags_prio_on_ack", "PRIO is not allowed on ACK", with(ack0.clone(), 1, &[0x40]), "InvalidFlags"),
         ("truncated_ack_sack", "ACK with sack_count 2 but only one SACK block (40 bytes)",
             fix_len(ack2[..40].to_vec()), "Truncated"),
         ("truncated_credit_request", "CREDIT_REQUEST of 12 bytes < 16", fix_len(creq[..12].to_vec()), "Truncated"),
@@ -903,7 +984,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(ack4.clone(), 56, &[0, 0, 0, 50, 0, 0, 0, 60]), "BadSackBlock"),
         // --- HELLO / HELLO_ACK / RESET ---------------------------------------------------------------
         ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
-        ("hello_unknown_transport_6", "HELLO transport 6 (5 is flashpass)", with(hello.clone(), 8, &[6]), "UnknownTransport"),
+        ("hello_unknown_transport_7", "HELLO transport 7 (6 is pfabric)", with(hello.clone(), 8, &[7]), "UnknownTransport"),
         ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
         ("hello_conn_role_0", "HELLO (CONN) role 0", with(hconn.clone(), 28, &[0]), "BadConnRole"),
         ("hello_conn_role_3", "HELLO (CONN) role 3", with(hconn.clone(), 28, &[3]), "BadConnRole"),

@@ -146,6 +146,12 @@ pub const FLAG_COOKIE: u8 = 0x10;
 /// IDLE flag (HELLO only): the sender has no data yet; a credit-based receiver sends no
 /// credits until a CREDIT_REQUEST (docs/protocol.md §6.6, §11).
 pub const FLAG_IDLE: u8 = 0x20;
+/// PRIO flag (data only): a 4-byte `priority` follows `tsval`, so the header is
+/// `DATA_HEADER_LEN + PRIORITY_LEN` bytes (pFabric §4: each packet carries its priority, the
+/// flow's remaining size; docs/protocol.md §6.2).
+pub const FLAG_PRIO: u8 = 0x40;
+/// Length of the `priority` field of a DATA message with flag PRIO.
+pub const PRIORITY_LEN: usize = 4;
 
 /// Bytes on an Ethernet wire (incl. preamble, IFG, min-frame padding) for a
 /// FlexPass message of `msg_len` bytes over IPv4/UDP:

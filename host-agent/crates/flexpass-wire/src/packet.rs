@@ -17,9 +17,9 @@ use crate::{
     ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
     CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
     CREDIT_STOP_LEN, DATA_HEADER_LEN, EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN,
-    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_RETX,
+    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_RETX,
     HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS,
-    MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -81,7 +81,9 @@ impl PacketType {
     /// Flag bits that may be set for this type (all others must be zero).
     pub fn allowed_flags(self) -> u8 {
         match self {
-            PacketType::ProactiveData | PacketType::ReactiveData => FLAG_FIN | FLAG_RETX,
+            PacketType::ProactiveData | PacketType::ReactiveData => {
+                FLAG_FIN | FLAG_RETX | FLAG_PRIO
+            }
             PacketType::Ack => FLAG_ECE,
             PacketType::Hello => FLAG_CONN | FLAG_COOKIE | FLAG_IDLE,
             PacketType::HelloAck => FLAG_COOKIE,
@@ -154,6 +156,10 @@ pub enum TransportKind {
     /// emulation queue, EMULATION_CREDIT back, one PROACTIVE_DATA at T + T_wait per credit;
     /// first-RTT unscheduled data as REACTIVE_DATA (red); wire 5.
     FlashPass,
+    /// pFabric (SIGCOMM'13): one window on the reactive sub-flow starting at the BDP (line
+    /// rate), a small RTO, and every data packet carries its priority, the flow's remaining
+    /// size (flag PRIO); the switch serves the highest priority and drops the lowest; wire 6.
+    PFabric,
 }
 
 impl TransportKind {
@@ -165,6 +171,7 @@ impl TransportKind {
             3 => Some(TransportKind::Dctcp),
             4 => Some(TransportKind::Ppt),
             5 => Some(TransportKind::FlashPass),
+            6 => Some(TransportKind::PFabric),
             _ => None,
         }
     }
@@ -177,11 +184,12 @@ impl TransportKind {
             TransportKind::Dctcp => 3,
             TransportKind::Ppt => 4,
             TransportKind::FlashPass => 5,
+            TransportKind::PFabric => 6,
         }
     }
 
     /// The transport's name on command lines, in configs and records: flexpass,
-    /// expresspass, dctcp, ppt, flashpass.
+    /// expresspass, dctcp, ppt, flashpass, pfabric.
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::FlexPass => "flexpass",
@@ -189,17 +197,19 @@ impl TransportKind {
             TransportKind::Dctcp => "dctcp",
             TransportKind::Ppt => "ppt",
             TransportKind::FlashPass => "flashpass",
+            TransportKind::PFabric => "pfabric",
         }
     }
 
     /// Every transport, in wire order (all of them run in the core, the model and the host
     /// agent).
-    pub const ALL: [TransportKind; 5] = [
+    pub const ALL: [TransportKind; 6] = [
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
         TransportKind::Dctcp,
         TransportKind::Ppt,
         TransportKind::FlashPass,
+        TransportKind::PFabric,
     ];
 
     /// The transport named `s` among [`ALL`](Self::ALL) (see [`name`](Self::name)).
@@ -338,8 +348,24 @@ pub struct Data {
     pub fin: bool,
     /// RETX flag (informational): this payload was sent before.
     pub retransmission: bool,
+    /// PRIO flag and field: the packet's priority, smaller first (pFabric §4.1: the flow's
+    /// remaining size in bytes, saturating at 2^32 − 1). None: no field (every transport
+    /// but pFabric).
+    pub priority: Option<u32>,
     /// Payload (may be empty only when `fin`).
     pub payload: Bytes,
+}
+
+impl Data {
+    /// Bytes before the payload: `DATA_HEADER_LEN`, plus `PRIORITY_LEN` with flag PRIO.
+    pub fn header_len(&self) -> usize {
+        DATA_HEADER_LEN
+            + if self.priority.is_some() {
+                PRIORITY_LEN
+            } else {
+                0
+            }
+    }
 }
 
 /// ACK (0x4): per data packet, per sub-flow.
@@ -630,7 +656,9 @@ impl Packet {
     pub fn flags(&self) -> u8 {
         match self {
             Packet::Data(d) => {
-                (if d.fin { FLAG_FIN } else { 0 }) | (if d.retransmission { FLAG_RETX } else { 0 })
+                (if d.fin { FLAG_FIN } else { 0 })
+                    | (if d.retransmission { FLAG_RETX } else { 0 })
+                    | (if d.priority.is_some() { FLAG_PRIO } else { 0 })
             }
             Packet::Ack(a) if a.ece => FLAG_ECE,
             Packet::Hello(h) => {
@@ -648,7 +676,7 @@ impl Packet {
     pub fn encoded_len(&self) -> usize {
         match self {
             Packet::Credit(c) => CREDIT_HEADER_LEN + usize::from(c.padding),
-            Packet::Data(d) => DATA_HEADER_LEN.saturating_add(d.payload.len()),
+            Packet::Data(d) => d.header_len().saturating_add(d.payload.len()),
             Packet::Ack(a) => ACK_BASE_LEN + SACK_BLOCK_LEN * a.sack.len(),
             Packet::CreditRequest(_) => CREDIT_REQUEST_LEN,
             Packet::CreditStop { .. } => CREDIT_STOP_LEN,
@@ -685,7 +713,12 @@ impl Packet {
     /// low-priority ACK) → (P4, Not-ECT); everything else → (P0, Not-ECT). `FlashPass` uses
     /// the credit-based classes; its EMULATION → (Credit, ECT(0)) (the emulation queue; an
     /// over-provisioned one is sent Not-ECT by the sender), EMULATION_CREDIT → Control.
+    /// `PFabric`: everything → (Legacy, Not-ECT).
     pub fn marking(&self, transport: TransportKind) -> (TrafficClass, Ecn) {
+        if transport == TransportKind::PFabric {
+            // pFabric §4: no ECN; the priority travels in the PRIO field.
+            return (TrafficClass::Legacy, Ecn::NotEct);
+        }
         if transport == TransportKind::Dctcp {
             return match self {
                 Packet::Data(_) => (TrafficClass::Legacy, Ecn::Ect0),
@@ -790,6 +823,9 @@ impl Packet {
                 out.extend_from_slice(&d.subflow_seq.to_be_bytes());
                 out.extend_from_slice(&d.credit_seq.to_be_bytes());
                 out.extend_from_slice(&d.tsval.to_be_bytes());
+                if let Some(p) = d.priority {
+                    out.extend_from_slice(&p.to_be_bytes());
+                }
                 out.extend_from_slice(&d.payload);
             }
             Packet::Ack(a) => {
@@ -929,9 +965,11 @@ fn decode_inner<'a>(
             })
         }
         PacketType::ProactiveData | PacketType::ReactiveData => {
-            if len < DATA_HEADER_LEN {
+            let with_priority = flags & FLAG_PRIO != 0;
+            let header = DATA_HEADER_LEN + if with_priority { PRIORITY_LEN } else { 0 };
+            if len < header {
                 return Err(DecodeError::Truncated {
-                    needed: DATA_HEADER_LEN,
+                    needed: header,
                     got: len,
                 });
             }
@@ -948,7 +986,12 @@ fn decode_inner<'a>(
             if subflow == SubFlow::Reactive && credit_seq != 0 {
                 return Err(DecodeError::NonZeroCreditSeq(credit_seq));
             }
-            let payload = buf.get(DATA_HEADER_LEN..).unwrap_or(&[]);
+            let priority = if with_priority {
+                Some(u32_at(buf, DATA_HEADER_LEN)?)
+            } else {
+                None
+            };
+            let payload = buf.get(header..).unwrap_or(&[]);
             if payload.is_empty() && !fin {
                 return Err(DecodeError::EmptyPayload);
             }
@@ -968,6 +1011,7 @@ fn decode_inner<'a>(
                 tsval,
                 fin,
                 retransmission: flags & FLAG_RETX != 0,
+                priority,
                 payload: make_payload(payload),
             })
         }
@@ -1159,6 +1203,7 @@ mod tests {
             tsval: 1234,
             fin,
             retransmission: false,
+            priority: None,
             payload: Bytes::from_static(payload),
         })
     }

@@ -93,6 +93,7 @@ fn valid_data() -> impl Strategy<Value = Packet> {
                     tsval,
                     fin: fin || payload.is_empty(),
                     retransmission: retx,
+                    priority: None,
                     payload: Bytes::from(payload),
                 })
             },
@@ -218,6 +219,7 @@ fn any_packet() -> impl Strategy<Value = Packet> {
                     tsval: 2,
                     fin,
                     retransmission: retx,
+                    priority: None,
                     payload: Bytes::from(payload),
                 })
             ),

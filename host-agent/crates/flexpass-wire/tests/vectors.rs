@@ -128,6 +128,9 @@ fn packet_from_json(v: &Value) -> Packet {
             tsval: o.u32("tsval"),
             fin: o.bool("fin"),
             retransmission: o.bool("retransmission"),
+            priority: o
+                .opt("priority")
+                .map(|p| u32::try_from(p.as_u64().expect("priority u64")).expect("u32")),
             payload: Bytes::from(hex::decode(o.str("payload")).expect("payload hex")),
         }),
         "ack" => {

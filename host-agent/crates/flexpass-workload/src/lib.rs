@@ -26,6 +26,10 @@ pub const BUILTIN_CDFS: &[(&str, &str)] = &[
         "flashpass-10-80mb",
         include_str!("../../../workloads/flashpass-10-80mb.cdf"),
     ),
+    (
+        "pase-100-500kb",
+        include_str!("../../../workloads/pase-100-500kb.cdf"),
+    ),
 ];
 
 /// Small flows (< 100 KB) are the FlexPass evaluation's tail-latency class.

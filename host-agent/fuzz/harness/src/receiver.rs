@@ -222,6 +222,7 @@ impl ReceiverPkt {
                     tsval: *tsval,
                     fin: *fin,
                     retransmission: *retx,
+                    priority: None,
                     payload: Bytes::from(pattern::fill(flow_seq, len)),
                 })
             }
@@ -338,6 +339,7 @@ fn stray_for_receiver(kind: u8) -> Packet {
             tsval: 0,
             fin: false,
             retransmission: false,
+            priority: None,
             payload: Bytes::from(pattern::fill(0, 8)),
         }),
     }

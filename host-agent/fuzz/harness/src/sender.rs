@@ -410,6 +410,7 @@ fn stray_for_sender(kind: u8) -> Packet {
             tsval: 0,
             fin: true,
             retransmission: false,
+            priority: None,
             payload: Bytes::new(),
         }),
         1 => Packet::Hello(Hello {

@@ -112,12 +112,29 @@ impl Sender {
         } else {
             cfg.subflow_dupthresh
         };
+        // The PRIO field takes 4 bytes of the packet: the segments are that much shorter,
+        // so a full packet still fits the MTU.
+        let segment = if part.carries_priority() {
+            cfg.mss - flexpass_wire::PRIORITY_LEN
+        } else {
+            cfg.mss
+        };
+        let window = match part {
+            TransportPart::PFabric => {
+                DctcpWindow::new(&crate::pfabric::window(&cfg.pfabric, &cfg.dctcp, segment))
+            }
+            TransportPart::FlexPass(_)
+            | TransportPart::ExpressPass(_)
+            | TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_) => DctcpWindow::new(&cfg.dctcp),
+        };
         Ok(Sender {
             flow_id,
-            buf: SendBuffer::new(cfg.mss),
+            buf: SendBuffer::new(segment),
             proactive: Scoreboard::new(cfg.subflow_dupthresh),
             reactive: Scoreboard::new(reactive_dupthresh),
-            window: DctcpWindow::new(&cfg.dctcp),
+            window,
             handshake: Handshake::Pending { at: now, tries: 0 },
             control,
             flow_size,
@@ -508,7 +525,10 @@ impl Sender {
             TransportPart::FlexPass(_) => {
                 self.buf.has_lost() || self.buf.has_pending() || self.buf.has_unacked_reactive()
             }
-            TransportPart::Dctcp | TransportPart::Ppt(_) | TransportPart::FlashPass(_) => false,
+            TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => false,
         }
     }
 
@@ -544,7 +564,8 @@ impl Sender {
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
-            | TransportPart::Ppt(_) => self.credit_or_window_transmit(now),
+            | TransportPart::Ppt(_)
+            | TransportPart::PFabric => self.credit_or_window_transmit(now),
         }
     }
 
@@ -621,6 +642,11 @@ impl Sender {
                 return None;
             }
         };
+        // pFabric §4.1: the remaining size when the packet leaves.
+        let priority = self
+            .part
+            .carries_priority()
+            .then(|| crate::pfabric::priority(self.flow_size, self.buf.acked_bytes()));
         let seg = self.buf.on_sent(idx, subflow, seq)?;
         let data = Data {
             flow_id: self.flow_id,
@@ -631,6 +657,7 @@ impl Sender {
             tsval: wire_timestamp(now),
             fin: seg.fin,
             retransmission: seg.transmissions > 1,
+            priority,
             payload: seg.payload.clone(),
         };
         let len = data.payload.len() as u64;
@@ -824,7 +851,10 @@ impl Sender {
                 self.buf.has_pending() || self.buf.has_lost() || (established && c.is_flowing())
             }
             TransportPart::FlashPass(_) => true,
-            TransportPart::ExpressPass(_) | TransportPart::Dctcp | TransportPart::Ppt(_) => false,
+            TransportPart::ExpressPass(_)
+            | TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::PFabric => false,
         };
         let moved = self.mark_reactive_in_flight_lost(now);
         if moved > 0 {

@@ -20,6 +20,9 @@ pub(super) enum TransportPart {
     Ppt(Box<Ppt>),
     /// The emulation that schedules data slots, and unscheduled data before the first slot.
     FlashPass(Box<Emulation>),
+    /// One window at the BDP with the small RTO (`crate::pfabric`); every data packet
+    /// carries its remaining-size priority.
+    PFabric,
 }
 
 /// Where the reactive sub-flow takes its next segment.
@@ -41,6 +44,7 @@ impl TransportPart {
             TransportKind::FlashPass => {
                 TransportPart::FlashPass(Box::new(Emulation::new(&cfg.flashpass, now)))
             }
+            TransportKind::PFabric => TransportPart::PFabric,
         }
     }
 
@@ -48,14 +52,20 @@ impl TransportPart {
     pub(super) fn credits(&self) -> Option<&CreditLoop> {
         match self {
             TransportPart::FlexPass(c) | TransportPart::ExpressPass(c) => Some(c),
-            TransportPart::Dctcp | TransportPart::Ppt(_) | TransportPart::FlashPass(_) => None,
+            TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => None,
         }
     }
 
     pub(super) fn credits_mut(&mut self) -> Option<&mut CreditLoop> {
         match self {
             TransportPart::FlexPass(c) | TransportPart::ExpressPass(c) => Some(c),
-            TransportPart::Dctcp | TransportPart::Ppt(_) | TransportPart::FlashPass(_) => None,
+            TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => None,
         }
     }
 
@@ -65,7 +75,8 @@ impl TransportPart {
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
-            | TransportPart::FlashPass(_) => None,
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => None,
         }
     }
 
@@ -75,7 +86,8 @@ impl TransportPart {
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
-            | TransportPart::FlashPass(_) => None,
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => None,
         }
     }
 
@@ -85,7 +97,8 @@ impl TransportPart {
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
-            | TransportPart::Ppt(_) => None,
+            | TransportPart::Ppt(_)
+            | TransportPart::PFabric => None,
         }
     }
 
@@ -95,7 +108,8 @@ impl TransportPart {
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
-            | TransportPart::Ppt(_) => None,
+            | TransportPart::Ppt(_)
+            | TransportPart::PFabric => None,
         }
     }
 
@@ -103,7 +117,7 @@ impl TransportPart {
     /// threshold is DCTCP's, and it sends tail-loss probes.
     pub(super) fn is_one_window(&self) -> bool {
         match self {
-            TransportPart::Dctcp | TransportPart::Ppt(_) => true,
+            TransportPart::Dctcp | TransportPart::Ppt(_) | TransportPart::PFabric => true,
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::FlashPass(_) => false,
@@ -114,7 +128,7 @@ impl TransportPart {
     pub(super) fn acks_on(&self, subflow: SubFlow) -> bool {
         match self {
             TransportPart::ExpressPass(_) => subflow == SubFlow::Proactive,
-            TransportPart::Dctcp => subflow == SubFlow::Reactive,
+            TransportPart::Dctcp | TransportPart::PFabric => subflow == SubFlow::Reactive,
             TransportPart::FlexPass(_) | TransportPart::Ppt(_) | TransportPart::FlashPass(_) => {
                 true
             }
@@ -129,7 +143,8 @@ impl TransportPart {
             TransportPart::FlexPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::FlashPass(_) => false,
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => false,
         }
     }
 
@@ -141,7 +156,8 @@ impl TransportPart {
             TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::FlashPass(_) => false,
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => false,
         }
     }
 
@@ -152,7 +168,7 @@ impl TransportPart {
             TransportPart::FlexPass(_) => Some(ReactiveSource::Head {
                 retransmit_lost: false,
             }),
-            TransportPart::Dctcp => Some(ReactiveSource::Head {
+            TransportPart::Dctcp | TransportPart::PFabric => Some(ReactiveSource::Head {
                 retransmit_lost: true,
             }),
             TransportPart::Ppt(_) => Some(ReactiveSource::Hcp),
@@ -160,6 +176,18 @@ impl TransportPart {
             TransportPart::FlashPass(_) => Some(ReactiveSource::Head {
                 retransmit_lost: false,
             }),
+        }
+    }
+
+    /// Every data packet carries its priority (flag PRIO): pFabric's remaining size (§4.1).
+    pub(super) fn carries_priority(&self) -> bool {
+        match self {
+            TransportPart::PFabric => true,
+            TransportPart::FlexPass(_)
+            | TransportPart::ExpressPass(_)
+            | TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_) => false,
         }
     }
 }

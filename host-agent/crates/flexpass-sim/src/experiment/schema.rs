@@ -682,6 +682,7 @@ impl Experiment {
                 Profile::FlexPass => TransportKind::FlexPass,
                 Profile::Ppt => TransportKind::Ppt,
                 Profile::FlashPass => TransportKind::FlashPass,
+                Profile::PFabric => TransportKind::PFabric,
                 _ => TransportKind::ExpressPass,
             })
     }

@@ -47,7 +47,7 @@ impl Experiment {
         })?;
         if let Some(t) = self.deployment.transport {
             check(t != TransportKind::Dctcp, || {
-                "deployment.transport is the new transport: flexpass, expresspass, ppt or flashpass"
+                "deployment.transport is the new transport: flexpass, expresspass, ppt, flashpass or pfabric"
                     .into()
             })?;
         }
@@ -259,6 +259,13 @@ impl SwitchSpec {
         check(
             !s.feedback_priority || s.profile == Profile::FlashPass,
             || "switch.feedback_priority applies to profile \"flashpass\" only".into(),
+        )?;
+        check(
+            !(s.profile == Profile::PFabric && s.shared_buffer_mb.is_some()),
+            || {
+                "switch.profile \"pfabric\" needs per-port buffers (no switch.shared_buffer_mb)"
+                    .into()
+            },
         )?;
         check(!(s.lcp_pushout && s.shared_buffer_mb.is_some()), || {
             "switch.lcp_pushout needs per-port buffers (no switch.shared_buffer_mb)".into()

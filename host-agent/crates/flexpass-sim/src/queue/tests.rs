@@ -4,7 +4,7 @@
 use super::*;
 use crate::packet::test_packet;
 
-fn cfg(profile: Profile) -> PortConfig {
+pub(super) fn cfg(profile: Profile) -> PortConfig {
     PortConfig {
         profile,
         link_bps: 10e9,
