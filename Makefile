@@ -233,9 +233,9 @@ bench-model: build
 fidelity: build
 	$(PYTHON) $(HOST_AGENT)/fidelity/fidelity.py --out $(RESULTS)/fidelity --write-docs $(if $(JOBS),-j $(JOBS))
 
-## figures: the large-scale figure runners (FlexPass Fig. 10–18) into results/figures/<name>/
+## figures: the large-scale figure runners (FlexPass Fig. 10–18, PASE Fig. 10) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
-FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment
+FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack
 figures: build
 	@for f in $(FIGURES); do \
 	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done
