@@ -29,6 +29,8 @@ MODEL_ONLY = {
            "known only to the model",
     "layering": "the switch is the naive profile's (use profile: naive); the difference is the hosts' "
                 "DCTCP window",
+    "pfabric": "one queue served smallest remaining size first, largest dropped when full (pFabric): "
+               "in the model only so far, not in the P4 programs or flexpass_switch's traffic manager (#26)",
 }
 
 #: Logical queues of the FlexPass design (paper §4.1): Q0 credits, Q1 FlexPass
