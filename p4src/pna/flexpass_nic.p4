@@ -15,11 +15,20 @@
  *   p4c-dpdk --arch pna -DFLEXPASS_PNA_DPDK -o flexpass_nic.spec p4src/pna/flexpass_nic.p4
  */
 #include <core.p4>
-/* DPDK's own pna.p4 adds the meter's dpdk_execute(); both have the fields used here. */
-#ifdef FLEXPASS_PNA_DPDK
+/* Each backend's own pna.p4: DPDK's adds the meter's dpdk_execute(); BMv2's
+ * (p4c-bm2-pna defines __TARGET_BMV2__) has the metadata pna_nic fills in
+ * (istd.recirculated) and a package without the pre control.  The program
+ * uses only what all three have (istd.input_port, istd.parser_error). */
+#if defined(FLEXPASS_PNA_DPDK)
 #include <dpdk/pna.p4>
+#define PNA_DEPARSER_HDR in
+#elif defined(__TARGET_BMV2__)
+#include <bmv2/pna.p4>
+#define PNA_NO_PRE_CONTROL
+#define PNA_DEPARSER_HDR inout
 #else
 #include <pna.p4>
+#define PNA_DEPARSER_HDR in
 #endif
 
 #include "../shared/define.p4"
@@ -29,12 +38,14 @@
 #include "include/control/classifier.p4"
 #include "include/control/credit_meter.p4"
 
+#ifndef PNA_NO_PRE_CONTROL
 control FlexPassNicPre(in headers_t hdr,
                        inout flexpass_nic_meta_t meta,
                        in pna_pre_input_metadata_t istd,
                        inout pna_pre_output_metadata_t ostd) {
     apply { }
 }
+#endif
 
 control FlexPassNicMain(inout headers_t hdr,
                         inout flexpass_nic_meta_t meta,
@@ -142,6 +153,8 @@ control FlexPassNicMain(inout headers_t hdr,
 }
 
 PNA_NIC(FlexPassNicParser(),
+#ifndef PNA_NO_PRE_CONTROL
         FlexPassNicPre(),
+#endif
         FlexPassNicMain(),
         FlexPassNicDeparser()) main;

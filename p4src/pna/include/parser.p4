@@ -66,7 +66,7 @@ parser FlexPassNicParser(packet_in packet,
 }
 
 control FlexPassNicDeparser(packet_out packet,
-                            in headers_t hdr,
+                            PNA_DEPARSER_HDR headers_t hdr,
                             in flexpass_nic_meta_t meta,
                             in pna_main_output_metadata_t ostd) {
     apply {
