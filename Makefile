@@ -126,7 +126,7 @@ test-rust: deps-model
 
 test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the PNA program takes the switch's classifier entries, against its P4Info where built), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, PNA for the NIC edge (pna_nic, DPDK), TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
