@@ -3,7 +3,7 @@
  * functions of FlexPass §4.3 ("the NIC as an edge switch") where packets
  * already pass, sharing p4src/shared with the switch programs.
  *
- *   parse -> drop malformed/forged FlexPass -> classify by DSCP (queue,
+ *   parse -> drop truncated packets and forged FlexPass -> classify by DSCP (queue,
  *   colour, kind; counted per class) -> output port -> police credits
  *   (meter per port at the switch's credit rate, per-flow credit registers).
  *
@@ -100,8 +100,8 @@ control FlexPassNicMain(inout headers_t hdr,
     }
 
     apply {
-        /* Invariant: a FlexPass packet that leaves the NIC has a complete
-         * header of the version we speak whose length matches UDP's, and a
+        /* Invariant: every packet that leaves the NIC parsed without error,
+         * and a FlexPass packet has a header of the version we speak whose length matches UDP's, and a
          * CREDIT has its body.  (One test per `if`: p4c-dpdk cannot unroll
          * the compound condition.) */
         bool bad_flexpass = false;
@@ -126,14 +126,22 @@ control FlexPassNicMain(inout headers_t hdr,
             }
         }
         if (istd.parser_error != error.NoError) {
-            COUNT(nic_events, EVT_PARSER_ERROR, 1);
-            drop(EVT_BAD_FLEXPASS);
+            drop(EVT_PARSER_ERROR);    /* a truncated header of any kind */
         } else if (bad_flexpass) {
             drop(EVT_BAD_FLEXPASS);
-        } else if (!ipv4) {
-            drop(EVT_NOT_IPV4);
         } else {
-            classifier_ctl.apply(hdr, meta);
+            /* Not IPv4 (ARP, IPv6): counted, and passed as legacy at class of
+             * service 0 (a host's NIC must not cut ARP, unlike the L3 switch). */
+            count_t ip_bytes = 0;
+            if (ipv4) {
+                classifier_ctl.apply(hdr, meta);
+                ip_bytes = (count_t)hdr.ipv4.total_len;
+            } else {
+                COUNT(nic_events, EVT_NOT_IPV4, 1);
+                meta.qid = 0;
+                meta.color = COLOR_GREEN;
+                meta.kind = KIND_LEGACY;
+            }
             nic_port.apply();
             if (!has_port) {
                 drop(EVT_NO_PORT);
@@ -144,7 +152,7 @@ control FlexPassNicMain(inout headers_t hdr,
                     drop_packet();
                 } else {
                     COUNT(class_packets, CLASS_INDEX(meta.kind, meta.color), 1);
-                    COUNT(class_bytes, CLASS_INDEX(meta.kind, meta.color), (count_t)hdr.ipv4.total_len);
+                    COUNT(class_bytes, CLASS_INDEX(meta.kind, meta.color), ip_bytes);
                     ostd.class_of_service = (ClassOfService_t)(ClassOfServiceUint_t)meta.qid;
                 }
             }

@@ -32,9 +32,10 @@ typedef bit<64> count_t;
 #define CLASS_INDEX(kind, color) ((bit<32>)((kind) ++ (color)))
 
 /* NIC event counter `nic_events`: the switch's EVT_* ids (define.p4) that
- * apply at the NIC, plus the NIC's own.  Cells 0..EVT_COUNT-1 mean the same
- * thing as the switch's `ingress_events`. */
-#define EVT_BAD_FLEXPASS   7   /* dropped: FlexPass header truncated, wrong version or length */
+ * apply at the NIC (0 parser error, 1 not IPv4 (passed as legacy here), 5 FlexPass seen), plus the
+ * NIC's own.  Unlike the switch, the NIC drops a packet with a parser error:
+ * it is about to enter the network. */
+#define EVT_BAD_FLEXPASS   7   /* dropped: FlexPass version, length or CREDIT body wrong */
 #define EVT_NO_PORT        8   /* dropped: no entry for the input port in `nic_port` */
 #define NIC_EVT_COUNT      16
 

@@ -2,9 +2,9 @@
  * NIC parser and deparser: the switch's header stack (p4src/v1model/include/
  * parser.p4) in PNA form: Ethernet -> IPv4 -> UDP (-> FlexPass when either
  * UDP port is FLEXPASS_PORT -> the credit body for version-1 CREDITs) / TCP.
- * Unlike the switch, the NIC is where FlexPass packets enter the network, so
- * a FlexPass header that does not parse (too short) is dropped by the main
- * control (EVT_BAD_FLEXPASS) rather than forwarded.
+ * Unlike the switch, the NIC is where packets enter the network, so a header
+ * that does not fit (parser error) is dropped by the main control
+ * (EVT_PARSER_ERROR) rather than forwarded.
  */
 #ifndef FLEXPASS_NIC_PARSER_P4_
 #define FLEXPASS_NIC_PARSER_P4_
