@@ -11,6 +11,11 @@
  * DPDK's meter needs the packet length: its pna.p4 has dpdk_execute() for
  * that, BMv2's meter counts the frame itself.  The length given is the frame
  * without FCS (IPv4 total length + 14), what BMv2 counts.
+ * Invariant on DPDK: CIR = PIR and CBS = PBS (the control plane writes them
+ * so).  p4c-dpdk numbers the PNA colours RED 0, GREEN 1, YELLOW 2, while
+ * DPDK's rte_color is GREEN 0, YELLOW 1, RED 2.  The .spec therefore meters
+ * colour-aware with input 1 (DPDK yellow: the peak bucket only) and tests
+ * output == 1: "GREEN" here is DPDK yellow, that is, within PIR.
  */
 #ifndef FLEXPASS_NIC_CREDIT_METER_P4_
 #define FLEXPASS_NIC_CREDIT_METER_P4_
