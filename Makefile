@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-nic p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: everything every target needs (make test); each target installs only its own part:
 ## deps-model (the model and the agent: make build, make demo), deps-python (control plane),
@@ -66,6 +66,21 @@ p4:
 	mkdir -p build/p4
 	p4c-bm2-ss --p4runtime-files build/p4/flexpass.p4info.txtpb -o build/p4/flexpass.json p4src/v1model/flexpass.p4
 
+## p4-nic: the NIC edge in PNA (p4src/pna) for BMv2's pna_nic (build/p4-nic/bmv2: JSON + P4Info)
+## and DPDK's SWX pipeline (build/p4-nic/dpdk: .spec, P4Info, bfrt.json, context.json); a missing
+## backend is skipped by name (SKIPPED p4-nic ...), none installed fails
+P4_NIC      := p4src/pna/flexpass_nic.p4
+P4_NIC_BMV2 := p4c-bm2-pna --p4runtime-files build/p4-nic/bmv2/flexpass_nic.p4info.txtpb -o build/p4-nic/bmv2/flexpass_nic.json $(P4_NIC)
+P4_NIC_DPDK := p4c-dpdk --arch pna -DFLEXPASS_PNA_DPDK --p4runtime-files build/p4-nic/dpdk/flexpass_nic.p4info.txtpb \
+  --bf-rt-schema build/p4-nic/dpdk/bfrt.json --context build/p4-nic/dpdk/context.json -o build/p4-nic/dpdk/flexpass_nic.spec $(P4_NIC)
+p4-nic:
+	@found=; \
+	if command -v p4c-bm2-pna >/dev/null; then found=1; mkdir -p build/p4-nic/bmv2; echo "$(P4_NIC_BMV2)"; nice -n 15 $(P4_NIC_BMV2) || exit 1; \
+	else echo "SKIPPED p4-nic bmv2: p4c-bm2-pna not installed (p4src/README.md: NIC edge)"; fi; \
+	if command -v p4c-dpdk >/dev/null; then found=1; mkdir -p build/p4-nic/dpdk; echo "$(P4_NIC_DPDK)"; nice -n 15 $(P4_NIC_DPDK) || exit 1; \
+	else echo "SKIPPED p4-nic dpdk: p4c-dpdk not installed (p4src/README.md: NIC edge)"; fi; \
+	[ -n "$$found" ] || { echo "p4-nic: neither p4c-bm2-pna nor p4c-dpdk is installed (p4src/README.md: NIC edge)"; exit 1; }
+
 ## p4-tofino: the TNA program for Tofino and Tofino2 with p4c's Tofino backend, into
 ## build/p4-tofino/{tofino,tofino2} (bfrt.json, pipe/: context.json, the binary, logs) + resources.txt
 # The SDE ships p4c with the Tofino backend; otherwise the p4c on PATH.
@@ -111,9 +126,9 @@ test-rust: deps-model
 
 test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge, Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the PNA program takes the switch's classifier entries, against its P4Info where built), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
-# The P4 programs (p4c: v1model for BMv2, TNA for Tofino/Tofino2), the PTF suite against
+# The P4 programs (p4c: v1model for BMv2, PNA for the NIC edge (pna_nic, DPDK), TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
 # One summary line; each missing tool is named in it.
 test-p4:
@@ -124,6 +139,12 @@ test-p4:
 	  bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
 	  if grep -q '^SKIPPED ptf:' build/ptf.out; then ran="v1model compiles"; notes="$$notes; $$(grep '^SKIPPED ptf:' build/ptf.out)"; \
 	  else ran="v1model + ptf (classification, credit meter and its burst for credit batches, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL on simple_switch_grpc)"; fi; fi; \
+	if command -v p4c-bm2-pna >/dev/null || command -v p4c-dpdk >/dev/null; then \
+	  $(MAKE) --no-print-directory p4-nic 2>&1 | tee build/p4-nic.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
+	  nic=$$(for b in bmv2 dpdk; do grep -q "^SKIPPED p4-nic $$b:" build/p4-nic.out || echo -n "$$b, "; done); \
+	  ran="$${ran:+$$ran, }pna compiles ($${nic%, })"; \
+	  while read -r l; do notes="$$notes; $$l"; done < <(grep '^SKIPPED p4-nic' build/p4-nic.out); \
+	else notes="$$notes; SKIPPED pna: neither p4c-bm2-pna nor p4c-dpdk installed (NIC edge compile; p4src/README.md)"; fi; \
 	if $(TOFINO_BACKEND); then \
 	  $(MAKE) --no-print-directory p4-tofino || exit 1; ran="$${ran:+$$ran, }tna compiles (tofino, tofino2)"; \
 	  bash ptf-tests/run_tofino_model.sh 2>&1 | tee build/ptf-tofino.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
