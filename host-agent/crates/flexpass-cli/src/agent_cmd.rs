@@ -122,7 +122,9 @@ pub fn parse_transport(s: &str) -> Result<Option<TransportKind>, String> {
         return Ok(None);
     }
     TransportKind::from_name(s).map(Some).ok_or_else(|| {
-        format!("unknown transport '{s}' (flexpass, expresspass, dctcp, ppt, flashpass, pfabric, tcp)")
+        format!(
+            "unknown transport '{s}' (flexpass, expresspass, dctcp, ppt, flashpass, pfabric, tcp)"
+        )
     })
 }
 

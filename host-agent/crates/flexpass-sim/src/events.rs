@@ -51,7 +51,7 @@ pub struct EventQueue<T> {
     far: BinaryHeap<Reverse<Entry<T>>>,
     /// Emptied bucket buffers, most recently used last: a bucket that gets its first entry
     /// takes one of these (still in the cache) instead of its own buffer from one ring turn
-    /// ago (the ring's buffers together are hundreds of MB in a large network).
+    /// ago (the ring's buffers together can reach hundreds of MB in a large network).
     spare: Vec<Vec<Entry<T>>>,
     len: usize,
 }

@@ -318,7 +318,9 @@ impl Network {
             timers: [None, None],
         });
         self.last_delivered.push([0; 3]);
-        self.schedule(start, Ev::Start { flow: idx as u32 });
+        let flow =
+            u32::try_from(idx).expect("fewer than 2^32 flows (events index them in 32 bits)");
+        self.schedule(start, Ev::Start { flow });
     }
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {

@@ -54,12 +54,12 @@ impl Ev {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Ev>() == 16);
+const _: () = assert!(std::mem::size_of::<Ev>() <= 16);
 
 impl Network {
-    /// Ask the CPU to start loading what the event after the current one touches (its packet,
-    /// its port): the model is bound by memory latency, and this overlaps it with the
-    /// current event's work.
+    /// Ask the CPU to start loading what the event `PREFETCH_AHEAD` places after the next
+    /// one touches (its packet, its port): the model is bound by memory latency, and this
+    /// overlaps it with the work of the events before it.
     #[inline]
     pub(super) fn prefetch_next(&self) {
         #[cfg(target_arch = "x86_64")]
