@@ -205,6 +205,55 @@ mod tests {
         assert_eq!(out[3].1.reference_rate_bps, 1e6);
     }
 
+    /// Over many random links and flow sets: the rates of the flows that fit sum to at most
+    /// C, the shortest flow is in the top queue, and queues never rise with remaining size.
+    #[test]
+    fn invariants_hold_on_random_links() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut out = vec![];
+        for _ in 0..2000 {
+            let capacity = (1 + next(100)) as f64 * 1e9;
+            let queues = 1 + next(8) as u8;
+            let base = 1e6;
+            let mut flows: Vec<FlowDemand> = (0..1 + next(40))
+                .map(|i| FlowDemand {
+                    flow: i as u32,
+                    remaining: 1 + next(10_000_000),
+                    demand_bps: (1 + next(100)) as f64 * 1e9,
+                })
+                .collect();
+            let shortest = flows.iter().map(|f| (f.remaining, f.flow)).min().unwrap();
+            out.clear();
+            arbitrate(capacity, queues, base, &mut flows, &mut out);
+            assert_eq!(out.len(), flows.len());
+            assert_eq!(out[0].0, shortest.1);
+            assert_eq!(out[0].1.queue, 0);
+            let mut adh = 0.0;
+            let mut fitting = 0.0;
+            for (f, (id, a)) in flows.iter().zip(&out) {
+                assert_eq!(f.flow, *id);
+                assert!(a.queue < queues);
+                if adh < capacity {
+                    fitting += a.reference_rate_bps;
+                } else {
+                    assert_eq!(a.reference_rate_bps, base);
+                }
+                adh += f.demand_bps;
+            }
+            assert!(
+                fitting <= capacity * (1.0 + 1e-12),
+                "{fitting} > {capacity}"
+            );
+            assert!(out.windows(2).all(|w| w[0].1.queue <= w[1].1.queue));
+        }
+    }
+
     #[test]
     fn queues_are_capped_at_the_lowest() {
         let mut flows = demands(&[1, 2, 3, 4, 5, 6], 10e9);
