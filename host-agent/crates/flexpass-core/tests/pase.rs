@@ -144,3 +144,32 @@ fn forged_or_malformed_arbitrations_are_rejected_and_change_nothing() {
         ArbitrationError::NotPase("dctcp")
     );
 }
+
+mod harness;
+
+/// An arbitrator that never answers leaves the flow on its first (local) arbitration and
+/// DCTCP's window: it completes, byte for byte, with no stall and no timeout.
+#[test]
+fn without_any_arbitration_the_flow_completes_as_dctcp_in_its_queue() {
+    // Flow 7: the harness's receiver.
+    let mut s = Sender::new(7, config(true), 1_000_000, 0).unwrap();
+    s.write(Bytes::from(harness::pattern(1_000_000)));
+    s.finish();
+    let mut pair =
+        harness::Pair::new(s, harness::receiver(TransportKind::Pase)).with_delay(10 * MICROS);
+    let done = pair.run(100_000 * MICROS, |p| p.s.is_complete());
+    assert!(
+        done,
+        "acked {} of 1 MB, error {:?}, rejected {} / {}, stats {:?}",
+        pair.s.acked_bytes(),
+        pair.s.error(),
+        pair.rejected_by_sender,
+        pair.rejected_by_receiver,
+        pair.s.stats()
+    );
+    assert_eq!(pair.delivered, harness::pattern(1_000_000));
+    assert_eq!(pair.s.stats().timeouts, 0);
+    assert_eq!(pair.s.arbitration().unwrap().queue, 0);
+    let data = pair.count(harness::Dir::ToReceiver, |p| matches!(p, Packet::Data(_)));
+    assert!(data >= 1_000_000 / pair.s.config().mss);
+}
