@@ -35,6 +35,9 @@ pub struct PaseArbitration {
     pub base_rate_bps: f64,
     pub stats: ArbitrationStats,
     ticking: bool,
+    /// Indices of the PASE flows started and not yet complete (pruned every round), so a
+    /// round costs the active flows, not every flow of the run.
+    active: Vec<usize>,
 }
 
 /// Arbitration overhead over the run.
@@ -59,6 +62,7 @@ impl PaseArbitration {
             base_rate_bps,
             stats: ArbitrationStats::default(),
             ticking: false,
+            active: Vec::new(),
         }
     }
 }
@@ -92,18 +96,25 @@ impl Network {
         out
     }
 
-    /// The active PASE flows: (flow index, remaining bytes).
-    fn pase_flows(&self) -> Vec<(usize, u64)> {
-        self.flows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| {
-                let s = f.sender.as_ref()?;
-                (s.transport() == TransportKind::Pase && !s.is_complete()).then(|| {
-                    let size = f.spec.size.unwrap_or(u64::MAX);
-                    (i, size.saturating_sub(s.acked_bytes()))
-                })
+    /// The active PASE flows: (flow index, remaining bytes); the finished ones leave the
+    /// list.
+    fn pase_flows(&mut self) -> Vec<(usize, u64)> {
+        let Some(arb) = self.pase.as_mut() else {
+            return vec![];
+        };
+        let flows = &self.flows;
+        let remaining = |i: usize| {
+            let f = &flows[i];
+            let s = f.sender.as_ref()?;
+            (s.transport() == TransportKind::Pase && !s.is_complete()).then(|| {
+                let size = f.spec.size.unwrap_or(u64::MAX);
+                size.saturating_sub(s.acked_bytes())
             })
+        };
+        arb.active.retain(|&i| remaining(i).is_some());
+        arb.active
+            .iter()
+            .filter_map(|&i| remaining(i).map(|r| (i, r)))
             .collect()
     }
 
@@ -135,8 +146,12 @@ impl Network {
         let Some(arb) = self.pase.as_ref() else {
             return;
         };
+        if self.flows[flow].spec.transport != TransportKind::Pase {
+            return;
+        }
         let (queues, base, ticking, interval) =
             (arb.queues, arb.base_rate_bps, arb.ticking, arb.interval);
+        self.pase.as_mut().expect("checked").active.push(flow);
         let src = self.flows[flow].spec.src;
         let host_link = (self.hosts[src], 0usize);
         let mut link_flows = vec![];
