@@ -166,7 +166,7 @@ ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
 
 SUBFLOWS = {0: "proactive", 1: "reactive"}
 TRANSPORTS = {1: "flexpass", 2: "expresspass", 3: "dctcp", 4: "ppt", 5: "flashpass",
-              6: "pfabric"}
+              6: "pfabric", 7: "pase"}
 HELLO_STATUSES = {0: "accepted", 1: "unsupported_transport", 2: "refused", 3: "retry"}
 STATUS_RETRY = 3  # only with flag COOKIE, which only it allows
 RESET_REASONS = {0: "unspecified", 1: "unknown_flow", 2: "protocol_violation", 3: "shutdown"}

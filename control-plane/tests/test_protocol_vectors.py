@@ -44,7 +44,7 @@ INVALID = VECTORS["invalid"]
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
               "hello_ack": 8, "reset": 9, "emulation": 10, "emulation_credit": 11}
 TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4, "flashpass": 5,
-             "pfabric": 6}
+             "pfabric": 6, "pase": 7}
 STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
 REASON = {"unspecified": 0, "unknown_flow": 1, "protocol_violation": 2, "shutdown": 3}
 SUBFLOW = {"proactive": 0, "reactive": 1}

@@ -463,7 +463,7 @@ mod tests {
             ),
             (
                 r#"{"op":"connect","peer":"127.0.0.1:1","transport":"tcp"}"#,
-                "connect needs \"transport\": flexpass | expresspass | dctcp | ppt | flashpass | pfabric, got \"tcp\"",
+                "connect needs \"transport\": flexpass | expresspass | dctcp | ppt | flashpass | pfabric | pase, got \"tcp\"",
             ),
             (
                 r#"{"op":"connect","peer":"127.0.0.1:1","transport":1}"#,

@@ -34,7 +34,7 @@ pub struct WorkloadArgs {
     /// Number of flows.
     #[arg(long, default_value_t = 100)]
     pub count: usize,
-    /// flexpass, expresspass, dctcp, ppt, flashpass, pfabric or tcp.
+    /// flexpass, expresspass, dctcp, ppt, flashpass, pfabric, pase or tcp.
     #[arg(long, default_value = "flexpass")]
     pub transport: String,
     #[arg(long, default_value_t = 1)]
@@ -78,7 +78,7 @@ pub struct IncastArgs {
     /// Response size in bytes (FlexPass §6.1: 64 kB).
     #[arg(long, default_value_t = 64_000)]
     pub size: u64,
-    /// flexpass, expresspass, dctcp, ppt, flashpass, pfabric or tcp.
+    /// flexpass, expresspass, dctcp, ppt, flashpass, pfabric, pase or tcp.
     #[arg(long, default_value = "flexpass")]
     pub transport: String,
     /// Local UDP address (responses come back to it).

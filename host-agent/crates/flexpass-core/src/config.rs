@@ -558,6 +558,10 @@ pub struct SenderConfig {
     /// pFabric's window and RTO (transport pfabric only; `crate::pfabric`).
     #[serde(default)]
     pub pfabric: PFabricConfig,
+    /// PASE's queues, line rate and reference-rate switch (transport pase only;
+    /// `crate::pase`).
+    #[serde(default)]
+    pub pase: crate::pase::PaseConfig,
 }
 
 /// Default give-up timeout (`SenderConfig::give_up_timeout`): 30 s of silence from the peer.
@@ -585,6 +589,7 @@ impl SenderConfig {
             ppt: PptConfig::default(),
             flashpass: FlashPassConfig::default(),
             pfabric: PFabricConfig::default(),
+            pase: crate::pase::PaseConfig::default(),
         }
     }
 
@@ -613,6 +618,9 @@ impl SenderConfig {
             if self.mss <= flexpass_wire::PRIORITY_LEN {
                 return Err(format!("pfabric needs mss > 4, got {}", self.mss));
             }
+        }
+        if self.transport == TransportKind::Pase {
+            self.pase.validate()?;
         }
         self.dctcp.validate()
     }
@@ -694,7 +702,8 @@ pub fn uses_credits(t: TransportKind) -> bool {
         TransportKind::Dctcp
         | TransportKind::Ppt
         | TransportKind::FlashPass
-        | TransportKind::PFabric => false,
+        | TransportKind::PFabric
+        | TransportKind::Pase => false,
     }
 }
 

@@ -194,6 +194,12 @@ impl DctcpWindow {
         }
     }
 
+    /// An outside rate sets the window (PASE's reference rate × RTT): kept within
+    /// [min_cwnd, max_cwnd]; ECN marks and losses then adjust it as usual.
+    pub fn set_cwnd(&mut self, cwnd: f64) {
+        self.cwnd = cwnd.clamp(self.cfg.min_cwnd, self.cfg.max_cwnd);
+    }
+
     /// The retransmission timer fired: window to the minimum, back off the timer.
     pub fn on_timeout(&mut self, next_seq: u32) {
         if self.cfg.cc == WindowCc::Cubic {

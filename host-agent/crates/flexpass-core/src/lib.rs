@@ -20,6 +20,8 @@
 //!   over-provisioning, §III).
 //! - [`pfabric`]: pFabric's end host: the remaining-size priority every data packet carries,
 //!   the window at the BDP and the small RTO (§4).
+//! - [`pase`]: PASE's arbitration (Algorithm 1: queue and reference rate by remaining size,
+//!   end-to-end as the minimum over the path) and its endpoint's window (SIGCOMM'14 §3).
 //! - [`scoreboard`]: per-sub-flow send scoreboard: sub-flow sequence space, cumulative ACK +
 //!   SACK processing, loss detection by duplicate ACK.
 //! - [`send_buffer`]: the single FlexPass send buffer with per-packet states and the
@@ -37,6 +39,7 @@ pub mod flashpass;
 pub mod flow_scheduling;
 pub mod lcp;
 pub mod pacer;
+pub mod pase;
 pub mod pfabric;
 pub mod reassembly;
 pub mod receiver;

@@ -380,7 +380,9 @@ impl Receiver {
         let allowed = match (self.transport, d.subflow) {
             (TransportKind::FlexPass, _) => true,
             (TransportKind::ExpressPass, s) => s == SubFlow::Proactive,
-            (TransportKind::Dctcp | TransportKind::PFabric, s) => s == SubFlow::Reactive,
+            (TransportKind::Dctcp | TransportKind::PFabric | TransportKind::Pase, s) => {
+                s == SubFlow::Reactive
+            }
             (TransportKind::Ppt | TransportKind::FlashPass, _) => true,
         };
         if !allowed {

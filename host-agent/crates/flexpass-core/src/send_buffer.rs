@@ -123,6 +123,11 @@ impl SendBuffer {
         true
     }
 
+    /// Payload bytes of a full segment.
+    pub fn segment_size(&self) -> usize {
+        self.mss
+    }
+
     /// No more application bytes: the last segment carries FIN.
     pub fn finish(&mut self) {
         self.fin_requested = true;

@@ -25,7 +25,7 @@
 //!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
 //! port, every non-loopback IPv4 destination), FLEXPASS_AGENT_SOCKET (default
-//! /run/flexpass/agent.sock), FLEXPASS_TRANSPORT (flexpass | expresspass | dctcp | ppt | flashpass | pfabric),
+//! /run/flexpass/agent.sock), FLEXPASS_TRANSPORT (flexpass | expresspass | dctcp | ppt | flashpass | pfabric | pase),
 //! FLEXPASS_LOG=info|debug (the CLI's log level: the library's lines on stderr). The once-per-peer fallback line and the
 //! once-per-process "agent not running" line are always printed.
 //!

@@ -3,8 +3,8 @@
 //! (`prepare`). The runners (`run`, `convergence`) drive what it prepares and `report` reads
 //! the result.
 
-use crate::experiment::{Experiment, FlashPassSpec, PptSpec};
-use crate::net::{FlowSpec, Network, NodeId};
+use crate::experiment::{Experiment, FlashPassSpec, PaseSpec, PptSpec};
+use crate::net::{FlowSpec, Network, NodeId, PaseArbitration};
 use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
@@ -43,6 +43,7 @@ pub struct Stack {
     /// PPT profile, switch ports: HCP packets push queued LCP packets out of a full buffer.
     pub lcp_pushout: bool,
     pub ppt: PptSpec,
+    pub pase: PaseSpec,
     pub tcp: flexpass_core::WindowCc,
     pub flashpass: FlashPassSpec,
     pub emulation_threshold: usize,
@@ -142,6 +143,7 @@ impl Stack {
             lcp_drop: s.lcp_drop_kb.map_or(u64::MAX, kb),
             lcp_pushout: s.lcp_pushout,
             ppt: exp.host.ppt.clone(),
+            pase: exp.host.pase.clone(),
             tcp: exp.host.tcp,
             flashpass: exp.host.flashpass.clone(),
             emulation_threshold: if s.profile == Profile::FlashPass {
@@ -270,6 +272,14 @@ impl Stack {
         }
         if f.transport == TransportKind::FlashPass {
             c.flashpass = self.flashpass_config();
+        }
+        if f.transport == TransportKind::Pase {
+            c.pase = flexpass_core::pase::PaseConfig {
+                queues: self.pase.queues,
+                line_rate_bps: self.host_bps,
+                base_rtt: self.base_rtt.max(1),
+                reference_rate: self.pase.reference_rate,
+            };
         }
         if f.transport == TransportKind::PFabric {
             // pFabric §4.2: the window is the host link's BDP, the RTO 3 base RTTs.
@@ -466,6 +476,17 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     net.retire_after = exp.measure.retire_flows.then_some(10 * MILLIS);
     net.tcp_fct_at_ack = exp.measure.tcp_fct.as_deref() == Some("acked");
     net.single_path = exp.topology.common.routing.as_deref() == Some("single-path");
+    if flows.iter().any(|f| f.transport == TransportKind::Pase) {
+        // PASE §3.1: arbitration every RTT; a flow that does not fit gets one packet per RTT.
+        let p = &exp.host.pase;
+        let packet_bits = 8.0 * exp.topology.mtu() as f64;
+        net.pase = Some(PaseArbitration::new(
+            p.arbitration == "end-to-end",
+            p.queues,
+            rtt,
+            packet_bits / (rtt.max(1) as f64 * 1e-9),
+        ));
+    }
     let mut monitors = vec![];
     for sel in &exp.measure.monitor {
         for (n, p) in select_ports(&net, &built, sel)? {

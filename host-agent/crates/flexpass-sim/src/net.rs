@@ -8,10 +8,12 @@
 //! and what is loaded ahead of them, `fabric` builds the nodes, links and routes, `measure`
 //! samples and counts.
 
+mod arbitration;
 mod event;
 mod fabric;
 mod measure;
 
+pub use arbitration::{ArbitrationStats, PaseArbitration};
 use event::Ev;
 pub use measure::{PortReport, QueueTrace, Sample};
 
@@ -247,6 +249,8 @@ pub struct Network {
     to_retire: Vec<usize>,
     retire_scheduled: bool,
     completed_flows: usize,
+    /// PASE's arbitrators (runs with PASE flows).
+    pub pase: Option<PaseArbitration>,
 }
 
 impl Network {
@@ -291,6 +295,7 @@ impl Network {
             to_retire: vec![],
             retire_scheduled: false,
             completed_flows: 0,
+            pase: None,
         }
     }
 
@@ -446,6 +451,19 @@ impl Network {
                 }
             }
             Ev::Start { flow } => self.start_flow(flow as usize),
+            Ev::Arbitrate => self.arbitration_round(),
+            Ev::Arbitration {
+                flow,
+                queue,
+                rate_kbps,
+            } => {
+                let a = flexpass_core::pase::Arbitration {
+                    queue,
+                    reference_rate_bps: f64::from(rate_kbps) * 1e3,
+                };
+                self.apply_arbitration(flow as usize, a);
+                self.service(flow as usize, Side::Sender);
+            }
             Ev::Sample => self.sample(),
             Ev::Link { node, port, up } => self.set_link(node as usize, port as usize, up),
             Ev::Reroute => {
@@ -529,6 +547,7 @@ impl Network {
                     self.flows[flow].written = size;
                 }
                 self.flows[flow].sender = Some(s);
+                self.pase_flow_started(flow);
                 self.refill(flow);
                 self.service(flow, Side::Sender);
             }

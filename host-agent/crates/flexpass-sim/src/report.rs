@@ -394,6 +394,9 @@ pub struct RunReport {
     /// FlashPass flows' emulation (runs with FlashPass flows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flashpass: Option<FlashPassReport>,
+    /// PASE's arbitration overhead (runs with PASE flows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pase: Option<crate::net::ArbitrationStats>,
     /// Packets without payload (ACKs, EMULATION_CREDITs, other control messages) dropped
     /// for a full data buffer, switches and NICs; counted in `data_drops_full` /
     /// `nic_data_drops` (they share the data queue), not in `data_loss_rate`.
@@ -732,6 +735,7 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
         ppt: ppt_report(net, &ports),
         flashpass: flashpass_report(net),
+        pase: net.pase.as_ref().map(|p| p.stats),
         control_drops: control,
         red_loss_rate: (red + nic_red) as f64 / data_sent.max(1) as f64,
         data_loss_rate: (full + red + nic - control) as f64 / data_sent.max(1) as f64,

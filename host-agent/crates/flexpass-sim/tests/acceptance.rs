@@ -52,6 +52,7 @@ fn incast(t: TransportKind, n: usize, extra: &[String]) -> RunReport {
         TransportKind::Ppt => ("ppt", "ppt"),
         TransportKind::FlashPass => ("flashpass", "flashpass"),
         TransportKind::PFabric => ("pfabric", "pfabric"),
+        TransportKind::Pase => ("pase", "ppt"),
     };
     let mut s = sets(&[
         &format!("incast.0.transport={name}"),

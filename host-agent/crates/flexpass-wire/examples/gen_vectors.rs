@@ -83,6 +83,7 @@ fn transport_str(t: TransportKind) -> &'static str {
         TransportKind::Ppt => "ppt",
         TransportKind::FlashPass => "flashpass",
         TransportKind::PFabric => "pfabric",
+        TransportKind::Pase => "pase",
     }
 }
 
@@ -616,6 +617,27 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             }),
         ),
         (
+            "hello_pase",
+            "HELLO, transport pase (7), 300 kB flow",
+            Packet::Hello(Hello {
+                flow_id: 32,
+                transport: TransportKind::Pase,
+                flow_size: 300_000,
+                conn: None,
+                cookie: None,
+                idle: false,
+            }),
+        ),
+        (
+            "hello_ack_pase",
+            "HELLO_ACK accepted, transport pase",
+            Packet::HelloAck(HelloAck {
+                flow_id: 32,
+                transport: TransportKind::Pase,
+                status: HelloStatus::Accepted,
+            }),
+        ),
+        (
             "hello_ack_accepted",
             "HELLO_ACK accepted",
             Packet::HelloAck(HelloAck {
@@ -984,7 +1006,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(ack4.clone(), 56, &[0, 0, 0, 50, 0, 0, 0, 60]), "BadSackBlock"),
         // --- HELLO / HELLO_ACK / RESET ---------------------------------------------------------------
         ("hello_unknown_transport_0", "HELLO transport 0", with(hello.clone(), 8, &[0]), "UnknownTransport"),
-        ("hello_unknown_transport_7", "HELLO transport 7 (6 is pfabric)", with(hello.clone(), 8, &[7]), "UnknownTransport"),
+        ("hello_unknown_transport_8", "HELLO transport 8 (7 is pase)", with(hello.clone(), 8, &[8]), "UnknownTransport"),
         ("hello_reserved_nonzero", "HELLO reserved byte 11 = 1", with(hello.clone(), 11, &[1]), "NonZeroReserved"),
         ("hello_conn_role_0", "HELLO (CONN) role 0", with(hconn.clone(), 28, &[0]), "BadConnRole"),
         ("hello_conn_role_3", "HELLO (CONN) role 3", with(hconn.clone(), 28, &[3]), "BadConnRole"),

@@ -160,6 +160,9 @@ pub enum TransportKind {
     /// rate), a small RTO, and every data packet carries its priority, the flow's remaining
     /// size (flag PRIO); the switch serves the highest priority and drops the lowest; wire 6.
     PFabric,
+    /// PASE (SIGCOMM'14): one DCTCP window on the reactive sub-flow, sent in the priority
+    /// queue (P0..P7) and at the reference rate its arbitrators assign; wire 7.
+    Pase,
 }
 
 impl TransportKind {
@@ -172,6 +175,7 @@ impl TransportKind {
             4 => Some(TransportKind::Ppt),
             5 => Some(TransportKind::FlashPass),
             6 => Some(TransportKind::PFabric),
+            7 => Some(TransportKind::Pase),
             _ => None,
         }
     }
@@ -185,11 +189,12 @@ impl TransportKind {
             TransportKind::Ppt => 4,
             TransportKind::FlashPass => 5,
             TransportKind::PFabric => 6,
+            TransportKind::Pase => 7,
         }
     }
 
     /// The transport's name on command lines, in configs and records: flexpass,
-    /// expresspass, dctcp, ppt, flashpass, pfabric.
+    /// expresspass, dctcp, ppt, flashpass, pfabric, pase.
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::FlexPass => "flexpass",
@@ -198,18 +203,20 @@ impl TransportKind {
             TransportKind::Ppt => "ppt",
             TransportKind::FlashPass => "flashpass",
             TransportKind::PFabric => "pfabric",
+            TransportKind::Pase => "pase",
         }
     }
 
     /// Every transport, in wire order (all of them run in the core, the model and the host
     /// agent).
-    pub const ALL: [TransportKind; 6] = [
+    pub const ALL: [TransportKind; 7] = [
         TransportKind::FlexPass,
         TransportKind::ExpressPass,
         TransportKind::Dctcp,
         TransportKind::Ppt,
         TransportKind::FlashPass,
         TransportKind::PFabric,
+        TransportKind::Pase,
     ];
 
     /// The transport named `s` among [`ALL`](Self::ALL) (see [`name`](Self::name)).
@@ -718,6 +725,14 @@ impl Packet {
         if transport == TransportKind::PFabric {
             // pFabric §4: no ECN; the priority travels in the PRIO field.
             return (TrafficClass::Legacy, Ecn::NotEct);
+        }
+        if transport == TransportKind::Pase {
+            // PASE §3.3: data in the queue its arbitrators assign (the sender overrides this
+            // P0 with it), ECN-capable; everything else in the top queue.
+            return match self {
+                Packet::Data(_) => (TrafficClass::Priority(0), Ecn::Ect0),
+                _ => (TrafficClass::Priority(0), Ecn::NotEct),
+            };
         }
         if transport == TransportKind::Dctcp {
             return match self {

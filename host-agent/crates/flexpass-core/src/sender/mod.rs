@@ -21,6 +21,7 @@ pub use stats::{Rejected, SenderError, SenderStats};
 use crate::config::SenderConfig;
 use crate::dctcp::DctcpWindow;
 use crate::lcp::Lcp;
+use crate::pase::{Arbitration, ArbitrationError};
 use crate::scoreboard::{AckEvents, Scoreboard};
 use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
@@ -123,11 +124,20 @@ impl Sender {
             TransportPart::PFabric => {
                 DctcpWindow::new(&crate::pfabric::window(&cfg.pfabric, &cfg.dctcp, segment))
             }
+            TransportPart::Pase(a) if cfg.pase.reference_rate => {
+                // §3.3: the first window is the local arbitration's rate × RTT.
+                let w = crate::pase::window_for(&a, cfg.pase.base_rtt, segment);
+                DctcpWindow::new(&crate::config::DctcpConfig {
+                    init_cwnd: w,
+                    ..cfg.dctcp.clone()
+                })
+            }
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::FlashPass(_) => DctcpWindow::new(&cfg.dctcp),
+            | TransportPart::FlashPass(_)
+            | TransportPart::Pase(_) => DctcpWindow::new(&cfg.dctcp),
         };
         Ok(Sender {
             flow_id,
@@ -196,6 +206,38 @@ impl Sender {
     }
     pub fn is_established(&self) -> bool {
         self.handshake == Handshake::Established
+    }
+
+    /// PASE: the arbitration the flow follows (None for other transports).
+    pub fn arbitration(&self) -> Option<Arbitration> {
+        self.part.arbitration().copied()
+    }
+
+    /// PASE: an arbitration from the flow's arbitrators (`crate::pase`), checked first (it
+    /// may be forged): the data's queue from now on and, unless PASE-DCTCP, the window set
+    /// to the reference rate × base RTT when the answer changed (the DCTCP window then
+    /// adjusts it on ECN marks).
+    pub fn on_arbitration(&mut self, flow_id: u32, a: Arbitration) -> Result<(), ArbitrationError> {
+        if flow_id != self.flow_id {
+            return Err(ArbitrationError::WrongFlow {
+                expected: self.flow_id,
+                got: flow_id,
+            });
+        }
+        let TransportPart::Pase(current) = &mut self.part else {
+            return Err(ArbitrationError::NotPase(self.cfg.transport.name()));
+        };
+        a.validate(&self.cfg.pase)?;
+        // The same answer again leaves the window to DCTCP (self-adjusting within the queue);
+        // a new one sets it to the reference rate × the base RTT (not the measured RTT, which
+        // queueing inflates).
+        let changed = *current != a;
+        *current = a;
+        if changed && self.cfg.pase.reference_rate {
+            let w = crate::pase::window_for(&a, self.cfg.pase.base_rtt, self.buf.segment_size());
+            self.window.set_cwnd(w);
+        }
+        Ok(())
     }
 
     /// PPT: the low-priority loop (None for other transports).
@@ -528,7 +570,8 @@ impl Sender {
             TransportPart::Dctcp
             | TransportPart::Ppt(_)
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => false,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => false,
         }
     }
 
@@ -565,7 +608,8 @@ impl Sender {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::PFabric => self.credit_or_window_transmit(now),
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => self.credit_or_window_transmit(now),
         }
     }
 
@@ -683,6 +727,9 @@ impl Sender {
             };
             t.class = TrafficClass::Priority(level);
             p.sched.on_sent(len);
+        }
+        if let Some(a) = self.part.arbitration() {
+            t.class = TrafficClass::Priority(a.queue); // PASE §3.3: the assigned queue
         }
         Some(t)
     }
@@ -854,7 +901,8 @@ impl Sender {
             TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::PFabric => false,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => false,
         };
         let moved = self.mark_reactive_in_flight_lost(now);
         if moved > 0 {

@@ -6,6 +6,7 @@ use super::credits::CreditLoop;
 use super::ppt::Ppt;
 use crate::config::SenderConfig;
 use crate::flashpass::Emulation;
+use crate::pase::Arbitration;
 use crate::Nanos;
 use flexpass_wire::{SubFlow, TransportKind};
 
@@ -23,6 +24,9 @@ pub(super) enum TransportPart {
     /// One window at the BDP with the small RTO (`crate::pfabric`); every data packet
     /// carries its remaining-size priority.
     PFabric,
+    /// One DCTCP window in the queue, and set to the reference rate, of the last accepted
+    /// arbitration (`crate::pase`).
+    Pase(Arbitration),
 }
 
 /// Where the reactive sub-flow takes its next segment.
@@ -45,6 +49,7 @@ impl TransportPart {
                 TransportPart::FlashPass(Box::new(Emulation::new(&cfg.flashpass, now)))
             }
             TransportKind::PFabric => TransportPart::PFabric,
+            TransportKind::Pase => TransportPart::Pase(cfg.pase.initial()),
         }
     }
 
@@ -55,7 +60,8 @@ impl TransportPart {
             TransportPart::Dctcp
             | TransportPart::Ppt(_)
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -65,7 +71,8 @@ impl TransportPart {
             TransportPart::Dctcp
             | TransportPart::Ppt(_)
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -76,7 +83,8 @@ impl TransportPart {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -87,7 +95,8 @@ impl TransportPart {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -98,7 +107,8 @@ impl TransportPart {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -109,7 +119,8 @@ impl TransportPart {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::PFabric => None,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => None,
         }
     }
 
@@ -117,7 +128,10 @@ impl TransportPart {
     /// threshold is DCTCP's, and it sends tail-loss probes.
     pub(super) fn is_one_window(&self) -> bool {
         match self {
-            TransportPart::Dctcp | TransportPart::Ppt(_) | TransportPart::PFabric => true,
+            TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => true,
             TransportPart::FlexPass(_)
             | TransportPart::ExpressPass(_)
             | TransportPart::FlashPass(_) => false,
@@ -128,7 +142,9 @@ impl TransportPart {
     pub(super) fn acks_on(&self, subflow: SubFlow) -> bool {
         match self {
             TransportPart::ExpressPass(_) => subflow == SubFlow::Proactive,
-            TransportPart::Dctcp | TransportPart::PFabric => subflow == SubFlow::Reactive,
+            TransportPart::Dctcp | TransportPart::PFabric | TransportPart::Pase(_) => {
+                subflow == SubFlow::Reactive
+            }
             TransportPart::FlexPass(_) | TransportPart::Ppt(_) | TransportPart::FlashPass(_) => {
                 true
             }
@@ -144,7 +160,8 @@ impl TransportPart {
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => false,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => false,
         }
     }
 
@@ -157,7 +174,8 @@ impl TransportPart {
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
             | TransportPart::FlashPass(_)
-            | TransportPart::PFabric => false,
+            | TransportPart::PFabric
+            | TransportPart::Pase(_) => false,
         }
     }
 
@@ -168,9 +186,11 @@ impl TransportPart {
             TransportPart::FlexPass(_) => Some(ReactiveSource::Head {
                 retransmit_lost: false,
             }),
-            TransportPart::Dctcp | TransportPart::PFabric => Some(ReactiveSource::Head {
-                retransmit_lost: true,
-            }),
+            TransportPart::Dctcp | TransportPart::PFabric | TransportPart::Pase(_) => {
+                Some(ReactiveSource::Head {
+                    retransmit_lost: true,
+                })
+            }
             TransportPart::Ppt(_) => Some(ReactiveSource::Hcp),
             // Unscheduled data; a lost packet waits for a slot.
             TransportPart::FlashPass(_) => Some(ReactiveSource::Head {
@@ -187,7 +207,21 @@ impl TransportPart {
             | TransportPart::ExpressPass(_)
             | TransportPart::Dctcp
             | TransportPart::Ppt(_)
-            | TransportPart::FlashPass(_) => false,
+            | TransportPart::FlashPass(_)
+            | TransportPart::Pase(_) => false,
+        }
+    }
+
+    /// PASE: the arbitration the flow's data follows (queue, reference rate).
+    pub(super) fn arbitration(&self) -> Option<&Arbitration> {
+        match self {
+            TransportPart::Pase(a) => Some(a),
+            TransportPart::FlexPass(_)
+            | TransportPart::ExpressPass(_)
+            | TransportPart::Dctcp
+            | TransportPart::Ppt(_)
+            | TransportPart::FlashPass(_)
+            | TransportPart::PFabric => None,
         }
     }
 }

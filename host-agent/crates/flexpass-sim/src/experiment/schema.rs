@@ -222,6 +222,10 @@ pub struct HostSpec {
     pub credit_jitter: Option<f64>,
     /// PPT senders (`[host.ppt]`).
     pub ppt: PptSpec,
+    /// PASE senders and arbitrators (`[host.pase]`); left out of the echoed parameters
+    /// when default, so the records of runs without PASE stay as they were.
+    #[serde(skip_serializing_if = "PaseSpec::is_default")]
+    pub pase: PaseSpec,
     /// Congestion control of the window transport (transport dctcp): "dctcp" (default) or
     /// "cubic" (RFC 8312, FlashPass's WAN baseline; ignores ECN).
     pub tcp: flexpass_core::WindowCc,
@@ -260,6 +264,37 @@ impl Default for FlashPassSpec {
             unscheduled: true,
             delayed_feedback: true,
         }
+    }
+}
+
+/// PASE's endpoints and arbitrators (SIGCOMM'14 §3; `flexpass_core::pase`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PaseSpec {
+    /// "end-to-end" (every link of the path, bottom-up) or "local" (the host link only).
+    pub arbitration: String,
+    /// Use the reference rate; false: PASE-DCTCP (the queue only, §5 Fig. 13(a)).
+    pub reference_rate: bool,
+    /// Priority queues the arbitrators map flows to (1..=8; the switch has eight).
+    pub queues: u8,
+}
+
+impl Default for PaseSpec {
+    fn default() -> Self {
+        PaseSpec {
+            arbitration: "end-to-end".into(),
+            reference_rate: true,
+            queues: 8,
+        }
+    }
+}
+
+impl PaseSpec {
+    fn is_default(&self) -> bool {
+        let d = PaseSpec::default();
+        self.arbitration == d.arbitration
+            && self.reference_rate == d.reference_rate
+            && self.queues == d.queues
     }
 }
 
@@ -316,6 +351,7 @@ impl Default for HostSpec {
             flexpass_beta: false,
             credit_jitter: None,
             ppt: PptSpec::default(),
+            pase: PaseSpec::default(),
             tcp: flexpass_core::WindowCc::Dctcp,
             flashpass: FlashPassSpec::default(),
         }

@@ -47,10 +47,23 @@ impl Experiment {
         })?;
         if let Some(t) = self.deployment.transport {
             check(t != TransportKind::Dctcp, || {
-                "deployment.transport is the new transport: flexpass, expresspass, ppt, flashpass or pfabric"
+                "deployment.transport is the new transport: flexpass, expresspass, ppt, flashpass, pfabric or pase"
                     .into()
             })?;
         }
+        let pase = &self.host.pase;
+        check(
+            matches!(pase.arbitration.as_str(), "end-to-end" | "local"),
+            || {
+                format!(
+                    "host.pase.arbitration must be \"end-to-end\" or \"local\", got {:?}",
+                    pase.arbitration
+                )
+            },
+        )?;
+        check((1..=8).contains(&pase.queues), || {
+            format!("host.pase.queues must be 1..=8, got {}", pase.queues)
+        })?;
         self.measure.validate()?;
         check(
             !self.flows.is_empty()

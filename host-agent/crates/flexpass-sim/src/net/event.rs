@@ -39,6 +39,14 @@ pub(super) enum Ev {
     PathEpoch,
     /// Release the state of flows that completed long enough ago (`retire_after`).
     Retire,
+    /// PASE: an arbitration round (`arbitration.rs`).
+    Arbitrate,
+    /// PASE: an arbitration answer reaches flow `flow`'s sender.
+    Arbitration {
+        flow: u32,
+        queue: u8,
+        rate_kbps: u32,
+    },
 }
 
 /// How many events ahead `prefetch_next` looks (an event's work is short: the next one is

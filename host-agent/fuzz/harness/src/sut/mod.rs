@@ -61,7 +61,9 @@ pub fn subflow_allowed(transport: TransportKind, subflow: SubFlow) -> bool {
     match transport {
         TransportKind::FlexPass => true,
         TransportKind::ExpressPass => subflow == SubFlow::Proactive,
-        TransportKind::Dctcp | TransportKind::PFabric => subflow == SubFlow::Reactive,
+        TransportKind::Dctcp | TransportKind::PFabric | TransportKind::Pase => {
+            subflow == SubFlow::Reactive
+        }
         TransportKind::Ppt | TransportKind::FlashPass => true,
     }
 }

@@ -1,0 +1,255 @@
+//! PASE's arbitrators in the model (SIGCOMM'14 §3.1): one per link, each running
+//! `flexpass_core::pase::arbitrate` (Algorithm 1) over the PASE flows that cross it, once per
+//! arbitration interval (one base RTT). End-to-end arbitration combines the path's links
+//! (host → ToR → aggregation → core and down; minimum rate, lowest queue); local-only asks the
+//! sender's host link alone. A new flow gets its local arbitration at once (§3.1: no
+//! arbitration latency for the first RTT), the end-to-end answer one interval later.
+//!
+//! Messages: every interval each flow sends one update to each of its arbitrators and gets
+//! one answer. The arbitrator of the i-th link of the path sits i links away (the host link's
+//! is the host itself), so the pair crosses 2·i links; the answer arrives after the
+//! propagation delay there and back to the farthest arbitrator. They are counted as overhead
+//! (`messages`, `link_bytes`), not queued behind data: a simplification of this slice, as are
+//! the missing early pruning and delegation.
+
+use super::{Ev, Network, NodeId};
+use crate::packet::HostId;
+use flexpass_core::pase::{arbitrate, Arbitration, FlowDemand};
+use flexpass_core::Nanos;
+use flexpass_wire::TransportKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Wire bytes of one arbitration message (a minimum Ethernet frame with preamble and gap).
+pub const MESSAGE_WIRE_BYTES: u64 = 84;
+
+/// The model's PASE control plane.
+#[derive(Clone, Debug)]
+pub struct PaseArbitration {
+    /// End-to-end (true) or local-only (false) arbitration.
+    pub end_to_end: bool,
+    pub queues: u8,
+    /// Arbitration interval: one base RTT.
+    pub interval: Nanos,
+    /// Algorithm 1's base rate of a flow that does not fit: one packet per RTT, bit/s.
+    pub base_rate_bps: f64,
+    pub stats: ArbitrationStats,
+    ticking: bool,
+    /// Indices of the PASE flows started and not yet complete (pruned every round), so a
+    /// round costs the active flows, not every flow of the run.
+    active: Vec<usize>,
+}
+
+/// Arbitration overhead over the run.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ArbitrationStats {
+    /// Update and answer messages.
+    pub messages: u64,
+    /// Their wire bytes summed over the links each crossed.
+    pub link_bytes: u64,
+    /// Arbitration rounds run.
+    pub rounds: u64,
+    /// Answers a sender refused (none expected: the model's arbitrators are honest).
+    pub rejected: u64,
+}
+
+impl PaseArbitration {
+    pub fn new(end_to_end: bool, queues: u8, interval: Nanos, base_rate_bps: f64) -> Self {
+        PaseArbitration {
+            end_to_end,
+            queues,
+            interval: interval.max(1),
+            base_rate_bps,
+            stats: ArbitrationStats::default(),
+            ticking: false,
+            active: Vec::new(),
+        }
+    }
+}
+
+/// A link of a path: the transmitting node and its egress port.
+type Link = (NodeId, usize);
+
+impl Network {
+    /// The egress ports a flow's data crosses from `src` to `dst` (ECMP as `route`).
+    fn path_links(&self, flow_id: u32, src: HostId, dst: HostId) -> Vec<Link> {
+        let mut out = vec![];
+        let mut node = self.hosts[src];
+        while self.nodes[node].host != Some(dst) && out.len() < 16 {
+            let n = &self.nodes[node];
+            let Some(&(start, len)) = n.routes.get(dst) else {
+                break;
+            };
+            let members = &n.route_ports[start as usize..start as usize + len as usize];
+            let port = match members.len() {
+                0 => break,
+                1 => members[0] as usize,
+                _ if self.single_path => members[0] as usize,
+                k => {
+                    let h = Self::ecmp_hash(flow_id, src, dst, n.tier);
+                    members[(h % k as u64) as usize] as usize
+                }
+            };
+            out.push((node, port));
+            node = n.ports[port].peer;
+        }
+        out
+    }
+
+    /// The active PASE flows: (flow index, remaining bytes); the finished ones leave the
+    /// list.
+    fn pase_flows(&mut self) -> Vec<(usize, u64)> {
+        let Some(arb) = self.pase.as_mut() else {
+            return vec![];
+        };
+        let flows = &self.flows;
+        let remaining = |i: usize| {
+            let f = &flows[i];
+            let s = f.sender.as_ref()?;
+            (s.transport() == TransportKind::Pase && !s.is_complete()).then(|| {
+                let size = f.spec.size.unwrap_or(u64::MAX);
+                size.saturating_sub(s.acked_bytes())
+            })
+        };
+        arb.active.retain(|&i| remaining(i).is_some());
+        arb.active
+            .iter()
+            .filter_map(|&i| remaining(i).map(|r| (i, r)))
+            .collect()
+    }
+
+    /// Algorithm 1 on every link in `by_link`; each flow's decisions combined.
+    fn run_arbitrators(
+        &self,
+        by_link: BTreeMap<Link, Vec<FlowDemand>>,
+        queues: u8,
+        base_rate_bps: f64,
+    ) -> BTreeMap<u32, Arbitration> {
+        let mut combined: BTreeMap<u32, Arbitration> = BTreeMap::new();
+        let mut out = vec![];
+        for ((node, port), mut flows) in by_link {
+            out.clear();
+            let capacity = self.nodes[node].ports[port].link.bps;
+            arbitrate(capacity, queues, base_rate_bps, &mut flows, &mut out);
+            for &(flow, a) in &out {
+                combined
+                    .entry(flow)
+                    .and_modify(|c| *c = c.combine(a))
+                    .or_insert(a);
+            }
+        }
+        combined
+    }
+
+    /// A PASE flow started: its local arbitration now, and the rounds from now on.
+    pub(super) fn pase_flow_started(&mut self, flow: usize) {
+        let Some(arb) = self.pase.as_ref() else {
+            return;
+        };
+        if self.flows[flow].spec.transport != TransportKind::Pase {
+            return;
+        }
+        let (queues, base, ticking, interval) =
+            (arb.queues, arb.base_rate_bps, arb.ticking, arb.interval);
+        self.pase.as_mut().expect("checked").active.push(flow);
+        let src = self.flows[flow].spec.src;
+        let host_link = (self.hosts[src], 0usize);
+        let mut link_flows = vec![];
+        for (i, remaining) in self.pase_flows() {
+            if self.flows[i].spec.src == src {
+                let demand_bps = self.nodes[host_link.0].ports[0].link.bps;
+                link_flows.push(FlowDemand {
+                    flow: i as u32,
+                    remaining,
+                    demand_bps,
+                });
+            }
+        }
+        let decided = self.run_arbitrators(BTreeMap::from([(host_link, link_flows)]), queues, base);
+        if let Some(&a) = decided.get(&(flow as u32)) {
+            self.apply_arbitration(flow, a);
+        }
+        if !ticking {
+            self.pase.as_mut().expect("checked").ticking = true;
+            let at = self.now + interval;
+            self.schedule(at, Ev::Arbitrate);
+        }
+    }
+
+    /// One arbitration round over every active PASE flow; answers delivered after their
+    /// round trip to the farthest arbitrator.
+    pub(super) fn arbitration_round(&mut self) {
+        let Some(arb) = self.pase.as_ref() else {
+            return;
+        };
+        let (end_to_end, queues, base, interval) =
+            (arb.end_to_end, arb.queues, arb.base_rate_bps, arb.interval);
+        let active = self.pase_flows();
+        let mut by_link: BTreeMap<Link, Vec<FlowDemand>> = BTreeMap::new();
+        let mut delays = BTreeMap::new();
+        let (mut messages, mut link_bytes) = (0u64, 0u64);
+        for &(i, remaining) in &active {
+            let spec = &self.flows[i].spec;
+            let mut links = self.path_links(spec.id, spec.src, spec.dst);
+            if !end_to_end {
+                links.truncate(1);
+            }
+            let demand_bps = links
+                .first()
+                .map_or(0.0, |&(n, p)| self.nodes[n].ports[p].link.bps);
+            let mut one_way = 0;
+            let mut farthest = 0;
+            for (hops, &(n, p)) in links.iter().enumerate() {
+                // The i-th link's arbitrator is `hops` links away: update and answer.
+                messages += 2;
+                link_bytes += 2 * hops as u64 * MESSAGE_WIRE_BYTES;
+                farthest = one_way;
+                one_way += self.nodes[n].ports[p].link.delay;
+                by_link.entry((n, p)).or_default().push(FlowDemand {
+                    flow: i as u32,
+                    remaining,
+                    demand_bps,
+                });
+            }
+            delays.insert(i as u32, 2 * farthest);
+        }
+        let decided = self.run_arbitrators(by_link, queues, base);
+        for (flow, a) in decided {
+            let at = self.now + delays[&flow];
+            let ev = Ev::Arbitration {
+                flow,
+                queue: a.queue,
+                rate_kbps: (a.reference_rate_bps / 1e3)
+                    .round()
+                    .clamp(1.0, u32::MAX as f64) as u32,
+            };
+            self.schedule(at, ev);
+        }
+        let arb = self.pase.as_mut().expect("checked");
+        arb.stats.rounds += 1;
+        arb.stats.messages += messages;
+        arb.stats.link_bytes += link_bytes;
+        // Rounds stop when no PASE flow is active; the next one to start restarts them.
+        arb.ticking = !active.is_empty();
+        if arb.ticking {
+            let at = self.now + interval;
+            self.schedule(at, Ev::Arbitrate);
+        }
+    }
+
+    /// An arbitration answer reaches its sender.
+    pub(super) fn apply_arbitration(&mut self, flow: usize, a: Arbitration) {
+        let Some(s) = self.flows[flow].sender.as_mut() else {
+            return;
+        };
+        let id = s.flow_id();
+        if s.is_complete() {
+            return;
+        }
+        if s.on_arbitration(id, a).is_err() {
+            if let Some(arb) = self.pase.as_mut() {
+                arb.stats.rejected += 1;
+            }
+        }
+    }
+}
