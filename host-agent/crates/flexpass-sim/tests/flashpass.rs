@@ -3,21 +3,13 @@
 //! 20 kB of buffer, 0.3 s): the properties the paper claims, against TCP Cubic on the same
 //! switches. The full-size runs are experiments/flashpass/static-dumbbell.toml.
 
-use flexpass_sim::{Override, RunReport, Source};
+mod common;
+
+use flexpass_sim::RunReport;
 use flexpass_wire::TransportKind;
 
-const SMALL_WAN: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/experiments/small-wan-dumbbell.toml"
-);
-
 fn run(sets: &[&str]) -> RunReport {
-    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let e = Source::load(SMALL_WAN)
-        .unwrap()
-        .experiment(&o)
-        .unwrap_or_else(|e| panic!("{e}"));
-    flexpass_sim::run(&e, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    common::run_small("small-wan-dumbbell.toml", sets)
 }
 
 #[test]

@@ -4,25 +4,18 @@
 //! 11-12 that the model reproduces, against TCP Cubic on the same switches. The full-size
 //! runs are experiments/flashpass/flashpass-wan*.toml (docs/results-flashpass.md).
 
-use flexpass_sim::{Override, RunReport, Source};
+mod common;
+
+use flexpass_sim::RunReport;
 use flexpass_wire::TransportKind;
 
-const SMALL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/experiments/small-three-dc.toml"
-);
 const CDF: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/experiments/small-wan.cdf"
 );
 
 fn run(sets: &[String]) -> RunReport {
-    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let e = Source::load(SMALL)
-        .unwrap()
-        .experiment(&o)
-        .unwrap_or_else(|e| panic!("{e}"));
-    flexpass_sim::run(&e, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    common::run_small("small-three-dc.toml", sets)
 }
 
 #[test]

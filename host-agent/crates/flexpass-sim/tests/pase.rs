@@ -2,21 +2,13 @@
 //! star (tests/experiments/small-pase.toml): five flows of different sizes to one receiver.
 //! The figure-size runs are experiments/pase/.
 
-use flexpass_sim::{Override, RunReport, Source};
+mod common;
+
+use flexpass_sim::RunReport;
 use flexpass_wire::TransportKind;
 
-const SMALL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/experiments/small-pase.toml"
-);
-
 fn run(sets: &[&str]) -> RunReport {
-    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let e = Source::load(SMALL)
-        .unwrap()
-        .experiment(&o)
-        .unwrap_or_else(|e| panic!("{e}"));
-    flexpass_sim::run(&e, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    common::run_small("small-pase.toml", sets)
 }
 
 fn afct(r: &RunReport) -> f64 {

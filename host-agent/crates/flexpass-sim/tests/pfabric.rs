@@ -2,21 +2,13 @@
 //! small star (tests/experiments/small-pfabric.toml): a long flow and two short ones to one
 //! receiver. The figure-size runs are experiments/pase/.
 
-use flexpass_sim::{Override, RunReport, Source};
+mod common;
+
+use flexpass_sim::RunReport;
 use flexpass_wire::TransportKind;
 
-const SMALL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/experiments/small-pfabric.toml"
-);
-
 fn run(sets: &[&str]) -> RunReport {
-    let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let e = Source::load(SMALL)
-        .unwrap()
-        .experiment(&o)
-        .unwrap_or_else(|e| panic!("{e}"));
-    flexpass_sim::run(&e, &o, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    common::run_small("small-pfabric.toml", sets)
 }
 
 fn fct(r: &RunReport, bytes: u64) -> f64 {
