@@ -116,15 +116,21 @@ def agent_command(*args: str) -> List[str]:
     return [str(FLEXPASS_BIN), *args, "--log-level", "warn"]
 
 
+def json_record(line: str) -> Optional[dict]:
+    """One line of an agent's output as its JSON record; None for any other line (log text,
+    a torn last line)."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
 def read_json_lines(path: Path) -> List[dict]:
     """The JSON records of an agent's output; other lines (and a torn last line) skipped."""
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
+    if not path.exists():
+        return []
+    records = (json_record(line) for line in path.read_text(errors="replace").splitlines())
+    return [r for r in records if r is not None]

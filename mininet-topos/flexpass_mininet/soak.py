@@ -194,14 +194,8 @@ class LogTail:
             return []
         lines = (self.buf + data).split("\n")
         self.buf = lines.pop()
-        out = []
-        for line in lines:
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-        return out
+        records = (env.json_record(line) for line in lines)
+        return [r for r in records if r is not None]
 
 
 # -- /proc sampling ---------------------------------------------------------------------
