@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use flexpass_agent::{Endpoint, EndpointConfig, FlowKey};
+use flexpass_core::{SenderConfig, MILLIS};
 use flexpass_wire::{Ack, Credit, Ecn, Packet, SackBlocks, SubFlow, TransportKind};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
@@ -396,7 +397,10 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
         "the LCP opens in the first RTT"
     );
     assert_eq!(dscp(s, "hcp ack"), [(32, not_ect)]);
-    assert_eq!(dscp(s, "lcp ack"), [(36, not_ect)]);
+    // The receiver acknowledges every second opportunistic packet (§3.2): when the HCP
+    // meets the small flow's tail after a single LCP packet (a descheduled loop paces
+    // fewer), that packet is never acknowledged, so its ACKs are checked only if any came.
+    assert!(dscp(s, "lcp ack").iter().all(|&t| t == (36, not_ect)));
     // The large flow (a first write > 100 kB) is identified large: P3 / P7.
     assert_eq!(dscp(l, "hcp data"), [(35, ect0)]);
     assert_eq!(
@@ -404,6 +408,7 @@ fn ppt_over_loopback_tags_each_loop_with_its_priority() {
         [(39, ect0)],
         "the LCP opens in the second RTT"
     );
+    assert_eq!(dscp(l, "lcp ack"), [(36, not_ect)]);
     for f in [s, l] {
         assert!(dscp(f, "control")
             .iter()
@@ -516,6 +521,14 @@ fn tail_loss_probe_recovers_a_lost_last_packet_without_a_timeout() {
             c.link_bps = 1e9;
             c.base_rtt = 50_000;
             c.tlp = tlp;
+            // A timeout here must come from the dropped tail, not from a loaded machine
+            // descheduling this single-threaded loop past the 4 ms RTO_min.
+            c.sender = |t| {
+                let mut s = SenderConfig::new(t);
+                s.dctcp.rto_min = 50 * MILLIS;
+                s.dctcp.rto_init = 50 * MILLIS;
+                s
+            };
             c
         };
         let mut server = Endpoint::bind(cfg(true)).unwrap();
@@ -596,9 +609,16 @@ fn idle_streams_opened_together_draw_no_credits_and_a_small_message_a_few() {
         })
         .sum();
     assert_eq!(credits, 0, "idle streams were credited");
-    assert_eq!(
-        client.stats.datagrams_in, 200,
-        "one HELLO_ACK per stream, nothing else"
+    // One HELLO_ACK per HELLO (a loaded machine may stall the loop past the HELLO
+    // timeout, and the HELLO goes again), nothing else.
+    let hellos: u64 = keys
+        .iter()
+        .map(|&k| 1 + client.sender(k).unwrap().stats().hello_retransmissions)
+        .sum();
+    assert!(
+        (200..=hellos).contains(&client.stats.datagrams_in),
+        "{} datagrams for {hellos} HELLOs: only HELLO_ACKs may come",
+        client.stats.datagrams_in
     );
     client.write(keys[7], Bytes::from_static(&[9; 30]));
     turns(&mut client, &mut server, 100);
