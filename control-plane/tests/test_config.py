@@ -352,10 +352,15 @@ def test_credit_meter_burst_passes_batched_credits_and_the_tm_queue_still_respac
     raw = base()
     raw["port_defaults"]["credit_meter_burst_packets"] = 9
     assert limits(raw) == (9 * 60, 9 * 60, 2)
-    for bad in (0, 65, "9"):
-        raw["port_defaults"]["credit_meter_burst_packets"] = bad
-        with pytest.raises(ConfigError, match="credit_meter_burst_packets"):
-            parse_config(raw)
+    # The shaper's own burst (the model's switch.credit_burst sets both): a whole batch passes.
+    raw["port_defaults"]["credit_shaper_burst_packets"] = 9
+    assert limits(raw) == (9 * 60, 9 * 60, 9)
+    for key in ("credit_meter_burst_packets", "credit_shaper_burst_packets"):
+        for bad in (0, 65, "9"):
+            raw = base()
+            raw["port_defaults"][key] = bad
+            with pytest.raises(ConfigError, match=key):
+                parse_config(raw)
 
 
 def test_ecmp_member_order_sorted_by_next_hop():

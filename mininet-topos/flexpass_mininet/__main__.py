@@ -4,8 +4,9 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 (path symmetry), all.  Results go to <out>/<experiment>-<switch>/.
 
 ``python -m flexpass_mininet emulate EXPERIMENT``: a model experiment file (the model's
-schema: host-agent/experiments/) on real packets, scaled (flexpass_mininet/emulate.py);
-``flexpass emulate`` runs it.
+schema: host-agent/experiments/, mininet-topos/experiments/credit-batch*.toml and
+flashpass*.toml) on real packets, scaled (flexpass_mininet/emulate.py); ``flexpass
+emulate`` runs it.
 
 ``python -m flexpass_mininet faults [EXPERIMENT.toml]``: network faults under
 running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
@@ -16,13 +17,6 @@ workload with memory and CPU of every agent and switch over time
 
 ``python -m flexpass_mininet ppt [EXPERIMENT.toml]``: PPT vs DCTCP flow completion
 times on a PPT switch (experiments/ppt.toml by default; flexpass_mininet/ppt.py).
-
-``python -m flexpass_mininet longflows EXPERIMENT.toml``: long flows into one receiver
-through one switch profile: data queue, loss, byte-exact, per transport and credit batch
-(flexpass_mininet/longflows.py).  ``flashpass [EXPERIMENT.toml]`` is the same runner with
-experiments/flashpass.toml by default (FlashPass vs a window transport through a FlashPass
-switch); experiments/credit-batch.toml runs ExpressPass with credits one by one and in
-batches.
 """
 
 from __future__ import annotations
@@ -140,22 +134,6 @@ def ppt_main(argv) -> int:
     return 0
 
 
-def longflows_main(argv, name: str = "longflows") -> int:
-    ap = _file_parser(name, "Long flows into one receiver through one switch profile: data queue, loss, "
-                            "byte-exact, per transport and credit batch (issues #12, #13)",
-                      default=name != "longflows")
-    a = ap.parse_args(argv)
-    from . import longflows as lf
-
-    exp, status = _load(name, lf.load_experiment, a, {})
-    if exp is None:
-        return status
-    r = lf.run(exp, a.out)
-    print(lf.summary(r))
-    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, runs.csv, flows.csv, queue.csv, queue.png, logs)")
-    return 0
-
-
 def emulate_main(argv) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m flexpass_mininet emulate",
@@ -188,12 +166,9 @@ def main(argv=None) -> int:
         return soak_main(argv[1:])
     if argv and argv[0] == "ppt":
         return ppt_main(argv[1:])
-    if argv and argv[0] in ("longflows", "flashpass"):
-        return longflows_main(argv[1:], argv[0])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt", "flashpass",
-                                           "longflows"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt", "emulate"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from . import env
+from . import env, switch_stats
 from .expfile import ExperimentError
 from .fabric import Fabric
 from .scaling import FRAME, Scaled
@@ -43,6 +43,8 @@ AGENT_PORT = env.AGENT_PORT
 MIN_FLOW_FRAMES = 16
 #: Extra wall time after the scaled duration for finite flows to finish (× duration).
 GRACE = 1.0
+#: The credit burst the control plane takes (credit_meter_burst_packets: 1..64 credits).
+MAX_CREDIT_BURST = 64
 
 # -- what this backend honours --------------------------------------------------------
 
@@ -55,8 +57,9 @@ HONOURED = {
     "topology.bottlenecks", "topology.hosts_per_switch", "topology.leaves", "topology.spines",
     "topology.hosts_per_leaf", "topology.uplink_gbps", "topology.oversubscription",
     "switch.profile", "switch.w_q", "switch.k_kb", "switch.red_kb", "switch.buffer_kb",
-    "switch.credit_queue",
-    "host.credit_batch", "host.tlp", "host.target_loss_scaling",
+    "switch.credit_queue", "switch.credit_burst",
+    "host.credit_batch", "host.tlp", "host.target_loss_scaling", "host.flashpass.t_wait_ms",
+    "host.flashpass.unscheduled",
     "deployment.fraction", "deployment.transport",
     "measure.sample_us", "measure.warmup_ms", "measure.monitor", "measure.small_flow_kb",
     "flow", "incast", "fault",
@@ -151,7 +154,9 @@ class Plan:
             f"  scaling: C {self.experiment['_link_bps'] / 1e9:g} Gbit/s -> C' {s.link_rate_bps / 1e6:g} Mbit/s, "
             f"base RTT {self.model_rtt_us:g} us -> {s.base_rtt_s * 1e6:g} us; BDP x {s.bdp_ratio:.3g}, "
             f"time x {self.time_scale:.4g}",
-            f"  switch: K {s.ecn_threshold} B, red {s.red_threshold} B, buffer {s.buffer} B, w_q {s.w_q:g}",
+            "  switch: " + (f"buffer {s.buffer} B" if self.profile == "flashpass" else
+                              f"K {s.ecn_threshold} B, red {s.red_threshold} B, buffer {s.buffer} B, w_q {s.w_q:g}")
+            + f", credit queue {s.credit_queue_packets}, credit burst {s.credit_burst_packets}",
             f"  run: {self.duration_s:.2f} s (warm-up {self.warmup_s:.2f} s, samples every {self.sample_ms} ms)",
         ]
         for f in self.flows:
@@ -243,9 +248,14 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
     model_rtt_us = 2 * path_links * derived["link_delay_us"] + 2 * derived["host_delay_us"]
     model_rtt_us = max(model_rtt_us, 1.0)
     link_bps = derived["link_bps"]
+    burst = sw["credit_burst"]
+    if burst != int(burst) or not 1 <= burst <= MAX_CREDIT_BURST:
+        raise ExperimentError(f"switch.credit_burst = {burst:g}: not supported on {BACKEND} (a switch's credit "
+                              f"meter or shaper passes whole credits: 1..{MAX_CREDIT_BURST})")
     sc = Scaled(link_mbps * 1e6, rtt_us / 1e6, w_q=sw["w_q"], ref_link_bps=link_bps, ref_rtt_s=model_rtt_us / 1e6,
                 ref_k_bytes=int(sw["k_kb"] * 1e3), ref_red_bytes=int(sw["red_kb"] * 1e3),
-                ref_buffer_bytes=int(sw["buffer_kb"] * 1e3), credit_queue_packets=sw["credit_queue"])
+                ref_buffer_bytes=int(sw["buffer_kb"] * 1e3), credit_queue_packets=sw["credit_queue"],
+                credit_burst_packets=int(burst), profile=sw["profile"])
     time_scale = rtt_us / model_rtt_us
     dep = exp["deployment"]
     if dep["fraction"] not in (0.0, 1.0):
@@ -270,7 +280,7 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
             if int(src[1:]) >= hosts:
                 raise ExperimentError(f"flow.{i}.count: host {src} does not exist (the topology has {hosts})")
             b = fl.get("bytes")
-            scaled = None if b is None else min(b, max(int(b * sc.bdp_ratio), MIN_FLOW_FRAMES * FRAME))
+            scaled = None if b is None else min(b, max(round(b * sc.bdp_ratio), MIN_FLOW_FRAMES * FRAME))
             start = (fl["start_us"] + fl["start_step_us"] * k) / 1e6 * time_scale
             plan.flows.append(FlowPlan(fid, "listed", fl.get("transport") or default_transport, src,
                                        host_name(fl["dst"], hosts), b, scaled, start))
@@ -320,23 +330,33 @@ _agent = env.agent_command
 _json_lines = env.read_json_lines
 
 
+def agent_flags(plan: Plan) -> List[str]:
+    """Every agent's flags: the scaled link and RTT, and the host keys the agent has flags for
+    (HONOURED; the agent's defaults are the model's). Times are scaled like every other."""
+    host = plan.experiment["host"]
+    flags = plan.scaled.agent_args()
+    if host.get("credit_batch", 1) != 1:
+        flags += ["--credit-batch", str(host["credit_batch"])]
+    if host.get("target_loss_scaling") is not None:
+        flags += ["--target-loss-scaling", f"{host['target_loss_scaling']:g}"]
+    if host.get("tlp"):
+        flags.append("--tlp")
+    flashpass = host.get("flashpass") or {}
+    if flashpass.get("t_wait_ms") is not None:
+        flags += ["--t-wait-us", f"{flashpass['t_wait_ms'] * 1e3 * plan.time_scale:.0f}"]
+    if flashpass.get("unscheduled") is False:
+        flags.append("--flashpass-no-unscheduled")
+    return flags
+
+
 def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv."""
-    from .experiments import TmSampler
     from .network import start_network
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.txt").write_text(plan.describe() + "\n")
     sc, fab = plan.scaled, plan.fabric
-    # The host keys the agent has flags for (HONOURED); the agent's defaults are the model's.
-    host = plan.experiment["host"]
-    agent_net = sc.agent_args()
-    if host.get("credit_batch", 1) != 1:
-        agent_net += ["--credit-batch", str(host["credit_batch"])]
-    if host.get("target_loss_scaling") is not None:
-        agent_net += ["--target-loss-scaling", f"{host['target_loss_scaling']:g}"]
-    if host.get("tlp"):
-        agent_net.append("--tlp")
+    agent_net = agent_flags(plan)
 
     def edit(cfg: dict) -> None:
         for sname, s in cfg["switches"].items():
@@ -356,12 +376,14 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
                                 str(plan.sample_ms), *agent_net), out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
         time.sleep(0.5)
+        dsts = [f.dst for f in plan.flows]
+        recv = max(set(dsts), key=dsts.count)  # the bottleneck: the busiest receiver's port
+        sw, port = fab.host_port(recv)
+        bottleneck = (sw, recv)
         monitors = []
         if "bottleneck" in plan.experiment["measure"].get("monitor", []):
-            dsts = [f.dst for f in plan.flows]
-            recv = max(set(dsts), key=dsts.count)  # the bottleneck: the busiest receiver's port
-            sw, port = fab.host_port(recv)
-            monitors.append(TmSampler(net, sw, port))
+            monitors.append(switch_stats.DepthSampler(net, sw, port))
+        every_s = plan.sample_ms / 1e3
         t0 = time.monotonic()
 
         def start_flow(f: FlowPlan) -> None:
@@ -406,7 +428,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         cfg_path = out / "switch-config.yaml"
         reroutes: List[Tuple[float, FaultPlan]] = []
         for at, what, obj in events:
-            wait_until(t0 + at, monitors)
+            wait_until(t0 + at, monitors, every_s)
             if what == "flow":
                 start_flow(obj)
             elif what == "incast":
@@ -423,7 +445,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
                 timeline.append(ev)
                 reroutes.append((at + obj.reroute_after_s, obj))
         for at, obj in sorted(reroutes, key=lambda r: r[0]):
-            wait_until(t0 + at, monitors)
+            wait_until(t0 + at, monitors, every_s)
             verb = "up" if obj.up else "down"
             a, _, b = obj.link.partition("->")
             # The control plane rewrites every switch's ECMP groups (no resident controller).
@@ -436,16 +458,40 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
                              else f"routes with {obj.link}", "ok": r.returncode == 0})
         # Long-lived flows run for the duration; finite ones until done (or the grace ends).
         end = t0 + plan.duration_s
-        wait_until(end, monitors)
+        wait_until(end, monitors, every_s)
         finite = [p for fl, p in procs if isinstance(fl, list) or fl.bytes is not None]
         deadline = end + GRACE * plan.duration_s + 10
         while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
-            wait_until(time.monotonic() + 0.1, monitors)
+            wait_until(time.monotonic() + 0.1, monitors, every_s)
+        # The depth samples count from the last flow's start (after warm-up) until every
+        # finite flow is done: the time the bottleneck is busy.
+        t_done = time.monotonic() - t0
         for m in monitors:
             m.close()
-        tm_rows = monitors[0].rows if monitors else []
+        depths = [(t - (t0 - m.t0), d) for m in monitors for t, d in m.rows]
+        window = (max(plan.warmup_s, max(started.values(), default=0.0)), t_done)
+        queues = switch_stats.summarize(switch_stats.read_ports(net, fab), plan.profile, bottleneck, depths, window)
+    if depths:
+        write_depths(plan, out, depths, window, f"{sw}->{recv}")
     wall = time.monotonic() - t_wall0
-    return report(plan, switch, out, started, timeline, tm_rows, wall)
+    return report(plan, switch, out, started, timeline, queues, wall)
+
+
+def write_depths(plan: Plan, out: Path, depths: List[Tuple[float, Dict[int, int]]], window: Tuple[float, float],
+                 port: str) -> None:
+    """queue.csv and queue.png: the bottleneck port's queues over time, in the model's order."""
+    from .plots import plot_queue_depths
+
+    qids = switch_stats.model_queues(plan.profile)
+    names = [f"P{i}" for i in range(len(qids))] if plan.profile == "ppt" else \
+        ["credits" if plan.profile != "flashpass" else "emulation", "Q1 data", "Q2 legacy data"][:len(qids)]
+    with open(out / "queue.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t_s", *[f"{n} bytes" for n in names]])
+        for t, d in depths:
+            w.writerow([f"{t:.3f}", *[d.get(q, 0) for q in qids]])
+    plot_queue_depths(depths, names, qids, window, plan.scaled.buffer,
+                      f"{plan.name} {plan.point} on {BACKEND}: bottleneck {port}", out / "queue.png")
 
 
 def ctl_env() -> Dict[str, str]:
@@ -454,13 +500,13 @@ def ctl_env() -> Dict[str, str]:
     return e()
 
 
-def wait_until(t: float, monitors) -> None:
-    """Sleep until monotonic time `t`, sampling the monitors every 100 ms meanwhile."""
+def wait_until(t: float, monitors, every_s: float = 0.1) -> None:
+    """Sleep until monotonic time `t`, sampling the monitors every `every_s` meanwhile."""
     while True:
         now = time.monotonic()
         if now >= t:
             return
-        time.sleep(min(0.1, t - now))
+        time.sleep(min(every_s, t - now))
         for m in monitors:
             m.sample()
 
@@ -495,7 +541,7 @@ def _fct_summary(flows: List[dict], small: int) -> dict:
 
 
 def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeline: List[dict],
-           tm_rows: List[dict], wall_s: float) -> dict:
+           queues: dict, wall_s: float) -> dict:
     """result.json and flows.csv in the model's shape, from the agents' records."""
     records: Dict[int, dict] = {}
     # Byte-exact: a finite flow counts as delivered when its receiver's agent reports the
@@ -559,7 +605,11 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
                 "new": _fct_summary(new, plan.small_flow_bytes)},
         "timeouts": sum(x["timeouts"] for x in flows),
         "flows": flows, "timeline": timeline,
-        "bottleneck_queues": tm_rows[-1]["stats"] if tm_rows else None,
+        # The switches' queues in the model's keys (switch_stats.py), bytes as emulated:
+        # × 1 / bdp_ratio for the model's scale.
+        "bdp_ratio": plan.scaled.bdp_ratio,
+        **queues,
+        "emulation": _emulation_totals(records),
         "plan": plan.describe(),
     }
     (out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -572,6 +622,14 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
                         f"{x['start_us']:.3f}", "" if x["fct_us"] is None else f"{x['fct_us']:.3f}", "",
                         x["retransmissions"], x["timeouts"], x["delivered_bytes"] or 0, 0, ""])
     return result
+
+
+def _emulation_totals(records: Dict[int, dict]) -> Optional[dict]:
+    """FlashPass senders' emulation counters, summed (None: no FlashPass flow)."""
+    em = [r["emulation"] for r in records.values() if isinstance(r.get("emulation"), dict)]
+    if not em:
+        return None
+    return {k: sum(int(x.get(k) or 0) for x in em) for k in em[0]}
 
 
 def _shares(plan: Plan, out: Path) -> Dict[int, dict]:

@@ -176,3 +176,19 @@ def plot_soak_resources(rows: List[dict], received: List[dict], smooth: int, tit
     for ax in (ax_m, ax_c, ax_f):
         ax.grid(alpha=0.3)
     save(fig, path)
+
+
+def plot_queue_depths(rows: List[tuple], names: List[str], queues: List[int], window: tuple, buffer: int,
+                      title: str, path: Path) -> None:
+    """The bottleneck port's queues over time (kB), the measured window shaded."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    t = [r[0] for r in rows]
+    for name, q in zip(names, queues):
+        ax.plot(t, [r[1].get(q, 0) / 1e3 for r in rows], label=name, lw=1)
+    ax.axvspan(window[0], window[1], color="tab:green", alpha=0.08, label="measured window")
+    ax.axhline(buffer / 1e3, color="grey", ls="--", lw=0.8, label="data buffer")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("queue depth (kB)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    save(fig, path)

@@ -33,6 +33,7 @@ PAPER_RED_BYTES = 100_000
 PAPER_BUFFER_BYTES = 300_000  # per data queue (switch-target FlexPassParams default)
 FRAME = 1514  # a full-size frame as BMv2 counts it (no FCS)
 K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 16
+FLASHPASS_BUFFER_FLOOR_FRAMES = 3  # a FlashPass data queue holds at least a few frames
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class Scaled:
     ref_red_bytes: int = PAPER_RED_BYTES
     ref_buffer_bytes: int = PAPER_BUFFER_BYTES
     credit_queue_packets: int = 8
+    # ExpressPass's credit token bucket (the model's switch.credit_burst), in credits.
+    credit_burst_packets: int = 2
+    # The switch profile: a FlashPass port has no K or red threshold on its data queue,
+    # so its buffer is scaled without their floors (only FLASHPASS_BUFFER_FLOOR_FRAMES).
+    profile: str = "flexpass"
 
     @property
     def bdp_ratio(self) -> float:
@@ -55,29 +61,37 @@ class Scaled:
 
     @property
     def ecn_threshold(self) -> int:
-        return max(int(self.ref_k_bytes * self.bdp_ratio), K_FLOOR_FRAMES * FRAME)
+        return max(round(self.ref_k_bytes * self.bdp_ratio), K_FLOOR_FRAMES * FRAME)
 
     @property
     def red_threshold(self) -> int:
-        return max(int(self.ref_red_bytes * self.bdp_ratio), self.ecn_threshold + RED_ABOVE_K_FRAMES * FRAME)
+        return max(round(self.ref_red_bytes * self.bdp_ratio), self.ecn_threshold + RED_ABOVE_K_FRAMES * FRAME)
 
     @property
     def buffer(self) -> int:
-        return max(int(self.ref_buffer_bytes * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
+        if self.profile == "flashpass":
+            return max(round(self.ref_buffer_bytes * self.bdp_ratio), FLASHPASS_BUFFER_FLOOR_FRAMES * FRAME)
+        return max(round(self.ref_buffer_bytes * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
 
     def duration_bytes(self, paper_bytes: int) -> int:
         """A size that sets how long a flow lasts: scaled with the link rate."""
         return max(FRAME, int(paper_bytes * self.link_rate_bps / self.ref_link_bps))
 
     def port_defaults(self) -> dict:
-        """control-plane `port_defaults` (bytes)."""
+        """control-plane `port_defaults` (bytes); a FlashPass port takes its buffer and
+        emulation queue only (its thresholds are the profile's, in packets)."""
+        credits = {"credit_queue_packets": self.credit_queue_packets,
+                   "credit_meter_burst_packets": self.credit_burst_packets,
+                   "credit_shaper_burst_packets": self.credit_burst_packets}
+        if self.profile == "flashpass":
+            return {"buffer": self.buffer, **credits}
         return {
             "w_q": self.w_q,
             "ecn_threshold": self.ecn_threshold,
             "red_threshold": self.red_threshold,
             "legacy_ecn_threshold": self.ecn_threshold,
             "buffer": self.buffer,
-            "credit_queue_packets": self.credit_queue_packets,
+            **credits,
         }
 
     def agent_args(self) -> list:

@@ -34,8 +34,8 @@ def test_the_dumbbell_runs_as_the_model_reads_it():
     assert p.model_rtt_us == 20.0 and p.time_scale == pytest.approx(50.0)
     assert p.duration_s == pytest.approx(0.030 * 50) and p.warmup_s == pytest.approx(0.002 * 50)
     assert p.scaled.bdp_ratio == pytest.approx(20e6 * 1e-3 / (10e9 * 20e-6))
-    assert p.scaled.ecn_threshold == max(int(60_000 * p.scaled.bdp_ratio), 4 * FRAME)
-    assert p.scaled.buffer == int(600_000 * p.scaled.bdp_ratio)
+    assert p.scaled.ecn_threshold == max(round(60_000 * p.scaled.bdp_ratio), 4 * FRAME)
+    assert p.scaled.buffer == round(600_000 * p.scaled.bdp_ratio)
     assert "time x 50" in p.describe()
 
 
@@ -59,7 +59,7 @@ def test_the_leaf_spine_with_its_fault_is_scaled():
     assert len(p.fabric.hosts) == 8 and p.model_rtt_us == 40.0
     f = p.flows[0]
     # A listed flow's size sets its duration: x BDP ratio.
-    assert f.model_bytes == 10_000_000 and f.bytes == int(10_000_000 * p.scaled.bdp_ratio)
+    assert f.model_bytes == 10_000_000 and f.bytes == round(10_000_000 * p.scaled.bdp_ratio)
     (fault,) = p.faults
     assert fault.link == "leaf0->spine0" and not fault.up
     assert fault.at_s == pytest.approx(0.005 * p.time_scale)
@@ -68,7 +68,7 @@ def test_the_leaf_spine_with_its_fault_is_scaled():
 
 def test_a_small_flow_is_never_scaled_below_sixteen_frames_or_grown():
     (p,) = plans("flexpass-vs-dctcp", "flow.0.bytes=100000", "flow.1.bytes=1000")
-    assert p.flows[0].bytes == max(int(100_000 * p.scaled.bdp_ratio), 16 * FRAME)
+    assert p.flows[0].bytes == max(round(100_000 * p.scaled.bdp_ratio), 16 * FRAME)
     assert p.flows[1].bytes == 1000
 
 
@@ -140,7 +140,7 @@ def test_the_report_has_the_models_shape_and_checks_bytes(tmp_path):
     # The receiver got flow 1 intact and flow 2 with other bytes.
     _lines(tmp_path / "h0-serve.jsonl", {"event": "flow_received", "bytes": b0, "sha256": "aa"},
            {"event": "flow_received", "bytes": b1, "sha256": "XX"})
-    r = em.report(p, "flexpass_switch", tmp_path, {1: 0.0, 2: 0.0}, [], [], 1.0)
+    r = em.report(p, "flexpass_switch", tmp_path, {1: 0.0, 2: 0.0}, [], {}, 1.0)
     assert r["backend"] == "mininet" and r["time_scale"] == pytest.approx(50.0)
     f1, f2 = r["flows"]
     assert f1["fct_us"] == 9000.0 and f1["error"] is None
@@ -159,7 +159,7 @@ def test_incast_responses_are_matched_to_their_servers(tmp_path):
     _lines(tmp_path / "incast1.jsonl",
            *[{"event": "response", "from": f"10.0.0.{ip}:7890", "size": 64000, "fct_us": t}
              for ip, t in ((2, 100.0), (3, 150.0), (2, 200.0))])
-    r = em.report(p, "flexpass_switch", tmp_path, {}, [], [], 1.0)
+    r = em.report(p, "flexpass_switch", tmp_path, {}, [], {}, 1.0)
     got = {f["id"]: (f["src"], f["fct_us"]) for f in r["flows"]}
     # h1 is 10.0.0.2 (hosts are numbered from 1 in the fabric), h2 10.0.0.3; one response missing.
     assert got == {1: (1, 100.0), 2: (2, 150.0), 3: (1, 200.0), 4: (2, None)}
@@ -180,9 +180,137 @@ def test_long_lived_flows_are_measured_by_their_share(tmp_path):
              "proactive_bytes": per(0.6 if early else 0.3), "reactive_bytes": per(0.1)},
             {"peer": "10.0.0.3:40001", "transport": "dctcp", "proactive_bytes": 0, "reactive_bytes": per(0.5)}]})
     _lines(tmp_path / "h0-serve.jsonl", *samples)
-    r = em.report(p, "flexpass_switch", tmp_path, {}, [], [], 1.0)
+    r = em.report(p, "flexpass_switch", tmp_path, {}, [], {}, 1.0)
     f1, f2 = r["flows"]
     assert f1["share"] == pytest.approx(0.4, abs=0.01) and f1["proactive_share"] == pytest.approx(0.3, abs=0.01)
     assert f2["share"] == pytest.approx(0.5, abs=0.01) and f2["reactive_share"] == pytest.approx(0.5, abs=0.01)
     assert f1["error"] is None and f1["fct_us"] is None and r["fct"]["overall"]["flows"] == 0
 
+
+
+EXPERIMENTS = env.REPO / "mininet-topos" / "experiments"
+
+
+def _switch_config(plan, target):
+    from flexpass_cp.config import parse_config
+
+    return parse_config(plan.fabric.control_plane_config(plan.scaled, target, plan.profile))
+
+
+def test_the_credit_batch_files_set_the_switchs_credit_burst_and_queue():
+    """mininet-topos/experiments/credit-batch*.toml: ExpressPass's token bucket of 2 credits
+    in front of an 8-credit queue (a TM re-spaces a batch of 8), and the case a meter needs
+    for batches of 8: a burst of 9 and a 9-credit queue (docs/datapath.md)."""
+    from flexpass_cp.config.derive import derived
+    from flexpass_cp.config.queues import bmv2_queue_commands, tm_settings
+    from flexpass_mininet.switch_stats import model_queues
+
+    for name in ("credit-batch", "credit-batch-quick"):
+        ps = plans(str(EXPERIMENTS / f"{name}.toml"))
+        assert len(ps) == 4 and all(f.transport == "expresspass" and f.bytes for p in ps for f in p.flows)
+        for p in ps:
+            batch = p.experiment["host"]["credit_batch"]
+            burst = p.scaled.credit_burst_packets
+            assert "--credit-batch" in em.agent_flags(p) or batch == 1
+            tm = tm_settings(_switch_config(p, "flexpass_switch"), "s0")[0]
+            credit = {q.queue: q for q in tm.queues}[model_queues(p.profile)[0]]
+            # The FlexPass profile shapes credits to w_q·C'·84/(84 + 1538).
+            assert p.profile == "flexpass" and credit.shaper_rate_bps == pytest.approx(0.5 * 20e6 * 84 / 1622)
+            assert credit.shaper_burst_bytes == burst * 84 and burst in (2, 9)
+            assert max(batch, 8) <= p.scaled.credit_queue_packets or batch == 1
+            c = _switch_config(p, "simple_switch")
+            for port in c.switch("s0").ports:
+                d = derived(c, "s0", port)
+                assert d.meter_burst_bytes // d.credit_bmv2_bytes == burst
+            depth = {q.value for q in bmv2_queue_commands(c, "s0")
+                     if q.verb == "set_queue_depth" and q.priority == model_queues(p.profile)[0]}
+            assert depth == {p.scaled.credit_queue_packets}
+
+
+def test_the_flashpass_files_run_plain_flashpass_against_a_window_transport_on_a_shallow_buffer():
+    from flexpass_cp.config.queues import tm_settings
+    from flexpass_mininet.switch_stats import model_queues
+
+    for name in ("flashpass", "flashpass-quick"):
+        ps = plans(str(EXPERIMENTS / f"{name}.toml"))
+        assert [sorted({f.transport for f in p.flows}) for p in ps] == [["flashpass"], ["dctcp"]]
+        for p in ps:
+            flags = em.agent_flags(p)
+            # T_wait 80 µs of model time = 4 base RTTs: 4 ms on Mininet; no pre-credit phase.
+            assert flags[flags.index("--t-wait-us") + 1] == "4000" and "--flashpass-no-unscheduled" in flags
+            tm = tm_settings(_switch_config(p, "flexpass_switch"), "s0")[0]
+            emulation, data = ({q.queue: q for q in tm.queues}[qid] for qid in model_queues(p.profile))
+            assert emulation.shaper_rate_bps == pytest.approx(20e6 * 84 / 1622)
+            assert data.buffer_bytes == 15_140 and data.red_threshold == 2 * FRAME
+            assert data.ecn_threshold is None
+
+
+def test_a_credit_burst_a_switch_cannot_pass_is_refused_by_name():
+    with pytest.raises(ExperimentError, match=r"switch.credit_burst = 2.5: not supported on mininet"):
+        plans(str(EXPERIMENTS / "credit-batch-quick.toml"), "switch.credit_burst=2.5", no_sweep=True)
+
+
+def test_switch_statistics_become_the_models_queue_keys():
+    """flexpass_switch's TM statistics and stock BMv2's P4 counters, summed over the ports
+    into the model's keys; the bottleneck's queues in the model's order (credits, Q1, Q2);
+    the data queue's depth samples inside the window only."""
+    from flexpass_cp.p4_program import port_queue_index
+    from flexpass_mininet import switch_stats as ss
+
+    cq, fq, lq = ss.model_queues("flexpass")
+    # The naive and FlashPass profiles have one data queue (the model's Q1): the switch's
+    # legacy queue (naive: data shares it with legacy traffic) or its FlexPass queue.
+    assert ss.model_queues("naive") == [cq, lq] and ss.model_queues("flashpass") == [cq, fq]
+    tm = {
+        ("s0", "h0"): {"queues": [
+            {"queue": fq, "dequeued_pkts": 900, "max_depth_bytes": 3028, "max_depth_pkts": 2, "ecn_marked_pkts": 7,
+             "dropped_pkts": {"queue_full": 3, "port_full": 1, "red": 5}},
+            {"queue": lq, "dequeued_pkts": 10, "max_depth_bytes": 1514, "max_depth_pkts": 1, "dropped_pkts": {}}]},
+        ("s0", "h1"): {"queues": [{"queue": cq, "dequeued_pkts": 400, "max_depth_pkts": 8,
+                                   "dropped_pkts": {"queue_full": 6}}]},
+    }
+    rows = [(0.05, {fq: 9000}), (0.2, {fq: 1514}), (0.3, {fq: 0}), (0.4, {fq: 3028}), (2.0, {fq: 9000})]
+    r = ss.summarize(tm, "flexpass", ("s0", "h0"), rows, (0.1, 1.0))
+    assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (4, 5, 6)
+    assert r["credit_queues"] == {"ports": 2, "dequeued_pkts": 400, "max_depth_pkts": 8}
+    b = r["bottleneck"]
+    assert b["port"] == "s0->h0" and b["max_queue_bytes"] == [0, 3028, 1514]
+    q = r["queue_summary"]
+    assert q["samples"] == 3 and q["q1"] == [pytest.approx(4542 / 3), 3028.0, 3028.0]
+    assert q["q1_busy"] == [pytest.approx(2271.0), 3028.0, 3028.0]
+    # Stock BMv2: its P4 counters (port 3 towards the receiver, 1 to a sender), no depths, no
+    # full-buffer drops visible.
+    counters = {"forwarded": {port_queue_index(3, fq): (900, 1_300_000), port_queue_index(1, cq): (400, 33_600)},
+                "ecn_marked": {port_queue_index(3, fq): (12, 0)}, "red_dropped": {port_queue_index(3, fq): (2, 0)},
+                "credit_dropped": {port_queue_index(1, cq): (30, 2520)}}
+    p4 = {("s0", "h0"): ss.p4_port_stats(counters, 3), ("s0", "h1"): ss.p4_port_stats(counters, 1)}
+    r = ss.summarize(p4, "flexpass", ("s0", "h0"), [], (0.0, 1.0))
+    assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (None, 2, 30)
+    assert r["credit_queues"]["max_depth_pkts"] is None and r["queue_summary"] is None
+    assert r["bottleneck"]["queues"][1]["ecn_marked"] == 12 and r["bottleneck"]["source"] == "p4 counters"
+
+
+def test_compare_puts_the_switches_drops_and_queue_next_to_the_models_in_model_bytes(tmp_path):
+    """`flexpass compare MODEL EMULATION`: the drops and the bottleneck's data queue of both,
+    the emulation's bytes divided by its BDP ratio (here 0.1)."""
+    exp = str(EXPERIMENTS / "credit-batch-quick.toml")
+    subprocess.run([str(env.FLEXPASS_BIN), "sim", exp, "--no-sweep", "--out", str(tmp_path / "model")], check=True,
+                   capture_output=True)
+    (p,) = plans(exp, no_sweep=True)
+    queues = {"data_drops_full": 3, "data_drops_red": 0, "credit_drops": 40,
+              "bottleneck": {"port": "s0->h0", "max_queue_bytes": [84, 3028, 0]},
+              "queue_summary": {"q1": [151.4, 1514.0, 3028.0]}}
+    (tmp_path / "emu").mkdir()
+    em.report(p, "flexpass_switch", tmp_path / "emu", {}, [], queues, 1.0)
+    c = subprocess.run([str(env.FLEXPASS_BIN), "compare", str(tmp_path / "model"), str(tmp_path / "emu")],
+                       capture_output=True, text=True)
+    assert c.returncode == 0, c.stderr
+    rows = {line.strip().split("  ")[0]: line for line in c.stdout.splitlines()}
+    model = json.loads((tmp_path / "model" / "result.json").read_text())
+    assert rows["credit drops"].split()[-1] == "40", c.stdout
+    assert rows["data drops, full buffer"].split()[-1] == "3", c.stdout
+    max_row = rows["bottleneck Q1 max (model bytes)"]
+    assert f"{model['bottleneck']['max_queue_bytes'][1] / 1e3:.1f} kB" in max_row and "30.3 kB" in max_row, c.stdout
+    assert "1.5 kB" in rows["bottleneck Q1 mean (model bytes)"], c.stdout
+    # Flows are matched by the model's size (an emulated flow's own is scaled).
+    assert "differs" not in c.stderr, c.stderr

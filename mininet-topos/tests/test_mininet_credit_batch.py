@@ -1,25 +1,28 @@
 """Credits paced in batches through flexpass_switch and stock BMv2, short (issue #12): root,
 Mininet, the switch, P4 build, agent.
 
-Runs experiments/credit-batch-quick.toml: 2 ExpressPass senders x 1 MB into one receiver
-through flexpass_switch with the FlexPass profile, once with the receiver pacing its credits
-one by one and once in batches of 8 (`--credit-batch 8`, docs/protocol.md §11; about 20 s).
-A batch reaches the switch as a burst of 8 credits; the port's 8-credit queue in front of
-its credit shaper must absorb it and space the credits out again, so that the data they
-pull in arrives spaced as before (the model's acceptance test says the same of the model):
+Runs mininet-topos/experiments/credit-batch-quick.toml (the model's experiment `credit-batch`
+with 2 ExpressPass flows of 10 MB model size, 1 MB on Mininet) with `flexpass emulate`: once
+with the receiver pacing its credits one by one and once in batches of 8 (the sweep's
+host.credit_batch; the agent's `--credit-batch 8`, docs/protocol.md §11; about 10 s each).
+A batch reaches the switch as a burst of 8 credits; flexpass_switch's 8-credit queue in
+front of its credit shaper (ExpressPass's token bucket, switch.credit_burst = 2) must absorb
+it and space the credits out again, so that the data they pull in arrives spaced as before
+(the model's acceptance test says the same of the model):
 
-* every flow byte-exact, both pacings, without timeouts;
+* every flow byte-exact (emulate compares each flow's SHA-256 at both ends), both pacings,
+  without timeouts;
 * no data packet dropped at the switch with either pacing (credit-scheduled data);
-* the data queue stays near empty with batches too (mean below one full frame);
-* the credit queue held the bursts (credits dequeued, never more than its 8 credits);
+* the data queue stays near empty with batches too (mean below two full frames while both
+  flows run);
+* the credit queues held the bursts (credits dequeued, never more than their 8 credits);
 * batches cost little goodput (at least 0.8 of one-by-one pacing).
 
-Stock BMv2 (experiments/credit-batch-bmv2-quick.toml) has no credit shaper: the P4 meter
-polices credits, with its burst and the credit queue behind it set to 9 (B + 1). There:
+Stock BMv2 has no credit shaper: the P4 meter polices credits, with its burst and the credit
+queue behind it at 9 (B + 1, the file's second case). There:
 
 * every flow byte-exact, both pacings, without timeouts, no red data dropped;
-* the meter drops under 20 % of the credits, batched or not (12-14 % with batches here; with
-  the default burst of 2, 26-27 %);
+* the meter drops under 20 % of the credits, batched or not;
 * batches cost little goodput (at least 0.8 of one-by-one pacing).
 
 Each test is skipped with the reason when something is missing (like test_mininet_e2e.py).
@@ -33,49 +36,70 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flexpass_mininet import env  # noqa: E402
+from flexpass_mininet.scaling import FRAME  # noqa: E402
 
 SKIP = "; ".join(env.problems("flexpass_switch"))
 SKIP_STOCK = "; ".join(env.problems("simple_switch"))
+EXPERIMENT = env.REPO / "mininet-topos" / "experiments" / "credit-batch-quick.toml"
+SHAPER = 'sweep.cases=[{ "switch.credit_burst" = 2.0 }]'
+METER = 'sweep.cases=[{ "switch.credit_burst" = 9.0, "switch.credit_queue" = 9 }]'
+
+
+def emulate_points(out, *args):
+    """`flexpass emulate` on the file; {credit batch: result.json} of its points."""
+    import json
+    import subprocess
+
+    r = subprocess.run([str(env.FLEXPASS_BIN), "emulate", str(EXPERIMENT), *args, "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    print(r.stdout[-4000:])
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
+    return {int(x["point"].rsplit("host.credit_batch=", 1)[1]): x for x in results}
+
+
+def goodput_bps(result):
+    """Bytes of the completed flows over the time from the first start to the last finish."""
+    flows = [f for f in result["flows"] if f["fct_us"] is not None]
+    span_us = max(f["start_us"] + f["fct_us"] for f in flows) - min(f["start_us"] for f in flows)
+    return sum(f["size"] for f in flows) * 8 / (span_us / 1e6)
+
+
+def all_delivered(result):
+    o = result["fct"]["overall"]
+    return (o["completed"], o["incomplete"], result["timeouts"]) == (o["flows"], 0, 0)
 
 
 @pytest.mark.skipif(bool(SKIP), reason=SKIP)
 def test_credit_batches_are_respaced_by_the_switch_without_data_loss(tmp_path):
-    from flexpass_mininet import longflows
-
-    exp = longflows.load_experiment(env.REPO / "mininet-topos" / "experiments" / "credit-batch-quick.toml")
-    r = longflows.run(exp, tmp_path)
-    print(longflows.summary(r))
-    one, batched = r["runs"]["expresspass"], r["runs"]["expresspass-b8"]
-    assert batched["credit_batch"] == 8 and one["credit_batch"] == 1
-    for run in (one, batched):
-        assert run["byte_exact"] == exp.senders and not run["senders_timed_out"], run["flows"]
-        assert run["timeouts"] == 0 and run["data_packets_dropped"] == 0, run["queues"]
-        dq, cq = run["queues"]["data"], run["queues"]["credit"]
-        # Near-empty: under two full frames on average, half the ECN threshold K (four frames,
-        # where a window transport sits). One frame was exceeded (1.55 kB) with the 2-core
-        # machine under a load average of 5: BMv2's descheduling bunches the data.
-        assert dq["mean_depth_bytes"] < 2 * 1514, dq
-        assert cq["dequeued_pkts"] > 0 and cq["max_depth_pkts"] <= 8, cq
-    assert batched["goodput_mbps"] >= 0.8 * one["goodput_mbps"], (one["goodput_mbps"], batched["goodput_mbps"])
+    runs = emulate_points(tmp_path, "--set", SHAPER)
+    assert sorted(runs) == [1, 8]
+    for batch, r in runs.items():
+        assert all_delivered(r), (batch, r["flows"])
+        assert (r["data_drops_full"], r["data_drops_red"]) == (0, 0), (batch, r["bottleneck"])
+        # Near-empty: under two full frames on average while both flows run, half the ECN
+        # threshold K of a FlexPass port (four frames, where a window transport sits).
+        q1 = r["queue_summary"]["q1"]
+        assert r["queue_summary"]["samples"] > 10 and q1[0] < 2 * FRAME, (batch, r["queue_summary"])
+        cq = r["credit_queues"]
+        assert cq["dequeued_pkts"] > 0 and cq["max_depth_pkts"] <= 8, (batch, cq)
+    assert goodput_bps(runs[8]) >= 0.8 * goodput_bps(runs[1]), (goodput_bps(runs[1]), goodput_bps(runs[8]))
 
 
 @pytest.mark.skipif(bool(SKIP_STOCK), reason=SKIP_STOCK)
 def test_credit_batches_pass_the_p4_meter_of_stock_bmv2(tmp_path):
-    from flexpass_mininet import longflows
-
-    exp = longflows.load_experiment(env.REPO / "mininet-topos" / "experiments" / "credit-batch-bmv2-quick.toml")
-    assert exp.switch == "simple_switch" and exp.credit_meter_burst_packets == 9
-    r = longflows.run(exp, tmp_path)
-    print(longflows.summary(r))
-    one, batched = r["runs"]["expresspass"], r["runs"]["expresspass-b8"]
-
-    metered_share = longflows.meter_drop_share
-    for run in (one, batched):
-        assert run["byte_exact"] == exp.senders and not run["senders_timed_out"], run["flows"]
-        assert run["timeouts"] == 0 and run["data_packets_dropped"] == 0, run["queues"]
-        assert run["queues"]["credit"]["dequeued_pkts"] > 0, run["queues"]
-    # Measured: burst 9 (4 runs), one by one 6-8 %, batches 12-14 %; default burst 2 (2 runs),
-    # 15-16 % and 26-27 % (docs/datapath.md, "Credit batches", has our reading of why).
-    print(f"credits dropped by the meter: one by one {metered_share(one):.1%}, batches {metered_share(batched):.1%}")
-    assert metered_share(one) < 0.2 and metered_share(batched) < 0.2, (one["queues"], batched["queues"])
-    assert batched["goodput_mbps"] >= 0.8 * one["goodput_mbps"], (one["goodput_mbps"], batched["goodput_mbps"])
+    runs = emulate_points(tmp_path, "--switch", "simple_switch", "--set", METER)
+    assert sorted(runs) == [1, 8]
+    shares = {}
+    for batch, r in runs.items():
+        assert r["switch"] == "simple_switch" and r["bottleneck"]["source"] == "p4 counters"
+        assert all_delivered(r), (batch, r["flows"])
+        assert r["data_drops_red"] == 0, (batch, r["bottleneck"])
+        cq = r["credit_queues"]
+        assert cq["dequeued_pkts"] > 0, (batch, cq)
+        shares[batch] = r["credit_drops"] / (cq["dequeued_pkts"] + r["credit_drops"])
+    # Measured with the FlexPass profile's meter (burst 9, 4 runs): one by one 6-8 %, batches
+    # 12-14 %; default burst 2: 15-16 % and 26-27 % (docs/datapath.md, "Credit batches").
+    print(f"credits dropped by the meter: one by one {shares[1]:.1%}, batches {shares[8]:.1%}")
+    assert shares[1] < 0.2 and shares[8] < 0.2, shares
+    assert goodput_bps(runs[8]) >= 0.8 * goodput_bps(runs[1]), (goodput_bps(runs[1]), goodput_bps(runs[8]))

@@ -34,6 +34,10 @@ class QueueParams:
     # (ExpressPass's token bucket: 2). Hosts that pace credits in batches of B (agent
     # --credit-batch) need B + 1; a TM credit queue absorbs the batch and re-spaces it.
     credit_meter_burst_packets: int = 2
+    # The same token bucket where a TM shapes credits (flexpass_switch): 2 re-spaces a
+    # batch; B + 1 passes it whole, as a meter must (the model's switch.credit_burst sets
+    # both).
+    credit_shaper_burst_packets: int = 2
 
 
 @dataclass(frozen=True)

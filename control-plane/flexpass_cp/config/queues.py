@@ -151,15 +151,16 @@ def _bmv2_ppt(d: Derived) -> List[QueueCommand]:
 
 
 def _tm_three_queues(d: Derived) -> TmPort:
-    """FlexPass §4.1: credits strict priority, shaped to credit_rate_bps with a
-    2-credit burst and a credit_queue_packets (8) buffer; Q1/Q2 DWRR w_q : 1 - w_q;
+    """FlexPass §4.1: credits strict priority, shaped to credit_rate_bps with a burst of
+    credit_shaper_burst_packets (ExpressPass's token bucket: 2 credits) and a
+    credit_queue_packets (8) buffer; Q1/Q2 DWRR w_q : 1 - w_q;
     red admission at the red threshold on Q1; ECN K reported per queue.  The naive
     profile shares one data queue and shapes credits for the whole link."""
     q = d.port.queues
     credit = TmQueue(d.qid("credit"), priority=1, weight=1.0,
                      buffer_bytes=d.credit_buffer_bytes,
                      shaper_rate_bps=d.credit_rate_bps,
-                     shaper_burst_bytes=2 * d.config.credit_wire_bytes)
+                     shaper_burst_bytes=q.credit_shaper_burst_packets * d.config.credit_wire_bytes)
     naive = d.switch.profile == NAIVE
     flexpass = TmQueue(d.qid("flexpass"), priority=0, weight=1.0 if naive else q.w_q,
                        buffer_bytes=q.buffer_bytes,

@@ -60,7 +60,7 @@ def _int(value: Any, path: str, lo: Optional[int] = None, hi: Optional[int] = No
 
 
 _QUEUE_FIELDS = ("w_q", "ecn_threshold", "red_threshold", "legacy_ecn_threshold",
-                 "buffer", "credit_queue_packets", "credit_meter_burst_packets")
+                 "buffer", "credit_queue_packets", "credit_meter_burst_packets", "credit_shaper_burst_packets")
 
 
 #: FlexPass queue fields a PPT or FlashPass switch does not use; a port of those
@@ -103,7 +103,8 @@ def _queue_params(raw: Mapping, path: str, flexpass_fields_unused: bool = False)
                           f"must be at least red_threshold ({red} B), got {buf} B")
     cq = _int(raw.get("credit_queue_packets", 8), _join(path, "credit_queue_packets"), 1, 1024)
     cb = _int(raw.get("credit_meter_burst_packets", 2), _join(path, "credit_meter_burst_packets"), 1, 64)
-    return QueueParams(float(w_q), k, red, legacy_k, buf, cq, cb)
+    sb = _int(raw.get("credit_shaper_burst_packets", 2), _join(path, "credit_shaper_burst_packets"), 1, 64)
+    return QueueParams(float(w_q), k, red, legacy_k, buf, cq, cb, sb)
 
 
 def _ppt_params(raw: Any) -> PptParams:

@@ -19,10 +19,12 @@ pub struct CompareArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// One run as compared: its label, its time scale, and its report.
+/// One run as compared: its label, its time scale, its byte scale (an emulation's BDP ratio:
+/// emulated bytes / model bytes), and its report.
 struct Run {
     label: String,
     scale: f64,
+    bytes_scale: f64,
     report: Value,
 }
 
@@ -53,9 +55,15 @@ fn load(dir: &Path) -> Result<Run, String> {
             path.display()
         ));
     }
+    let bytes_scale = report
+        .get("bdp_ratio")
+        .and_then(Value::as_f64)
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .unwrap_or(1.0);
     Ok(Run {
         label: format!("{backend} ({})", dir.display()),
         scale,
+        bytes_scale,
         report,
     })
 }
@@ -93,8 +101,13 @@ fn pairs(a: &Path, b: &Path) -> Result<Vec<(String, PathBuf, PathBuf)>, String> 
         .collect())
 }
 
+/// A value by dotted path; a number in the path indexes an array (`bottleneck.max_queue_bytes.1`).
 fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
+    path.split('.')
+        .try_fold(v, |v, k| match k.parse::<usize>() {
+            Ok(i) if v.is_array() => v.get(i),
+            _ => v.get(k),
+        })
 }
 
 fn num(v: &Value, path: &str) -> Option<f64> {
@@ -125,6 +138,26 @@ fn summary(a: &Run, b: &Run) -> Vec<[String; 4]> {
         let (x, y) = (num(&a.report, key), num(&b.report, key));
         let f = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
         rows.push([what.into(), f(x), f(y), String::new()]);
+    }
+    // The switches' drops (None where a backend cannot see them: stock BMv2's full queues)
+    // and the bottleneck's data queue (Q1) in the model's bytes.
+    for (what, key) in [
+        ("data drops, full buffer", "data_drops_full"),
+        ("data drops, selective (red)", "data_drops_red"),
+        ("credit drops", "credit_drops"),
+    ] {
+        let (x, y) = (num(&a.report, key), num(&b.report, key));
+        let f = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
+        rows.push([what.into(), f(x), f(y), String::new()]);
+    }
+    for (what, key) in [
+        ("bottleneck Q1 mean", "queue_summary.q1.0"),
+        ("bottleneck Q1 max", "bottleneck.max_queue_bytes.1"),
+    ] {
+        let v = |r: &Run| num(&r.report, key).map(|x| x / r.bytes_scale);
+        let (x, y) = (v(a), v(b));
+        let kb = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1} kB", v / 1e3));
+        rows.push([format!("{what} (model bytes)"), kb(x), kb(y), ratio(x, y)]);
     }
     let finite = |r: &Run| num(&r.report, "fct.overall.flows").unwrap_or(0.0) > 0.0;
     if !finite(a) && !finite(b) {
@@ -166,8 +199,11 @@ fn flows(r: &Run) -> Vec<Flow> {
         .into_iter()
         .flatten()
         .map(|f| {
-            let size = f["size"]
-                .as_u64()
+            // An emulated flow is described by the model's size (its own is scaled).
+            let size = f
+                .get("model_size")
+                .and_then(Value::as_u64)
+                .or_else(|| f["size"].as_u64())
                 .map_or("long-lived".into(), |s| format!("{s} B"));
             Flow {
                 id: f["id"].as_u64().unwrap_or(0),
