@@ -15,11 +15,13 @@ Usage (root; `flexpass_nic.py ebpf ...` is the same):
                    [--no-htb] [--drop-malformed] [--bpffs /sys/fs/bpf] [--netns NS]
   flexpass_ebpf.py show --dev eth0 [--json]     counters and configuration
   flexpass_ebpf.py clear --dev eth0             filter, clsact, htb root and pinned maps removed
+  flexpass_ebpf.py bench [--repeat N]           ns/packet per path (BPF_PROG_TEST_RUN; scratch netns)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -350,6 +352,74 @@ def clear(dev: str, bpffs: str = "/sys/fs/bpf", netns: Optional[str] = None) -> 
         shutil.rmtree(pins)
 
 
+# ---- A throw-away edge: BPF_PROG_TEST_RUN tests and `bench` ---------------------------------
+@contextlib.contextmanager
+def scratch_edge(cfg: Optional[EdgeConfig] = None, test_clock_ns: int = 0):
+    """The program loaded on `lo` of a new network namespace, its maps pinned in a private
+    bpf filesystem (a temporary mount): yields (program fd, EdgeMaps); all removed after,
+    also on failure. Root."""
+    require_root("a scratch edge (BPF_PROG_TEST_RUN)")
+    cfg = cfg or EdgeConfig(flexpass_nic.NicConfig(dev="lo", link_mbit=10_000))
+    ns = f"fpedge{os.getpid()}"
+    bpffs = tempfile.mkdtemp(prefix="flexpass-bpffs-")
+    mounted = netns = False
+    fd, maps = None, None
+    try:
+        subprocess.run(["mount", "-t", "bpf", "bpf", bpffs], check=True, capture_output=True)
+        mounted = True
+        subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
+        netns = True
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, capture_output=True)
+        fd = prog_fd_by_id(apply(cfg, bpffs, htb=False, netns=ns, test_clock_ns=test_clock_ns))
+        maps = EdgeMaps(bpffs, "lo")
+        yield fd, maps
+    finally:
+        if maps:
+            maps.close()
+        if fd is not None:
+            os.close(fd)
+        if netns:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if mounted:
+            subprocess.run(["umount", bpffs], capture_output=True)
+        os.rmdir(bpffs)
+
+
+def frame(tos: int, payload: bytes, sport: int = FLEXPASS_UDP_PORT, dport: int = FLEXPASS_UDP_PORT,
+          proto: int = 17) -> bytes:
+    """Ethernet + IPv4 (no options) + UDP + payload (proto 17), or + payload as the L4 (else)."""
+    l4 = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload if proto == 17 else payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(l4), 0, 0x4000, 64, proto, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    return bytes(6 * [2]) + bytes(6 * [4]) + b"\x08\x00" + ip + l4
+
+
+def bench(repeat: int) -> Dict[str, float]:
+    """ns/packet of the program (BPF_PROG_TEST_RUN, `repeat` runs, the kernel's mean) per path."""
+    credit = bytes.fromhex("110000120102030400000001000000000000")  # docs/protocol-vectors.json credit_min
+    data = bytes.fromhex("12000034") + bytes(4) + bytes(20) + bytes(24)
+    dscp = flexpass_nic.DEFAULT_DSCP
+    cases = {
+        "credit within the rate": frame(dscp["credit"] << 2, credit),
+        "credit over the rate (dropped)": frame(dscp["credit"] << 2, credit),
+        "proactive data": frame(dscp["proactive_data"] << 2, data),
+        "legacy TCP": frame(0, bytes(20), proto=6),
+    }
+    out = {}
+    # 1 Tbit/s: every credit conforms (2.3 GB/s of credits); 10 Mbit/s: all but the burst is over.
+    for link, names in ((1_000_000, ["credit within the rate", "proactive data", "legacy TCP"]),
+                        (10, ["credit over the rate (dropped)"])):
+        cfg = EdgeConfig(flexpass_nic.NicConfig(dev="lo", link_mbit=link))
+        with scratch_edge(cfg) as (fd, _maps):
+            for name in names:
+                r = prog_test_run(fd, cases[name], repeat)
+                want = TC_ACT_SHOT if "dropped" in name else TC_ACT_OK
+                if r.retval != want:
+                    raise EdgeError(f"bench: {name}: the program returned {r.retval}, not {want}")
+                out[name] = r.duration_ns
+    return out
+
+
 # ---- CLI --------------------------------------------------------------------------------
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="flexpass_nic.py ebpf", description=__doc__.split("\n\n")[0])
@@ -372,6 +442,8 @@ def main(argv=None) -> int:
         q.add_argument("--bpffs", default="/sys/fs/bpf", help="a mounted bpf filesystem for the pinned maps")
         q.add_argument("--netns", default=None, help="run tc in this network namespace (ip netns)")
     sub.choices["show"].add_argument("--json", action="store_true")
+    sub.add_parser("bench", help="ns/packet per path (BPF_PROG_TEST_RUN on a scratch edge)").add_argument(
+        "--repeat", type=int, default=1_000_000)
     a = ap.parse_args(argv)
     try:
         if a.cmd == "apply":
@@ -392,6 +464,9 @@ def main(argv=None) -> int:
                 for name, v in c["classes"].items():
                     print(f"  {name:24} {v['packets']:>12} packets {v['ip_bytes']:>14} IPv4 bytes")
                 print("events: " + ", ".join(f"{k} {v}" for k, v in c["events"].items()))
+        elif a.cmd == "bench":
+            for name, ns in bench(a.repeat).items():
+                print(f"{name:32} {ns:6} ns/packet  (BPF_PROG_TEST_RUN, repeat {a.repeat})")
         else:
             clear(a.dev, a.bpffs, a.netns)
     except (ValueError, EdgeError) as e:
