@@ -15,6 +15,7 @@ Usage (root; `flexpass_nic.py ebpf ...` is the same):
                    [--no-htb] [--drop-malformed] [--bpffs /sys/fs/bpf] [--netns NS]
   flexpass_ebpf.py show --dev eth0 [--json]     counters and configuration
   flexpass_ebpf.py clear --dev eth0             filter, clsact, htb root and pinned maps removed
+  flexpass_ebpf.py build [--out FILE]            compile only (make nic-ebpf)
   flexpass_ebpf.py bench [--repeat N]           ns/packet per path (BPF_PROG_TEST_RUN; scratch netns)
 """
 
@@ -75,7 +76,7 @@ BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_OBJ_GET, BPF_PROG_TEST_RUN, BPF_PR
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _bpf(cmd: int, attr: bytes) -> int:
+def _bpf(cmd: int, attr: bytes) -> Tuple[int, bytes]:
     nr = _SYS_BPF.get(platform.machine())
     if nr is None:
         raise EdgeError(f"bpf(2) syscall number unknown for {platform.machine()}")
@@ -116,14 +117,14 @@ def prog_fd_by_id(prog_id: int) -> int:
 
 
 @dataclass
-class TestRun:
+class RunResult:
     retval: int          # TC_ACT_*
     duration_ns: int     # the kernel's mean per run
     data: bytes          # the packet after the program
     priority: int        # skb->priority after the program
 
 
-def prog_test_run(fd: int, packet: bytes, repeat: int = 1) -> TestRun:
+def prog_test_run(fd: int, packet: bytes, repeat: int = 1) -> RunResult:
     """BPF_PROG_TEST_RUN: run the program on ``packet`` ``repeat`` times in the kernel."""
     data_in = ctypes.create_string_buffer(packet, len(packet))
     data_out = ctypes.create_string_buffer(len(packet) + 256)
@@ -135,7 +136,7 @@ def prog_test_run(fd: int, packet: bytes, repeat: int = 1) -> TestRun:
     _fd, retval, _si, size_out = struct.unpack_from("<IIII", out)
     duration = struct.unpack_from("<I", out, 36)[0]
     priority = struct.unpack_from("<I", ctx_out.raw, 32)[0]  # __sk_buff.priority
-    return TestRun(retval, duration, data_out.raw[:size_out], priority)
+    return RunResult(retval, duration, data_out.raw[:size_out], priority)
 
 
 # ---- What the loader writes ---------------------------------------------------------------
@@ -442,6 +443,8 @@ def main(argv=None) -> int:
         q.add_argument("--bpffs", default="/sys/fs/bpf", help="a mounted bpf filesystem for the pinned maps")
         q.add_argument("--netns", default=None, help="run tc in this network namespace (ip netns)")
     sub.choices["show"].add_argument("--json", action="store_true")
+    sub.add_parser("build", help="compile the program only (no root)").add_argument(
+        "--out", default="build/nic-ebpf/flexpass_edge.bpf.o")
     sub.add_parser("bench", help="ns/packet per path (BPF_PROG_TEST_RUN on a scratch edge)").add_argument(
         "--repeat", type=int, default=1_000_000)
     a = ap.parse_args(argv)
@@ -464,6 +467,9 @@ def main(argv=None) -> int:
                 for name, v in c["classes"].items():
                     print(f"  {name:24} {v['packets']:>12} packets {v['ip_bytes']:>14} IPv4 bytes")
                 print("events: " + ", ".join(f"{k} {v}" for k, v in c["events"].items()))
+        elif a.cmd == "build":
+            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+            print(f"{find_clang()} -O2 -g -target bpf {SRC.relative_to(NIC_DIR.parent)} -> {compile_program(Path(a.out))}")
         elif a.cmd == "bench":
             for name, ns in bench(a.repeat).items():
                 print(f"{name:32} {ns:6} ns/packet  (BPF_PROG_TEST_RUN, repeat {a.repeat})")
