@@ -114,6 +114,8 @@ def test_credits_leave_at_the_configured_rate_and_data_is_never_dropped(veth_pai
     assert sent["credits"] / sent["seconds"] > 2 * credits_per_s  # the edge was loaded
     assert abs(measured / credits_per_s - 1) < 0.03
     assert len(times) <= credits_per_s * (times[-1] - times[0]) + burst_bytes / E.MIN_FRAME_BYTES + 1
+    if sent["sched_fifo"]:  # a sender that was not descheduled keeps the whole run at the limit
+        assert abs(mean / credits_per_s - 1) < 0.03
     assert got["data"] == sent["data"] == c["classes"]["proactive_data/green"]["packets"]
     assert c["classes"]["credit/green"]["packets"] == got["credits"]
     assert c["events"]["credit_dropped"] == sent["credits"] - got["credits"]
