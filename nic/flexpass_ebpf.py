@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -61,7 +62,8 @@ NIC_EVENTS = {0: "parser_error", 1: "not_ipv4", 5: "flexpass_seen", 7: "bad_flex
               9: "credit_dropped", 10: "malformed_dropped"}
 KIND_NAMES = {v: k.value for k, v in KIND.items()}
 COLOR_NAMES = {0: "green", 2: "red"}
-MAPS = ("edge_config", "dscp_plan", "credit_bucket", "nic_events", "class_packets", "class_bytes")
+MAPS = ("edge_config", "dscp_plan", "credit_bucket", "nic_events", "class_packets", "class_bytes", "flow_credits")
+FLOW_KEY = struct.Struct("!4s4sI")  # src, dst, flow_id as on the wire
 MAX_RATE_BYTES_PER_S = 10**10  # the program refills at most 1 s·rate: keeps it in u64
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 
@@ -72,6 +74,7 @@ class EdgeError(Exception):
 
 # ---- bpf(2) through ctypes ----------------------------------------------------------------
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "armv7l": 386, "ppc64le": 361, "s390x": 351, "riscv64": 280}
+BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY = 3, 4
 BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_OBJ_GET, BPF_PROG_TEST_RUN, BPF_PROG_GET_FD_BY_ID = 1, 2, 7, 10, 13
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -101,8 +104,10 @@ def obj_get(path: Path) -> int:
         raise EdgeError(f"{path}: {e.strerror} (is the edge applied? flexpass_nic.py ebpf apply)") from None
 
 
-def map_lookup(fd: int, key: int, size: int) -> bytes:
-    k, v = ctypes.create_string_buffer(struct.pack("<I", key)), ctypes.create_string_buffer(size)
+def map_lookup(fd: int, key, size: int) -> bytes:
+    """The value at ``key`` (an array index, or the raw key bytes of a hash map)."""
+    raw = key if isinstance(key, bytes) else struct.pack("<I", key)
+    k, v = ctypes.create_string_buffer(raw, len(raw)), ctypes.create_string_buffer(size)
     _bpf(BPF_MAP_LOOKUP_ELEM, struct.pack("<IIQQQ", fd, 0, _ptr(k), _ptr(v), 0))
     return v.raw
 
@@ -110,6 +115,27 @@ def map_lookup(fd: int, key: int, size: int) -> bytes:
 def map_update(fd: int, key: int, value: bytes) -> None:
     k, v = ctypes.create_string_buffer(struct.pack("<I", key)), ctypes.create_string_buffer(value, len(value))
     _bpf(BPF_MAP_UPDATE_ELEM, struct.pack("<IIQQQ", fd, 0, _ptr(k), _ptr(v), 0))
+
+
+def map_delete(fd: int, key: bytes) -> None:
+    k = ctypes.create_string_buffer(key, len(key))
+    _bpf(BPF_MAP_DELETE_ELEM, struct.pack("<IIQ", fd, 0, _ptr(k)))
+
+
+def map_keys(fd: int, key_size: int) -> List[bytes]:
+    """Every key of a hash map (BPF_MAP_GET_NEXT_KEY from none)."""
+    keys, cur = [], None
+    while True:
+        k = ctypes.create_string_buffer(cur, key_size) if cur else None
+        nxt = ctypes.create_string_buffer(key_size)
+        try:
+            _bpf(BPF_MAP_GET_NEXT_KEY, struct.pack("<IIQQ", fd, 0, _ptr(k) if k else 0, _ptr(nxt)))
+        except OSError as e:
+            if e.errno == 2:  # ENOENT: the last key
+                return keys
+            raise
+        cur = nxt.raw
+        keys.append(cur)
 
 
 def prog_fd_by_id(prog_id: int) -> int:
@@ -311,10 +337,24 @@ class EdgeMaps:
         struct.pack_into("<Q", raw, 16, now_ns)
         map_update(self.fd["edge_config"], 0, bytes(raw))
 
+    def flows(self) -> Dict[Tuple[str, str, int], int]:
+        """(credit source, credit destination, flow_id) -> credits passed."""
+        out = {}
+        for key in map_keys(self.fd["flow_credits"], FLOW_KEY.size):
+            try:
+                n = struct.unpack("<Q", map_lookup(self.fd["flow_credits"], key, 8))[0]
+            except OSError:
+                continue  # evicted meanwhile
+            src, dst, flow_id = FLOW_KEY.unpack(key)
+            out[(socket.inet_ntoa(src), socket.inet_ntoa(dst), flow_id)] = n
+        return out
+
     def clear_counters(self) -> None:
         for name, n in (("nic_events", 16), ("class_packets", 32), ("class_bytes", 32)):
             for i in range(n):
                 map_update(self.fd[name], i, bytes(8))
+        for key in map_keys(self.fd["flow_credits"], FLOW_KEY.size):
+            map_delete(self.fd["flow_credits"], key)
 
     def counters(self) -> Dict:
         classes = {}
@@ -331,7 +371,9 @@ class EdgeMaps:
                   "drop_malformed": bool(flags & EDGE_DROP_MALFORMED), "configured": bool(configured)}
         if clock:
             config["test_clock_ns"] = clock
-        return {"config": config, "classes": classes, "events": events}
+        flows = [{"src": s, "dst": d, "flow_id": f, "credits": n}
+                 for (s, d, f), n in sorted(self.flows().items(), key=lambda kv: -kv[1])]
+        return {"config": config, "classes": classes, "events": events, "flow_credits": flows}
 
 
 def write_config(cfg: EdgeConfig, bpffs: str, test_clock_ns: int = 0) -> None:
@@ -467,6 +509,8 @@ def main(argv=None) -> int:
                 for name, v in c["classes"].items():
                     print(f"  {name:24} {v['packets']:>12} packets {v['ip_bytes']:>14} IPv4 bytes")
                 print("events: " + ", ".join(f"{k} {v}" for k, v in c["events"].items()))
+                for f in c["flow_credits"][:20]:
+                    print(f"  credits {f['src']} -> {f['dst']} flow {f['flow_id']}: {f['credits']}")
         elif a.cmd == "build":
             Path(a.out).parent.mkdir(parents=True, exist_ok=True)
             print(f"{find_clang()} -O2 -g -target bpf {SRC.relative_to(NIC_DIR.parent)} -> {compile_program(Path(a.out))}")

@@ -29,6 +29,7 @@
 // Kernel helper ABI (include/uapi/linux/bpf.h, enum bpf_func_id): stable numbers.
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)BPF_FUNC_map_update_elem;
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) = (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_spin_lock;
 static long (*bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_spin_unlock;
@@ -136,6 +137,23 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } class_bytes SEC(".maps");
 
+// Credits passed per flow (sender = the credit's destination, receiver = its source,
+// flow_id; docs/protocol.md §2): the PNA program's flow_credits, here add-on-miss with
+// LRU eviction instead of hashed slots. Key fields as on the wire (network order).
+struct flow_key {
+	__be32 src, dst, flow_id;
+};
+
+#define FLOW_ENTRIES 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FLOW_ENTRIES);
+	__type(key, struct flow_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} flow_credits SEC(".maps");
+
 static __always_inline void count(void *map, __u32 idx, __u64 n)
 {
 	__u64 *cell = bpf_map_lookup_elem(map, &idx);
@@ -239,7 +257,8 @@ int flexpass_edge(struct __sk_buff *skb)
 	ip_bytes = __builtin_bswap16(ip.total_len);
 
 	// L4 only for option-less, first-fragment IPv4 (the PNA parser's rule).
-	int bad_flexpass = 0;
+	int bad_flexpass = 0, flexpass = 0;
+	struct flow_key flow = {.src = ip.src, .dst = ip.dst};
 	if ((ip.ver_ihl & 0xf) == 5 && !(ip.frag_off & __builtin_bswap16(0x1fff))) {
 		if (ip.protocol == 17) {
 			__be16 udp[4];
@@ -258,6 +277,8 @@ int flexpass_edge(struct __sk_buff *skb)
 				if (version != FLEXPASS_VERSION ||
 				    __builtin_bswap16(fp.length) + 8 != __builtin_bswap16(udp[2]))
 					bad_flexpass = 1;
+				flexpass = !bad_flexpass;
+				flow.flow_id = fp.flow_id;
 			}
 		} else if (ip.protocol == 6 && len < 14 + 20 + 20) {
 			return malformed(cfg, EVT_PARSER_ERROR);
@@ -273,6 +294,14 @@ int flexpass_edge(struct __sk_buff *skb)
 		if (!credit_conforms(cfg, cost)) {
 			count(&nic_events, EVT_CREDIT_DROPPED, 1);
 			return TC_ACT_SHOT;
+		}
+		if (flexpass) {
+			__u64 one = 1, *n = bpf_map_lookup_elem(&flow_credits, &flow);
+			if (n)
+				__sync_fetch_and_add(n, 1);
+			else if (bpf_map_update_elem(&flow_credits, &flow, &one, BPF_NOEXIST) &&
+				 (n = bpf_map_lookup_elem(&flow_credits, &flow)))
+				__sync_fetch_and_add(n, 1); // another CPU added it first
 		}
 	}
 out:

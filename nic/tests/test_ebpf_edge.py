@@ -258,3 +258,29 @@ def test_random_frames_pass_unchanged_or_are_policed(edge):
             assert tos >> 2 == DSCP["credit"]
             shot += 1
     assert maps.counters()["events"]["credit_dropped"] == shot
+
+
+@needs_root
+def test_credits_are_counted_per_flow(edge):
+    """Passed credits per (source, destination, flow_id), the PNA program's flow_credits;
+    dropped credits and other kinds are not counted."""
+    fd, maps = configure(edge)
+    def credit(flow_id, src):
+        pkt = bytearray(E.frame(DSCP["credit"] << 2, bytes([0x11, 0, 0, 18]) + flow_id.to_bytes(4, "big") + bytes(10)))
+        pkt[26:30] = bytes(src)
+        return bytes(pkt)
+    sent = {(1, (10, 0, 0, 1)): 5, (2, (10, 0, 0, 1)): 3, (1, (10, 0, 0, 9)): 2}
+    now = S
+    for (flow_id, src), n in sent.items():
+        for _ in range(n):
+            now += S  # a full bucket each time: every credit passes
+            maps.set_clock(now)
+            assert run(fd, credit(flow_id, src)).retval == E.TC_ACT_OK
+    maps.set_clock(now + S)
+    for _ in range(4):  # a full bucket and no time passing: 2 pass (the burst), 2 are dropped
+        run(fd, credit(7, (10, 0, 0, 1)))
+    run(fd, E.frame(DSCP["proactive_data"] << 2, bytes.fromhex("12000024") + (9).to_bytes(4, "big") + bytes(28)))
+    want = {(".".join(map(str, src)), "10.0.0.2", f): n for (f, src), n in sent.items()}
+    want[("10.0.0.1", "10.0.0.2", 7)] = 2
+    assert maps.flows() == want
+    assert maps.counters()["events"]["credit_dropped"] == 2
