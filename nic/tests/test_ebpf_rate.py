@@ -9,7 +9,6 @@ meter, derive.nic_credit_meter) within 3 %, and no data packet may be dropped by
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
