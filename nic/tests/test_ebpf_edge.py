@@ -60,7 +60,8 @@ def test_edge_meter_is_the_switch_meter():
 
 
 @pytest.mark.parametrize("bad, field", [(dict(link_mbit=-1), "link-mbit"), (dict(mtu=100), "mtu"),
-                                        (dict(dscp={**DSCP, "credit": 99}), "DSCP")])
+                                        (dict(dscp={**DSCP, "credit": 99}), "DSCP"),
+                                        (dict(link_mbit=1e9), "link-mbit: credit rate")])
 def test_bad_edge_config_is_refused_naming_the_key(bad, field):
     with pytest.raises(ValueError, match=field):
         E.EdgeConfig(N.NicConfig(**{"dev": "x", "link_mbit": 1000, **bad})).validate()
