@@ -190,8 +190,8 @@ static __always_inline int credit_conforms(const struct edge_config *cfg, __u64 
 	return ok;
 }
 
-// A packet the PNA program would drop: passed untouched (a host's NIC must not cut its own
-// traffic) unless the loader asked for the PNA behaviour.
+// A packet the PNA program would drop, counted: passed with its bytes untouched (a host's
+// NIC must not cut its own traffic) unless the loader asked for the PNA behaviour.
 static __always_inline int malformed(const struct edge_config *cfg, __u32 evt)
 {
 	count(&nic_events, evt, 1);
@@ -256,38 +256,42 @@ int flexpass_edge(struct __sk_buff *skb)
 	priority = cls->priority;
 	ip_bytes = __builtin_bswap16(ip.total_len);
 
-	// L4 only for option-less, first-fragment IPv4 (the PNA parser's rule).
-	int bad_flexpass = 0, flexpass = 0;
+	// L4 only for option-less, first-fragment IPv4 (the PNA parser's rule). A header cut
+	// short past IPv4 is a parser error, a wrong FlexPass header bad FlexPass; passed, both
+	// are still classified and policed by their DSCP: a forged or truncated credit cannot
+	// bypass the limit.
+	__u32 evt = EVT_PARSER_ERROR; // what `bad` is
+	int bad = 0, flexpass = 0;
 	struct flow_key flow = {.src = ip.src, .dst = ip.dst};
 	if ((ip.ver_ihl & 0xf) == 5 && !(ip.frag_off & __builtin_bswap16(0x1fff))) {
 		if (ip.protocol == 17) {
 			__be16 udp[4];
-			if (len < 14 + 20 + 8 || bpf_skb_load_bytes(skb, 34, udp, 8))
-				return malformed(cfg, EVT_PARSER_ERROR);
-			__be16 port = __builtin_bswap16(cfg->udp_port);
-			if (udp[0] == port || udp[1] == port) {
-				struct fp_hdr fp;
-				if (len < 42 + sizeof(fp) || bpf_skb_load_bytes(skb, 42, &fp, sizeof(fp)))
-					return malformed(cfg, EVT_PARSER_ERROR);
+			struct fp_hdr fp;
+			if (len < 14 + 20 + 8 || bpf_skb_load_bytes(skb, 34, udp, 8)) {
+				bad = 1, evt = EVT_PARSER_ERROR;
+			} else if (udp[0] != __builtin_bswap16(cfg->udp_port) &&
+				   udp[1] != __builtin_bswap16(cfg->udp_port)) {
+				// not FlexPass
+			} else if (len < 42 + sizeof(fp) || bpf_skb_load_bytes(skb, 42, &fp, sizeof(fp))) {
+				bad = 1, evt = EVT_PARSER_ERROR;
+			} else {
 				count(&nic_events, EVT_FLEXPASS_SEEN, 1);
 				__u32 version = fp.ver_type >> 4, type = fp.ver_type & 0xf;
 				// A version-1 CREDIT has its 4-byte body (credit_seq) or is truncated.
 				if (version == FLEXPASS_VERSION && type == FLEXPASS_TYPE_CREDIT && len < 42 + 8 + 4)
-					return malformed(cfg, EVT_PARSER_ERROR);
-				if (version != FLEXPASS_VERSION ||
-				    __builtin_bswap16(fp.length) + 8 != __builtin_bswap16(udp[2]))
-					bad_flexpass = 1;
-				flexpass = !bad_flexpass;
+					bad = 1, evt = EVT_PARSER_ERROR;
+				else if (version != FLEXPASS_VERSION ||
+					 __builtin_bswap16(fp.length) + 8 != __builtin_bswap16(udp[2]))
+					bad = 1, evt = EVT_BAD_FLEXPASS;
+				flexpass = !bad;
 				flow.flow_id = fp.flow_id;
 			}
 		} else if (ip.protocol == 6 && len < 14 + 20 + 20) {
-			return malformed(cfg, EVT_PARSER_ERROR);
+			bad = 1, evt = EVT_PARSER_ERROR;
 		}
 	}
-	if (bad_flexpass && malformed(cfg, EVT_BAD_FLEXPASS) == TC_ACT_SHOT)
+	if (bad && malformed(cfg, evt) == TC_ACT_SHOT)
 		return TC_ACT_SHOT;
-	// Passed bad FlexPass is classified and policed by its DSCP like any packet: a forged
-	// credit cannot bypass the limit.
 
 	if (kind == KIND_CREDIT) {
 		__u64 cost = len > cfg->min_frame_bytes ? len : cfg->min_frame_bytes;

@@ -182,7 +182,7 @@ def test_bad_input_is_counted_and_passed_untouched_or_dropped(edge, drop):
         assert r.data == pkt  # never rewritten
     # Frames cut short: in the UDP header, in the FlexPass header, in a CREDIT's body, in a
     # TCP header (BPF_PROG_TEST_RUN refuses IPv4 frames shorter than Ethernet + IPv4).
-    full = E.frame(DSCP["credit"] << 2, bytes.fromhex(VECTORS["valid"][0]["hex"]))
+    full = E.frame(DSCP["control"] << 2, bytes.fromhex(VECTORS["valid"][0]["hex"]))
     tcp = E.frame(0, bytes(20), proto=6)
     for short in (full[:36], full[:45], full[:53], tcp[:40]):
         r = run(fd, short)
@@ -195,13 +195,18 @@ def test_bad_input_is_counted_and_passed_untouched_or_dropped(edge, drop):
 
 
 @needs_root
-def test_forged_credit_cannot_bypass_the_bucket(edge):
-    """A bad FlexPass header in the credit DSCP, passed, is still policed."""
+@pytest.mark.parametrize("how", ["forged version", "cut in its body"])
+def test_bad_credit_cannot_bypass_the_bucket(edge, how):
+    """A bad FlexPass header or a truncated CREDIT in the credit DSCP, passed, is still policed."""
     fd, maps = configure(edge)
-    forged = E.frame(DSCP["credit"] << 2, bytes.fromhex("210000120102030400000001000000000000"))
-    verdicts = [run(fd, forged).retval for _ in range(5)]
+    good = E.frame(DSCP["credit"] << 2, bytes.fromhex("110000120102030400000001000000000000"))
+    bad = (E.frame(DSCP["credit"] << 2, bytes.fromhex("210000120102030400000001000000000000"))
+           if how == "forged version" else good[:53])
+    verdicts = [run(fd, bad).retval for _ in range(5)]
     assert verdicts == [E.TC_ACT_OK] * 2 + [E.TC_ACT_SHOT] * 3  # burst of 2 credits, no time passes
-    assert maps.counters()["events"]["bad_flexpass"] == 5
+    ev = maps.counters()["events"]
+    assert ev["bad_flexpass" if how == "forged version" else "parser_error"] == 5
+    assert ev["credit_dropped"] == 3
 
 
 @needs_root
