@@ -10,7 +10,7 @@ RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-nic p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-nic nic-ebpf p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: everything every target needs (make test); each target installs only its own part:
 ## deps-model (the model and the agent: make build, make demo), deps-python (control plane),
@@ -81,6 +81,12 @@ p4-nic:
 	else echo "SKIPPED p4-nic dpdk: p4c-dpdk not installed (p4src/README.md: NIC edge)"; fi; \
 	[ -n "$$found" ] || { echo "p4-nic: neither p4c-bm2-pna nor p4c-dpdk is installed (p4src/README.md: NIC edge)"; exit 1; }
 
+## nic-ebpf: the NIC edge as a tc eBPF program (nic/ebpf/flexpass_edge.bpf.c) compiled with
+## clang into build/nic-ebpf/ (no root; `nic/flexpass_nic.py ebpf apply` compiles and attaches it;
+## docs/smartnic.md)
+nic-ebpf:
+	$(PYTHON) nic/flexpass_ebpf.py build --out build/nic-ebpf/flexpass_edge.bpf.o
+
 ## p4-tofino: the TNA program for Tofino and Tofino2 with p4c's Tofino backend, into
 ## build/p4-tofino/{tofino,tofino2} (bfrt.json, pipe/: context.json, the binary, logs) + resources.txt
 # The SDE ships p4c with the Tofino backend; otherwise the p4c on PATH.
@@ -126,7 +132,7 @@ test-rust: deps-model
 
 test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the PNA program takes the switch's classifier entries, against its P4Info where built), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the PNA program takes the switch's classifier entries, against its P4Info where built; the eBPF edge (root: BPF_PROG_TEST_RUN on the shared vectors, credit rate on a veth pair within 3 %, htb classes without u32)), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, PNA for the NIC edge (pna_nic, DPDK), TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
@@ -230,6 +236,7 @@ bench: build
 	set -o pipefail; FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py | tee $(RESULTS)/bench/agent.txt
 	$(PYTHON) $(HOST_AGENT)/reports/bench_agent_plot.py $(RESULTS)/bench/agent.txt $(RESULTS)/bench/agent.png
 	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
+	$(PYTHON) nic/flexpass_nic.py ebpf bench | tee $(RESULTS)/bench/ebpf-edge.txt
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
 

@@ -21,6 +21,8 @@ kernels that have sch_red; the default (pfifo) works everywhere.
 
 Usage: flexpass_nic.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W] [--mtu 1500]
        flexpass_nic.py clear --dev eth0 | show --dev eth0 | print --dev eth0 ...
+       flexpass_nic.py ebpf apply|show|clear ...   the same edge as a tc eBPF program
+                                                    (nic/flexpass_ebpf.py, docs/smartnic.md)
 """
 
 import argparse
@@ -37,6 +39,10 @@ from flexpass_cp import frames  # noqa: E402
 
 CREDIT_WIRE = frames.CREDIT_WIRE
 MAX_DATA_WIRE = frames.max_frame_wire(frames.DEFAULT_MTU)
+
+# The htb class of each switch queue (the profile's queue names, flexpass_cp.config.profiles):
+# the u32 filters below, or the eBPF edge (nic/flexpass_ebpf.py: skb->priority), pick them.
+HTB_CLASS = {"credit": "1:10", "flexpass": "1:20", "legacy": "1:30"}
 
 # FlexPass DSCP plan defaults (docs/protocol.md §10).
 DEFAULT_DSCP = {"credit": 46, "proactive_data": 26, "reactive_data": 30, "control": 24, "legacy": 0}
@@ -98,8 +104,9 @@ class NicConfig:
         return frames.credit_queue_bps(self.link_mbit * 1000, self.share(), self.mtu)
 
 
-def commands(cfg: NicConfig):
-    """The tc commands that build the port (pure: unit-tested without root)."""
+def commands(cfg: NicConfig, u32: bool = True):
+    """The tc commands that build the port (pure: unit-tested without root); without the
+    u32 DSCP filters when ``u32`` is false (the eBPF edge classifies instead)."""
     cfg.validate()
     dscp = cfg.dscp or DEFAULT_DSCP
     dev = cfg.dev
@@ -130,7 +137,10 @@ def commands(cfg: NicConfig):
                           "limit", str(cfg.data_limit_pkts)])
     cmds.append(tc + ["qdisc", "replace", "dev", dev, "parent", "1:30", "handle", "30:", "pfifo",
                       "limit", str(cfg.data_limit_pkts)])
-    flows = {"credit": "1:10", "proactive_data": "1:20", "reactive_data": "1:20", "control": "1:20"}
+    if not u32:
+        return cmds
+    flows = {"credit": HTB_CLASS["credit"], "proactive_data": HTB_CLASS["flexpass"],
+             "reactive_data": HTB_CLASS["flexpass"], "control": HTB_CLASS["flexpass"]}
     for prio, (cls, flowid) in enumerate(flows.items(), start=1):
         cmds.append(tc + ["filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", str(prio),
                           "u32", "match", "ip", "tos", hex(dscp[cls] << 2), "0xfc", "flowid", flowid])
@@ -148,6 +158,10 @@ def run(cmds, dry):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ebpf"]:
+        import flexpass_ebpf
+        return flexpass_ebpf.main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("apply", "print"):

@@ -29,6 +29,28 @@ from .targets import (
 )
 
 
+def credit_meter(credit_rate_bps: float, credit_wire_bytes: int, meter_bytes: int,
+                 burst_packets: int) -> Tuple[int, int]:
+    """(CIR bytes/s, burst bytes) of a credit byte meter: the credit rate in credits/s
+    times the bytes the meter counts for one credit (``meter_bytes``), and a burst of
+    ``burst_packets`` such credits.  The one place for a credit meter's numbers: the
+    switch's P4 meter (:class:`Derived`), the NIC edge's PNA meter and its eBPF token
+    bucket (:func:`nic_credit_meter`)."""
+    cir = max(1, int(round(credit_rate_bps / (8 * credit_wire_bytes) * meter_bytes)))
+    return cir, burst_packets * meter_bytes
+
+
+def nic_credit_meter(link_bps: float, share: float, mtu: int = frames.DEFAULT_MTU,
+                     burst_packets: int = 2) -> Tuple[int, int]:
+    """(CIR bytes/s, burst bytes) of the NIC edge's credit meter for a link of C =
+    ``link_bps``: share·C·84/(84+F) counted as BMv2 counts a frame (no preamble, IFG or
+    FCS: 84 -> 60 bytes per minimum credit), which is also what a tc program sees
+    (skb->len).  The same numbers as a BMv2 switch port's meter with the same C, w_q
+    (share), credit.mtu and credit_meter_burst_packets."""
+    return credit_meter(frames.credit_queue_bps(link_bps, share, mtu), frames.CREDIT_WIRE,
+                        frames.CREDIT_WIRE - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2, burst_packets)
+
+
 def derived(cfg: Config, switch: str, port: int) -> "Derived":
     """The derived values of `switch`'s `port`."""
     sw = cfg.switch(switch)
@@ -81,7 +103,8 @@ class Derived:
     def meter_cir_bytes_per_s(self) -> int:
         """Credit meter CIR (= PIR): the credit rate in the bytes the target's
         meter counts (P4Runtime MeterConfig.cir for BMv2)."""
-        return max(1, int(round(self.credits_per_second * self.credit_meter_bytes)))
+        return credit_meter(self.credit_rate_bps, self.config.credit_wire_bytes,
+                            self.credit_meter_bytes, 1)[0]
 
     @property
     def meter_burst_bytes(self) -> int:
