@@ -463,9 +463,9 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         deadline = end + GRACE * plan.duration_s + 10
         while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
             wait_until(time.monotonic() + 0.1, monitors, every_s)
-        # The depth samples count from the last flow's start (after warm-up) until every
-        # finite flow is done: the time the bottleneck is busy.
-        t_done = time.monotonic() - t0
+        # The depth samples count from the last flow's start (after warm-up) until the last
+        # finite flow completed (or the run's end): the time every flow is under way.
+        t_done = min(time.monotonic() - t0, _last_completion(plan, out, started) or math.inf)
         for m in monitors:
             m.close()
         depths = [(t - (t0 - m.t0), d) for m in monitors for t, d in m.rows]
@@ -475,6 +475,20 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         write_depths(plan, out, depths, window, f"{sw}->{recv}")
     wall = time.monotonic() - t_wall0
     return report(plan, switch, out, started, timeline, queues, wall)
+
+
+def _last_completion(plan: Plan, out: Path, started: Dict[int, float]) -> Optional[float]:
+    """When the last listed finite flow completed (s since the first start), from its sender's
+    record; None if a finite flow has none (it did not complete) or there is none."""
+    ends = []
+    for f in plan.flows:
+        if f.kind != "listed" or f.bytes is None:
+            continue
+        recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
+        if not recs or recs[-1].get("error") or recs[-1].get("fct_us") is None:
+            return None
+        ends.append(started.get(f.id, f.start_s) + recs[-1]["fct_us"] / 1e6)
+    return max(ends) if ends else None
 
 
 def write_depths(plan: Plan, out: Path, depths: List[Tuple[float, Dict[int, int]]], window: Tuple[float, float],

@@ -140,6 +140,8 @@ def test_the_report_has_the_models_shape_and_checks_bytes(tmp_path):
     # The receiver got flow 1 intact and flow 2 with other bytes.
     _lines(tmp_path / "h0-serve.jsonl", {"event": "flow_received", "bytes": b0, "sha256": "aa"},
            {"event": "flow_received", "bytes": b1, "sha256": "XX"})
+    # The queue's measured window ends when the last flow completed (here 12 ms after its start).
+    assert em._last_completion(p, tmp_path, {1: 0.0, 2: 0.5}) == pytest.approx(0.512)
     r = em.report(p, "flexpass_switch", tmp_path, {1: 0.0, 2: 0.0}, [], {}, 1.0)
     assert r["backend"] == "mininet" and r["time_scale"] == pytest.approx(50.0)
     f1, f2 = r["flows"]
