@@ -14,9 +14,6 @@ running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
 ``python -m flexpass_mininet soak [EXPERIMENT.toml] [--duration S]``: a long mixed
 workload with memory and CPU of every agent and switch over time
 (experiments/soak.toml by default; flexpass_mininet/soak.py).
-
-``python -m flexpass_mininet ppt [EXPERIMENT.toml]``: PPT vs DCTCP flow completion
-times on a PPT switch (experiments/ppt.toml by default; flexpass_mininet/ppt.py).
 """
 
 from __future__ import annotations
@@ -119,21 +116,6 @@ def soak_main(argv) -> int:
     return 0 if s["corrupted_bytes"] == 0 and s["lost_flows"] == 0 else 3
 
 
-def ppt_main(argv) -> int:
-    ap = _file_parser("ppt", "PPT vs DCTCP flow completion times on a PPT switch (issue #13)")
-    ap.add_argument("--flows-per-sender", type=int, help="override the file's flows_per_sender")
-    a = ap.parse_args(argv)
-    from . import ppt
-
-    exp, status = _load("ppt", ppt.load_experiment, a, {"flows_per_sender": a.flows_per_sender})
-    if exp is None:
-        return status
-    r = ppt.run(exp, a.out)
-    print(ppt.summary(r))
-    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, fct.csv, queues.csv, fct.png, logs)")
-    return 0
-
-
 def emulate_main(argv) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m flexpass_mininet emulate",
@@ -164,11 +146,9 @@ def main(argv=None) -> int:
         return faults_main(argv[1:])
     if argv and argv[0] == "soak":
         return soak_main(argv[1:])
-    if argv and argv[0] == "ppt":
-        return ppt_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "ppt", "emulate"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "emulate"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

@@ -11,7 +11,10 @@ control plane — scaled by the Mininet scaling rule (scaling.py), printed befor
 * every time (start, duration, warm-up, sample interval, fault) × RTT'/RTT;
 * a listed flow's size × BDP'/BDP (it sets how long the flow lasts), never below 16
   frames or its own size; an incast's response size is kept (it sets the burst, in
-  packets per RTT).
+  packets per RTT);
+* a workload's or a trace's flows are the ones the model draws (``--resolve`` lists
+  them: same seed, same hosts, sizes and arrivals), scaled as listed flows — bytes ×
+  BDP'/BDP and times × RTT'/RTT keep the offered load.
 
 Results have the model's report shape (result.json with ``fct``, ``flows``, ``timeouts``;
 flows.csv with the same columns) plus ``backend``, ``time_scale`` and the scaling, so
@@ -43,6 +46,10 @@ AGENT_PORT = env.AGENT_PORT
 MIN_FLOW_FRAMES = 16
 #: Extra wall time after the scaled duration for finite flows to finish (× duration).
 GRACE = 1.0
+#: A plan prints every flow up to this many (else the first half of them and a summary).
+MAX_FLOWS_DESCRIBED = 20
+#: The floor of PPT's LCP threshold (frames; the HCP's is the scaling rule's K floor).
+PPT_LCP_K_FLOOR_FRAMES = 3
 #: The credit burst the control plane takes (credit_meter_burst_packets: 1..64 credits).
 MAX_CREDIT_BURST = 64
 
@@ -56,18 +63,16 @@ HONOURED = {
     "topology.host_delay_us", "topology.left", "topology.right", "topology.bottleneck_gbps",
     "topology.bottlenecks", "topology.hosts_per_switch", "topology.leaves", "topology.spines",
     "topology.hosts_per_leaf", "topology.uplink_gbps", "topology.oversubscription",
-    "switch.profile", "switch.w_q", "switch.k_kb", "switch.red_kb", "switch.buffer_kb",
+    "switch.profile", "switch.w_q", "switch.k_kb", "switch.k_lcp_kb", "switch.red_kb", "switch.buffer_kb",
     "switch.credit_queue", "switch.credit_burst",
     "host.credit_batch", "host.tlp", "host.target_loss_scaling", "host.flashpass.t_wait_ms",
     "host.flashpass.unscheduled",
     "deployment.fraction", "deployment.transport",
     "measure.sample_us", "measure.warmup_ms", "measure.monitor", "measure.small_flow_kb",
-    "flow", "incast", "fault",
+    "flow", "incast", "fault", "workload", "trace",
 }
 #: Why a section cannot run here (the rest: "no agent flag or switch setting for it").
 WHY = {
-    "workload": "Poisson workloads are the model's; list the flows, or use the agent's `flexpass workload`",
-    "trace": "trace replay is the model's",
     "convergence": "the convergence study is the model's",
     "impairment": "link impairments are the model's (netem is not on every kernel)",
     "compat": "the ns-2 compatibility preset changes the model's hosts, not the agent",
@@ -110,7 +115,7 @@ def refused_keys(exp: dict, defaults: dict) -> List[str]:
 @dataclass
 class FlowPlan:
     id: int
-    kind: str  # listed | incast
+    kind: str  # listed | incast | background | foreground (a workload's or trace's, drawn by the model)
     transport: str
     src: str
     dst: str
@@ -145,6 +150,8 @@ class Plan:
     port_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (switch, neighbour) -> bit/s
     small_flow_bytes: int = 100_000
     experiment: dict = field(default_factory=dict)
+    # flexpass-ctl keys beyond the ports' (the PPT profile's thresholds).
+    switch_extra: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         s = self.scaled
@@ -159,9 +166,17 @@ class Plan:
             + f", credit queue {s.credit_queue_packets}, credit burst {s.credit_burst_packets}",
             f"  run: {self.duration_s:.2f} s (warm-up {self.warmup_s:.2f} s, samples every {self.sample_ms} ms)",
         ]
-        for f in self.flows:
+        if self.switch_extra.get("ppt"):
+            k = self.switch_extra["ppt"]
+            lines.append(f"  PPT: K {k['ecn_threshold_hcp']} B (P0-P3), {k['ecn_threshold_lcp']} B (P4-P7)")
+        shown = self.flows if len(self.flows) <= MAX_FLOWS_DESCRIBED else self.flows[:MAX_FLOWS_DESCRIBED // 2]
+        for f in shown:
             size = "long-lived" if f.bytes is None else f"{f.bytes} B (model {f.model_bytes} B)"
             lines.append(f"  flow {f.id} ({f.kind}): {f.transport} {f.src} -> {f.dst}, {size}, at {f.start_s:.3f} s")
+        if len(shown) < len(self.flows):
+            finite = [f.bytes for f in self.flows if f.bytes is not None]
+            lines.append(f"  … {len(self.flows) - len(shown)} flows more: {len(self.flows)} in all, "
+                         f"{sum(finite) / 1e6:.1f} MB, the last at {self.flows[-1].start_s:.3f} s")
         for f in self.faults:
             lines.append(f"  fault: {f.link} {'up' if f.up else 'down'} at {f.at_s:.3f} s, "
                          f"routes recomputed {f.reroute_after_s:.3f} s later")
@@ -271,6 +286,18 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
         small_flow_bytes=int(meas["small_flow_kb"] * 1e3), experiment=dict(exp, _link_bps=link_bps),
     )
     plan.port_rates = {k: v * sc.link_rate_bps for k, v in rel.items()}
+    if sw["profile"] == "ppt":
+        # PPT's K per half (P0–P3: k_kb, P4–P7: k_lcp_kb, by default k_kb·0.1/0.17 as the
+        # model's), scaled as K is, with the floors of the Mininet scaling rule: 4 frames for
+        # the HCP, 3 for the LCP (below the HCP's, as in the paper).
+        k_lcp = sw["k_lcp_kb"] if sw.get("k_lcp_kb") is not None else sw["k_kb"] * 0.1 / 0.17
+        plan.switch_extra = {"ppt": {
+            "base_rtt_us": rtt_us, "ecn_threshold_hcp": sc.ecn_threshold,
+            "ecn_threshold_lcp": max(round(k_lcp * 1e3 * sc.bdp_ratio), PPT_LCP_K_FLOOR_FRAMES * FRAME)}}
+
+    def scaled_size(b: Optional[int]) -> Optional[int]:
+        return None if b is None else min(b, max(round(b * sc.bdp_ratio), MIN_FLOW_FRAMES * FRAME))
+
     fid = 0
     for i, fl in enumerate(exp["flow"]):
         for k in range(fl["count"]):
@@ -280,10 +307,9 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
             if int(src[1:]) >= hosts:
                 raise ExperimentError(f"flow.{i}.count: host {src} does not exist (the topology has {hosts})")
             b = fl.get("bytes")
-            scaled = None if b is None else min(b, max(round(b * sc.bdp_ratio), MIN_FLOW_FRAMES * FRAME))
             start = (fl["start_us"] + fl["start_step_us"] * k) / 1e6 * time_scale
             plan.flows.append(FlowPlan(fid, "listed", fl.get("transport") or default_transport, src,
-                                       host_name(fl["dst"], hosts), b, scaled, start))
+                                       host_name(fl["dst"], hosts), b, scaled_size(b), start))
     group = 0
     for i, inc in enumerate(exp["incast"]):
         recv = host_name(inc["receiver"], hosts)
@@ -296,6 +322,14 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
                 fid += 1
                 plan.flows.append(FlowPlan(fid, "incast", inc.get("transport") or default_transport,
                                            senders[k % len(senders)], recv, inc["bytes"], inc["bytes"], start, group))
+    # A workload's or a trace's flows as the model drew them (same seed, same flows), scaled
+    # like listed flows.
+    for wf in point.get("workload_flows", []):
+        fid += 1
+        b = wf["bytes"]
+        plan.flows.append(FlowPlan(fid, wf["kind"], wf["transport"], host_name(wf["src"], hosts),
+                                   host_name(wf["dst"], hosts), b, scaled_size(b),
+                                   wf["start_us"] / 1e6 * time_scale))
     for i, ft in enumerate(exp["fault"]):
         a, _, b = ft["link"].partition("->")
         if a not in fabric.switches or b not in fabric.switches:
@@ -304,7 +338,7 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
         plan.faults.append(FaultPlan(ft["at_ms"] / 1e3 * time_scale, ft["link"], ft["up"],
                                      ft["reroute_after_ms"] / 1e3 * time_scale))
     if not plan.flows:
-        raise ExperimentError(f"{resolved['name']}: no flows ([[flow]] or [[incast]]) to emulate")
+        raise ExperimentError(f"{resolved['name']}: no flows ([[flow]], [[incast]], [workload] or [trace]) to emulate")
     return plan
 
 
@@ -368,9 +402,10 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     procs = []
     started: Dict[int, float] = {}
     t_wall0 = time.monotonic()
-    with start_network(fab, sc, switch, out, plan.profile, pcap, config_edit=edit) as net:
+    with start_network(fab, sc, switch, out, plan.profile, pcap, config_extra=plan.switch_extra,
+                       config_edit=edit) as net:
         # Every host that receives a flow or answers an incast runs one agent server.
-        servers = sorted({f.dst for f in plan.flows if f.kind == "listed"} | {f.src for f in plan.flows if f.kind == "incast"})
+        servers = sorted({f.dst for f in plan.flows if f.kind != "incast"} | {f.src for f in plan.flows if f.kind == "incast"})
         for h in servers:
             ip = fab.hosts[h].ip
             net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
@@ -411,7 +446,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
 
         events = []
         for f in plan.flows:
-            if f.kind == "listed":
+            if f.kind != "incast":
                 events.append((f.start_s, "flow", f))
         groups: Dict[int, List[FlowPlan]] = {}
         for f in plan.flows:
@@ -457,9 +492,11 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             timeline.append({"t_s": time.monotonic() - t0, "event": f"routes without {obj.link}" if not obj.up
                              else f"routes with {obj.link}", "ok": r.returncode == 0})
         # Long-lived flows run for the duration; finite ones until done (or the grace ends).
+        # With finite flows only, the run ends when they are all done, as the model's does.
         end = t0 + plan.duration_s
-        wait_until(end, monitors, every_s)
         finite = [p for fl, p in procs if isinstance(fl, list) or fl.bytes is not None]
+        if len(finite) < len(procs):
+            wait_until(end, monitors, every_s)
         deadline = end + GRACE * plan.duration_s + 10
         while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
             wait_until(time.monotonic() + 0.1, monitors, every_s)
@@ -482,7 +519,7 @@ def _last_completion(plan: Plan, out: Path, started: Dict[int, float]) -> Option
     record; None if a finite flow has none (it did not complete) or there is none."""
     ends = []
     for f in plan.flows:
-        if f.kind != "listed" or f.bytes is None:
+        if f.kind == "incast" or f.bytes is None:
             continue
         recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
         if not recs or recs[-1].get("error") or recs[-1].get("fct_us") is None:
@@ -544,11 +581,15 @@ def _stats(values: List[float]) -> dict:
 def _fct_summary(flows: List[dict], small: int) -> dict:
     done = [f for f in flows if f["fct_us"] is not None]
     finite = [f for f in flows if f["size"] is not None]
+
+    def size(f):  # a flow is small or not by its size in the model (an emulated size is scaled)
+        return f["model_size"] if f.get("model_size") is not None else f["size"]
+
     return {
         "flows": len(finite), "completed": len(done), "incomplete": len(finite) - len(done),
         "all": _stats([f["fct_us"] for f in done]),
-        "small": _stats([f["fct_us"] for f in done if f["size"] < small]),
-        "not_small": _stats([f["fct_us"] for f in done if f["size"] >= small]),
+        "small": _stats([f["fct_us"] for f in done if size(f) < small]),
+        "not_small": _stats([f["fct_us"] for f in done if size(f) >= small]),
         "timeouts": sum(f["timeouts"] for f in flows),
         "retransmissions": sum(f["retransmissions"] for f in flows),
     }
@@ -565,7 +606,7 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
         received[h] = [(r.get("bytes"), r.get("sha256")) for r in _json_lines(out / f"{h}-serve.jsonl")
                        if r.get("event") == "flow_received"]
     for f in plan.flows:
-        if f.kind == "listed":
+        if f.kind != "incast":
             recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
             rec = dict(recs[-1]) if recs else {}
             if rec and f.bytes is not None and not rec.get("error"):

@@ -1,4 +1,4 @@
-"""Experiment files of the file-driven Mininet runners (faults, soak, ppt): where a name
+"""Experiment files of the file-driven Mininet runners (faults, soak): where a name
 is looked up, how the TOML is read, the one error type, the typed key reader, and the
 settings every runner shares (switch, scaled link rate and RTT, leaf-spine size).
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -71,21 +71,6 @@ class LeafSpineRun(Run):
     hosts_per_leaf: int = 2
 
 
-def result_header(run: Run) -> dict:
-    """The head of a run's result.json: what ran, on which switch, with every setting."""
-    return {"experiment": run.name, "description": run.description, "switch": run.switch,
-            "settings": {k: v for k, v in asdict(run).items() if k not in ("name", "description")}}
-
-
-def write_csv(path: Path, header: str, rows) -> None:
-    """A result table: the comma-separated ``header``, then one line per row (an iterable
-    of values, written as they print)."""
-    with open(path, "w") as f:
-        f.write(header + "\n")
-        for row in rows:
-            f.write(",".join(str(v) for v in row) + "\n")
-
-
 def take_run(raw: dict, run: Run, extra=()) -> None:
     """Fill ``run`` from the top-level keys of ``raw``: the shared ones, ``extra``
     ((key, type) pairs of the runner's own scalars), and, for a leaf-spine run, the
@@ -110,12 +95,6 @@ def take_run(raw: dict, run: Run, extra=()) -> None:
                 setattr(run, key, v)
         if topo:
             raise ExperimentError(f"{name}.topology: unknown keys {sorted(topo)}")
-
-
-def check_transports(transports: list, allowed: Tuple[str, ...], path: str) -> None:
-    """A runner's ``transports`` list: not empty, each one it knows."""
-    if not transports or any(t not in allowed for t in transports):
-        raise ExperimentError(f"{path}: transports must be among {', '.join(allowed)}, got {transports}")
 
 
 def loader(parse):

@@ -104,11 +104,33 @@ def test_a_topology_mininet_cannot_build_is_refused_by_name():
 
 
 def test_a_section_this_backend_lacks_is_named_once(tmp_path):
-    f = tmp_path / "wl.toml"
-    f.write_text('[topology]\nkind = "star"\nhosts = 4\n[workload]\ncdf = "search"\nload = 0.5\nflows = 100\n')
+    f = tmp_path / "imp.toml"
+    f.write_text('[topology]\nkind = "star"\nhosts = 4\n[[flow]]\nsrc = 1\ndst = 0\n'
+                 '[impairment]\nloss = 0.01\nduplicate = 0.01\n')
     with pytest.raises(ExperimentError) as e:
         plans(str(f))
-    assert str(e.value).count("[workload]: not supported on mininet") == 1, e.value
+    assert str(e.value).count("[impairment]: not supported on mininet") == 1, e.value
+
+
+def test_a_workload_runs_the_flows_the_model_draws_scaled(tmp_path):
+    """[workload]: the model draws the flows (`sim --resolve` lists them); the emulation runs
+    the same pairs, sizes and arrivals, bytes × BDP'/BDP and times × RTT'/RTT (the offered
+    load kept), each flow one `flexpass send`."""
+    f = tmp_path / "wl.toml"
+    f.write_text('[topology]\nkind = "star"\nhosts = 4\nlink_gbps = 10\nlink_delay_us = 5\n'
+                 '[workload]\ncdf = "search"\nload = 0.5\nflows = 40\nload_on = "hosts"\n')
+    drawn = em.resolve(str(f), [])["points"][0]["workload_flows"]
+    (p,) = plans(str(f))
+    assert len(p.flows) == len(drawn) == 40 and {x.kind for x in p.flows} == {"background"}
+    for x, d in zip(p.flows, drawn):
+        assert (x.src, x.dst, x.model_bytes, x.transport) == (f"h{d['src']}", f"h{d['dst']}", d["bytes"], "flexpass")
+        assert x.bytes == min(d["bytes"], max(round(d["bytes"] * p.scaled.bdp_ratio), 16 * FRAME))
+        assert x.start_s == pytest.approx(d["start_us"] / 1e6 * p.time_scale)
+    # Offered on the host links: bytes over the arrival span at C' per host, as in the model.
+    span = p.flows[-1].start_s - p.flows[0].start_s
+    model_bytes = sum(x.model_bytes for x in p.flows[1:])
+    offered = model_bytes * p.scaled.bdp_ratio * 8 / span / (4 * p.scaled.link_rate_bps)
+    assert 0.2 < offered < 1.0, offered
 
 
 def test_a_bad_file_is_the_models_error():

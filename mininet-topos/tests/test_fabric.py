@@ -151,56 +151,11 @@ def test_recovery_is_the_longest_empty_run_after_the_fault():
     assert recovery(rows, 12.0, 0.5)["gap_s"] == 0
 
 
-# -- PPT runner (flexpass_mininet/ppt.py): experiment file, switch config, metrics ------------
-
-def test_ppt_experiment_file_gives_a_valid_ppt_switch_config():
-    from flexpass_cp.config import parse_config
-    from flexpass_cp.config.entries import switch_entries
-    from flexpass_cp.config.queues import tm_settings
-    from flexpass_mininet import ppt
-    from flexpass_mininet.fabric import dumbbell
-
-    e = ppt.load_experiment(Path("ppt"))
-    assert e.transports == ["dctcp", "ppt"] and e.senders >= 2
-    cfg = dumbbell(e.senders).control_plane_config(Scaled(e.link_mbps * 1e6, e.rtt_us / 1e6), "flexpass_switch", "ppt")
-    cfg.update(ppt.switch_config(e))
-    c = parse_config(cfg)
-    tp = tm_settings(c, "s1")[0]
-    assert tp.shared_buffer_bytes == e.buffer_bytes
-    assert {q.queue: q.ecn_threshold for q in tp.queues} == {
-        7 - p: e.ecn_threshold_hcp_bytes if p < 4 else e.ecn_threshold_lcp_bytes for p in range(8)}
-    assert any(getattr(x, "table", None) == "classifier" for x in switch_entries(c, "s1"))
-
-
-def test_ppt_experiment_errors_name_the_key():
-    from flexpass_mininet import ppt
-
-    with pytest.raises(ppt.ExperimentError, match=r"x: unknown keys \['flows'\]"):
-        ppt.parse_experiment({"flows": 3}, "x")
-    with pytest.raises(ppt.ExperimentError, match="transports"):
-        ppt.parse_experiment({"transports": ["ppt", "homa"]}, "x")
-    with pytest.raises(ppt.ExperimentError, match="ecn_threshold_lcp_bytes"):
-        ppt.parse_experiment({"ecn_threshold_lcp_bytes": 9000, "ecn_threshold_hcp_bytes": 6000}, "x")
-
-
-def test_ppt_fct_summary_uses_completed_flows_and_the_small_cut():
-    from flexpass_mininet import ppt
-
-    flows = [{"size": 1_000, "fct_us": 100.0}, {"size": 100_000, "fct_us": 300.0},
-             {"size": 100_001, "fct_us": 5_000.0, "timeouts": 1}, {"size": 50, "fct_us": 1.0, "error": "reset"}]
-    s = ppt.fct_summary(flows, 100_000)
-    assert (s["completed"], s["failed"], s["small_flows"], s["large_flows"]) == (3, 1, 2, 1)
-    assert s["small_avg_us"] == 200.0 and s["large_avg_us"] == 5_000.0 and s["small_p99_us"] == 300.0
-    assert s["overall_avg_us"] == pytest.approx(5_400 / 3) and s["timeouts"] == 1
-    q = ppt.queue_summary({"queues": [{"queue": 7, "dequeued_bytes": 300}, {"queue": 0, "dequeued_bytes": 100}]})
-    assert q["P0"]["share"] == 0.75 and q["P7"]["share"] == 0.25 and q["P3"]["dequeued_bytes"] == 0
-
-
 def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
-    """faults, soak and ppt read their files through expfile: a bare name is found in
+    """faults and soak read their files through expfile: a bare name is found in
     mininet-topos/experiments/, and a wrong type, a bad switch, a bad topology size or an
     unknown key is an error naming the file and the key."""
-    from flexpass_mininet import expfile, faults as fl, ppt, soak
+    from flexpass_mininet import expfile, faults as fl, soak
 
     raw, name = expfile.read("faults-quick")
     assert name == "faults-quick" and "flow" in raw
@@ -220,23 +175,5 @@ def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
     with pytest.raises(expfile.ExperimentError, match=r"x.controller: unknown keys \['period'\]"):
         fl.parse_experiment({"flow": flow, "controller": {"period": 1}}, "x")
     with pytest.raises(expfile.ExperimentError, match=r"x.rtt_us: must be > 0"):
-        ppt.parse_experiment({"rtt_us": 0}, "x")
-    assert fl.ExperimentError is soak.ExperimentError is ppt.ExperimentError is expfile.ExperimentError
-
-
-def test_result_tables_have_a_row_per_flow_and_the_header_s_columns(tmp_path):
-    import csv
-
-    from flexpass_mininet import ppt
-
-    flow = {"sender": "h1", "bytes": 100, "size": 100, "fct_us": 1234.4, "start_us": 5.6, "retransmissions": 2}
-    queues = {f"P{p}": {"queue": 7 - p, "dequeued_bytes": 10 * p, "share": p / 28, "max_depth_bytes": p,
-                        "ecn_marked_pkts": 0, "dropped_pkts": {"red": p, "queue_full": 1}} for p in range(8)}
-    ppt.write_tables({"runs": {"dctcp": {"flows": [flow, dict(flow, error="timeout")], "queues": queues},
-                               "ppt": {"flows": [flow], "queues": None}}}, tmp_path)
-    tables = {n: list(csv.DictReader(open(tmp_path / n))) for n in ("fct.csv", "queues.csv")}
-    assert [r["error"] for r in tables["fct.csv"]] == ["", "timeout", ""]
-    assert tables["fct.csv"][0] == {"transport": "dctcp", "sender": "h1", "size": "100", "start_us": "6",
-                                    "fct_us": "1234", "timeouts": "0", "retransmissions": "2", "error": ""}
-    assert len(tables["queues.csv"]) == 8 and tables["queues.csv"][3]["dropped_pkts"] == "4"
-    assert tables["queues.csv"][3]["share"] == "0.1071"
+        soak.parse_soak({"rtt_us": 0, "incast": []}, "x")
+    assert fl.ExperimentError is soak.ExperimentError is expfile.ExperimentError

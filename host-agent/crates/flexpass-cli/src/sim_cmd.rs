@@ -5,7 +5,7 @@
 use crate::plot;
 use flexpass_sim::experiment::{self, Experiment, Override, Source};
 use flexpass_sim::sweep::{self, point_id, sweep_points, Finished};
-use flexpass_sim::{run, Progress, RunReport};
+use flexpass_sim::{run, FlowKind, Progress, RunReport};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -422,6 +422,23 @@ fn resolve(
         let mut e = src.experiment(p)?;
         e.sweep = None;
         e.figures.clear();
+        // The flows of a workload or trace, as the model draws them (seeded): a backend runs
+        // the same flows. Listed flows and incast groups are in the experiment itself.
+        let drawn: Vec<serde_json::Value> = if e.workload.is_some() || e.trace.is_some() {
+            flexpass_sim::build::flows(&e)?
+                .iter()
+                .filter(|f| matches!(f.kind, FlowKind::Background | FlowKind::Foreground))
+                .map(|f| {
+                    serde_json::json!({
+                        "src": f.src, "dst": f.dst, "transport": f.transport.name(),
+                        "bytes": f.size, "start_us": f.start as f64 / 1e3,
+                        "kind": f.kind,
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         runs.push(serde_json::json!({
             "id": if exp.sweep.is_some() { point_id(&own(p, base)) } else { String::new() },
             "set": own(p, base).iter().map(|o| format!("{}={}", o.key, o.value_text())).collect::<Vec<_>>(),
@@ -434,6 +451,7 @@ fn resolve(
                 "mtu": e.topology.mtu(),
             },
             "experiment": e,
+            "workload_flows": drawn,
         }));
     }
     let v = serde_json::json!({

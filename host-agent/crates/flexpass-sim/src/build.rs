@@ -443,19 +443,31 @@ fn select_ports(net: &Network, built: &Built, sel: &str) -> Result<Vec<(NodeId, 
     ))
 }
 
-/// Build the experiment's network and load its traffic.
-pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
-    let shape = exp.topology.shape()?;
-    let links = links(exp);
-    // The traffic (and so oWF's oracle weight) depends on the racks: build once to learn
-    // them, then for real with the final port configuration.
+/// The topology's racks and groups, from a build of the network that carries no traffic.
+fn probe_build(exp: &Experiment, shape: &topology::Shape, links: &Links) -> Built {
     let probe = Stack::new(exp, 0, 0.5);
     let mut scratch = Network::new(
         exp.seed,
         Box::new(|_| unreachable!()),
         Box::new(|_| unreachable!()),
     );
-    let built = topology::build(&mut scratch, &shape, &links, &probe);
+    topology::build(&mut scratch, shape, links, &probe)
+}
+
+/// Every flow of the experiment as the model draws it (listed, incast, workload, trace),
+/// without running it: `sim --resolve` gives them to the other backends.
+pub fn flows(exp: &Experiment) -> Result<Vec<FlowSpec>, String> {
+    let shape = exp.topology.shape()?;
+    traffic::generate(exp, &probe_build(exp, &shape, &links(exp)))
+}
+
+/// Build the experiment's network and load its traffic.
+pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
+    let shape = exp.topology.shape()?;
+    let links = links(exp);
+    // The traffic (and so oWF's oracle weight) depends on the racks: build once to learn
+    // them, then for real with the final port configuration.
+    let built = probe_build(exp, &shape, &links);
     let flows = traffic::generate(exp, &built)?;
     // The base RTT of the topology: that of its longest path in propagation delay.
     let (hops, one_way) = built.longest_path();
