@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import List, Optional
 
@@ -150,7 +151,10 @@ def cmd_link(args, cfg: Config) -> int:
     if args.no_apply:
         return 0
     cfg = links_mod.load(args.config, args.links)
-    results = [backend_for(cfg, name).apply_forwarding(args) for name in sorted(cfg.switches)]
+    # Every switch at once: until the last is rewritten, flows routed over the link are lost
+    # (each switch is its own connection; results in the order of the names).
+    with ThreadPoolExecutor(max_workers=len(cfg.switches) or 1) as pool:
+        results = list(pool.map(lambda name: backend_for(cfg, name).apply_forwarding(args), sorted(cfg.switches)))
     if args.json:
         for r in results:
             print(json.dumps(r))

@@ -24,12 +24,13 @@ backend cannot honour is an error naming the key and the backend.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,6 +386,8 @@ def agent_flags(plan: Plan) -> List[str]:
 
 def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv."""
+    from flexpass_cp import cli as ctl  # before the traffic starts: its imports take a while
+
     from .network import start_network
 
     out.mkdir(parents=True, exist_ok=True)
@@ -483,14 +486,17 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             wait_until(t0 + at, monitors, every_s)
             verb = "up" if obj.up else "down"
             a, _, b = obj.link.partition("->")
-            # The control plane rewrites every switch's ECMP groups (no resident controller).
-            r = subprocess.run([sys.executable, "-m", "flexpass_cp.cli", f"link-{verb}", "--config", str(cfg_path),
-                                "--link", f"{a}:{b}", "--p4info", str(env.P4_BUILD / "flexpass.p4info.txtpb"),
-                                "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20"],
-                               capture_output=True, text=True, env=ctl_env())
-            (out / f"link-{verb}-{a}-{b}.txt").write_text(r.stdout + r.stderr)
+            # The control plane rewrites every switch's ECMP groups (no resident controller),
+            # in this process: a Python start-up took up to 2 s on a loaded machine, past the
+            # HELLOs' patience (2.5 s) of flows whose path crossed the link.
+            log = io.StringIO()
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                rc = ctl.main([f"link-{verb}", "--config", str(cfg_path), "--link", f"{a}:{b}",
+                               "--p4info", str(env.P4_BUILD / "flexpass.p4info.txtpb"),
+                               "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20"])
+            (out / f"link-{verb}-{a}-{b}.txt").write_text(log.getvalue())
             timeline.append({"t_s": time.monotonic() - t0, "event": f"routes without {obj.link}" if not obj.up
-                             else f"routes with {obj.link}", "ok": r.returncode == 0})
+                             else f"routes with {obj.link}", "ok": rc == 0})
         # Long-lived flows run for the duration; finite ones until done (or the grace ends).
         # With finite flows only, the run ends when they are all done, as the model's does.
         end = t0 + plan.duration_s
@@ -543,12 +549,6 @@ def write_depths(plan: Plan, out: Path, depths: List[Tuple[float, Dict[int, int]
             w.writerow([f"{t:.3f}", *[d.get(q, 0) for q in qids]])
     plot_queue_depths(depths, names, qids, window, plan.scaled.buffer,
                       f"{plan.name} {plan.point} on {BACKEND}: bottleneck {port}", out / "queue.png")
-
-
-def ctl_env() -> Dict[str, str]:
-    from .network import ctl_env as e
-
-    return e()
 
 
 def wait_until(t: float, monitors, every_s: float = 0.1) -> None:
@@ -607,7 +607,9 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
                        if r.get("event") == "flow_received"]
     for f in plan.flows:
         if f.kind != "incast":
-            recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
+            # flow_failed: the agent gave up (its error says why).
+            recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl")
+                    if r.get("event") in ("flow_sent", "flow_failed")]
             rec = dict(recs[-1]) if recs else {}
             if rec and f.bytes is not None and not rec.get("error"):
                 key = (rec.get("bytes"), rec.get("sha256"))

@@ -338,3 +338,14 @@ def test_compare_puts_the_switches_drops_and_queue_next_to_the_models_in_model_b
     assert "1.5 kB" in rows["bottleneck Q1 mean (model bytes)"], c.stdout
     # Flows are matched by the model's size (an emulated flow's own is scaled).
     assert "differs" not in c.stderr, c.stderr
+
+
+def test_a_flow_the_agent_gave_up_on_reports_the_agents_reason(tmp_path):
+    (p,) = plans("flexpass-vs-dctcp", "flow.0.bytes=200000", "flow.1.bytes=300000")
+    _lines(tmp_path / "flow1-send.jsonl", {"event": "flow_failed", "bytes": p.flows[0].bytes, "sha256": "aa",
+                                           "fct_us": 2.5e6, "error": "peer did not answer HELLO"})
+    r = em.report(p, "flexpass_switch", tmp_path, {}, [], {}, 1.0)
+    f1, f2 = r["flows"]
+    assert f1["fct_us"] is None and f1["error"] == "peer did not answer HELLO"
+    assert f2["error"] == "no record from the agent"
+    assert em._last_completion(p, tmp_path, {}) is None
