@@ -42,6 +42,8 @@ from .fabric import Fabric
 from .scaling import FRAME, Scaled
 
 BACKEND = "mininet"
+#: Flows the model draws for a [workload] or a [trace]; they run as `flexpass workload --trace`.
+WORKLOAD_KINDS = ("background", "foreground")
 AGENT_PORT = env.AGENT_PORT
 #: A listed flow is never scaled below this many full frames.
 MIN_FLOW_FRAMES = 16
@@ -433,6 +435,27 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
                           out / f"flow{f.id}-send.jsonl", out / f"flow{f.id}-send.err")
             procs.append((f, p))
 
+        def start_workload(flows: List[FlowPlan]) -> None:
+            """A workload's flows: one `flexpass workload --trace` per source host and
+            transport, replaying that host's flows at their start times (one trace file per
+            transport, every flow of it; the agent takes those that leave its host)."""
+            hosts = ",".join(f"{fab.hosts[f'h{i}'].ip}:{AGENT_PORT}" for i in range(len(fab.hosts)))
+            by_transport: Dict[str, List[FlowPlan]] = {}
+            for f in sorted(flows, key=lambda f: f.start_s):
+                by_transport.setdefault(f.transport, []).append(f)
+            for t, fl in by_transport.items():
+                trace = out / f"workload-{t}.trace"
+                trace.write_text("".join(f"{f.id} {f.start_s:.9f} {f.src[1:]} {f.dst[1:]} {f.bytes}\n" for f in fl))
+                for src in sorted({f.src for f in fl}, key=lambda h: int(h[1:])):
+                    launched = time.monotonic() - t0
+                    p = net.popen(src, _agent("workload", "--trace", str(trace), "--host", src[1:], "--hosts", hosts,
+                                              "--transport", t, "--sample-ms", "0", *agent_net),
+                                  out / f"workload-{src}-{t}.jsonl", out / f"workload-{src}-{t}.err")
+                    members = [f for f in fl if f.src == src]
+                    for f in members:
+                        started[f.id] = launched + f.start_s  # until its record says when it began
+                    procs.append((members, p))
+
         def start_incast(group: int, members: List[FlowPlan]) -> None:
             first = members[0]
             for f in members:
@@ -447,9 +470,10 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
                           out / f"incast{group}.jsonl", out / f"incast{group}.err")
             procs.append((members, p))
 
+        start_workload([f for f in plan.flows if f.kind in WORKLOAD_KINDS])
         events = []
         for f in plan.flows:
-            if f.kind != "incast":
+            if f.kind == "listed":
                 events.append((f.start_s, "flow", f))
         groups: Dict[int, List[FlowPlan]] = {}
         for f in plan.flows:
@@ -520,17 +544,36 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     return report(plan, switch, out, started, timeline, queues, wall)
 
 
+def sender_records(plan: Plan, out: Path) -> Dict[int, dict]:
+    """The last record of every listed or workload flow from its sender, by flow id:
+    `flexpass send`'s flow_sent (flow_failed: the agent gave up, its error says why), and
+    `flexpass workload --trace`'s per-flow lines (by trace_id; `bytes` is their size)."""
+    recs: Dict[int, dict] = {}
+    for f in plan.flows:
+        if f.kind == "listed":
+            rs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl")
+                  if r.get("event") in ("flow_sent", "flow_failed")]
+            if rs:
+                recs[f.id] = dict(rs[-1])
+    for path in sorted(out.glob("workload-*.jsonl")):
+        for r in _json_lines(path):
+            if r.get("event") == "flow" and r.get("trace_id") is not None:
+                recs[int(r["trace_id"])] = dict(r, bytes=r.get("size"))
+    return recs
+
+
 def _last_completion(plan: Plan, out: Path, started: Dict[int, float]) -> Optional[float]:
-    """When the last listed finite flow completed (s since the first start), from its sender's
-    record; None if a finite flow has none (it did not complete) or there is none."""
+    """When the last finite flow (listed or a workload's) completed, in s since the first
+    start, from its sender's record; None if one has none or failed, or there is none."""
     ends = []
+    sent = sender_records(plan, out)
     for f in plan.flows:
         if f.kind == "incast" or f.bytes is None:
             continue
-        recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl") if r.get("event") == "flow_sent"]
-        if not recs or recs[-1].get("error") or recs[-1].get("fct_us") is None:
+        r = sent.get(f.id)
+        if not r or r.get("error") or r.get("fct_us") is None:
             return None
-        ends.append(started.get(f.id, f.start_s) + recs[-1]["fct_us"] / 1e6)
+        ends.append(started.get(f.id, f.start_s) + r["fct_us"] / 1e6)
     return max(ends) if ends else None
 
 
@@ -605,12 +648,10 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
     for h in plan.fabric.hosts:
         received[h] = [(r.get("bytes"), r.get("sha256")) for r in _json_lines(out / f"{h}-serve.jsonl")
                        if r.get("event") == "flow_received"]
+    sent = sender_records(plan, out)
     for f in plan.flows:
         if f.kind != "incast":
-            # flow_failed: the agent gave up (its error says why).
-            recs = [r for r in _json_lines(out / f"flow{f.id}-send.jsonl")
-                    if r.get("event") in ("flow_sent", "flow_failed")]
-            rec = dict(recs[-1]) if recs else {}
+            rec = sent.get(f.id, {})
             if rec and f.bytes is not None and not rec.get("error"):
                 key = (rec.get("bytes"), rec.get("sha256"))
                 if key in received[f.dst]:

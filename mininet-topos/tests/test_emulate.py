@@ -126,6 +126,19 @@ def test_a_workload_runs_the_flows_the_model_draws_scaled(tmp_path):
         assert (x.src, x.dst, x.model_bytes, x.transport) == (f"h{d['src']}", f"h{d['dst']}", d["bytes"], "flexpass")
         assert x.bytes == min(d["bytes"], max(round(d["bytes"] * p.scaled.bdp_ratio), 16 * FRAME))
         assert x.start_s == pytest.approx(d["start_us"] / 1e6 * p.time_scale)
+    # The agents' records: `flexpass workload --trace` lines by trace_id, checked byte-exact.
+    f0, f1 = p.flows[0], p.flows[1]
+    _lines(tmp_path / f"workload-{f0.src}-flexpass.jsonl",
+           {"event": "flow", "trace_id": f0.id, "size": f0.bytes, "sha256": "aa", "fct_us": 1500.0, "error": None},
+           {"event": "summary"})
+    _lines(tmp_path / f"workload-{f1.src}-flexpass.jsonl",
+           {"event": "flow", "trace_id": f1.id, "size": f1.bytes, "sha256": "bb", "fct_us": 900.0, "error": None})
+    _lines(tmp_path / f"{f0.dst}-serve.jsonl", {"event": "flow_received", "bytes": f0.bytes, "sha256": "aa"})
+    r = em.report(p, "flexpass_switch", tmp_path, {}, [], {}, 1.0)
+    got = {x["id"]: x for x in r["flows"]}
+    assert got[f0.id]["fct_us"] == 1500.0 and got[f0.id]["kind"] == "background"
+    assert got[f1.id]["fct_us"] is None and "SHA-256" in got[f1.id]["error"]
+    assert got[p.flows[2].id]["error"] == "no record from the agent"
     # Offered on the host links: bytes over the arrival span at C' per host, as in the model.
     span = p.flows[-1].start_s - p.flows[0].start_s
     model_bytes = sum(x.model_bytes for x in p.flows[1:])

@@ -169,7 +169,7 @@ fn emit(rec: &FlowRecord, to_stderr: bool) {
     }
 }
 
-fn hex(d: impl AsRef<[u8]>) -> String {
+pub fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 

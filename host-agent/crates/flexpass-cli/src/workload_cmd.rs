@@ -4,11 +4,12 @@
 
 use crate::agent_cmd::{parse_transport, pattern_bytes, stop_flag, Touched};
 use crate::net_args::NetArgs;
-use flexpass_agent::workload::{next_gap_ns, summarize, FlowSizeCdf};
+use flexpass_agent::workload::{next_gap_ns, summarize, FlowSizeCdf, FlowTrace};
 use flexpass_agent::{Dir, Endpoint, FlowKey};
 use flexpass_wire::TransportKind;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,8 +23,21 @@ const CHUNK: u64 = 256 << 10;
 #[derive(clap::Args)]
 pub struct WorkloadArgs {
     /// Destinations (flexpass serve), comma separated; each flow picks one at random.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "trace")]
     pub to: Vec<SocketAddr>,
+    /// Replay the flows of a trace that leave host --host instead of drawing them (the
+    /// model's trace format, `ID START_S SRC DST SIZE` with host indices: what `flexpass
+    /// emulate` writes from the flows the model drew): each goes to --hosts[DST] START_S
+    /// seconds after the command starts, with SIZE bytes, and its record carries ID as
+    /// `trace_id`; --cdf, --load, --count and --seed are not used.
+    #[arg(long, requires_all = ["host", "hosts"], conflicts_with = "to")]
+    pub trace: Option<std::path::PathBuf>,
+    /// This host's index in the trace.
+    #[arg(long)]
+    pub host: Option<usize>,
+    /// Every host's `flexpass serve` address, by index, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub hosts: Vec<SocketAddr>,
     /// Flow-size CDF: search, mining, cachefollower, webserver, facebook, google, alibaba-wan,
     /// flashpass-10-80mb, or a file.
     #[arg(long, default_value = "search")]
@@ -96,12 +110,130 @@ fn line(v: serde_json::Value) {
     println!("{v}");
 }
 
+/// A flow to start: when (after the start), where, how many bytes, and its trace id.
+struct Planned {
+    at: Duration,
+    dst: SocketAddr,
+    size: u64,
+    trace_id: Option<u64>,
+}
+
+/// Where the flows come from: Poisson arrivals at `--load` with sizes from the CDF to
+/// random destinations (`--count` of them), or the flows of a trace leaving this host.
+enum Arrivals {
+    Poisson {
+        cdf: FlowSizeCdf,
+        rng: rand::rngs::SmallRng,
+        load: f64,
+        link_bps: f64,
+        to: Vec<SocketAddr>,
+        count: usize,
+        /// Offset of the next arrival.
+        next: Duration,
+    },
+    Trace(std::collections::VecDeque<Planned>),
+}
+
+impl Arrivals {
+    fn new(a: &WorkloadArgs) -> Result<Arrivals, String> {
+        let Some(path) = &a.trace else {
+            return Ok(Arrivals::Poisson {
+                cdf: FlowSizeCdf::load(&a.cdf)?,
+                rng: rand::rngs::SmallRng::seed_from_u64(a.seed),
+                load: a.load,
+                link_bps: a.net.link_gbps * 1e9,
+                to: a.to.clone(),
+                count: a.count,
+                next: Duration::ZERO,
+            });
+        };
+        let (host, hosts) = (a.host.expect("clap: --trace requires --host"), &a.hosts);
+        if host >= hosts.len() {
+            return Err(format!(
+                "--host {host}: --hosts lists {} addresses (indices 0..{})",
+                hosts.len(),
+                hosts.len()
+            ));
+        }
+        let trace = FlowTrace::load(&path.display().to_string())
+            .map_err(|e| format!("--trace {}: {e}", path.display()))?;
+        let mut flows = std::collections::VecDeque::new();
+        for f in trace.flows.iter().filter(|f| f.src == host) {
+            let dst = *hosts.get(f.dst).ok_or_else(|| {
+                format!(
+                    "--trace {}: flow {} goes to host {}, but --hosts lists {} addresses",
+                    path.display(),
+                    f.id,
+                    f.dst,
+                    hosts.len()
+                )
+            })?;
+            flows.push_back(Planned {
+                at: Duration::from_secs_f64(f.start_s),
+                dst,
+                size: f.bytes,
+                trace_id: Some(f.id),
+            });
+        }
+        Ok(Arrivals::Trace(flows))
+    }
+
+    /// Flows still to start.
+    fn pending(&self, launched: usize) -> bool {
+        match self {
+            Arrivals::Poisson { count, .. } => launched < *count,
+            Arrivals::Trace(q) => !q.is_empty(),
+        }
+    }
+
+    /// Offset of the next flow's start (None: no flow left).
+    fn next_at(&self, launched: usize) -> Option<Duration> {
+        match self {
+            Arrivals::Poisson { next, .. } => self.pending(launched).then_some(*next),
+            Arrivals::Trace(q) => q.front().map(|p| p.at),
+        }
+    }
+
+    /// The next flow, if it is due at `elapsed` after the start.
+    fn due(&mut self, elapsed: Duration, launched: usize) -> Option<Planned> {
+        if self.next_at(launched)? > elapsed {
+            return None;
+        }
+        match self {
+            Arrivals::Poisson {
+                cdf,
+                rng,
+                load,
+                link_bps,
+                to,
+                next,
+                ..
+            } => {
+                let size = cdf.sample(rng);
+                let dst = to[rng.gen_range(0..to.len())];
+                let at = *next;
+                *next += Duration::from_nanos(next_gap_ns(rng, *load, *link_bps, cdf.mean()));
+                Some(Planned {
+                    at,
+                    dst,
+                    size,
+                    trace_id: None,
+                })
+            }
+            Arrivals::Trace(q) => q.pop_front(),
+        }
+    }
+}
+
 struct Active {
     size: u64,
     written: u64,
     start: Instant,
     dst: SocketAddr,
     last: (u64, u64),
+    trace_id: Option<u64>,
+    /// SHA-256 of the bytes written: the receiver's record must match it.
+    hasher: Sha256,
 }
 
 /// Write what the window allows of a flow's pattern bytes (finishing it after the last),
@@ -110,7 +242,9 @@ fn top_up(ep: &mut Endpoint, k: FlowKey, f: &mut Active) -> bool {
     let s = ep.sender_mut(k).expect("open");
     while f.written < f.size && s.unacked_bytes() < WINDOW {
         let n = (f.size - f.written).min(CHUNK);
-        s.write(pattern_bytes(f.written, n as usize));
+        let chunk = pattern_bytes(f.written, n as usize);
+        f.hasher.update(&chunk);
+        s.write(chunk);
         f.written += n;
         if f.written == f.size {
             s.finish();
@@ -168,54 +302,50 @@ fn open_idle(
 }
 
 pub fn workload(a: WorkloadArgs) -> Result<(), String> {
-    let cdf = FlowSizeCdf::load(&a.cdf)?;
     if !(a.load > 0.0 && a.load <= 1.0) {
         return Err(format!("--load must be in (0, 1], got {}", a.load));
     }
     a.net.validate()?;
     let transport = parse_transport(&a.transport)?;
-    let link_bps = a.net.link_gbps * 1e9;
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed);
-    let mean = cdf.mean();
+    let mut arrivals = Arrivals::new(&a)?;
     let t0 = Instant::now();
-    let mut next_arrival = t0;
     let mut launched = 0usize;
     let mut results: Vec<(u64, f64)> = vec![];
     let Some(t) = transport else {
         // Kernel TCP: one thread per flow.
         let (tx, rx) = mpsc::channel();
-        while launched < a.count {
+        while let Some(at) = arrivals.next_at(launched) {
             let now = Instant::now();
-            if now < next_arrival {
-                std::thread::sleep(next_arrival - now);
+            if now < t0 + at {
+                std::thread::sleep(t0 + at - now);
             }
-            let size = cdf.sample(&mut rng);
-            let dst = a.to[rng.gen_range(0..a.to.len())];
+            let f = arrivals.due(t0.elapsed(), launched).expect("due");
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let start = Instant::now();
-                let r = tcp_flow(dst, size);
+                let r = tcp_flow(f.dst, f.size);
                 // FCT taken here: the records are collected only after the last arrival.
                 let fct = start.elapsed().as_secs_f64() * 1e6;
-                let _ = tx.send((dst, size, start, fct, r));
+                let _ = tx.send((f, start, fct, r));
             });
             launched += 1;
-            next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
         }
         drop(tx);
-        for (dst, size, start, fct, r) in rx {
+        for (f, start, fct, r) in rx {
             if r.is_ok() {
-                results.push((size, fct));
+                results.push((f.size, fct));
             }
             line(
-                json!({"event": "flow", "transport": "tcp", "dst": dst.to_string(), "size": size,
-                "start_us": (start - t0).as_secs_f64() * 1e6, "fct_us": fct, "error": r.err()}),
+                json!({"event": "flow", "transport": "tcp", "dst": f.dst.to_string(), "size": f.size,
+                "trace_id": f.trace_id, "start_us": (start - t0).as_secs_f64() * 1e6, "fct_us": fct,
+                "error": r.err()}),
             );
         }
         line(json!({"event": "summary", "transport": "tcp", "fct": summarize(&results)}));
         return Ok(());
     };
-    let mut ep = a.net.endpoint_towards(a.bind, false, &a.to)?;
+    let peers: &[SocketAddr] = if a.trace.is_some() { &a.hosts } else { &a.to };
+    let mut ep = a.net.endpoint_towards(a.bind, false, peers)?;
     let stop = stop_flag()?;
     let idle = open_idle(&mut ep, &a, t, Duration::from_secs(300))?;
     let idle_since = Instant::now();
@@ -226,36 +356,34 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
     }
     // The workload's arrivals start after the idle flows are open.
     let t0 = Instant::now();
-    let mut next_arrival = t0;
     let mut active: HashMap<FlowKey, Active> = HashMap::new();
     let mut touched = Touched::new(&mut ep);
     let mut to_pump: Vec<FlowKey> = vec![];
     let mut next_sample = t0 + Duration::from_secs_f64(a.sample_ms.max(0.0) / 1e3);
     let hold = Duration::from_secs_f64(a.hold_s.max(0.0));
-    let holding = |launched: usize, active: &HashMap<FlowKey, Active>| {
+    let holding = |pending: bool, active: &HashMap<FlowKey, Active>| {
         !stop.load(Ordering::Relaxed)
-            && (launched < a.count || !active.is_empty() || idle_since.elapsed() < hold)
+            && (pending || !active.is_empty() || idle_since.elapsed() < hold)
     };
-    while holding(launched, &active) {
+    while holding(arrivals.pending(launched), &active) {
         let now = Instant::now();
         to_pump.clear();
-        while launched < a.count && now >= next_arrival {
-            let size = cdf.sample(&mut rng);
-            let dst = a.to[rng.gen_range(0..a.to.len())];
-            let key = ep.open(dst, t, size).map_err(|e| e.to_string())?;
+        while let Some(f) = arrivals.due(now - t0, launched) {
+            let key = ep.open(f.dst, t, f.size).map_err(|e| e.to_string())?;
             active.insert(
                 key,
                 Active {
-                    size,
+                    size: f.size,
                     written: 0,
                     start: now,
-                    dst,
+                    dst: f.dst,
                     last: (0, 0),
+                    trace_id: f.trace_id,
+                    hasher: Sha256::new(),
                 },
             );
             to_pump.push(key);
             launched += 1;
-            next_arrival += Duration::from_nanos(next_gap_ns(&mut rng, a.load, link_bps, mean));
         }
         to_pump.extend(
             touched
@@ -277,6 +405,7 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
             let st = s.stats();
             line(
                 json!({"event": "flow", "transport": a.transport, "dst": f.dst.to_string(), "flow_id": k.1, "size": f.size,
+                "trace_id": f.trace_id, "sha256": crate::agent_cmd::hex(f.hasher.finalize()),
                 "start_us": (f.start - t0).as_secs_f64() * 1e6, "fct_us": fct,
                 "retransmissions": st.retransmissions, "timeouts": st.timeouts,
                 "credits_received": st.credits_received, "credits_wasted": st.credits_wasted,
@@ -304,8 +433,8 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
         }
         // Wake for the next arrival and the next sample, not only for packets.
         let mut until = now + Duration::from_millis(1);
-        if launched < a.count {
-            until = until.min(next_arrival);
+        if let Some(at) = arrivals.next_at(launched) {
+            until = until.min(t0 + at);
         }
         if a.sample_ms > 0.0 {
             until = until.min(next_sample);
@@ -318,8 +447,10 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
         json!({"event": "summary", "transport": a.transport, "fct": summarize(&results),
         "flows_done": results.len(), "idle_flows": idle.len(), "idle_failed": idle_failed, "endpoint": ep.stats}),
     );
-    if stop.load(Ordering::Relaxed) && launched < a.count {
-        return Err(format!("interrupted after {launched} of {} flows", a.count));
+    if stop.load(Ordering::Relaxed) && arrivals.pending(launched) {
+        return Err(format!(
+            "interrupted after {launched} flows, before the last"
+        ));
     }
     if idle_failed > 0 {
         return Err(format!("{idle_failed} of {} idle flows failed", idle.len()));
