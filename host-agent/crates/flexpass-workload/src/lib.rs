@@ -189,7 +189,7 @@ impl FlowTrace {
             if !(start_s.is_finite() && start_s >= 0.0) {
                 return Err(format!("line {n}: the start time must be ≥ 0"));
             }
-            if !(size.is_finite() && size >= 1.0 && size < 1e15) {
+            if !(1.0..1e15).contains(&size) {
                 return Err(format!("line {n}: the size must be ≥ 1 byte"));
             }
             if src == dst {
