@@ -12,7 +12,9 @@ per event. Configuration and counters live in maps pinned under
 
 Usage (root; `flexpass_nic.py ebpf ...` is the same):
   flexpass_ebpf.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W] [--mtu 1500]
-                   [--no-htb] [--drop-malformed] [--bpffs /sys/fs/bpf] [--netns NS]
+                   [--burst-packets 2] [--no-htb] [--drop-malformed] [--bpffs /sys/fs/bpf] [--netns NS]
+  flexpass_ebpf.py apply --config control-plane/configs/X.yaml --nic h1 [--no-htb] ...
+                   (the config's nics.h1 entry, edge ebpf, in place of the first line's numbers)
   flexpass_ebpf.py show --dev eth0 [--json]     counters and configuration
   flexpass_ebpf.py clear --dev eth0             filter, clsact, htb root and pinned maps removed
   flexpass_ebpf.py build [--out FILE]            compile only (make nic-ebpf)
@@ -44,6 +46,7 @@ import flexpass_nic  # noqa: E402
 from flexpass_cp import frames  # noqa: E402
 from flexpass_cp.config.derive import nic_credit_meter  # noqa: E402
 from flexpass_cp.config.profiles import CLASS_QUEUES, FLEXPASS  # noqa: E402
+from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # noqa: E402
 from flexpass_cp.dscp import TrafficClass  # noqa: E402
 from flexpass_cp.p4_program import KIND  # noqa: E402
 
@@ -64,7 +67,7 @@ KIND_NAMES = {v: k.value for k, v in KIND.items()}
 COLOR_NAMES = {0: "green", 2: "red"}
 MAPS = ("edge_config", "dscp_plan", "credit_bucket", "nic_events", "class_packets", "class_bytes", "flow_credits")
 FLOW_KEY = struct.Struct("!4s4sI")  # src, dst, flow_id as on the wire
-MAX_RATE_BYTES_PER_S = 10**10  # the program refills at most 1 s·rate: keeps it in u64
+MAX_RATE_BYTES_PER_S = EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # refill of 1 s·rate in u64 (config/targets.py)
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 
 
@@ -464,17 +467,21 @@ def bench(repeat: int) -> Dict[str, float]:
 
 
 # ---- CLI --------------------------------------------------------------------------------
-def main(argv=None) -> int:
+def edge_config_from_args(a) -> EdgeConfig:
+    """The edge of `apply`'s flags, or of --config FILE --nic NAME (the control plane's
+    nics: entry, edge ebpf): the same EdgeConfig for the same numbers."""
+    nic, burst = flexpass_nic.nic_from_args(a, "ebpf", extra_dests=("burst_packets",))
+    if burst is None:
+        burst = 2 if a.burst_packets is None else a.burst_packets
+    return EdgeConfig(nic, burst_packets=burst, drop_malformed=a.drop_malformed)
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="flexpass_nic.py ebpf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("apply", help="attach the edge to a device's egress and configure it")
-    p.add_argument("--dev", required=True)
-    p.add_argument("--link-mbit", type=float, required=True, help="C, the link rate")
-    p.add_argument("--w-q", "--w_q", dest="w_q", type=float, default=0.5)
-    p.add_argument("--credit-share", type=float, default=None,
-                   help="credits may fill this share of the link (default w_q; 1.0 for ExpressPass)")
-    p.add_argument("--mtu", type=int, default=frames.DEFAULT_MTU, help="IP MTU: credits stand for frames of MTU + 38 B")
-    p.add_argument("--burst-packets", type=int, default=2, help="token bucket depth in credits (the switch's meter burst)")
+    flexpass_nic.add_source_args(p, [("--burst-packets", "burst_packets", int,
+                                      "token bucket depth in credits (the switch's meter burst; default 2)")])
     p.add_argument("--drop-malformed", action="store_true",
                    help="drop truncated packets and bad FlexPass headers as the PNA program does (default: pass, counted)")
     p.add_argument("--no-htb", action="store_true", help="attach only the program (no htb classes)")
@@ -489,16 +496,18 @@ def main(argv=None) -> int:
         "--out", default="build/nic-ebpf/flexpass_edge.bpf.o")
     sub.add_parser("bench", help="ns/packet per path (BPF_PROG_TEST_RUN on a scratch edge)").add_argument(
         "--repeat", type=int, default=1_000_000)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     try:
         if a.cmd == "apply":
-            nic = flexpass_nic.NicConfig(dev=a.dev, link_mbit=a.link_mbit, w_q=a.w_q, credit_share=a.credit_share,
-                                         mtu=a.mtu)
-            cfg = EdgeConfig(nic, burst_packets=a.burst_packets, drop_malformed=a.drop_malformed)
+            cfg = edge_config_from_args(a)
             pid = apply(cfg, a.bpffs, htb=not a.no_htb, netns=a.netns)
             rate, burst = cfg.meter()
-            print(f"flexpass edge on {a.dev} egress: program id {pid}, credits <= {rate} B/s "
-                  f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, a.dev)}")
+            print(f"flexpass edge on {cfg.nic.dev} egress: program id {pid}, credits <= {rate} B/s "
+                  f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, cfg.nic.dev)}")
         elif a.cmd == "show":
             with EdgeMaps(a.bpffs, a.dev) as m:
                 c = m.counters()

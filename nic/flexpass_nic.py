@@ -20,6 +20,7 @@ marking at K (and a hard limit at the selective-drop threshold) on the FlexPass 
 kernels that have sch_red; the default (pfifo) works everywhere.
 
 Usage: flexpass_nic.py apply --dev eth0 --link-mbit 10000 [--w-q 0.5] [--credit-share W] [--mtu 1500]
+       flexpass_nic.py apply --config control-plane/configs/X.yaml --nic h1   (its nics: entry, edge qdisc)
        flexpass_nic.py clear --dev eth0 | show --dev eth0 | print --dev eth0 ...
        flexpass_nic.py ebpf apply|show|clear ...   the same edge as a tc eBPF program
                                                     (nic/flexpass_ebpf.py, docs/smartnic.md)
@@ -104,6 +105,61 @@ class NicConfig:
         return frames.credit_queue_bps(self.link_mbit * 1000, self.share(), self.mtu)
 
 
+# What a control-plane config's nics: entry gives in place of the flags (argparse dests).
+CONFIG_FLAGS = ("dev", "link_mbit", "w_q", "credit_share", "mtu")
+
+
+def from_config(path: str, name: str, edge: str):
+    """(NicConfig, credit_meter_burst_packets) of ``nics.<name>`` in a control-plane config
+    (flexpass_cp.config: validated there, errors name the key), for an edge of kind ``edge``
+    (qdisc, ebpf); the DSCP plan is the config's."""
+    from flexpass_cp.config import load_config
+    from flexpass_cp.dscp import TrafficClass
+    cfg = load_config(path)
+    nic = cfg.nic(name)
+    if nic.edge != edge:
+        tool = {"qdisc": "flexpass_nic.py apply", "ebpf": "flexpass_nic.py ebpf apply"}.get(nic.edge)
+        how = f"apply it with {tool}" if tool else "the control plane configures it (flexpass-ctl nic)"
+        raise ValueError(f"nics.{name}.edge: the config says {nic.edge!r}, this tool builds {edge!r}: {how}")
+    dscp = {c.value: cfg.dscp.dscp(c) for c in TrafficClass}
+    return NicConfig(dev=nic.device, link_mbit=nic.link_rate_bps / 1e6, w_q=nic.w_q,
+                     credit_share=nic.credit_share, mtu=nic.mtu, dscp=dscp), nic.credit_meter_burst_packets
+
+
+def add_source_args(p: argparse.ArgumentParser, extra=()) -> None:
+    """--config FILE --nic NAME, or the flags they replace (CONFIG_FLAGS + ``extra``, given
+    as (flag, dest, type, help))."""
+    p.add_argument("--config", help="a control-plane YAML config: take the settings from its nics: entry")
+    p.add_argument("--nic", help="with --config: the entry's name (nics.<name>)")
+    p.add_argument("--dev", help="the device (required without --config)")
+    p.add_argument("--link-mbit", type=float, help="C, the link rate (required without --config)")
+    p.add_argument("--w-q", "--w_q", dest="w_q", type=float, help="default 0.5")
+    p.add_argument("--credit-share", type=float, default=None,
+                   help="credits may fill this share of the link (default w_q; 1.0 for ExpressPass)")
+    p.add_argument("--mtu", type=int, help=f"IP MTU of the links ({frames.MIN_MTU}..{frames.MAX_MTU}, default "
+                   f"{frames.DEFAULT_MTU}; 9000: jumbo frames): credits stand for frames of MTU + 38 B")
+    for flag, dest, typ, hlp in extra:
+        p.add_argument(flag, dest=dest, type=typ, help=hlp)
+
+
+def nic_from_args(a, edge: str, extra_dests=()):
+    """(NicConfig, credit_meter_burst_packets or None) from --config/--nic or from the flags;
+    a flag that the config also gives is refused with --config."""
+    if a.config or a.nic:
+        if not (a.config and a.nic):
+            raise ValueError("--config and --nic go together")
+        given = [d for d in CONFIG_FLAGS + tuple(extra_dests) if getattr(a, d) is not None]
+        if given:
+            flags = ", ".join("--" + d.replace("_", "-") for d in given)
+            raise ValueError(f"{flags}: given by nics.{a.nic} in {a.config}; use either --config --nic or flags")
+        return from_config(a.config, a.nic, edge)
+    if a.dev is None or a.link_mbit is None:
+        raise ValueError("--dev and --link-mbit are required (or --config FILE --nic NAME)")
+    nic = NicConfig(dev=a.dev, link_mbit=a.link_mbit, w_q=0.5 if a.w_q is None else a.w_q,
+                    credit_share=a.credit_share, mtu=frames.DEFAULT_MTU if a.mtu is None else a.mtu)
+    return nic, None
+
+
 def commands(cfg: NicConfig, u32: bool = True):
     """The tc commands that build the port (pure: unit-tested without root); without the
     u32 DSCP filters when ``u32`` is false (the eBPF edge classifies instead)."""
@@ -166,26 +222,20 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("apply", "print"):
         p = sub.add_parser(name, help="configure the port" if name == "apply" else "print the tc commands")
-        p.add_argument("--dev", required=True)
-        p.add_argument("--link-mbit", type=float, required=True)
-        p.add_argument("--w-q", type=float, default=0.5)
-        p.add_argument("--credit-share", type=float, default=None,
-                       help="credits may fill this share of the link (default w_q; 1.0 for ExpressPass)")
+        add_source_args(p)
         p.add_argument("--credit-buffer", type=int, default=8)
         p.add_argument("--data-limit-pkts", type=int, default=1000, help="pfifo limit of the data classes")
         p.add_argument("--aqm", choices=["pfifo", "red"], default="pfifo")
         p.add_argument("--k-bytes", type=int, default=60_000)
         p.add_argument("--red-bytes", type=int, default=100_000)
-        p.add_argument("--mtu", type=int, default=frames.DEFAULT_MTU,
-                       help="IP MTU of the links (576..9000; 9000: jumbo frames): credits stand for frames of MTU + 38 B")
     for name in ("clear", "show"):
         sub.add_parser(name).add_argument("--dev", required=True)
     a = ap.parse_args(argv)
     try:
         if a.cmd in ("apply", "print"):
-            cfg = NicConfig(dev=a.dev, link_mbit=a.link_mbit, w_q=a.w_q, credit_share=a.credit_share,
-                            credit_buffer=a.credit_buffer, data_limit_pkts=a.data_limit_pkts, aqm=a.aqm, k_bytes=a.k_bytes, red_bytes=a.red_bytes,
-                            mtu=a.mtu)
+            cfg, _burst = nic_from_args(a, "qdisc")
+            cfg.credit_buffer, cfg.data_limit_pkts, cfg.aqm = a.credit_buffer, a.data_limit_pkts, a.aqm
+            cfg.k_bytes, cfg.red_bytes = a.k_bytes, a.red_bytes
             run(commands(cfg), dry=a.cmd == "print")
         elif a.cmd == "clear":
             run([["tc", "qdisc", "del", "dev", a.dev, "root"]], dry=False)

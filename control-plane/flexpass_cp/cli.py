@@ -6,6 +6,8 @@ Tofino) from a YAML config.
     flexpass-ctl apply    --config C --switch S [...]    # pipeline + entries + meters + queues
     flexpass-ctl counters --config C --switch S [...]    # per port/queue counters
     flexpass-ctl tm-stats --config C --switch S [...]    # flexpass_switch TM: depths, drops
+    flexpass-ctl nic      --config C --nic N [--json]    # offline: a host NIC edge (nics:), its
+                                                         # credit meter and PNA entries
     flexpass-ctl link-down --config C --link leaf1:spine1 # take a link out of service (every switch)
     flexpass-ctl link-up   --config C --link leaf1:spine1 # and back
     flexpass-ctl run      --config C [...]               # resident controller: mastership,
@@ -81,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="derived values and the entries apply would write (no switch)")
     _add_common(p, False)
     p.add_argument("--json", action="store_true", help="tofino: print the BfRt operations as JSON")
+    p = sub.add_parser("nic", help="a host NIC edge of the config's nics: section: its credit meter, the "
+                                   "PNA program's entries and how to apply it (no NIC)")
+    _add_common(p, False, one_switch=False)
+    p.add_argument("--nic", required=True, help="NIC name in the config (nics:)")
+    p.add_argument("--json", action="store_true", help="print it as JSON")
     p = sub.add_parser("diff", help="entries apply would change on the switch")
     _add_common(p, True)
     p = sub.add_parser("apply", help="push pipeline (if needed), entries, meters and queue settings")
@@ -136,6 +143,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--detect probe: a port's interface name, from {switch} and {port} "
                         "(default {switch}-eth{port}, Mininet's)")
     return ap
+
+
+def cmd_nic(args, cfg: Config) -> int:
+    """What a ``nics:`` entry configures: the same numbers for every edge kind."""
+    from .config.derive import nic_credits_per_second, nic_meter
+    from .config.entries import nic_entries
+    nic = cfg.nic(args.nic)
+    cir, burst = nic_meter(cfg, nic)
+    entries = nic_entries(cfg, args.nic)
+    apply_cmd = {"qdisc": "nic/flexpass_nic.py apply", "ebpf": "nic/flexpass_nic.py ebpf apply",
+                 "pna": None}[nic.edge]
+    out = {"nic": nic.name, "device": nic.device, "edge": nic.edge, "link_rate_bps": nic.link_rate_bps,
+           "mtu": nic.mtu, "w_q": nic.w_q, "credit_share": nic.share,
+           "credits_per_second": nic_credits_per_second(cfg, nic),
+           "credit_meter": {"cir_bytes_per_s": cir, "burst_bytes": burst},
+           "pna_entries": [e.describe() for e in entries],
+           "apply": f"{apply_cmd} --config {args.config} --nic {nic.name}" if apply_cmd else None}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"nic {nic.name}: device {nic.device}, edge {nic.edge}, C {nic.link_rate_bps / 1e6:g} Mbit/s, "
+          f"mtu {nic.mtu}, w_q {nic.w_q}, credit share {nic.share}")
+    print(f"  credits <= {out['credits_per_second']:.1f}/s: meter cir = pir {cir} B/s, burst {burst} B "
+          f"({nic.credit_meter_burst_packets} credits)")
+    print("  PNA entries (p4src/pna; P4Runtime on pna_nic, the same for DPDK SWX):")
+    for e in out["pna_entries"]:
+        print(f"    {e}")
+    if apply_cmd:
+        print(f"  apply: {out['apply']}")
+    return 0
 
 
 def cmd_link(args, cfg: Config) -> int:
@@ -202,6 +239,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         cfg = links_mod.load(args.config, args.links)
         if getattr(args, "switch", None) and isinstance(args.switch, str):
             cfg.switch(args.switch)
+        if args.cmd == "nic":
+            return cmd_nic(args, cfg)
         if args.cmd in ("link-down", "link-up", "run"):
             if args.cmd != "run":
                 for spec in args.link:

@@ -41,9 +41,11 @@ def max_frame_wire(mtu: int) -> int:
     return check_mtu(mtu) + ETHERNET_WIRE_OVERHEAD
 
 
-def credit_queue_bps(link_bps: float, share: float, mtu: int = DEFAULT_MTU) -> float:
-    """Rate of the credit queue Q0 in wire bits/s: share · C · 84 / (84 + max_frame_wire(mtu))."""
-    return share * link_bps * CREDIT_WIRE / (CREDIT_WIRE + max_frame_wire(mtu))
+def credit_queue_bps(link_bps: float, share: float, mtu: int = DEFAULT_MTU,
+                     credit_wire: int = CREDIT_WIRE) -> float:
+    """Rate of the credit queue Q0 in wire bits/s: share · C · 84 / (84 + max_frame_wire(mtu))
+    (``credit_wire``: a config's credit.wire_bytes in place of 84)."""
+    return share * link_bps * credit_wire / (credit_wire + max_frame_wire(mtu))
 
 
 def credits_per_second(link_bps: float, share: float, mtu: int = DEFAULT_MTU) -> float:

@@ -35,6 +35,7 @@ T_ROUTING = "routing"
 T_QUEUE_THRESHOLDS = "queue_thresholds"
 T_PORT_SMAC = "port_smac"
 T_ECN_COLOR = "ecn_color"
+T_NIC_PORT = "nic_port"  # the NIC edge (p4src/pna): input_port -> send_to(port)
 AP_ECMP = "ecmp_selector"
 METER_CREDIT = "credit_meter"
 #: Counters indexed by port_queue_index().

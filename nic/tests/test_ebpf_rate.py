@@ -149,3 +149,26 @@ def test_edge_classifies_into_the_htb_classes_without_u32(veth_pair):
     assert grew == {"1:10": sent["credits"], "1:20": sent["data"], "1:30": not_ipv4}
     assert sh(sys.executable, str(NIC), "ebpf", "clear", "--dev", "va", "--bpffs", bpffs, "--netns", a).returncode == 0
     assert "htb" not in sh("tc", "-n", a, "qdisc", "show", "dev", "va").stdout
+
+
+def test_edge_applied_from_the_config_holds_the_control_planes_meter(veth_pair, tmp_path):
+    """`ebpf apply --config FILE --nic NAME`: the maps the program reads hold the rate and
+    burst the control plane derives for that nics: entry (derive.nic_meter)."""
+    import yaml
+    from flexpass_cp.config import load_config
+    from flexpass_cp.config.derive import nic_meter
+    a, b, bpffs = veth_pair
+    raw = yaml.safe_load((REPO / "control-plane" / "configs" / "dumbbell.yaml").read_text())
+    raw["nics"] = {"sender": {"device": "va", "link_rate": "40Mbps", "w_q": 0.3, "credit_meter_burst_packets": 3,
+                              "edge": "ebpf"}}
+    path = tmp_path / "nics.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    r = sh(sys.executable, str(NIC), "ebpf", "apply", "--config", str(path), "--nic", "sender", "--no-htb",
+           "--bpffs", bpffs, "--netns", a, check=False)
+    assert r.returncode == 0, r.stderr
+    cfg = load_config(path)
+    with E.EdgeMaps(bpffs, "va") as m:
+        got = m.counters()["config"]
+    assert (got["credit_rate_bytes_per_s"], got["credit_burst_bytes"]) == nic_meter(cfg, cfg.nic("sender"))
+    assert got["credit_burst_bytes"] == 3 * 60 and got["configured"]
+    assert sh(sys.executable, str(NIC), "ebpf", "clear", "--dev", "va", "--bpffs", bpffs, "--netns", a).returncode == 0

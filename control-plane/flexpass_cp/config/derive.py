@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 from .. import frames
 from ..dscp import PptPriority
 from ..p4_program import NO_THRESHOLD
-from .model import Config, ConfigError, PortConfig, SwitchConfig
+from .model import Config, ConfigError, HostNicConfig, PortConfig, SwitchConfig
 from .profiles import FLASHPASS, FLEXPASS, LINE_RATE_CREDITS
 from .targets import (
     FCS_BYTES,
@@ -41,14 +41,27 @@ def credit_meter(credit_rate_bps: float, credit_wire_bytes: int, meter_bytes: in
 
 
 def nic_credit_meter(link_bps: float, share: float, mtu: int = frames.DEFAULT_MTU,
-                     burst_packets: int = 2) -> Tuple[int, int]:
+                     burst_packets: int = 2, credit_wire_bytes: int = frames.CREDIT_WIRE) -> Tuple[int, int]:
     """(CIR bytes/s, burst bytes) of the NIC edge's credit meter for a link of C =
     ``link_bps``: share·C·84/(84+F) counted as BMv2 counts a frame (no preamble, IFG or
     FCS: 84 -> 60 bytes per minimum credit), which is also what a tc program sees
     (skb->len).  The same numbers as a BMv2 switch port's meter with the same C, w_q
-    (share), credit.mtu and credit_meter_burst_packets."""
-    return credit_meter(frames.credit_queue_bps(link_bps, share, mtu), frames.CREDIT_WIRE,
-                        frames.CREDIT_WIRE - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2, burst_packets)
+    (share), credit.mtu, credit.wire_bytes and credit_meter_burst_packets."""
+    return credit_meter(frames.credit_queue_bps(link_bps, share, mtu, credit_wire_bytes), credit_wire_bytes,
+                        credit_wire_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2, burst_packets)
+
+
+def nic_meter(cfg: Config, nic: HostNicConfig) -> Tuple[int, int]:
+    """(CIR bytes/s, burst bytes) of a ``nics:`` entry's credit meter: the PNA meter's
+    MeterConfig and the eBPF edge's token bucket (:func:`nic_credit_meter`)."""
+    return nic_credit_meter(nic.link_rate_bps, nic.share, nic.mtu, nic.credit_meter_burst_packets,
+                            cfg.credit_wire_bytes)
+
+
+def nic_credits_per_second(cfg: Config, nic: HostNicConfig) -> float:
+    """Minimum credits/s the NIC edge passes: share·C·84/(84+F) / (8·84)."""
+    cw = cfg.credit_wire_bytes
+    return frames.credit_queue_bps(nic.link_rate_bps, nic.share, nic.mtu, cw) / (8 * cw)
 
 
 def derived(cfg: Config, switch: str, port: int) -> "Derived":

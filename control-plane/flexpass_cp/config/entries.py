@@ -20,11 +20,12 @@ from ..p4_program import (
     NO_THRESHOLD,
     T_CLASSIFIER,
     T_ECN_COLOR,
+    T_NIC_PORT,
     T_PORT_SMAC,
     T_QUEUE_THRESHOLDS,
     T_ROUTING,
 )
-from .derive import Derived
+from .derive import Derived, nic_meter
 from .forwarding import forwarding, member_ids
 from .model import Config, SwitchConfig
 from .profiles import CLASS_QUEUES, FLASHPASS, FLEXPASS, PPT, PPT_OTHER_PRIORITY, ppt_qid
@@ -50,9 +51,14 @@ def ppt_classifier_entries(cfg: Config) -> List[TableEntry]:
 
 
 def classifier_entries(cfg: Config, sw: SwitchConfig) -> List[TableEntry]:
-    if sw.profile == PPT:
+    return profile_classifier_entries(cfg, sw.profile)
+
+
+def profile_classifier_entries(cfg: Config, profile_name: str) -> List[TableEntry]:
+    """``classifier``: DSCP -> (qid, colour, kind) of the profile's queues."""
+    if profile_name == PPT:
         return ppt_classifier_entries(cfg)
-    profile = CLASS_QUEUES[sw.profile]
+    profile = CLASS_QUEUES[profile_name]
     out = []
     for cls in TrafficClass:
         queue, color = profile[cls]
@@ -136,4 +142,18 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
         if sw.target == SIMPLE_SWITCH or d.is_tofino:
             out.append(MeterEntry(METER_CREDIT, port, d.meter_cir_bytes_per_s, d.meter_burst_bytes,
                                   d.meter_cir_bytes_per_s, d.meter_burst_bytes))
+    return out
+
+
+def nic_entries(cfg: Config, nic_name: str) -> List[Entity]:
+    """Every P4Runtime entity of the NIC edge's PNA program (p4src/pna) for ``nics.<name>``:
+    the switch's FlexPass classifier (one DSCP plan), ``nic_port`` host <-> network, and the
+    credit meter on the network port at :func:`~.derive.nic_meter` (CIR = PIR, CBS = PBS,
+    as DPDK's SWX meter needs)."""
+    nic = cfg.nic(nic_name)
+    out: List[Entity] = list(profile_classifier_entries(cfg, FLEXPASS))
+    for src, dst in ((nic.host_port, nic.network_port), (nic.network_port, nic.host_port)):
+        out.append(TableEntry(T_NIC_PORT, (("input_port", src),), "send_to", {"port": dst}))
+    cir, burst = nic_meter(cfg, nic)
+    out.append(MeterEntry(METER_CREDIT, nic.network_port, cir, burst, cir, burst))
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Optional, Tuple
 
 from .. import frames
@@ -109,6 +109,35 @@ class SwitchConfig:
     tm_port: int = 9191  # flexpass_switch traffic-manager API (docs/tm-api.md)
 
 
+#: How a host's NIC edge is built (docs/smartnic.md): Linux qdiscs (nic/flexpass_nic.py),
+#: the tc eBPF program (nic/flexpass_ebpf.py), or the PNA program (p4src/pna).
+NIC_EDGES = ("qdisc", "ebpf", "pna")
+
+
+@dataclass(frozen=True)
+class HostNicConfig:
+    """A host NIC edge (``nics.<name>``): the host's end of a link, limited like a switch
+    port (FlexPass §4.3: the NIC is an edge switch).  ``w_q`` and
+    ``credit_meter_burst_packets`` default from ``port_defaults``, ``mtu`` from
+    ``credit.mtu``."""
+
+    name: str
+    device: str  # the netdev (qdisc, ebpf) or the host's name for the NIC (pna)
+    link_rate_bps: float  # C
+    mtu: int
+    w_q: float
+    credit_share: Optional[float]  # None: w_q (FlexPass); 1.0 for ExpressPass
+    credit_meter_burst_packets: int
+    edge: str  # one of NIC_EDGES
+    host_port: int = 0  # PNA: the port towards the host (nic_port: host <-> network)
+    network_port: int = 1  # PNA: the port towards the network (the credit meter's cell)
+
+    @property
+    def share(self) -> float:
+        """The share of C credits may fill: w_q unless credit_share is given."""
+        return self.w_q if self.credit_share is None else self.credit_share
+
+
 @dataclass(frozen=True)
 class Config:
     credit_wire_bytes: int
@@ -127,6 +156,13 @@ class Config:
     mtu: Optional[int] = frames.DEFAULT_MTU
     ppt: PptParams = PptParams()
     flashpass: FlashPassParams = FlashPassParams()
+    nics: Dict[str, NicConfig] = field(default_factory=dict)
+
+    def nic(self, name: str) -> NicConfig:
+        if name not in self.nics:
+            known = ", ".join(sorted(self.nics)) or "none"
+            raise ConfigError("nics", f"no NIC named {name!r} (known: {known})")
+        return self.nics[name]
 
     def switch(self, name: str) -> SwitchConfig:
         if name not in self.switches:

@@ -18,7 +18,9 @@ from ..p4_program import ECMP_MAX_GROUP_SIZE, MAX_PORTS, QUEUES_PER_PORT
 from .model import (
     Config,
     ConfigError,
+    NIC_EDGES,
     FlashPassParams,
+    HostNicConfig,
     NextHop,
     PortConfig,
     PptParams,
@@ -27,7 +29,8 @@ from .model import (
     SwitchConfig,
 )
 from .profiles import DEFAULT_BMV2_PRIORITY, FLASHPASS, LOGICAL_QUEUES, MODEL_ONLY, PPT, PROFILES, RENAMED
-from .targets import TARGETS, TOFINO_CHIPS, TOFINO_SPEEDS
+from .targets import (EBPF_EDGE_MAX_CREDIT_BYTES_PER_S, TARGETS, TOFINO_CHIPS, TOFINO_SPEEDS,
+                      WIRE_OVERHEAD_NOT_SEEN_BY_BMV2)
 from .topology import with_down_links
 from .units import is_number, parse_mac, parse_rate, parse_size
 
@@ -137,7 +140,7 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     """Validate a config already loaded from YAML/JSON into Python objects."""
     raw = _mapping(raw, "")
     _check_keys(raw, "", ("credit", "dscp", "bmv2", "port_defaults", "switches", "down_links", "ppt",
-                          "flashpass"),
+                          "flashpass", "nics"),
                 required=("switches",))
 
     credit = _mapping(raw.get("credit", {}), "credit")
@@ -210,7 +213,9 @@ def parse_config(raw: Any, source: str = "<config>") -> Config:
     switches = {}
     for sname, sraw in switches_raw.items():
         switches[str(sname)] = _parse_switch(str(sname), sraw, defaults)
-    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu, ppt=ppt, flashpass=flashpass)
+    nics_raw = _mapping(raw.get("nics", {}), "nics")
+    nics = {str(n): _parse_nic(str(n), nraw, defaults, mtu, cw) for n, nraw in nics_raw.items()}
+    cfg = Config(cw, mf, plan, prio, switches, source, mtu=mtu, ppt=ppt, flashpass=flashpass, nics=nics)
     down = raw.get("down_links", [])
     if not isinstance(down, list):
         raise ConfigError("down_links", "must be a list of links like 'leaf1:3' or 'leaf1:spine1'")
@@ -333,6 +338,59 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
 
     return SwitchConfig(name, device_id, grpc_addr, thrift_port, profile, ports, next_hops,
                         groups, tuple(routes), target, tm_port)
+
+
+_NIC_FIELDS = ("device", "link_rate", "mtu", "w_q", "credit_share", "credit_meter_burst_packets", "edge",
+               "host_port", "network_port")
+IFNAMSIZ = 16  # Linux: a netdev name is at most 15 bytes
+
+
+def _parse_nic(name: str, raw: Any, defaults: Mapping, mtu: Optional[int], credit_wire: int) -> HostNicConfig:
+    """``nics.<name>``: a host's NIC edge.  w_q and credit_meter_burst_packets default from
+    port_defaults (as a switch port's), mtu from credit.mtu."""
+    path = f"nics.{name}"
+    raw = _mapping(raw, path)
+    _check_keys(raw, path, _NIC_FIELDS, required=("device", "link_rate", "edge"))
+    dev = raw["device"]
+    if not isinstance(dev, str) or not 0 < len(dev.encode()) < IFNAMSIZ or any(c in dev for c in "/: \t\n"):
+        raise ConfigError(_join(path, "device"),
+                          f"must be a network device name of 1..{IFNAMSIZ - 1} bytes without '/', ':' or "
+                          f"spaces, got {dev!r}")
+    edge = raw["edge"]
+    if edge not in NIC_EDGES:
+        raise ConfigError(_join(path, "edge"), f"unknown edge {edge!r} (edges: {', '.join(NIC_EDGES)})")
+    rate = parse_rate(raw["link_rate"], _join(path, "link_rate"))
+    if "mtu" in raw or mtu is None:
+        if "mtu" not in raw:
+            raise ConfigError(_join(path, "mtu"), "required field is missing (credit.mtu is not given)")
+        mtu = _int(raw["mtu"], _join(path, "mtu"), frames.MIN_MTU, frames.MAX_MTU)
+    w_q = raw.get("w_q", defaults.get("w_q", 0.5))
+    if not is_number(w_q) or not 0 < float(w_q) < 1:
+        raise ConfigError(_join(path, "w_q"), f"must be a number in the open interval (0, 1), got {w_q!r}")
+    share = raw.get("credit_share")
+    if share is not None and (not is_number(share) or not 0 < float(share) <= 1):
+        raise ConfigError(_join(path, "credit_share"),
+                          f"must be a number in (0, 1] (1.0 for ExpressPass; omit: w_q), got {share!r}")
+    burst = _int(raw.get("credit_meter_burst_packets", defaults.get("credit_meter_burst_packets", 2)),
+                 _join(path, "credit_meter_burst_packets"), 1, 64)
+    ports = {k: _int(raw.get(k, d), _join(path, k), 0, MAX_PORTS - 1)
+             for k, d in (("host_port", 0), ("network_port", 1))}
+    if ports["host_port"] == ports["network_port"]:
+        raise ConfigError(_join(path, "network_port"),
+                          f"must differ from host_port ({ports['host_port']}): nic_port sends host <-> network")
+    nic = HostNicConfig(name, dev, rate, mtu, float(w_q), None if share is None else float(share), burst, edge,
+                        **ports)
+    # An impossible rate: below one credit per second the meter and htb have nothing to pass.
+    cps = frames.credit_queue_bps(rate, nic.share, mtu, credit_wire) / (8 * credit_wire)
+    if cps < 1:
+        raise ConfigError(_join(path, "link_rate"),
+                          f"gives {cps:.3g} credits/s (share·C·84/(84+F) with share {nic.share}, F = {mtu} + 38): "
+                          f"below one credit per second, got {raw['link_rate']!r}")
+    if edge == "ebpf" and cps * (credit_wire - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2) > EBPF_EDGE_MAX_CREDIT_BYTES_PER_S:
+        raise ConfigError(_join(path, "link_rate"),
+                          f"gives a credit rate above the eBPF edge's {EBPF_EDGE_MAX_CREDIT_BYTES_PER_S} B/s, "
+                          f"got {raw['link_rate']!r}")
+    return nic
 
 
 def load_config(path: Union[str, Path]) -> Config:

@@ -64,3 +64,8 @@ TOFINO_MAX_DWRR_WEIGHT = 1023
 
 #: Largest CREDIT frame on the wire (ExpressPass §3.1: 84-92 B).
 MAX_CREDIT_WIRE_BYTES = 92
+
+
+#: The eBPF NIC edge (nic/ebpf/flexpass_edge.bpf.c) refills its token bucket for at most
+#: 1 s at its rate in nano-bytes, which keeps the arithmetic in u64 up to this rate.
+EBPF_EDGE_MAX_CREDIT_BYTES_PER_S = 10**10
