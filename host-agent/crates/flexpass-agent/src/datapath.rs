@@ -287,7 +287,10 @@ mod tests {
         let xdp = |c| matches!(c, AutoChoice::Xdp(_));
         // Zero-copy: AF_XDP at any MTU and credit batch.
         for (mb, b) in [(false, 1), (false, 8), (true, 1), (true, 8)] {
-            assert!(xdp(auto_choice(&info(true, mb), b)), "zero-copy, multi-buffer {mb}, B {b}");
+            assert!(
+                xdp(auto_choice(&info(true, mb), b)),
+                "zero-copy, multi-buffer {mb}, B {b}"
+            );
         }
         // Copy mode: AF_XDP only with one-chunk frames and credits one by one.
         assert!(xdp(auto_choice(&info(false, false), 1)));

@@ -105,7 +105,8 @@ pub struct XdpConfig {
 }
 
 /// Most receive queues one agent binds (one AF_XDP socket each, one shared UMEM; at 64,
-/// 256 receive frames each: a 72 MiB UMEM with the transmit frames).
+/// a 256-entry receive ring and 512 receive frames each: a 136 MiB UMEM with the transmit
+/// frames).
 pub const MAX_QUEUES: usize = 64;
 
 /// `--xdp-queue`: the receive queues to bind: a list (`0`, `0,2`) or every receive queue

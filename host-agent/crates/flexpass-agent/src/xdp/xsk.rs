@@ -409,8 +409,7 @@ impl XskPath {
         let rx_total = rx.frames * queues.len() as u32;
         let area = Area::new(((rx_total + TX_FRAMES) * FRAME) as usize)
             .map_err(|e| format!("UMEM memory: {e}"))?;
-        let bind =
-            |zero_copy| bind_rings(&area, ifindex, &queues, rx, zero_copy, multi_buffer);
+        let bind = |zero_copy| bind_rings(&area, ifindex, &queues, rx, zero_copy, multi_buffer);
         let rings = match bind(true) {
             Ok(r) => r,
             Err(zc) => bind(false).map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
@@ -884,13 +883,22 @@ mod tests {
         let held = 3 * crate::socket::BATCH as u32;
         for n in [1, 2, 3, 4, 8, 16, 64] {
             let rx = rx_sizes(n);
-            assert!(rx.ring.is_power_of_two() && rx.frames.is_power_of_two(), "{n}: {rx:?}");
+            assert!(
+                rx.ring.is_power_of_two() && rx.frames.is_power_of_two(),
+                "{n}: {rx:?}"
+            );
             assert!(rx.ring >= 256, "{n}: {rx:?}");
             // The fill ring (rx.frames entries) holds every frame; with the receive ring
             // full and a batch held, at least a quarter ring's worth is still on it.
             assert!(rx.frames >= rx.ring + held + rx.ring / 4, "{n}: {rx:?}");
         }
-        assert_eq!(rx_sizes(1), RxSizes { ring: 2048, frames: 4096 });
+        assert_eq!(
+            rx_sizes(1),
+            RxSizes {
+                ring: 2048,
+                frames: 4096
+            }
+        );
         assert_eq!(rx_sizes(64).ring, 256);
     }
 
