@@ -2,7 +2,8 @@
 netns-tests/bench_agent.py prints, writes a PNG (goodput of one FlexPass flow per datapath,
 credits one by one and in batches, and of one ExpressPass flow, next to kernel TCP at MTU
 1500 and 9000; CPU per data packet; credit pacing error) and
-prints each of #12's goals with the measured figure and whether it is met (a report:
+prints each of #12's goals (and #28's: no AF_XDP frame dropped for an empty fill ring) with
+the measured figure and whether it is met (a report:
 the exit status does not depend on it).
 
     python3 bench_agent_plot.py AGENT_BENCH_OUTPUT.txt OUT.png
@@ -63,6 +64,14 @@ def main():
     for name, value, op, goal in rows:
         met = value >= goal if op == ">=" else value <= goal
         print(f"  {name:38s} {value:8.3f}  goal {op} {goal:<5}  {'met' if met else 'NOT met'}")
+    # #28: the AF_XDP runs' receive drops, both ends (the median run of each configuration).
+    xdp = [x for m in (m1500, m9000 or {}) for r in m.values() if isinstance(r, dict)
+           for x in r.get("xdp") or () if x]
+    if xdp:
+        empty, full = (sum(x.get(k, 0) for x in xdp) for k in ("rx_fill_ring_empty", "rx_ring_full"))
+        print(f"  {'AF_XDP frames dropped, fill ring empty':38s} {empty:8d}  goal <= 0      "
+              f"{'met' if empty == 0 else 'NOT met'}  (#28; at a full receive ring, the agent "
+              f"behind: {full})")
     stalls = d.get("stalls_over_10us_of_a_spinning_thread")
     if stalls:
         print(f"  (a thread that never sleeps was held up > 10 µs {stalls['per_s']} times a second here, "

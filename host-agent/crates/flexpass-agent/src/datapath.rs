@@ -1,6 +1,7 @@
 //! The endpoint's datapath (docs/datapath.md): the kernel UDP socket (`TosSocket`) or AF_XDP
-//! (`XskPath`), chosen by `DatapathMode`; `auto` tries AF_XDP and falls back to the UDP
-//! socket with one log line naming why.
+//! (`XskPath`), chosen by `DatapathMode`; `auto` sets up AF_XDP and keeps it where it is the
+//! faster of the two (`auto_choice`), else it uses the UDP socket; one log line names the
+//! choice and why.
 
 use crate::socket::{Flushed, Received, TosSocket};
 use crate::xdp::{XdpConfig, XdpCounters, XdpInfo, XskPath, MAX_QUEUES};
@@ -15,7 +16,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatapathMode {
-    /// AF_XDP if it can be set up, else the UDP socket (logged).
+    /// The faster of AF_XDP (if it can be set up) and the UDP socket (`auto_choice`; logged).
     Auto,
     /// AF_XDP or fail.
     Xdp,
@@ -35,6 +36,42 @@ impl std::str::FromStr for DatapathMode {
     }
 }
 
+/// What `auto` does with an AF_XDP socket it could set up, and why (logged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoChoice {
+    Xdp(&'static str),
+    Udp(&'static str),
+}
+
+/// `auto`'s rule, from the set-up AF_XDP got (`info`) and the credit batch B
+/// (`--credit-batch`), measured on veth (docs/datapath.md, "`auto`: the faster path"):
+/// - zero-copy: AF_XDP (no copy and no skb per frame; the UDP socket has both);
+/// - copy mode with multi-buffer frames (MTU > 3826): the UDP socket. A 9 kB frame is
+///   copied into three transmit buffers, an skb and three receive buffers, then joined;
+///   the UDP socket moves a GSO batch as one skb;
+/// - copy mode with credits in batches (B > 1): the UDP socket. Its GSO/GRO carries a
+///   batch of credits, and the batch of data they release, as one skb each way; copy-mode
+///   AF_XDP has no segmentation offload and sends every frame alone;
+/// - copy mode, B = 1, one-chunk frames: AF_XDP. A datagram is one frame either way, and
+///   AF_XDP skips the kernel's UDP path.
+pub fn auto_choice(info: &XdpInfo, credit_batch: u32) -> AutoChoice {
+    if info.zero_copy {
+        AutoChoice::Xdp("zero-copy AF_XDP: no copy and no skb per frame")
+    } else if info.multi_buffer {
+        AutoChoice::Udp(
+            "copy-mode AF_XDP would need multi-buffer frames at this MTU, slower than the UDP socket's segmentation offload",
+        )
+    } else if credit_batch > 1 {
+        AutoChoice::Udp(
+            "credits paced in batches: the UDP socket's GSO/GRO moves a batch as one buffer, copy-mode AF_XDP moves every frame alone",
+        )
+    } else {
+        AutoChoice::Xdp(
+            "copy-mode AF_XDP with credits one by one: one frame per datagram either way, without the kernel's UDP path",
+        )
+    }
+}
+
 // One per endpoint, made once and never moved on a hot path: the sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 pub enum Datapath {
@@ -43,8 +80,14 @@ pub enum Datapath {
 }
 
 impl Datapath {
-    /// Open the datapath `mode` asks for. `gso` applies to the UDP socket.
-    pub fn open(mode: DatapathMode, xdp: &XdpConfig, gso: bool) -> io::Result<Datapath> {
+    /// Open the datapath `mode` asks for. `gso` applies to the UDP socket; `credit_batch`
+    /// (the endpoint's credit batch B) weighs in `auto`'s choice.
+    pub fn open(
+        mode: DatapathMode,
+        xdp: &XdpConfig,
+        gso: bool,
+        credit_batch: u32,
+    ) -> io::Result<Datapath> {
         let udp = || -> io::Result<Datapath> {
             let mut sock = TosSocket::bind(xdp.bind)?;
             sock.set_gso(gso);
@@ -55,23 +98,26 @@ impl Datapath {
         match mode {
             DatapathMode::Udp => udp(),
             DatapathMode::Xdp | DatapathMode::Auto => match XskPath::open(xdp) {
-                // Copy mode has no segmentation offload and copies each jumbo frame's
-                // buffers on both sides: on veth it ran at 0.49 of kernel TCP where the UDP
-                // socket's GSO/GRO reached 1.24 (docs/datapath.md, "Jumbo frames").
-                Ok(x)
-                    if mode == DatapathMode::Auto
-                        && x.info().multi_buffer
-                        && !x.info().zero_copy =>
-                {
-                    log::info!(
-                        "flexpass: AF_XDP would need copy-mode multi-buffer frames at MTU {} on {} (slower than the UDP socket's segmentation offload; --datapath xdp uses them); using the UDP socket",
-                        xdp.mtu,
-                        x.info().iface
-                    );
-                    // The AF_XDP path holds the port: it goes first.
-                    drop(x);
-                    udp()
-                }
+                Ok(x) if mode == DatapathMode::Auto => match auto_choice(x.info(), credit_batch) {
+                    AutoChoice::Udp(why) => {
+                        log::info!(
+                            "flexpass: datapath auto: using the UDP socket, not {} at MTU {}: {why} (--datapath xdp uses it)",
+                            x.info(),
+                            xdp.mtu,
+                        );
+                        // The AF_XDP path holds the port (and the program): it goes first.
+                        drop(x);
+                        udp()
+                    }
+                    AutoChoice::Xdp(why) => {
+                        log::info!(
+                            "flexpass: datapath {} (UDP port {}; auto: {why})",
+                            x.info(),
+                            xdp_port(&x)
+                        );
+                        Ok(Datapath::Xdp(Box::new(x)))
+                    }
+                },
                 Ok(x) => {
                     log::info!(
                         "flexpass: datapath {} (UDP port {})",
@@ -160,6 +206,14 @@ impl Datapath {
         }
     }
 
+    /// The datagrams of the last `recv_batch` are handled: AF_XDP puts their frames back
+    /// on the fill ring now, not at the next batch.
+    pub fn recycle(&mut self) {
+        if let Datapath::Xdp(x) = self {
+            x.recycle()
+        }
+    }
+
     pub fn datagrams(&self) -> usize {
         match self {
             Datapath::Udp(s) => s.datagrams(),
@@ -211,5 +265,45 @@ fn unavailable(why: &str) -> String {
         format!(" {why}")
     } else {
         format!(": {why}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(zero_copy: bool, multi_buffer: bool) -> XdpInfo {
+        XdpInfo {
+            iface: "veth0".into(),
+            queues: vec![0],
+            attach: "native",
+            zero_copy,
+            multi_buffer,
+        }
+    }
+
+    #[test]
+    fn auto_keeps_af_xdp_only_where_it_was_measured_faster() {
+        let xdp = |c| matches!(c, AutoChoice::Xdp(_));
+        // Zero-copy: AF_XDP at any MTU and credit batch.
+        for (mb, b) in [(false, 1), (false, 8), (true, 1), (true, 8)] {
+            assert!(
+                xdp(auto_choice(&info(true, mb), b)),
+                "zero-copy, multi-buffer {mb}, B {b}"
+            );
+        }
+        // Copy mode: AF_XDP only with one-chunk frames and credits one by one.
+        assert!(xdp(auto_choice(&info(false, false), 1)));
+        for (mb, b) in [(false, 2), (false, 8), (true, 1), (true, 8)] {
+            assert_eq!(
+                auto_choice(&info(false, mb), b),
+                AutoChoice::Udp(if mb {
+                    "copy-mode AF_XDP would need multi-buffer frames at this MTU, slower than the UDP socket's segmentation offload"
+                } else {
+                    "credits paced in batches: the UDP socket's GSO/GRO moves a batch as one buffer, copy-mode AF_XDP moves every frame alone"
+                }),
+                "copy mode, multi-buffer {mb}, B {b}"
+            );
+        }
     }
 }

@@ -85,9 +85,10 @@ pub struct NetArgs {
     /// (its recovery timer keeps re-requesting credits, backed off).
     #[arg(long, default_value_t = flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e9)]
     pub give_up_s: f64,
-    /// `auto`: AF_XDP where it can be set up (root, an XDP-capable interface, not loopback,
-    /// MTU ≤ 3826), else the kernel UDP socket, logged with the reason; `xdp`: AF_XDP or
-    /// fail; `udp`: the kernel UDP socket (docs/datapath.md).
+    /// `auto`: AF_XDP where it can be set up (root, an XDP-capable interface, not loopback)
+    /// and is the faster path (zero-copy; or copy mode with MTU ≤ 3826 and credits one by
+    /// one), else the kernel UDP socket, logged with the reason; `xdp`: AF_XDP or fail;
+    /// `udp`: the kernel UDP socket (docs/datapath.md, "`auto`: the faster path").
     #[arg(long, default_value = "auto")]
     pub datapath: flexpass_agent::datapath::DatapathMode,
     /// AF_XDP: interface to attach to (default: the one holding the bound address, or for

@@ -261,6 +261,7 @@ impl Endpoint {
             let ce = Ecn::from_bits(tos) == Ecn::Ce;
             self.dispatch(src, packet, ce);
         }
+        self.sock.recycle();
         for key in self.ack_holds.drain(..) {
             if let Some(r) = self.receivers.get_mut(&key) {
                 r.flow.set_ack_hold(false);

@@ -134,6 +134,7 @@ impl Endpoint {
                 mtu: cfg.mtu,
             },
             cfg.gso,
+            cfg.credit_batch,
         )?;
         // Wake-ups within 1 µs of the requested time (the default slack is 50 µs).
         let _ = nix::sys::prctl::set_timerslack(1_000);

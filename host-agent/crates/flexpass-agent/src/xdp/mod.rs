@@ -82,8 +82,9 @@ pub struct XdpCounters {
     pub xsk_rx_multi_buffer: u64,
     pub xsk_tx_multi_buffer: u64,
     /// The kernel's counts for this socket (XDP_STATISTICS, read at most every
-    /// `KERNEL_STATS_EVERY`): frames dropped on receive, of them because the receive ring
-    /// was full, and receive attempts that found the fill ring empty.
+    /// `KERNEL_STATS_EVERY`): frames dropped on receive (the kernel's rx_dropped, frames
+    /// it found no buffer for, plus rx_ring_full), of them because the receive ring was
+    /// full (the agent behind), and receive attempts that found the fill ring empty.
     pub rx_dropped: u64,
     pub rx_ring_full: u64,
     pub rx_fill_ring_empty: u64,
@@ -104,7 +105,8 @@ pub struct XdpConfig {
 }
 
 /// Most receive queues one agent binds (one AF_XDP socket each, one shared UMEM; at 64,
-/// 256 receive frames each: a 72 MiB UMEM with the transmit frames).
+/// a 256-entry receive ring and 512 receive frames each: a 136 MiB UMEM with the transmit
+/// frames).
 pub const MAX_QUEUES: usize = 64;
 
 /// `--xdp-queue`: the receive queues to bind: a list (`0`, `0,2`) or every receive queue
@@ -305,6 +307,9 @@ impl XskPath {
         match self.0 {}
     }
     pub fn recv_batch(&mut self, _: usize) -> io::Result<usize> {
+        match self.0 {}
+    }
+    pub fn recycle(&mut self) {
         match self.0 {}
     }
     pub fn datagrams(&self) -> usize {

@@ -26,15 +26,32 @@ const XDP_USE_SG: u16 = 1 << 4;
 const XDP_PKT_CONTD: u32 = 1;
 /// Longest chain accepted on receive (a 64 KiB frame in copy mode's 3840-byte buffers).
 const MAX_CHAIN: usize = 18;
-/// Receive frames (all on the fill rings while free; split between the bound queues) and
-/// transmit frames.
-const RX_FRAMES: u32 = 2048;
+/// Receive ring entries (split between the bound queues) and transmit frames.
+const RX_RING: u32 = 2048;
 const TX_FRAMES: u32 = 2048;
 
-/// Receive frames (= ring size, a power of two) of each of `n` queues: RX_FRAMES split,
-/// at least 256.
-fn rx_frames_per_queue(n: usize) -> u32 {
-    (RX_FRAMES >> (n.max(1).next_power_of_two().trailing_zeros())).max(256)
+/// Each queue's receive ring size and its receive frames (= its fill ring's size).
+///
+/// Invariant: the fill ring holds every receive frame, and there are two frames per
+/// receive ring entry. So with the receive ring full of unread frames (the agent behind)
+/// and a batch in the agent's hands, the fill ring still holds a ring's worth minus that
+/// batch: the kernel never finds it empty, and drops a frame only for a full receive
+/// ring (`rx_ring_full`, as a NIC does), never for want of a buffer. With as many frames
+/// as ring entries, a full ring had left the fill ring empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RxSizes {
+    ring: u32,
+    frames: u32,
+}
+
+/// `RxSizes` of each of `n` queues: RX_RING split (a power of two, at least 256), twice
+/// as many frames.
+fn rx_sizes(n: usize) -> RxSizes {
+    let ring = (RX_RING >> (n.max(1).next_power_of_two().trailing_zeros())).max(256);
+    RxSizes {
+        ring,
+        frames: 2 * ring,
+    }
 }
 /// How often (receive calls) the kernel socket is read without a readiness report.
 const KERNEL_CHECK_EVERY: u32 = 64;
@@ -85,8 +102,8 @@ struct Rings {
     tx: RingTx,
     umem: Umem,
     zero_copy: bool,
-    /// Receive frames of each queue.
-    rx_frames: u32,
+    /// Each queue's receive ring and frames.
+    rx: RxSizes,
 }
 
 /// One queue's socket: its receive ring and fill ring (the first's completion ring is
@@ -240,7 +257,7 @@ fn if_info(ifindex: u32, queue: u32) -> Result<IfInfo, String> {
     Ok(info)
 }
 
-/// Create the UMEM on `area` and one socket per queue in `queues`, `rx_frames` receive
+/// Create the UMEM on `area` and one socket per queue in `queues`, `rx` receive ring and
 /// frames each (the first socket with the transmit ring too), bound with `zero_copy` or
 /// copy mode; the others share the UMEM and inherit the mode (the kernel allows no mode
 /// flags on them).
@@ -248,12 +265,12 @@ fn bind_rings(
     area: &Area,
     ifindex: u32,
     queues: &[u32],
-    rx_frames: u32,
+    rx: RxSizes,
     zero_copy: bool,
     multi_buffer: bool,
 ) -> Result<Rings, String> {
     let cfg = UmemConfig {
-        fill_size: rx_frames,
+        fill_size: rx.frames,
         complete_size: TX_FRAMES,
         frame_size: FRAME,
         headroom: 0,
@@ -285,7 +302,7 @@ fn bind_rings(
             .rx_tx(
                 &sock,
                 &SocketConfig {
-                    rx_size: NonZeroU32::new(rx_frames),
+                    rx_size: NonZeroU32::new(rx.ring),
                     tx_size: if i == 0 {
                         NonZeroU32::new(TX_FRAMES)
                     } else {
@@ -302,7 +319,7 @@ fn bind_rings(
                 },
             )
             .map_err(|e| format!("RX/TX rings (queue {q}): {}", e))?;
-        let rx = user.map_rx().map_err(|e| format!("RX ring: {}", e))?;
+        let rx_ring = user.map_rx().map_err(|e| format!("RX ring: {}", e))?;
         if i == 0 {
             tx = Some(user.map_tx().map_err(|e| format!("TX ring: {}", e))?);
         }
@@ -318,12 +335,12 @@ fn bind_rings(
                 e
             )
         })?;
-        // Every receive frame of this queue goes on its fill ring (first `refill`).
-        let base = i as u64 * u64::from(rx_frames);
+        // Every receive frame of this queue goes on its fill ring (first `recycle`).
+        let base = i as u64 * u64::from(rx.frames);
         rings.push(QueueRings {
-            rx,
+            rx: rx_ring,
             fq_cq,
-            rx_used: (base..base + u64::from(rx_frames))
+            rx_used: (base..base + u64::from(rx.frames))
                 .map(|f| f * u64::from(FRAME))
                 .collect(),
         });
@@ -333,7 +350,7 @@ fn bind_rings(
         tx: tx.ok_or("no queue to bind")?,
         umem,
         zero_copy,
-        rx_frames,
+        rx,
     })
 }
 
@@ -388,12 +405,11 @@ impl XskPath {
             .map_err(|e| on(&format!("loading {prog_name}"), &e))?;
 
         let queues = cfg.queues.resolve(rx_queue_count(&iface))?;
-        let rx_frames = rx_frames_per_queue(queues.len());
-        let rx_total = rx_frames * queues.len() as u32;
+        let rx = rx_sizes(queues.len());
+        let rx_total = rx.frames * queues.len() as u32;
         let area = Area::new(((rx_total + TX_FRAMES) * FRAME) as usize)
             .map_err(|e| format!("UMEM memory: {e}"))?;
-        let bind =
-            |zero_copy| bind_rings(&area, ifindex, &queues, rx_frames, zero_copy, multi_buffer);
+        let bind = |zero_copy| bind_rings(&area, ifindex, &queues, rx, zero_copy, multi_buffer);
         let rings = match bind(true) {
             Ok(r) => r,
             Err(zc) => bind(false).map_err(|copy| format!("{copy} (zero-copy: {zc})"))?,
@@ -469,7 +485,7 @@ impl XskPath {
         };
         path.neighbours.iface = path.info.iface.clone();
         // Every receive frame goes on the fill ring.
-        path.refill();
+        path.recycle();
         Ok(path)
     }
 
@@ -486,7 +502,9 @@ impl XskPath {
             let (mut dropped, mut full, mut empty) = (0, 0, 0);
             for q in &self.rings.queues {
                 if let Ok(st) = q.fq_cq.statistics_v2() {
-                    dropped += st.rx_dropped;
+                    // The kernel's rx_dropped counts frames it found no buffer for (fill
+                    // ring empty), not those a full receive ring turned away.
+                    dropped += st.rx_dropped + st.rx_ring_full;
                     full += st.rx_ring_full;
                     empty += st.rx_fill_ring_empty_descs;
                 }
@@ -526,25 +544,34 @@ impl XskPath {
         self.rings.queues.iter().any(|q| q.rx.available() > 0)
     }
 
-    /// Share of the receive frames holding datagrams not read yet, on the fullest queue
+    /// Share of the receive ring holding datagrams not read yet, on the fullest queue
     /// (no system call).
     pub fn rx_backlog(&self) -> f64 {
         let most = self.rings.queues.iter().map(|q| q.rx.available()).max();
-        f64::from(most.unwrap_or(0)) / f64::from(self.rings.rx_frames)
+        f64::from(most.unwrap_or(0)) / f64::from(self.rings.rx.ring)
     }
 
-    /// Return each queue's frames of the last batch to its fill ring.
-    fn refill(&mut self) {
+    /// Return each queue's frames of the last batch to its fill ring (the endpoint calls
+    /// this as soon as it has handled a batch; `recv_batch` does too).
+    pub fn recycle(&mut self) {
         for q in &mut self.rings.queues {
-            if q.rx_used.is_empty() {
-                continue;
+            // The fill ring has room for every frame (`RxSizes`), but xdpilone reserves
+            // from a cached view of the kernel's consumer index, refreshed only once that
+            // view shows the ring full: a first reservation may offer fewer slots than
+            // are free, the next one starts from a fresh view.
+            let mut put = 0;
+            while !q.rx_used.is_empty() {
+                let mut fill = q.fq_cq.fill(q.rx_used.len() as u32);
+                let n = fill.insert(q.rx_used.iter().copied()) as usize;
+                fill.commit();
+                drop(fill);
+                q.rx_used.drain(..n);
+                if n == 0 {
+                    break;
+                }
+                put += n;
             }
-            let mut fill = q.fq_cq.fill(q.rx_used.len() as u32);
-            let n = fill.insert(q.rx_used.iter().copied()) as usize;
-            fill.commit();
-            drop(fill);
-            q.rx_used.drain(..n);
-            if q.fq_cq.needs_wakeup() {
+            if put > 0 && q.fq_cq.needs_wakeup() {
                 q.fq_cq.wake();
             }
         }
@@ -562,7 +589,7 @@ impl XskPath {
     /// Receive up to `max` datagrams: from the queues' receive rings, then from the kernel
     /// socket when it was reported readable (or every KERNEL_CHECK_EVERY calls).
     pub fn recv_batch(&mut self, max: usize) -> io::Result<usize> {
-        self.refill();
+        self.recycle();
         self.rx_segs.clear();
         self.joined.clear();
         self.kernel_segs = 0;
@@ -667,7 +694,7 @@ impl XskPath {
             &self.joined[s.at..s.at + s.len]
         } else {
             // SAFETY: inside a received frame not yet returned to the fill ring (that
-            // happens in the next recv_batch, which needs `&mut self`).
+            // happens in `recycle`, which needs `&mut self`).
             unsafe { std::slice::from_raw_parts(self.area.ptr.as_ptr().add(s.at), s.len) }
         };
         Received {
@@ -848,6 +875,32 @@ impl XskPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_receive_ring_leaves_frames_on_the_fill_ring() {
+        // Between `recv_batch` and `recycle` the agent holds at most one batch of frames
+        // (socket BATCH datagrams), of three buffers each at MTU 9000.
+        let held = 3 * crate::socket::BATCH as u32;
+        for n in [1, 2, 3, 4, 8, 16, 64] {
+            let rx = rx_sizes(n);
+            assert!(
+                rx.ring.is_power_of_two() && rx.frames.is_power_of_two(),
+                "{n}: {rx:?}"
+            );
+            assert!(rx.ring >= 256, "{n}: {rx:?}");
+            // The fill ring (rx.frames entries) holds every frame; with the receive ring
+            // full and a batch held, at least a quarter ring's worth is still on it.
+            assert!(rx.frames >= rx.ring + held + rx.ring / 4, "{n}: {rx:?}");
+        }
+        assert_eq!(
+            rx_sizes(1),
+            RxSizes {
+                ring: 2048,
+                frames: 4096
+            }
+        );
+        assert_eq!(rx_sizes(64).ring, 256);
+    }
 
     #[test]
     fn only_whole_chains_go_on_the_transmit_ring() {
