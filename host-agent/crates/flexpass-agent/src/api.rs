@@ -7,6 +7,9 @@
 //! op and the field. A reply is one JSON line with `"ok"`: true with the fields below, false
 //! with `"error"` (keys in sorted order).
 
+use crate::stats::EndpointStats;
+use crate::xdp::XdpInfo;
+use flexpass_core::SenderStats;
 use flexpass_wire::TransportKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -45,8 +48,7 @@ pub enum Request {
     /// The application-visible addresses of the agent's loopback connection from `port`.
     /// Reply: `PeerNames`.
     TcpPeer { port: u16 },
-    /// Counters, tables and connection records. Reply: one JSON object (docs/agent-api.md,
-    /// "Counters and records").
+    /// Counters, tables and connection records. Reply: `Status`.
     Status,
 }
 
@@ -284,6 +286,153 @@ pub struct PeerNames {
     pub local: SocketAddr,
 }
 
+/// `status`: counters, tables and connection records. This struct and its parts are the
+/// definition of docs/agent-api.md, "Counters and records" (a test checks that page's
+/// example has exactly these keys). Only serialized: the agent writes it, clients read JSON.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Status {
+    pub flows: FlowCounts,
+    pub tcp: TcpStatus,
+    /// The endpoint's counters (docs/agent-api.md lists the half-open ones).
+    pub endpoint: EndpointStats,
+    pub datapath: DatapathStatus,
+    pub api: ApiStatus,
+    pub memory: Memory,
+    pub tables: Tables,
+}
+
+/// `status` → `flows`: the endpoint's flows now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlowCounts {
+    pub senders: usize,
+    pub receivers: usize,
+}
+
+/// `status` → `tcp`: the TCP connections of unmodified applications (`tcp_connect`,
+/// `tcp_listen`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TcpStatus {
+    /// Connections carrying bytes now (set up, and not a "direct" verdict being written).
+    pub open: usize,
+    pub opened_flexpass: u64,
+    pub accepted_flexpass: u64,
+    pub direct: u64,
+    pub refused: u64,
+    pub aborted: u64,
+    /// Ports served over FlexPass (`tcp_listen`), ascending.
+    pub listening: Vec<u16>,
+    /// Peers taken not to speak FlexPass (connections to them use kernel TCP for a while).
+    pub no_agent_peers: Vec<IpAddr>,
+    /// The `open` connections' records (`outcome` "open").
+    pub conns: Vec<ConnRecord>,
+    /// The last closed connections' records, oldest first.
+    pub closed: Vec<ConnRecord>,
+}
+
+/// Which end of a TCP connection this host is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// This host opened the connection (the application called connect).
+    Client,
+    /// This host answers it (the application listens).
+    Server,
+}
+
+/// One TCP connection's record (`status` → `tcp.conns`, `tcp.closed`; logged at debug level
+/// when the connection ends): `{"event": "tcp_conn", …}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename = "tcp_conn")]
+pub struct ConnRecord {
+    pub side: Side,
+    pub conn_id: u32,
+    /// The remote application's address (its host, its port as it sees it).
+    pub remote: SocketAddr,
+    /// This side's application-visible address.
+    pub local: SocketAddr,
+    pub transport: TransportKind,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub duration_s: f64,
+    /// "open", "closed" or "aborted: " and why.
+    pub outcome: String,
+    /// The outgoing flow's statistics, while that flow exists (else the key is absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<SenderStats>,
+}
+
+/// `status` → `datapath` (docs/datapath.md).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DatapathStatus {
+    /// "udp" or "xdp".
+    pub kind: &'static str,
+    /// The AF_XDP set-up; null on UDP.
+    pub xdp: Option<XdpInfo>,
+}
+
+/// `status` → `api`: this API's clients and what it refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ApiStatus {
+    /// API connections open now.
+    pub clients: usize,
+    /// Connections refused by the peer-credential check (docs/agent-api.md, "Access").
+    pub refused: u64,
+    /// Requests answered with an error.
+    pub bad_requests: u64,
+    /// accept(2) failures of the API socket.
+    pub accept_errors: u64,
+}
+
+/// `status` → `memory`: the agent's memory as the kernel counts it (/proc/self/status), in
+/// KiB; null where the kernel did not say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// VmRSS: resident now.
+    pub rss_kb: Option<u64>,
+    /// VmHWM: resident at most so far.
+    pub rss_peak_kb: Option<u64>,
+    /// VmSize.
+    pub virtual_kb: Option<u64>,
+}
+
+/// `status` → `tables`: the size of every table that grows with traffic.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tables {
+    pub endpoint: EndpointTables,
+    /// The daemon's: accepted flows no client has claimed yet, TCP connections and their
+    /// kept records, flow owners, `accept` clients waiting, request lines awaited, the
+    /// answering side's remembered addresses (`tcp_peer`), peers without an agent.
+    pub unclaimed: usize,
+    pub conns: usize,
+    pub records: usize,
+    pub owners: usize,
+    pub accepting: usize,
+    pub handshakes: usize,
+    pub peers: usize,
+    pub no_agent: usize,
+}
+
+/// `status` → `tables.endpoint` (`Endpoint::table_sizes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EndpointTables {
+    pub senders: usize,
+    pub receivers: usize,
+    /// Half-open flows and the entries of their age order.
+    pub half_open: usize,
+    pub half_open_order: usize,
+    /// Accepted flows not handed out yet.
+    pub accepted: usize,
+    /// Finished receivers lingering to re-acknowledge.
+    pub retired: usize,
+    /// Timer heap entries, and flows to look at next turn.
+    pub timers: usize,
+    pub dirty: usize,
+    /// Dropped flows remembered (RESET answers).
+    pub forgotten: usize,
+    /// Connection extensions of accepted flows' HELLOs.
+    pub hello_conn: usize,
+}
+
 /// One reply line.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
@@ -295,8 +444,8 @@ pub enum Reply {
     TcpVerdict(TcpVerdict),
     Listening(Listening),
     PeerNames(PeerNames),
-    /// `status`: its object, without `"ok"`.
-    Status(Value),
+    /// Boxed: by far the largest reply.
+    Status(Box<Status>),
 }
 
 impl Reply {
@@ -318,7 +467,7 @@ impl Reply {
             Reply::TcpVerdict(r) => serde_json::to_value(r).expect("serializable"),
             Reply::Listening(r) => serde_json::to_value(r).expect("serializable"),
             Reply::PeerNames(r) => serde_json::to_value(r).expect("serializable"),
-            Reply::Status(v) => v.clone(),
+            Reply::Status(r) => serde_json::to_value(r).expect("serializable"),
         };
         let mut v = body;
         v["ok"] = (!matches!(self, Reply::Error(_))).into();
@@ -402,8 +551,7 @@ mod tests {
     /// table lists every op.
     #[test]
     fn the_requests_in_docs_agent_api_parse() {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/agent-api.md");
-        let doc = std::fs::read_to_string(p).unwrap();
+        let doc = agent_api_md();
         let mut ops = vec![];
         for l in doc.lines() {
             if let Some(req) = l.strip_prefix("→ {") {
@@ -418,6 +566,178 @@ mod tests {
                 "{op} not in the table"
             );
         }
+    }
+
+    fn agent_api_md() -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/agent-api.md");
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    /// The JSON in docs/agent-api.md from `marker` (a reply's `← ` left out) to the end of
+    /// its fenced block: a placeholder `…text…` (an object documented elsewhere) is dropped,
+    /// leaving `{ }`.
+    fn doc_json(doc: &str, marker: &str) -> Value {
+        let at = doc
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker} not in the doc"));
+        let block = doc[at..].trim_start_matches("← ");
+        let block = &block[..block.find("```").expect("closing fence")];
+        let mut text = String::new();
+        let mut in_placeholder = false;
+        for c in block.chars() {
+            if c == '…' {
+                in_placeholder = !in_placeholder;
+            } else if !in_placeholder {
+                text.push(c);
+            }
+        }
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{marker}…: {e}\n{text}"))
+    }
+
+    /// `doc` and `got` have the same keys at every level and the same kinds of values; an
+    /// empty object in `doc` is a placeholder, each element of an array is compared with
+    /// the doc's first one.
+    fn same_shape(path: &str, doc: &Value, got: &Value, diffs: &mut Vec<String>) {
+        match (doc, got) {
+            (Value::Object(d), Value::Object(g)) => {
+                if d.is_empty() {
+                    return;
+                }
+                let mut dk: Vec<_> = d.keys().collect();
+                let mut gk: Vec<_> = g.keys().collect();
+                dk.sort();
+                gk.sort();
+                if dk != gk {
+                    diffs.push(format!("{path}: doc has keys {dk:?}, the type {gk:?}"));
+                }
+                for (k, dv) in d {
+                    if let Some(gv) = g.get(k) {
+                        same_shape(&format!("{path}.{k}"), dv, gv, diffs);
+                    }
+                }
+            }
+            (Value::Array(d), Value::Array(g)) => {
+                assert!(!g.is_empty(), "{path}: fill the test's arrays");
+                for gv in g {
+                    same_shape(&format!("{path}[]"), &d[0], gv, diffs);
+                }
+            }
+            (Value::Number(_), Value::Number(_))
+            | (Value::String(_), Value::String(_))
+            | (Value::Bool(_), Value::Bool(_))
+            | (Value::Null, Value::Null) => {}
+            _ => diffs.push(format!("{path}: doc shows {doc}, the type writes {got}")),
+        }
+    }
+
+    /// The keys of a set written `{"a", "b": x | y, …}` in the doc's prose.
+    fn key_set(set: &str) -> Vec<String> {
+        let inner = set.trim().trim_start_matches('{').trim_end_matches('}');
+        let mut keys: Vec<String> = inner
+            .split(',')
+            .map(|part| part.split('"').nth(1).expect("a quoted key").to_string())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn sample_record(outcome: &str) -> ConnRecord {
+        ConnRecord {
+            side: Side::Server,
+            conn_id: 7,
+            remote: "10.0.0.1:43210".parse().unwrap(),
+            local: "10.0.0.2:5201".parse().unwrap(),
+            transport: TransportKind::PFabric,
+            bytes_sent: 512,
+            bytes_received: 1 << 20,
+            duration_s: 0.25,
+            outcome: outcome.into(),
+            sender: Some(SenderStats::default()),
+        }
+    }
+
+    /// A status with every array filled and every optional value present but `xdp` (null
+    /// on UDP, as the doc's example shows).
+    fn sample_status() -> Status {
+        Status {
+            flows: FlowCounts {
+                senders: 1,
+                receivers: 2,
+            },
+            tcp: TcpStatus {
+                open: 1,
+                listening: vec![5201],
+                no_agent_peers: vec!["10.0.0.3".parse().unwrap()],
+                conns: vec![sample_record("open")],
+                closed: vec![sample_record("aborted: reset by the peer")],
+                ..TcpStatus::default()
+            },
+            endpoint: EndpointStats::default(),
+            datapath: DatapathStatus {
+                kind: "udp",
+                xdp: None,
+            },
+            api: ApiStatus::default(),
+            memory: Memory {
+                rss_kb: Some(10664),
+                rss_peak_kb: Some(10828),
+                virtual_kb: Some(17148),
+            },
+            tables: Tables::default(),
+        }
+    }
+
+    /// docs/agent-api.md and `Status` agree: the status example, the connection record, the
+    /// table's reply keys and the AF_XDP set-up keys are exactly those the types write.
+    #[test]
+    fn the_status_in_docs_agent_api_is_the_type() {
+        let doc = agent_api_md();
+        let line = String::from_utf8(Reply::Status(Box::new(sample_status())).to_line()).unwrap();
+        let got: Value = serde_json::from_str(&line).unwrap();
+        let mut diffs = vec![];
+        let doc_status = doc_json(&doc, "← {\"ok\": true, \"flows\"");
+        same_shape("status", &doc_status, &got, &mut diffs);
+        let record = serde_json::to_value(sample_record("closed")).unwrap();
+        let doc_record = doc_json(&doc, "{\"event\": \"tcp_conn\"");
+        same_shape("record", &doc_record, &record, &mut diffs);
+        assert!(diffs.is_empty(), "\n{}", diffs.join("\n"));
+        // The record's typed values are those the daemon wrote as JSON before.
+        assert_eq!(record["event"], "tcp_conn");
+        assert_eq!(record["side"], "server");
+        assert_eq!(record["transport"], "pfabric");
+        assert_eq!(record["remote"], "10.0.0.1:43210");
+        assert!(record["sender"].is_object());
+        let mut no_sender = sample_record("open");
+        no_sender.sender = None;
+        let v = serde_json::to_value(no_sender).unwrap();
+        assert!(v.get("sender").is_none(), "absent, not null: {v}");
+
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `status` |"))
+            .expect("status in the table");
+        let cell = row.trim_end_matches('|').rsplit('|').next().unwrap();
+        let mut top: Vec<String> = got.as_object().unwrap().keys().cloned().collect();
+        top.sort();
+        assert_eq!(key_set(cell.trim().trim_matches('`')), top, "{row}");
+
+        let prose = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        let at = prose
+            .find("`xdp`: `{")
+            .expect("the xdp set-up in the prose")
+            + 8;
+        let set = &prose[at..at + prose[at..].find('`').unwrap()];
+        let xdp = XdpInfo {
+            iface: "eth0".into(),
+            queues: vec![0],
+            attach: "native",
+            zero_copy: false,
+            multi_buffer: true,
+        };
+        let xdp = serde_json::to_value(xdp).unwrap();
+        let mut keys: Vec<String> = xdp.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert_eq!(key_set(set), keys, "{set}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// Counters of everything the endpoint refused; the flows themselves are unaffected.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct EndpointStats {
     pub datagrams_in: u64,
     pub datagrams_out: u64,

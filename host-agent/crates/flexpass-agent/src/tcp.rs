@@ -9,6 +9,9 @@
 //! socket and the two flows: local bytes are written into the outgoing flow (EOF = FIN),
 //! the incoming flow's bytes are written to the local socket (its FIN = shutdown(SHUT_WR)).
 
+pub use crate::api::Side;
+
+use crate::api::ConnRecord;
 use crate::{Endpoint, FlowKey};
 use bytes::Bytes;
 use flexpass_wire::{ResetReason, TransportKind};
@@ -66,14 +69,6 @@ impl Local {
             Local::Tcp(s) => s.as_raw_fd(),
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// This host opened the connection (the application called connect).
-    Client,
-    /// This host answers it (the application listens).
-    Server,
 }
 
 /// What became of a connection this turn.
@@ -367,24 +362,24 @@ impl Conn {
         }
     }
 
-    /// One JSON record of the connection (the `status` op, the agent's log), with the
-    /// outgoing flow's sender statistics while it exists.
-    pub fn record(&self, ep: &Endpoint, outcome: &str) -> serde_json::Value {
-        let mut v = self.record_plain(outcome);
-        if let Some(s) = self.out_key.and_then(|k| ep.sender(k)) {
-            v["sender"] = serde_json::to_value(s.stats()).unwrap_or_default();
+    /// The connection's record (the `status` op, the agent's log), with the outgoing flow's
+    /// sender statistics while it exists.
+    pub fn record(&self, ep: &Endpoint, outcome: &str) -> ConnRecord {
+        ConnRecord {
+            side: self.side,
+            conn_id: self.conn_id,
+            remote: self.remote,
+            local: self.local_addr,
+            transport: self.transport,
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            duration_s: self.started.elapsed().as_secs_f64(),
+            outcome: outcome.to_string(),
+            sender: self
+                .out_key
+                .and_then(|k| ep.sender(k))
+                .map(|s| s.stats().clone()),
         }
-        v
-    }
-
-    fn record_plain(&self, outcome: &str) -> serde_json::Value {
-        serde_json::json!({
-            "event": "tcp_conn", "side": match self.side { Side::Client => "client", Side::Server => "server" },
-            "conn_id": self.conn_id, "remote": self.remote.to_string(), "local": self.local_addr.to_string(),
-            "transport": format!("{:?}", self.transport).to_lowercase(),
-            "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
-            "duration_s": self.started.elapsed().as_secs_f64(), "outcome": outcome,
-        })
     }
 }
 

@@ -230,6 +230,12 @@ fn tcp_connection_both_directions_through_two_agents() {
     assert_eq!(closed["bytes_sent"], up.len() as u64, "{st}");
     assert_eq!(closed["bytes_received"], down.len() as u64, "{st}");
     assert_eq!(closed["outcome"], "closed", "{st}");
+    // The record as the daemon wrote it before it was typed (api::ConnRecord).
+    assert_eq!(closed["event"], "tcp_conn", "{st}");
+    assert_eq!(closed["side"], "client", "{st}");
+    assert_eq!(closed["transport"], "flexpass", "{st}");
+    assert_eq!(closed["remote"], dst.as_str(), "{st}");
+    assert_eq!(closed["local"], "127.0.0.1:40000", "{st}");
     for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();

@@ -4,7 +4,7 @@
 //! byte pumping of one connection is crate::tcp.
 
 use super::{Daemon, Owner, Role, KIND_CONN, KIND_PROBE};
-use crate::api::{Listening, PeerNames, Reply, TcpVerdict};
+use crate::api::{ConnRecord, Listening, PeerNames, Reply, TcpVerdict};
 use crate::daemon::slab::Slab;
 use crate::poller;
 use crate::tcp::{
@@ -57,7 +57,7 @@ pub(super) struct TcpState {
     pub(super) no_service: HashMap<(IpAddr, u16), Instant>,
     /// Peers whose fallback was logged (once per peer).
     pub(super) logged: HashSet<IpAddr>,
-    pub(super) records: VecDeque<serde_json::Value>,
+    pub(super) records: VecDeque<ConnRecord>,
     /// UDP port of the peers' agents.
     pub(super) peer_port: u16,
     /// Opening side: no HELLO_ACK within this → the peer does not speak FlexPass.
@@ -444,7 +444,10 @@ impl Daemon {
             }
         }
         if let Some(rec) = rec {
-            log::debug!("flexpass agent: {rec}");
+            log::debug!(
+                "flexpass agent: {}",
+                serde_json::to_value(&rec).expect("serializable")
+            );
             if self.tcp.records.len() >= MAX_RECORDS {
                 self.tcp.records.pop_front();
             }

@@ -21,7 +21,10 @@ pub use crate::api::MAX_REQUEST_LINE;
 use self::access::Refusals;
 use self::conns::TcpState;
 use self::slab::Slab;
-use crate::api::{Accepted, Connected, FlowSent, Reply, Request};
+use crate::api::{
+    Accepted, ApiStatus, Connected, DatapathStatus, FlowCounts, FlowSent, Memory, Reply, Request,
+    Status, Tables, TcpStatus,
+};
 use crate::poller::{self, Poller};
 use crate::{Dir, Endpoint, FlowKey};
 use bytes::Bytes;
@@ -440,33 +443,59 @@ impl Daemon {
         Ok(())
     }
 
-    /// The `status` reply's object (docs/agent-api.md, "Counters and records").
-    fn status(&self) -> serde_json::Value {
+    /// The `status` reply (docs/agent-api.md, "Counters and records").
+    fn status(&self) -> Status {
         let t = &self.tcp;
         let (senders, receivers) = self.ep.flows();
-        serde_json::json!({
-            "flows": {"senders": senders, "receivers": receivers},
-            "tcp": {
-                "open": t.conns.iter().map(|c| &c.conn).filter(|c| c.opening.is_none() && !c.close_after_line).count(),
-                "opened_flexpass": t.opened_flexpass, "accepted_flexpass": t.accepted_flexpass,
-                "direct": t.direct, "refused": t.refused, "aborted": t.aborted,
-                "listening": t.listens.keys().collect::<Vec<_>>(),
-                "no_agent_peers": t.no_agent.keys().map(|ip| ip.to_string()).collect::<Vec<_>>(),
-                "conns": t.conns.iter().map(|c| &c.conn).filter(|c| c.opening.is_none() && !c.close_after_line)
-                    .map(|c| c.record(&self.ep, "open")).collect::<Vec<_>>(),
-                "closed": t.records.iter().collect::<Vec<_>>(),
+        let conns: Vec<_> = t
+            .conns
+            .iter()
+            .map(|c| &c.conn)
+            .filter(|c| c.opening.is_none() && !c.close_after_line)
+            .map(|c| c.record(&self.ep, "open"))
+            .collect();
+        let mut listening: Vec<u16> = t.listens.keys().copied().collect();
+        listening.sort_unstable();
+        let mut no_agent_peers: Vec<_> = t.no_agent.keys().copied().collect();
+        no_agent_peers.sort_unstable();
+        Status {
+            flows: FlowCounts { senders, receivers },
+            tcp: TcpStatus {
+                open: conns.len(),
+                opened_flexpass: t.opened_flexpass,
+                accepted_flexpass: t.accepted_flexpass,
+                direct: t.direct,
+                refused: t.refused,
+                aborted: t.aborted,
+                listening,
+                no_agent_peers,
+                conns,
+                closed: t.records.iter().cloned().collect(),
             },
-            "endpoint": self.ep.stats,
-            "datapath": {"kind": self.ep.stats.datapath, "xdp": self.ep.xdp_info()},
-            "api": {"clients": self.clients.len(), "refused": self.refusals.count,
-                    "bad_requests": self.bad_requests, "accept_errors": self.accept_errors},
-            "memory": memory_report(),
-            "tables": {"endpoint": self.ep.table_sizes(), "unclaimed": self.unclaimed.len(),
-                       "conns": t.conns.len(), "records": t.records.len(),
-                       "owners": self.owners.len(), "accepting": self.accepting.len(),
-                       "handshakes": self.handshakes.len(),
-                       "peers": t.peers.len(), "no_agent": t.no_agent.len()},
-        })
+            endpoint: self.ep.stats.clone(),
+            datapath: DatapathStatus {
+                kind: self.ep.stats.datapath,
+                xdp: self.ep.xdp_info().cloned(),
+            },
+            api: ApiStatus {
+                clients: self.clients.len(),
+                refused: self.refusals.count,
+                bad_requests: self.bad_requests,
+                accept_errors: self.accept_errors,
+            },
+            memory: memory_report(),
+            tables: Tables {
+                endpoint: self.ep.table_sizes(),
+                unclaimed: self.unclaimed.len(),
+                conns: t.conns.len(),
+                records: t.records.len(),
+                owners: self.owners.len(),
+                accepting: self.accepting.len(),
+                handshakes: self.handshakes.len(),
+                peers: t.peers.len(),
+                no_agent: t.no_agent.len(),
+            },
+        }
     }
 
     /// Forget the network side of a client that went away.
@@ -662,7 +691,7 @@ impl Daemon {
                 self.answer(i, r);
             }
             Request::Status => {
-                let r = Reply::Status(self.status());
+                let r = Reply::Status(Box::new(self.status()));
                 self.answer(i, r);
             }
         }
@@ -680,7 +709,7 @@ impl Daemon {
 
 /// The agent's memory as the kernel counts it (/proc/self/status): resident now and at
 /// most so far, and the virtual size, in KiB.
-pub fn memory_report() -> serde_json::Value {
+pub fn memory_report() -> Memory {
     let st = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kb = |key: &str| -> Option<u64> {
         st.lines()
@@ -688,6 +717,9 @@ pub fn memory_report() -> serde_json::Value {
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
     };
-    serde_json::json!({"rss_kb": kb("VmRSS:"), "rss_peak_kb": kb("VmHWM:"),
-                       "virtual_kb": kb("VmSize:")})
+    Memory {
+        rss_kb: kb("VmRSS:"),
+        rss_peak_kb: kb("VmHWM:"),
+        virtual_kb: kb("VmSize:"),
+    }
 }

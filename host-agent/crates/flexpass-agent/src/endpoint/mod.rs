@@ -19,6 +19,7 @@ pub use crate::shaper::{EMULATION_QUEUE_PACKETS, EMULATION_THRESHOLD_PACKETS};
 pub use crate::stats::EndpointStats;
 
 use crate::admission::Admission;
+use crate::api::EndpointTables;
 use crate::datapath::Datapath;
 use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
@@ -404,15 +405,20 @@ impl Endpoint {
     }
 
     /// Sizes of the endpoint's tables (memory report).
-    pub fn table_sizes(&self) -> serde_json::Value {
+    pub fn table_sizes(&self) -> EndpointTables {
         let (half_open, half_open_order, forgotten) = self.admission.table_sizes();
-        serde_json::json!({
-            "senders": self.senders.len(), "receivers": self.receivers.len(),
-            "half_open": half_open, "half_open_order": half_open_order,
-            "accepted": self.accepted.len(), "retired": self.retired.len(),
-            "timers": self.timers.len(), "dirty": self.dirty.len(),
-            "forgotten": forgotten, "hello_conn": self.hello_conn.len(),
-        })
+        EndpointTables {
+            senders: self.senders.len(),
+            receivers: self.receivers.len(),
+            half_open,
+            half_open_order,
+            accepted: self.accepted.len(),
+            retired: self.retired.len(),
+            timers: self.timers.len(),
+            dirty: self.dirty.len(),
+            forgotten,
+            hello_conn: self.hello_conn.len(),
+        }
     }
 
     /// Heap entries and dirty flows (the scale test and the memory report).
