@@ -43,7 +43,6 @@ NIC_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(NIC_DIR))
 sys.path.insert(0, str(NIC_DIR.parent / "control-plane"))
 import flexpass_nic  # noqa: E402
-from flexpass_cp import frames  # noqa: E402
 from flexpass_cp.config.derive import nic_credit_meter  # noqa: E402
 from flexpass_cp.config.profiles import CLASS_QUEUES, FLEXPASS  # noqa: E402
 from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # noqa: E402
@@ -476,6 +475,20 @@ def edge_config_from_args(a) -> EdgeConfig:
     return EdgeConfig(nic, burst_packets=burst, drop_malformed=a.drop_malformed)
 
 
+def device_from_args(a) -> str:
+    """`show` / `clear`: --dev, or the device of --config FILE --nic NAME (an ebpf entry)."""
+    if a.config or a.nic:
+        if not (a.config and a.nic):
+            raise ValueError("--config and --nic go together")
+        if a.dev is not None:
+            raise ValueError(f"--dev: given by nics.{a.nic} in {a.config}; use either --config --nic or --dev")
+        nic, _ = flexpass_nic.from_config(a.config, a.nic, "ebpf")
+        return nic.dev
+    if a.dev is None:
+        raise ValueError("--dev is required (or --config FILE --nic NAME)")
+    return a.dev
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="flexpass_nic.py ebpf", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -488,7 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     for q in (p, sub.add_parser("show", help="counters and configuration"),
               sub.add_parser("clear", help="remove the edge")):
         if q is not p:
-            q.add_argument("--dev", required=True)
+            q.add_argument("--dev", help="the device (or --config FILE --nic NAME: its nics: entry's)")
+            q.add_argument("--config", help="a control-plane YAML config")
+            q.add_argument("--nic", help="with --config: the entry's name (nics.<name>)")
         q.add_argument("--bpffs", default="/sys/fs/bpf", help="a mounted bpf filesystem for the pinned maps")
         q.add_argument("--netns", default=None, help="run tc in this network namespace (ip netns)")
     sub.choices["show"].add_argument("--json", action="store_true")
@@ -509,7 +524,7 @@ def main(argv=None) -> int:
             print(f"flexpass edge on {cfg.nic.dev} egress: program id {pid}, credits <= {rate} B/s "
                   f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, cfg.nic.dev)}")
         elif a.cmd == "show":
-            with EdgeMaps(a.bpffs, a.dev) as m:
+            with EdgeMaps(a.bpffs, device_from_args(a)) as m:
                 c = m.counters()
             if a.json:
                 print(json.dumps(c))
@@ -527,7 +542,7 @@ def main(argv=None) -> int:
             for name, ns in bench(a.repeat).items():
                 print(f"{name:32} {ns:6} ns/packet  (BPF_PROG_TEST_RUN, repeat {a.repeat})")
         else:
-            clear(a.dev, a.bpffs, a.netns)
+            clear(device_from_args(a), a.bpffs, a.netns)
     except (ValueError, EdgeError) as e:
         print(f"flexpass_nic ebpf: {e}", file=sys.stderr)
         return 2

@@ -101,3 +101,16 @@ def test_bad_nic_entry_is_refused_naming_the_key(tmp_path, capsys):
     assert N.main(["print", "--config", path, "--nic", "h1"]) == 2
     err = capsys.readouterr().err
     assert "nics.h1.link_rate" in err and "below one credit per second" in err
+
+
+def test_ebpf_show_and_clear_find_the_device_from_the_config(capsys):
+    def device(*args):
+        return E.device_from_args(E.build_parser().parse_args(["show", *args]))
+
+    assert device("--config", str(DUMBBELL), "--nic", "h1") == "h1-eth0" == device("--dev", "h1-eth0")
+    for args, message in ((["--config", str(DUMBBELL), "--nic", "h1", "--dev", "x"], "--dev: given by nics.h1"),
+                          (["--nic", "h1"], "--config and --nic go together"),
+                          (["--config", str(DUMBBELL), "--nic", "h2"], "nics.h2.edge: the config says 'qdisc'"),
+                          ([], "--dev is required")):
+        assert E.main(["clear", *args]) == 2
+        assert message in capsys.readouterr().err
