@@ -530,13 +530,15 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         deadline = end + GRACE * plan.duration_s + 10
         while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
             wait_until(time.monotonic() + 0.1, monitors, every_s)
-        # The depth samples count from the last flow's start (after warm-up) until the last
-        # finite flow completed (or the run's end): the time every flow is under way.
+        # The depth samples count from the last listed flow's start (after warm-up) until the
+        # last finite flow completed (or the run's end): the time every listed flow is under
+        # way (a workload's flows come and go: from the warm-up on).
         t_done = min(time.monotonic() - t0, _last_completion(plan, out, started) or math.inf)
         for m in monitors:
             m.close()
         depths = [(t - (t0 - m.t0), d) for m in monitors for t, d in m.rows]
-        window = (max(plan.warmup_s, max(started.values(), default=0.0)), t_done)
+        last_listed = max((started[f.id] for f in plan.flows if f.kind == "listed" and f.id in started), default=0.0)
+        window = (max(plan.warmup_s, last_listed), t_done)
         queues = switch_stats.summarize(switch_stats.read_ports(net, fab), plan.profile, bottleneck, depths, window)
     if depths:
         write_depths(plan, out, depths, window, f"{sw}->{recv}")
@@ -563,7 +565,7 @@ def sender_records(plan: Plan, out: Path) -> Dict[int, dict]:
 
 
 def _last_completion(plan: Plan, out: Path, started: Dict[int, float]) -> Optional[float]:
-    """When the last finite flow (listed or a workload's) completed, in s since the first
+    """When the last finite flow (listed or a workload's) completed, in s since the run's
     start, from its sender's record; None if one has none or failed, or there is none."""
     ends = []
     sent = sender_records(plan, out)
