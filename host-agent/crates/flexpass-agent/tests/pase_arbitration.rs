@@ -201,7 +201,8 @@ fn the_smaller_flow_gets_the_top_queue_and_forged_answers_are_ignored() {
 
 /// An arbitrator's answers the sender must refuse: for a flow it never asked about, for a
 /// request it never sent, with a rate above its line rate. An honest one after them takes
-/// effect (queue and rate), and the flow completes byte-exact.
+/// effect (queue and rate). Then the arbitrator falls silent: the flow keeps that
+/// arbitration (DCTCP within its queue) and completes byte-exact, no stall.
 #[test]
 fn answers_for_other_flows_or_out_of_range_are_refused() {
     let fake = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -263,6 +264,11 @@ fn answers_for_other_flows_or_out_of_range_are_refused() {
     assert_eq!(got.get(&key.1), Some(&data), "byte-exact");
     assert!(answered, "the flow asked its arbitrator");
     assert!(followed, "the honest answer took effect");
+    assert_eq!(
+        client.sender(key).unwrap().arbitration(),
+        Some(honest),
+        "kept"
+    );
     assert_eq!(stats.arbitration_unasked, 2, "{stats:?}");
     assert_eq!(stats.arbitration_rejected, 1, "{stats:?}");
     assert_eq!(stats.arbitrations_accepted, 1, "{stats:?}");

@@ -578,8 +578,9 @@ fn sack_block_ok(cum_ack: u32, start: u32, end: u32) -> bool {
 
 impl Packet {
     /// Whether the flow's sender emits this message (and its receiver consumes it):
-    /// data, HELLO, CREDIT_REQUEST and CREDIT_STOP. Credits, ACKs, HELLO_ACK and RESET (a
-    /// receiver refusing or aborting the flow) go the other way.
+    /// data, HELLO, CREDIT_REQUEST and CREDIT_STOP, EMULATION, and ARBITRATION_REQUEST (for
+    /// the sender's arbitrator, not its receiver). Credits, ACKs, HELLO_ACK, RESET (a
+    /// receiver refusing or aborting the flow) and ARBITRATION_RESPONSE go the other way.
     pub fn is_sender_to_receiver(&self) -> bool {
         matches!(
             self,
