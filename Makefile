@@ -128,7 +128,7 @@ test: deps
 
 test-rust: deps-model
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace && $(CARGO) test --release --workspace
-	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP, its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
+	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP (PASE flows with a real arbitrator, forged answers ignored), its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
@@ -263,7 +263,7 @@ fidelity: build
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18, PASE Fig. 10) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
-FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack pase-queues
+FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack pase-queues pase-pruning
 figures: build
 	@for f in $(FIGURES); do \
 	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done

@@ -10,7 +10,8 @@ Two complementary tools live here:
   (:class:`FlexPassCredit`, :class:`FlexPassData`, :class:`FlexPassAck`,
   :class:`FlexPassCreditRequest`, :class:`FlexPassHello`,
   :class:`FlexPassHelloAck`, :class:`FlexPassReset`, :class:`FlexPassEmulation`,
-  :class:`FlexPassEmulationCredit`; CREDIT_STOP has no
+  :class:`FlexPassEmulationCredit`, :class:`FlexPassArbitrationRequest`,
+  :class:`FlexPassArbitrationResponse`; CREDIT_STOP has no
   body). Data payload follows :class:`FlexPassData` as ``Raw``. The layers
   are bound to UDP port :data:`FLEXPASS_UDP_PORT` (source or destination);
   use :func:`bind_port` for another port. Scapy dissection is lenient like
@@ -40,6 +41,7 @@ from scapy.fields import (
     BitEnumField,
     BitField,
     ByteEnumField,
+    ByteField,
     ConditionalField,
     FieldLenField,
     FlagsField,
@@ -111,6 +113,9 @@ EMULATION_LEN = 18
 EMULATION_CREDIT_BASE_LEN = 12
 EMULATION_GRANT_LEN = 8
 MAX_EMULATION_GRANTS = 32
+ARBITRATION_REQUEST_LEN = 28
+ARBITRATION_RESPONSE_LEN = 24
+PRIORITY_LEVELS = 8  # PASE queues P0..P7: an ARBITRATION_RESPONSE's queue is below this
 MAX_MESSAGE_LEN = 0xFFFF
 IPV4_UDP_OVERHEAD = 28
 ETHERNET_WIRE_OVERHEAD = 38
@@ -132,6 +137,8 @@ T_HELLO_ACK = 0x8
 T_RESET = 0x9
 T_EMULATION = 0xA
 T_EMULATION_CREDIT = 0xB
+T_ARBITRATION_REQUEST = 0xC
+T_ARBITRATION_RESPONSE = 0xD
 
 TYPE_NAMES = {
     T_CREDIT: "CREDIT",
@@ -145,6 +152,8 @@ TYPE_NAMES = {
     T_RESET: "RESET",
     T_EMULATION: "EMULATION",
     T_EMULATION_CREDIT: "EMULATION_CREDIT",
+    T_ARBITRATION_REQUEST: "ARBITRATION_REQUEST",
+    T_ARBITRATION_RESPONSE: "ARBITRATION_RESPONSE",
 }
 
 # Flag bits (one global allocation; which bits are allowed depends on the type).
@@ -191,6 +200,8 @@ ERROR_KINDS = (
     "BadReason",
     "BadConnRole",
     "BadGrantCount",
+    "BadQueue",
+    "BadRate",
 )
 
 
@@ -400,6 +411,27 @@ def decode(buf: bytes) -> Dict[str, Any]:
                   for i in range(count)]
         return {"type": "emulation_credit", "flow_id": flow_id, "grants": grants}
 
+    if t == T_ARBITRATION_REQUEST:
+        _exact_len(n, ARBITRATION_REQUEST_LEN)
+        arb_seq, remaining, demand = struct.unpack_from("!IQQ", buf, 8)
+        if demand == 0:
+            raise FlexPassDecodeError("BadRate", "ARBITRATION_REQUEST demand 0")
+        return {"type": "arbitration_request", "flow_id": flow_id, "arb_seq": arb_seq,
+                "remaining": remaining, "demand_bps": demand}
+
+    if t == T_ARBITRATION_RESPONSE:
+        _exact_len(n, ARBITRATION_RESPONSE_LEN)
+        (arb_seq,) = struct.unpack_from("!I", buf, 8)
+        if buf[12] >= PRIORITY_LEVELS:
+            raise FlexPassDecodeError("BadQueue", f"queue {buf[12]}")
+        if buf[13:16] != b"\x00\x00\x00":
+            raise FlexPassDecodeError("NonZeroReserved", "ARBITRATION_RESPONSE reserved")
+        (rate,) = struct.unpack_from("!Q", buf, 16)
+        if rate == 0:
+            raise FlexPassDecodeError("BadRate", "ARBITRATION_RESPONSE reference rate 0")
+        return {"type": "arbitration_response", "flow_id": flow_id, "arb_seq": arb_seq,
+                "queue": buf[12], "reference_rate_bps": rate}
+
     # T_RESET (the only remaining type)
     _exact_len(n, RESET_LEN)
     if buf[8] not in RESET_REASONS:
@@ -538,6 +570,21 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         for seq, ts in grants:
             body += struct.pack("!II", _uint({"emu_seq": seq}, "emu_seq", 32),
                                 _uint({"timestamp": ts}, "timestamp", 32))
+    elif kind == "arbitration_request":
+        t = T_ARBITRATION_REQUEST
+        demand = _uint(pkt, "demand_bps", 64)
+        if demand == 0:
+            raise FlexPassEncodeError("BadRate", "demand 0")
+        body = struct.pack("!IQQ", _uint(pkt, "arb_seq", 32), _uint(pkt, "remaining", 64), demand)
+    elif kind == "arbitration_response":
+        t = T_ARBITRATION_RESPONSE
+        queue = _uint(pkt, "queue", 8)
+        rate = _uint(pkt, "reference_rate_bps", 64)
+        if queue >= PRIORITY_LEVELS:
+            raise FlexPassEncodeError("BadQueue", f"queue {queue}")
+        if rate == 0:
+            raise FlexPassEncodeError("BadRate", "reference rate 0")
+        body = struct.pack("!IB3xQ", _uint(pkt, "arb_seq", 32), queue, rate)
     elif kind == "reset":
         t = T_RESET
         body = struct.pack("!B3x", _reverse(RESET_REASONS, pkt.get("reason"), "reason"))
@@ -725,6 +772,21 @@ class FlexPassEmulationCredit(_FixedBody):
     ]
 
 
+class FlexPassArbitrationRequest(_FixedBody):
+    """ARBITRATION_REQUEST body (PASE): request number, remaining bytes, demand (bit/s)."""
+
+    name = "FlexPass ARBITRATION_REQUEST"
+    fields_desc = [IntField("arb_seq", 0), LongField("remaining", 0), LongField("demand_bps", 0)]
+
+
+class FlexPassArbitrationResponse(_FixedBody):
+    """ARBITRATION_RESPONSE body (PASE): echoed request number, queue, reference rate (bit/s)."""
+
+    name = "FlexPass ARBITRATION_RESPONSE"
+    fields_desc = [IntField("arb_seq", 0), ByteField("queue", 0), ThreeBytesField("reserved", 0),
+                   LongField("reference_rate_bps", 0)]
+
+
 bind_layers(FlexPass, FlexPassCredit, type=T_CREDIT)
 # Both data types dissect to FlexPassData; building FlexPass()/FlexPassData()
 # defaults to PROACTIVE_DATA (bind_layers is last for type 2).
@@ -737,6 +799,8 @@ bind_layers(FlexPass, FlexPassHelloAck, type=T_HELLO_ACK)
 bind_layers(FlexPass, FlexPassReset, type=T_RESET)
 bind_layers(FlexPass, FlexPassEmulation, type=T_EMULATION)
 bind_layers(FlexPass, FlexPassEmulationCredit, type=T_EMULATION_CREDIT)
+bind_layers(FlexPass, FlexPassArbitrationRequest, type=T_ARBITRATION_REQUEST)
+bind_layers(FlexPass, FlexPassArbitrationResponse, type=T_ARBITRATION_RESPONSE)
 
 
 def bind_port(port: int) -> None:
@@ -795,6 +859,12 @@ def to_scapy(pkt: Dict[str, Any]) -> Packet:
     if kind == "emulation_credit":
         return hdr / FlexPassEmulationCredit(
             grants=[FlexPassEmulationGrant(emu_seq=q, timestamp=t) for q, t in pkt["grants"]])
+    if kind == "arbitration_request":
+        return hdr / FlexPassArbitrationRequest(arb_seq=pkt["arb_seq"], remaining=pkt["remaining"],
+                                                demand_bps=pkt["demand_bps"])
+    if kind == "arbitration_response":
+        return hdr / FlexPassArbitrationResponse(arb_seq=pkt["arb_seq"], queue=pkt["queue"],
+                                                 reference_rate_bps=pkt["reference_rate_bps"])
     return hdr / FlexPassReset(reason=_reverse(RESET_REASONS, pkt["reason"], "reason"))
 
 

@@ -42,7 +42,8 @@ NONCANONICAL = VECTORS["valid_noncanonical"]
 INVALID = VECTORS["invalid"]
 
 TYPE_CODES = {"credit": 1, "ack": 4, "credit_request": 5, "credit_stop": 6, "hello": 7,
-              "hello_ack": 8, "reset": 9, "emulation": 10, "emulation_credit": 11}
+              "hello_ack": 8, "reset": 9, "emulation": 10, "emulation_credit": 11,
+              "arbitration_request": 12, "arbitration_response": 13}
 TRANSPORT = {"flexpass": 1, "expresspass": 2, "dctcp": 3, "ppt": 4, "flashpass": 5,
              "pfabric": 6, "pase": 7}
 STATUS = {"accepted": 0, "unsupported_transport": 1, "refused": 2, "retry": 3}
@@ -87,7 +88,7 @@ def test_file_metadata():
 
 
 def test_coverage():
-    assert {v["header"]["type_code"] for v in VALID} == set(range(1, 12))
+    assert {v["header"]["type_code"] for v in VALID} == set(range(1, 14))
     assert len(INVALID) >= 15
     assert {v["error"] for v in INVALID} == set(fp.ERROR_KINDS)
     names = _ids(VALID) + _ids(NONCANONICAL) + _ids(INVALID)
@@ -185,6 +186,14 @@ def _check_scapy_fields(p, vec):
         b = p[fp.FlexPassEmulationCredit]
         assert b.count == len(pkt["grants"]) and b.reserved == 0
         assert [[g.emu_seq, g.timestamp] for g in b.grants] == pkt["grants"]
+    elif kind == "arbitration_request":
+        b = p[fp.FlexPassArbitrationRequest]
+        assert (b.arb_seq, b.remaining, b.demand_bps) == (
+            pkt["arb_seq"], pkt["remaining"], pkt["demand_bps"])
+    elif kind == "arbitration_response":
+        b = p[fp.FlexPassArbitrationResponse]
+        assert (b.arb_seq, b.queue, b.reserved, b.reference_rate_bps) == (
+            pkt["arb_seq"], pkt["queue"], 0, pkt["reference_rate_bps"])
     elif kind == "reset":
         b = p[FlexPassReset]
         assert b.reason == REASON[pkt["reason"]]
@@ -233,6 +242,12 @@ def _build_scapy(pkt):
     if kind == "emulation_credit":
         return hdr / fp.FlexPassEmulationCredit(
             grants=[fp.FlexPassEmulationGrant(emu_seq=q, timestamp=t) for q, t in pkt["grants"]])
+    if kind == "arbitration_request":
+        return hdr / fp.FlexPassArbitrationRequest(
+            arb_seq=pkt["arb_seq"], remaining=pkt["remaining"], demand_bps=pkt["demand_bps"])
+    if kind == "arbitration_response":
+        return hdr / fp.FlexPassArbitrationResponse(
+            arb_seq=pkt["arb_seq"], queue=pkt["queue"], reference_rate_bps=pkt["reference_rate_bps"])
     return hdr / FlexPassReset(reason=REASON[pkt["reason"]])
 
 

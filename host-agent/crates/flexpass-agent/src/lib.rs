@@ -2,12 +2,14 @@
 
 pub mod admission;
 pub mod api;
+pub mod arbitrator;
 pub mod daemon;
 pub mod datapath;
 pub mod endpoint;
 mod flow;
 pub mod frame;
 pub mod mtu;
+pub mod pase_arbitration;
 pub mod poller;
 pub mod shaper;
 pub mod socket;

@@ -51,6 +51,15 @@ pub struct EndpointStats {
     pub flows_refused: u64,
     /// Credits received for our flows above the link's credit rate, dropped on arrival.
     pub credits_in_rate_limited: u64,
+    /// PASE (docs/protocol.md §11, "PASE arbitration"): ARBITRATION_REQUESTs sent, and
+    /// ARBITRATION_RESPONSEs accepted, not from the arbitrator's address (forged), for no
+    /// request of ours (unasked), or refused by the flow (`ArbitrationError`: a queue or rate
+    /// out of range).
+    pub arbitration_requests: u64,
+    pub arbitrations_accepted: u64,
+    pub arbitration_forged: u64,
+    pub arbitration_unasked: u64,
+    pub arbitration_rejected: u64,
     /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
     pub datapath: &'static str,
     pub xdp: Option<crate::xdp::XdpCounters>,

@@ -3,6 +3,7 @@
 //! `plot-fct`; `emulate` and `compare` (the model's experiments on Mininet, side by side).
 
 mod agent_cmd;
+mod arbitrator_cmd;
 mod compare_cmd;
 mod config;
 mod daemon_cmd;
@@ -61,6 +62,9 @@ enum Cmd {
     Workload(workload_cmd::WorkloadArgs),
     /// N-to-1 incast: synchronized requests to `serve --respond` hosts; max FCT.
     Incast(workload_cmd::IncastArgs),
+    /// PASE's arbitrator for one link: answers the agents' ARBITRATION_REQUESTs with the
+    /// queue and reference rate of Algorithm 1 (docs/protocol.md §11, "PASE arbitration").
+    Arbitrator(arbitrator_cmd::ArbitratorArgs),
     /// Plot FCTs from `workload` / `incast` output: CDF of small flows, avg and p99 by size.
     PlotFct(plot_fct::PlotFctArgs),
     /// Run a model experiment file on Mininet with real packets (BMv2/flexpass_switch and
@@ -133,6 +137,7 @@ fn main() -> ExitCode {
         Cmd::Workload(a) => finish(workload_cmd::workload(a)),
         Cmd::Incast(a) => finish(workload_cmd::incast(a)),
         Cmd::PlotFct(a) => finish(plot_fct::plot_fct(a)),
+        Cmd::Arbitrator(a) => finish(arbitrator_cmd::arbitrator(a)),
         Cmd::Emulate(a) => finish(compare_cmd::emulate(a)),
         Cmd::Compare(a) => finish(compare_cmd::compare(a)),
         Cmd::Sim(a) => match sim_cmd::sim(a) {

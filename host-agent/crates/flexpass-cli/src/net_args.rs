@@ -100,6 +100,14 @@ pub struct NetArgs {
     /// socket; on a multi-queue NIC bind `all`, or steer the port to one queue (ethtool -N).
     #[arg(long, default_value = "0")]
     pub xdp_queue: flexpass_agent::xdp::XdpQueues,
+    /// PASE: the arbitrator (`flexpass arbitrator`, ADDR:PORT) pase flows ask for their
+    /// queue and reference rate (docs/protocol.md §11, "PASE arbitration"); without it pase
+    /// flows use local arbitration only (top queue, line rate).
+    #[arg(long, value_name = "ADDR")]
+    pub arbitrator: Option<SocketAddr>,
+    /// PASE: arbitration interval, µs: one ARBITRATION_REQUEST per pase flow per interval.
+    #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_ARBITRATION_INTERVAL as f64 / 1e3)]
+    pub arbitration_interval_us: f64,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -164,6 +172,12 @@ impl NetArgs {
         if self.spin_us.is_nan() {
             return Err("--spin-us must be a number".into());
         }
+        if !(self.arbitration_interval_us.is_finite() && self.arbitration_interval_us >= 1.0) {
+            return Err(format!(
+                "--arbitration-interval-us must be at least 1, got {}",
+                self.arbitration_interval_us
+            ));
+        }
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
@@ -219,6 +233,8 @@ impl NetArgs {
         c.datapath = self.datapath;
         c.xdp_iface = self.xdp_iface.clone();
         c.xdp_queue = self.xdp_queue.clone();
+        c.arbitrator = self.arbitrator;
+        c.arbitration_interval = (self.arbitration_interval_us * 1e3) as u64;
         c.route_hint = peers.iter().find_map(|p| match p {
             SocketAddr::V4(a) => Some(*a.ip()),
             SocketAddr::V6(_) => None,

@@ -19,8 +19,13 @@
 //!   window adjusts it on ECN marks within that queue. PASE-DCTCP (the paper's ablation,
 //!   `PaseConfig::reference_rate` false) keeps DCTCP's own window. Ordinary RTO.
 //!
-//! Not here (next slice of issue #26): early pruning and delegation (§3.1), header-only
-//! probes in the lowest queue (§3.3), the wire encoding of the arbitration messages.
+//! On real packets: the ARBITRATION_REQUEST / ARBITRATION_RESPONSE messages
+//! (flexpass-wire, docs/protocol.md §6.11–6.12), the agent's requests
+//! (flexpass-agent pase_arbitration.rs) and the arbitrator process (arbitrator.rs,
+//! `flexpass arbitrator`), which runs `arbitrate` below.
+//!
+//! Not here (next slice of issue #26): delegation (§3.1), header-only probes in the lowest
+//! queue (§3.3).
 
 use crate::Nanos;
 

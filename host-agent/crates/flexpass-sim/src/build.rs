@@ -492,12 +492,14 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
         // PASE §3.1: arbitration every RTT; a flow that does not fit gets one packet per RTT.
         let p = &exp.host.pase;
         let packet_bits = 8.0 * exp.topology.mtu() as f64;
-        net.pase = Some(PaseArbitration::new(
+        let mut arb = PaseArbitration::new(
             p.arbitration == "end-to-end",
             p.queues,
             rtt,
             packet_bits / (rtt.max(1) as f64 * 1e-9),
-        ));
+        );
+        arb.early_pruning_queues = p.early_pruning_queues;
+        net.pase = Some(arb);
     }
     let mut monitors = vec![];
     for sel in &exp.measure.monitor {

@@ -48,3 +48,36 @@ fn pase_beats_dctcp_on_afct_and_everything_completes() {
     assert_eq!(local.pase.expect("ran").link_bytes, 0);
     assert!(stats.link_bytes > 0);
 }
+
+/// Early pruning (§3.1, Fig. 11): a flow already behind C of demand on its host link
+/// (host 1's 500 kB flow behind its 100 kB one) asks no further up, so the round costs
+/// fewer arbitration messages; the FCT trend stays (every flow completes byte for byte,
+/// PASE still ahead of DCTCP, AFCT within 10 % of full arbitration).
+#[test]
+fn early_pruning_sends_fewer_messages_with_the_same_fct_trend() {
+    let full = run(&[]);
+    let pruned = run(&["host.pase.early_pruning_queues=1"]);
+    let dctcp = run(&["deployment.fraction=0.0"]);
+    let (f, p, d) = (afct(&full), afct(&pruned), afct(&dctcp));
+    let (fs, ps) = (full.pase.expect("ran"), pruned.pase.expect("ran"));
+    eprintln!(
+        "AFCT us: full {f:.0}, pruned {p:.0}, dctcp {d:.0}; messages full {} pruned {} \
+         (flows pruned {}), rounds {} / {}",
+        fs.messages, ps.messages, ps.pruned, fs.rounds, ps.rounds
+    );
+    assert_eq!(fs.pruned, 0);
+    assert!(ps.pruned > 0, "no flow was pruned");
+    // Per round: fewer messages (rounds differ as flows end at different times).
+    let per_round = |s: &flexpass_sim::net::ArbitrationStats| s.messages as f64 / s.rounds as f64;
+    assert!(
+        per_round(&ps) < per_round(&fs),
+        "{} vs {} messages per round",
+        per_round(&ps),
+        per_round(&fs)
+    );
+    assert!(p < d, "pruned PASE {p:.0} us not below DCTCP {d:.0} us");
+    assert!(
+        (p - f).abs() <= 0.10 * f,
+        "pruned {p:.0} us vs full {f:.0} us"
+    );
+}

@@ -157,6 +157,14 @@ fn packet_json(p: &Packet) -> Value {
             "type": "emulation_credit", "flow_id": c.flow_id,
             "grants": c.grants.iter().map(|g| json!([g.emu_seq, g.timestamp])).collect::<Vec<_>>(),
         }),
+        Packet::ArbitrationRequest(r) => json!({
+            "type": "arbitration_request", "flow_id": r.flow_id, "arb_seq": r.arb_seq,
+            "remaining": r.remaining, "demand_bps": r.demand_bps,
+        }),
+        Packet::ArbitrationResponse(r) => json!({
+            "type": "arbitration_response", "flow_id": r.flow_id, "arb_seq": r.arb_seq,
+            "queue": r.queue, "reference_rate_bps": r.reference_rate_bps,
+        }),
         Packet::Reset(r) => json!({
             "type": "reset", "flow_id": r.flow_id,
             "reason": match r.reason {
@@ -759,6 +767,56 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             }),
         ),
         (
+            "arbitration_request",
+            "ARBITRATION_REQUEST (PASE): 100 kB left, demand 10 Gbit/s (the host's line rate)",
+            Packet::ArbitrationRequest(ArbitrationRequest {
+                flow_id: 42,
+                arb_seq: 0,
+                remaining: 100_000,
+                demand_bps: 10_000_000_000,
+            }),
+        ),
+        (
+            "arbitration_request_release",
+            "ARBITRATION_REQUEST with remaining 0: the flow ended, the arbitrator releases it",
+            Packet::ArbitrationRequest(ArbitrationRequest {
+                flow_id: 42,
+                arb_seq: 7,
+                remaining: 0,
+                demand_bps: 10_000_000_000,
+            }),
+        ),
+        (
+            "arbitration_request_extremes",
+            "ARBITRATION_REQUEST with every field at its maximum",
+            Packet::ArbitrationRequest(ArbitrationRequest {
+                flow_id: u32::MAX,
+                arb_seq: u32::MAX,
+                remaining: u64::MAX,
+                demand_bps: u64::MAX,
+            }),
+        ),
+        (
+            "arbitration_response_top",
+            "ARBITRATION_RESPONSE: top queue (P0), reference rate 4 Gbit/s",
+            Packet::ArbitrationResponse(ArbitrationResponse {
+                flow_id: 42,
+                arb_seq: 0,
+                queue: 0,
+                reference_rate_bps: 4_000_000_000,
+            }),
+        ),
+        (
+            "arbitration_response_lowest",
+            "ARBITRATION_RESPONSE: lowest queue (P7), the smallest rate (1 bit/s), extreme ids",
+            Packet::ArbitrationResponse(ArbitrationResponse {
+                flow_id: u32::MAX,
+                arb_seq: u32::MAX,
+                queue: 7,
+                reference_rate_bps: 1,
+            }),
+        ),
+        (
             "reset_unspecified",
             "RESET, reason unspecified",
             Packet::Reset(Reset {
@@ -879,6 +937,18 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             cookie: 0x1122_3344_5566_7788,
         },
     }));
+    let areq = enc(&Packet::ArbitrationRequest(ArbitrationRequest {
+        flow_id: 9,
+        arb_seq: 3,
+        remaining: 5000,
+        demand_bps: 1_000_000_000,
+    }));
+    let aresp = enc(&Packet::ArbitrationResponse(ArbitrationResponse {
+        flow_id: 9,
+        arb_seq: 3,
+        queue: 2,
+        reference_rate_bps: 500_000_000,
+    }));
     let emu = enc(&Packet::Emulation(Emulation {
         flow_id: 5,
         emu_seq: 1,
@@ -938,7 +1008,7 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
         ("bad_version_15", "version nibble 15, also wrong length: version is checked first",
             with(with(stop.clone(), 0, &[0xf6]), 2, &[0, 99]), "UnsupportedVersion"),
         ("unknown_type_0", "type 0", with(stop.clone(), 0, &[0x10]), "UnknownType"),
-        ("unknown_type_12", "type 0xc (0xa and 0xb are FlashPass's)", with(stop.clone(), 0, &[0x1c]), "UnknownType"),
+        ("unknown_type_14", "type 0xe (0xa, 0xb are FlashPass's, 0xc, 0xd PASE's)", with(stop.clone(), 0, &[0x1e]), "UnknownType"),
         ("unknown_type_15", "type 0xf", with(cr.clone(), 0, &[0x1f]), "UnknownType"),
         // --- Length mismatch -----------------------------------------------------------------
         ("length_field_too_big", "PROACTIVE_DATA buffer one byte shorter than its length field (truncated in transit)",
@@ -1054,6 +1124,22 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(with(ecred.clone(), 8, &[0]), 9, &[1]), "BadGrantCount"),
         ("emulation_credit_missing_grant", "EMULATION_CREDIT with count 3 but two grants (28 bytes)", with(ecred.clone(), 8, &[3]), "Truncated"),
         ("emulation_credit_extra_grant", "EMULATION_CREDIT with count 1 but two grants (28 bytes)", with(ecred.clone(), 8, &[1]), "LengthMismatch"),
+        // --- ARBITRATION_REQUEST / ARBITRATION_RESPONSE (PASE) --------------------------------
+        ("arbitration_request_short", "ARBITRATION_REQUEST of 20 bytes < 28", fix_len(areq[..20].to_vec()), "Truncated"),
+        ("arbitration_request_long", "ARBITRATION_REQUEST of 29 bytes > 28", fix_len([areq.clone(), vec![0]].concat()), "LengthMismatch"),
+        ("arbitration_request_flag", "ARBITRATION_REQUEST with flag FIN (no flag is allowed)", with(areq.clone(), 1, &[0x01]), "InvalidFlags"),
+        ("arbitration_request_demand_0", "ARBITRATION_REQUEST with demand 0", with(areq.clone(), 20, &[0; 8]), "BadRate"),
+        ("arbitration_response_short", "ARBITRATION_RESPONSE of 16 bytes < 24", fix_len(aresp[..16].to_vec()), "Truncated"),
+        ("arbitration_response_long", "ARBITRATION_RESPONSE of 28 bytes > 24", fix_len([aresp.clone(), vec![0; 4]].concat()), "LengthMismatch"),
+        ("arbitration_response_flag", "ARBITRATION_RESPONSE with flag ECE", with(aresp.clone(), 1, &[0x02]), "InvalidFlags"),
+        ("arbitration_response_queue_8", "ARBITRATION_RESPONSE queue 8 (P0..P7 only)", with(aresp.clone(), 12, &[8]), "BadQueue"),
+        ("arbitration_response_queue_255", "ARBITRATION_RESPONSE queue 255", with(aresp.clone(), 12, &[255]), "BadQueue"),
+        ("arbitration_response_reserved", "ARBITRATION_RESPONSE reserved byte 15 = 1", with(aresp.clone(), 15, &[1]), "NonZeroReserved"),
+        ("arbitration_response_rate_0", "ARBITRATION_RESPONSE reference rate 0", with(aresp.clone(), 16, &[0; 8]), "BadRate"),
+        ("arbitration_response_queue_before_reserved", "ARBITRATION_RESPONSE queue 9 and reserved byte 13 = 1: the queue is checked first",
+            with(with(aresp.clone(), 12, &[9]), 13, &[1]), "BadQueue"),
+        ("arbitration_response_reserved_before_rate", "ARBITRATION_RESPONSE reserved byte 14 = 1 and rate 0: the reserved bytes are checked first",
+            with(with(aresp.clone(), 14, &[1]), 16, &[0; 8]), "NonZeroReserved"),
         ("reset_bad_reason", "RESET reason 4", with(rst.clone(), 8, &[4]), "BadReason"),
         ("reset_reserved_nonzero", "RESET reserved byte 9 = 1", with(rst.clone(), 9, &[1]), "NonZeroReserved"),
     ]

@@ -97,11 +97,17 @@ pub enum DecodeError {
     /// EMULATION_CREDIT grant count is 0 or above `MAX_EMULATION_GRANTS`.
     #[error("bad EMULATION_CREDIT grant count {0} (1..=32)")]
     BadGrantCount(u8),
+    /// ARBITRATION_RESPONSE queue above 7 (the eight priorities P0..P7).
+    #[error("bad arbitration queue {0} (0..=7)")]
+    BadQueue(u8),
+    /// ARBITRATION_REQUEST demand 0 or ARBITRATION_RESPONSE reference rate 0.
+    #[error("arbitration rate 0 (a demand or reference rate is at least 1 bit/s)")]
+    BadRate,
 }
 
 impl DecodeError {
     /// Every error kind string, in the order of the specification table.
-    pub const KINDS: [&'static str; 18] = [
+    pub const KINDS: [&'static str; 20] = [
         "Truncated",
         "UnsupportedVersion",
         "UnknownType",
@@ -120,6 +126,8 @@ impl DecodeError {
         "BadReason",
         "BadConnRole",
         "BadGrantCount",
+        "BadQueue",
+        "BadRate",
     ];
 
     /// Stable error-kind string shared with the JSON vectors and Python.
@@ -143,6 +151,8 @@ impl DecodeError {
             DecodeError::BadReason(_) => "BadReason",
             DecodeError::BadConnRole(_) => "BadConnRole",
             DecodeError::BadGrantCount(_) => "BadGrantCount",
+            DecodeError::BadQueue(_) => "BadQueue",
+            DecodeError::BadRate => "BadRate",
         }
     }
 }
@@ -183,6 +193,12 @@ pub enum EncodeError {
     /// EMULATION_CREDIT with no grant or more than `MAX_EMULATION_GRANTS`.
     #[error("EMULATION_CREDIT carries {0} grants (1..=32)")]
     BadGrantCount(usize),
+    /// ARBITRATION_RESPONSE queue above 7.
+    #[error("arbitration queue {0} outside 0..=7")]
+    BadQueue(u8),
+    /// ARBITRATION_REQUEST demand or ARBITRATION_RESPONSE reference rate of 0.
+    #[error("arbitration rate 0")]
+    BadRate,
 }
 
 impl EncodeError {
@@ -196,6 +212,8 @@ impl EncodeError {
             EncodeError::TooLong(_) => "TooLong",
             EncodeError::BadSackBlock { .. } => "BadSackBlock",
             EncodeError::BadGrantCount(_) => "BadGrantCount",
+            EncodeError::BadQueue(_) => "BadQueue",
+            EncodeError::BadRate => "BadRate",
         }
     }
 }

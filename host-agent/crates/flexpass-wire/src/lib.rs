@@ -25,11 +25,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod arbitration;
 mod dscp;
 mod error;
 mod packet;
+mod read;
 mod sack;
 
+pub use arbitration::{ArbitrationRequest, ArbitrationResponse};
 pub use dscp::{
     split_tos, tos, DscpPlan, Ecn, TrafficClass, DEFAULT_PRIORITY_DSCP, PRIORITY_LEVELS,
 };
@@ -87,6 +90,10 @@ pub const EMULATION_CREDIT_BASE_LEN: usize = 12;
 pub const EMULATION_GRANT_LEN: usize = 8;
 /// Most grants one EMULATION_CREDIT carries (delayed, batched credit feedback).
 pub const MAX_EMULATION_GRANTS: usize = 32;
+/// Length of an ARBITRATION_REQUEST message (PASE; docs/protocol.md §6.11).
+pub const ARBITRATION_REQUEST_LEN: usize = 28;
+/// Length of an ARBITRATION_RESPONSE message (PASE; docs/protocol.md §6.12).
+pub const ARBITRATION_RESPONSE_LEN: usize = 24;
 /// Length of a RESET message.
 pub const RESET_LEN: usize = 12;
 /// Largest value the 16-bit `length` field can carry.

@@ -10,16 +10,19 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::arbitration::{ArbitrationRequest, ArbitrationResponse};
 use crate::dscp::{Ecn, TrafficClass};
 use crate::error::{DecodeError, EncodeError};
+use crate::read::{array_at, exact_len, u16_at, u32_at, u64_at, u8_at};
 use crate::sack::SackBlocks;
 use crate::{
-    ethernet_wire_len, ACK_BASE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN,
-    CREDIT_MSG_MAX, CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN,
-    CREDIT_STOP_LEN, DATA_HEADER_LEN, EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN,
-    EMULATION_LEN, FLAG_CONN, FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_RETX,
-    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS,
-    MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    ethernet_wire_len, ACK_BASE_LEN, ARBITRATION_REQUEST_LEN, ARBITRATION_RESPONSE_LEN,
+    COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX, CREDIT_MSG_MIN,
+    CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN, DATA_HEADER_LEN,
+    EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN, EMULATION_LEN, FLAG_CONN, FLAG_COOKIE,
+    FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_RETX, HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN,
+    HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN, MAX_SACK_BLOCKS,
+    PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -52,6 +55,10 @@ pub enum PacketType {
     Emulation = 10,
     /// 0xB EMULATION_CREDIT (FlashPass: receiver → sender, the credits of emulation packets).
     EmulationCredit = 11,
+    /// 0xC ARBITRATION_REQUEST (PASE: sender → arbitrator, the flow's criterion and demand).
+    ArbitrationRequest = 12,
+    /// 0xD ARBITRATION_RESPONSE (PASE: arbitrator → sender, queue and reference rate).
+    ArbitrationResponse = 13,
 }
 
 impl PacketType {
@@ -69,6 +76,8 @@ impl PacketType {
             9 => PacketType::Reset,
             10 => PacketType::Emulation,
             11 => PacketType::EmulationCredit,
+            12 => PacketType::ArbitrationRequest,
+            13 => PacketType::ArbitrationResponse,
             _ => return None,
         })
     }
@@ -105,6 +114,8 @@ impl PacketType {
             PacketType::Reset => "RESET",
             PacketType::Emulation => "EMULATION",
             PacketType::EmulationCredit => "EMULATION_CREDIT",
+            PacketType::ArbitrationRequest => "ARBITRATION_REQUEST",
+            PacketType::ArbitrationResponse => "ARBITRATION_RESPONSE",
         }
     }
 }
@@ -550,54 +561,10 @@ pub enum Packet {
     Emulation(Emulation),
     /// EMULATION_CREDIT (0xB).
     EmulationCredit(EmulationCredit),
-}
-
-// ---------------------------------------------------------------------------
-// Panic-free big-endian readers
-// ---------------------------------------------------------------------------
-
-/// Reads `N` bytes at `off`; `Truncated` if the buffer is too short.
-fn array_at<const N: usize>(buf: &[u8], off: usize) -> Result<[u8; N], DecodeError> {
-    let end = off.saturating_add(N);
-    buf.get(off..end)
-        .and_then(|s| <[u8; N]>::try_from(s).ok())
-        .ok_or(DecodeError::Truncated {
-            needed: end,
-            got: buf.len(),
-        })
-}
-
-fn u8_at(buf: &[u8], off: usize) -> Result<u8, DecodeError> {
-    array_at::<1>(buf, off).map(|[b]| b)
-}
-
-fn u16_at(buf: &[u8], off: usize) -> Result<u16, DecodeError> {
-    array_at(buf, off).map(u16::from_be_bytes)
-}
-
-fn u32_at(buf: &[u8], off: usize) -> Result<u32, DecodeError> {
-    array_at(buf, off).map(u32::from_be_bytes)
-}
-
-fn u64_at(buf: &[u8], off: usize) -> Result<u64, DecodeError> {
-    array_at(buf, off).map(u64::from_be_bytes)
-}
-
-/// Fixed-size types: shorter → `Truncated`, longer → `LengthMismatch`.
-fn exact_len(len: usize, need: usize) -> Result<(), DecodeError> {
-    if len < need {
-        Err(DecodeError::Truncated {
-            needed: need,
-            got: len,
-        })
-    } else if len > need {
-        Err(DecodeError::LengthMismatch {
-            expected: need,
-            got: len,
-        })
-    } else {
-        Ok(())
-    }
+    /// ARBITRATION_REQUEST (0xC).
+    ArbitrationRequest(ArbitrationRequest),
+    /// ARBITRATION_RESPONSE (0xD).
+    ArbitrationResponse(ArbitrationResponse),
 }
 
 /// The SACK block rule shared by decoder and `validate()`.
@@ -611,8 +578,9 @@ fn sack_block_ok(cum_ack: u32, start: u32, end: u32) -> bool {
 
 impl Packet {
     /// Whether the flow's sender emits this message (and its receiver consumes it):
-    /// data, HELLO, CREDIT_REQUEST and CREDIT_STOP. Credits, ACKs, HELLO_ACK and RESET (a
-    /// receiver refusing or aborting the flow) go the other way.
+    /// data, HELLO, CREDIT_REQUEST and CREDIT_STOP, EMULATION, and ARBITRATION_REQUEST (for
+    /// the sender's arbitrator, not its receiver). Credits, ACKs, HELLO_ACK, RESET (a
+    /// receiver refusing or aborting the flow) and ARBITRATION_RESPONSE go the other way.
     pub fn is_sender_to_receiver(&self) -> bool {
         matches!(
             self,
@@ -621,6 +589,7 @@ impl Packet {
                 | Packet::CreditRequest(_)
                 | Packet::CreditStop { .. }
                 | Packet::Emulation(_)
+                | Packet::ArbitrationRequest(_)
         )
     }
 
@@ -637,6 +606,8 @@ impl Packet {
             Packet::Reset(r) => r.flow_id,
             Packet::Emulation(e) => e.flow_id,
             Packet::EmulationCredit(c) => c.flow_id,
+            Packet::ArbitrationRequest(r) => r.flow_id,
+            Packet::ArbitrationResponse(r) => r.flow_id,
         }
     }
 
@@ -656,6 +627,8 @@ impl Packet {
             Packet::Reset(_) => PacketType::Reset,
             Packet::Emulation(_) => PacketType::Emulation,
             Packet::EmulationCredit(_) => PacketType::EmulationCredit,
+            Packet::ArbitrationRequest(_) => PacketType::ArbitrationRequest,
+            Packet::ArbitrationResponse(_) => PacketType::ArbitrationResponse,
         }
     }
 
@@ -700,6 +673,8 @@ impl Packet {
             Packet::Emulation(_) => EMULATION_LEN,
             Packet::EmulationCredit(c) => EMULATION_CREDIT_BASE_LEN
                 .saturating_add(EMULATION_GRANT_LEN.saturating_mul(c.grants.len())),
+            Packet::ArbitrationRequest(_) => ARBITRATION_REQUEST_LEN,
+            Packet::ArbitrationResponse(_) => ARBITRATION_RESPONSE_LEN,
         }
     }
 
@@ -805,6 +780,8 @@ impl Packet {
                     return Err(EncodeError::BadGrantCount(c.grants.len()));
                 }
             }
+            Packet::ArbitrationRequest(r) => crate::arbitration::validate_request(r)?,
+            Packet::ArbitrationResponse(r) => crate::arbitration::validate_response(r)?,
             Packet::CreditRequest(_)
             | Packet::CreditStop { .. }
             | Packet::Hello(_)
@@ -899,6 +876,8 @@ impl Packet {
                     out.extend_from_slice(&g.timestamp.to_be_bytes());
                 }
             }
+            Packet::ArbitrationRequest(r) => crate::arbitration::encode_request(r, out),
+            Packet::ArbitrationResponse(r) => crate::arbitration::encode_response(r, out),
         }
     }
 
@@ -1199,6 +1178,12 @@ fn decode_inner<'a>(
                 });
             }
             Packet::EmulationCredit(EmulationCredit { flow_id, grants })
+        }
+        PacketType::ArbitrationRequest => {
+            Packet::ArbitrationRequest(crate::arbitration::decode_request(buf, flow_id)?)
+        }
+        PacketType::ArbitrationResponse => {
+            Packet::ArbitrationResponse(crate::arbitration::decode_response(buf, flow_id)?)
         }
     };
     Ok(packet)

@@ -186,6 +186,24 @@ fn valid_packet() -> impl Strategy<Value = Packet> {
         }),
         (any_u32(), reason())
             .prop_map(|(flow_id, reason)| Packet::Reset(Reset { flow_id, reason })),
+        (any_u32(), any_u32(), any_u64(), any_u64()).prop_map(
+            |(flow_id, arb_seq, remaining, demand)| {
+                Packet::ArbitrationRequest(ArbitrationRequest {
+                    flow_id,
+                    arb_seq,
+                    remaining,
+                    demand_bps: demand.max(1),
+                })
+            }
+        ),
+        (any_u32(), any_u32(), 0u8..8, any_u64()).prop_map(|(flow_id, arb_seq, queue, rate)| {
+            Packet::ArbitrationResponse(ArbitrationResponse {
+                flow_id,
+                arb_seq,
+                queue,
+                reference_rate_bps: rate.max(1),
+            })
+        }),
     ]
 }
 
@@ -237,6 +255,23 @@ fn any_packet() -> impl Strategy<Value = Packet> {
                 flow_ack: 0,
                 sack: SackBlocks::from_slice(&blocks).unwrap(),
             })),
+        // Queues beyond P7 and zero rates have no encoding (BadQueue, BadRate).
+        (any::<u8>(), prop_oneof![Just(0u64), any_u64()]).prop_map(|(queue, rate)| {
+            Packet::ArbitrationResponse(ArbitrationResponse {
+                flow_id: 3,
+                arb_seq: 4,
+                queue,
+                reference_rate_bps: rate,
+            })
+        }),
+        prop_oneof![Just(0u64), any_u64()].prop_map(|demand_bps| {
+            Packet::ArbitrationRequest(ArbitrationRequest {
+                flow_id: 3,
+                arb_seq: 4,
+                remaining: 5,
+                demand_bps,
+            })
+        }),
     ]
 }
 
@@ -267,7 +302,7 @@ proptest! {
 
     /// Arbitrary bytes never panic the decoder; accepted input is canonical.
     #[test]
-    fn decode_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..96), fix_len in any::<bool>(), hdr in 0x11u8..=0x19) {
+    fn decode_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..96), fix_len in any::<bool>(), hdr in 0x11u8..=0x1d) {
         let mut bytes = bytes;
         // Bias towards plausible headers so that bodies get exercised.
         if fix_len && bytes.len() >= 8 {

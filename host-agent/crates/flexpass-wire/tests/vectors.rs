@@ -222,6 +222,18 @@ fn packet_from_json(v: &Value) -> Packet {
                 })
                 .collect(),
         }),
+        "arbitration_request" => Packet::ArbitrationRequest(ArbitrationRequest {
+            flow_id,
+            arb_seq: o.u32("arb_seq"),
+            remaining: o.u64("remaining"),
+            demand_bps: o.u64("demand_bps"),
+        }),
+        "arbitration_response" => Packet::ArbitrationResponse(ArbitrationResponse {
+            flow_id,
+            arb_seq: o.u32("arb_seq"),
+            queue: o.u8("queue"),
+            reference_rate_bps: o.u64("reference_rate_bps"),
+        }),
         "reset" => Packet::Reset(Reset {
             flow_id,
             reason: match o.str("reason") {
@@ -327,7 +339,7 @@ fn valid_vectors_decode_and_reencode_exactly() {
     }
     assert_eq!(
         types,
-        (1..=11).collect(),
+        (1..=13).collect(),
         "every packet type has a valid vector"
     );
 }

@@ -12,12 +12,14 @@
 //!   what went on the wire, what came back).
 //! * [`sender`], [`receiver`], [`pair`]: the three targets' operations and drivers.
 //! * [`seeds`]: seed corpora from Sender ↔ Receiver exchanges over an in-memory lossy link.
+//! * [`decode_seeds`]: one message of every type for the `decode` target.
 //! * [`alloc`]: a counting global allocator for the memory-bound invariant.
 //!
 //! docs/fuzzing.md lists the invariants.
 
 pub mod alloc;
 pub mod codec;
+pub mod decode_seeds;
 pub mod pair;
 pub mod pattern;
 pub mod receiver;

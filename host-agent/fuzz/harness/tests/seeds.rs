@@ -76,3 +76,16 @@ fn seeds_are_small() {
         .sum();
     assert!(total < 1 << 20, "{total} B of seeds");
 }
+
+/// The `decode` target's seeds: one canonical message of every type (1..=13), each decoding
+/// and re-encoding exactly.
+#[test]
+fn decode_seeds_cover_every_type() {
+    let mut types = std::collections::BTreeSet::new();
+    for (name, bytes) in flexpass_fuzz_harness::decode_seeds::decode_seeds() {
+        let p = flexpass_wire::Packet::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(p.encode_to_vec(), bytes, "{name}");
+        types.insert(p.packet_type().to_wire());
+    }
+    assert_eq!(types, (1..=13).collect());
+}

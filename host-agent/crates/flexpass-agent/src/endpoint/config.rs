@@ -88,6 +88,13 @@ pub struct EndpointConfig {
     pub xdp_queue: crate::xdp::XdpQueues,
     /// A peer's address, to pick the interface for a wildcard bind.
     pub route_hint: Option<std::net::Ipv4Addr>,
+    /// PASE's arbitrator (`flexpass arbitrator`) the flows this endpoint sends with transport
+    /// pase ask for their queue and reference rate (docs/protocol.md §11, "PASE
+    /// arbitration"); None: local arbitration only (top queue, line rate).
+    pub arbitrator: Option<SocketAddr>,
+    /// PASE's arbitration interval: each PASE flow sends one ARBITRATION_REQUEST per
+    /// interval while it has data.
+    pub arbitration_interval: Nanos,
 }
 
 impl EndpointConfig {
@@ -121,6 +128,8 @@ impl EndpointConfig {
             xdp_iface: None,
             xdp_queue: crate::xdp::XdpQueues::default(),
             route_hint: None,
+            arbitrator: None,
+            arbitration_interval: DEFAULT_ARBITRATION_INTERVAL,
         }
     }
 
@@ -142,6 +151,9 @@ impl EndpointConfig {
         }
         if self.base_rtt == 0 {
             return Err("base RTT must be > 0".into());
+        }
+        if self.arbitration_interval == 0 {
+            return Err("PASE arbitration interval must be > 0".into());
         }
         // T_wait + RTT must stay below the 2^32 ns an EMULATION timestamp spans (§6.9).
         if self.t_wait == 0 || self.t_wait > 1_000_000_000 {
@@ -209,6 +221,9 @@ impl EndpointConfig {
 
 /// Default busy-wait before a credit deadline (see `EndpointConfig::spin`).
 pub const DEFAULT_SPIN: Nanos = 30_000;
+/// Default `EndpointConfig::arbitration_interval`: 1 ms (a few host RTTs on loopback and
+/// in Mininet; the model arbitrates once per base RTT).
+pub const DEFAULT_ARBITRATION_INTERVAL: Nanos = 1_000_000;
 /// Default `EndpointConfig::credit_batch`.
 pub const DEFAULT_CREDIT_BATCH: u32 = 1;
 /// Default poll-mode window (see `EndpointConfig::busy_poll`): off — on 2 shared cores a

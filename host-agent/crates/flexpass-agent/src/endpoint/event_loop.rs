@@ -7,6 +7,7 @@ use super::{mark, Dir, Endpoint, FlowKey, Slot, NET};
 use crate::admission::HelloVerdict;
 use crate::datapath::{Datapath, POLL_FDS};
 use crate::endpoint::EndpointStats;
+use crate::pase_arbitration::Ignored;
 use crate::shaper::HostShaper;
 use crate::socket::BATCH;
 use crate::timers::Timer;
@@ -293,6 +294,15 @@ impl Endpoint {
             }
             return;
         }
+        match &packet {
+            Packet::ArbitrationResponse(r) => return self.on_arbitration(src, r),
+            // This endpoint is no arbitrator (`flexpass arbitrator` is).
+            Packet::ArbitrationRequest(_) => {
+                self.stats.unknown_flow += 1;
+                return;
+            }
+            _ => {}
+        }
         let to_receiver = packet.is_sender_to_receiver();
         if to_receiver {
             let mut cookie_ok = false;
@@ -348,6 +358,37 @@ impl Endpoint {
                 None => self.unknown_flow(src, &packet, now),
             }
         }
+    }
+
+    /// PASE: an answer of the arbitrator, for a request of ours (else counted and ignored),
+    /// checked by the flow (`Sender::on_arbitration`) before it takes effect.
+    fn on_arbitration(&mut self, src: SocketAddr, r: &flexpass_wire::ArbitrationResponse) {
+        let key = match self.pase.on_response(src, r) {
+            Ok(key) => key,
+            Err(Ignored::Forged) => {
+                self.stats.arbitration_forged += 1;
+                return;
+            }
+            Err(Ignored::Unasked) => {
+                self.stats.arbitration_unasked += 1;
+                return;
+            }
+        };
+        let Some(s) = self.senders.get_mut(&key) else {
+            self.stats.arbitration_unasked += 1;
+            return;
+        };
+        let a = flexpass_core::pase::Arbitration {
+            queue: r.queue,
+            reference_rate_bps: r.reference_rate_bps as f64,
+        };
+        if s.flow.on_arbitration(key.1, a).is_err() {
+            self.stats.arbitration_rejected += 1;
+            return;
+        }
+        self.stats.arbitrations_accepted += 1;
+        mark(s, &mut self.dirty, Dir::Send, key, true);
+        self.pase.accepted(r);
     }
 
     /// A HELLO for a flow this endpoint does not have: ask admission (it may drop half-open
@@ -431,6 +472,9 @@ impl Endpoint {
             self.close_receiver(key);
         }
         self.admission.expire_forgotten(now);
+        if self.pase.next_due().is_some_and(|d| d <= now) {
+            self.pase_requests(now);
+        }
         // Due timers join the dirty flows (stale heap entries are dropped).
         while let Some(((dir, key), timer)) = self.timers.pop_due(now) {
             let timer = Some(timer);
@@ -462,6 +506,7 @@ impl Endpoint {
             timers,
             changed,
             track_changes,
+            pase,
             ..
         } = self;
         let mut tx = Tx {
@@ -492,6 +537,15 @@ impl Endpoint {
                     }
                     let next = s.poll_timeout().map(|d| (d, false));
                     let failed = s.error().is_some();
+                    if failed || s.is_complete() {
+                        // PASE: the arbitrator frees the flow's share at once.
+                        if let (Some(r), Some(a)) =
+                            (pase.release(key, cfg.link_bps as u64), pase.arbitrator())
+                        {
+                            tx.stats.arbitration_requests += 1;
+                            tx.send(a, Transmit::new(r, TransportKind::Pase), now);
+                        }
+                    }
                     arm(&mut slot.timer, next);
                     (std::mem::take(&mut slot.dirty), failed)
                 }
@@ -556,8 +610,36 @@ impl Endpoint {
             self.rebuild_timers();
         }
         let next = self.next_timer();
-        self.next_due = next.map(|(d, _)| d);
-        self.credit_due = next.is_some_and(|(_, c)| c);
+        self.next_due = match (next.map(|(d, _)| d), self.pase.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.credit_due = next.is_some_and(|(_, c)| c) && self.next_due == next.map(|(d, _)| d);
+    }
+
+    /// PASE: the ARBITRATION_REQUESTs due (the criterion: bytes written and not yet
+    /// acknowledged; a flow complete, failed or gone is released).
+    fn pase_requests(&mut self, now: Nanos) {
+        let mut out = Vec::new();
+        let senders = &self.senders;
+        self.pase.due(
+            now,
+            self.cfg.link_bps as u64,
+            |key| {
+                let s = &senders.get(&key)?.flow;
+                (!s.is_complete() && s.error().is_none()).then(|| s.unacked_bytes())
+            },
+            &mut out,
+        );
+        let Some(arbitrator) = self.pase.arbitrator() else {
+            return;
+        };
+        self.stats.arbitration_requests += out.len() as u64;
+        let mut tx = self.tx();
+        for p in out {
+            tx.send(arbitrator, Transmit::new(p, TransportKind::Pase), now);
+        }
+        tx.flush();
     }
 
     /// The earliest registered deadline (stale entries at the top are dropped).

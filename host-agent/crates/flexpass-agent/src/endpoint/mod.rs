@@ -9,7 +9,10 @@
 mod config;
 mod event_loop;
 
-pub use self::config::{EndpointConfig, DEFAULT_BUSY_POLL, DEFAULT_CREDIT_BATCH, DEFAULT_SPIN};
+pub use self::config::{
+    EndpointConfig, DEFAULT_ARBITRATION_INTERVAL, DEFAULT_BUSY_POLL, DEFAULT_CREDIT_BATCH,
+    DEFAULT_SPIN,
+};
 pub use crate::admission::{
     CookieMode, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
@@ -21,6 +24,7 @@ pub use crate::stats::EndpointStats;
 use crate::admission::Admission;
 use crate::api::EndpointTables;
 use crate::datapath::Datapath;
+use crate::pase_arbitration::PaseRequests;
 use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
@@ -96,6 +100,8 @@ pub struct Endpoint {
     shaper: HostShaper,
     /// Half-open flows, cookies, the flow cap, RESET answers.
     admission: Admission,
+    /// PASE: the flows that ask the arbitrator, and when.
+    pase: PaseRequests,
     next_flow_id: u32,
     /// Earliest deadline of all flows after the last `run_timers_and_flush`, and whether it
     /// is a credit (a receiver that is sending credits).
@@ -158,6 +164,7 @@ impl Endpoint {
             ack_holds: Vec::new(),
             shaper: HostShaper::new(cfg.link_bps, cfg.mtu, cfg.credit_batch),
             admission: cfg.admission(),
+            pase: PaseRequests::new(cfg.arbitrator, cfg.arbitration_interval),
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             next_due: None,
             credit_due: false,
@@ -237,9 +244,20 @@ impl Endpoint {
                 ..fp
             };
         }
+        if transport == TransportKind::Pase {
+            // PASE §3.3: the host link's rate is the largest reference rate, and rate × the
+            // base RTT the window.
+            cfg.pase.line_rate_bps = self.cfg.link_bps;
+            cfg.pase.base_rtt = self.cfg.base_rtt;
+        }
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let key = (peer, id);
+        if transport == TransportKind::Pase {
+            let now = self.now();
+            self.pase.add(key, now);
+            self.next_due = Some(self.next_due.map_or(now, |d| d.min(now)));
+        }
         let mut slot = Slot::new(s);
         mark(&mut slot, &mut self.dirty, Dir::Send, key, false);
         self.senders.insert(key, slot);
@@ -288,6 +306,9 @@ impl Endpoint {
     /// Forget a flow (after the application is done with it).
     pub fn close_sender(&mut self, key: FlowKey) -> Option<Sender> {
         let s = self.senders.remove(&key)?.flow;
+        if let Some(release) = self.pase.release(key, self.cfg.link_bps as u64) {
+            self.send_arbitration(release);
+        }
         self.note_changed(Dir::Send, key);
         self.forget(key);
         Some(s)
@@ -324,6 +345,19 @@ impl Endpoint {
         let now = self.now();
         let mut tx = self.tx();
         tx.send(key.0, Transmit::new(reset, transport), now);
+        tx.flush();
+    }
+
+    /// PASE: an ARBITRATION_REQUEST to the arbitrator (P0, Not-ECT like every non-data
+    /// message of transport pase).
+    fn send_arbitration(&mut self, request: Packet) {
+        let Some(arbitrator) = self.pase.arbitrator() else {
+            return;
+        };
+        self.stats.arbitration_requests += 1;
+        let now = self.now();
+        let mut tx = self.tx();
+        tx.send(arbitrator, Transmit::new(request, TransportKind::Pase), now);
         tx.flush();
     }
 

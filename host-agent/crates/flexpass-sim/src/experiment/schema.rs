@@ -277,6 +277,11 @@ pub struct PaseSpec {
     pub reference_rate: bool,
     /// Priority queues the arbitrators map flows to (1..=8; the switch has eight).
     pub queues: u8,
+    /// Early pruning (§3.1, Fig. 11): going up the path level by level, only flows in the
+    /// top `early_pruning_queues` queues after a level are sent to the next level's
+    /// arbitrators; the others keep the arbitration so far. 0: off (every flow asks every
+    /// arbitrator of its path).
+    pub early_pruning_queues: u8,
 }
 
 impl Default for PaseSpec {
@@ -285,6 +290,7 @@ impl Default for PaseSpec {
             arbitration: "end-to-end".into(),
             reference_rate: true,
             queues: 8,
+            early_pruning_queues: 0,
         }
     }
 }
@@ -295,6 +301,7 @@ impl PaseSpec {
         self.arbitration == d.arbitration
             && self.reference_rate == d.reference_rate
             && self.queues == d.queues
+            && self.early_pruning_queues == d.early_pruning_queues
     }
 }
 

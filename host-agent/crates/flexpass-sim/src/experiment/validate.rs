@@ -64,6 +64,12 @@ impl Experiment {
         check((1..=8).contains(&pase.queues), || {
             format!("host.pase.queues must be 1..=8, got {}", pase.queues)
         })?;
+        check(pase.early_pruning_queues < pase.queues, || {
+            format!(
+                "host.pase.early_pruning_queues must be below host.pase.queues ({}; 0: off), got {}",
+                pase.queues, pase.early_pruning_queues
+            )
+        })?;
         self.measure.validate()?;
         check(
             !self.flows.is_empty()

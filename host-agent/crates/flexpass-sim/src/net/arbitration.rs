@@ -9,8 +9,13 @@
 //! one answer. The arbitrator of the i-th link of the path sits i links away (the host link's
 //! is the host itself), so the pair crosses 2·i links; the answer arrives after the
 //! propagation delay there and back to the farthest arbitrator. They are counted as overhead
-//! (`messages`, `link_bytes`), not queued behind data: a simplification of this slice, as are
-//! the missing early pruning and delegation.
+//! (`messages`, `link_bytes`), not queued behind data: a simplification of this slice.
+//!
+//! Early pruning (§3.1, Fig. 11): the arbitrators are asked level by level up the path (the
+//! i-th link is level i); with `early_pruning_queues` = k > 0 a flow whose combined queue
+//! after a level is k or lower-priority asks no further (an upper arbitrator could only push
+//! it lower still) and keeps the arbitration so far. Delegation (a parent's capacity shared
+//! out to its children) is not modelled.
 
 use super::{Ev, Network, NodeId};
 use crate::packet::HostId;
@@ -33,6 +38,8 @@ pub struct PaseArbitration {
     pub interval: Nanos,
     /// Algorithm 1's base rate of a flow that does not fit: one packet per RTT, bit/s.
     pub base_rate_bps: f64,
+    /// Early pruning: only flows in the top this-many queues go up a level; 0: off.
+    pub early_pruning_queues: u8,
     pub stats: ArbitrationStats,
     ticking: bool,
     /// Indices of the PASE flows started and not yet complete (pruned every round), so a
@@ -51,6 +58,8 @@ pub struct ArbitrationStats {
     pub rounds: u64,
     /// Answers a sender refused (none expected: the model's arbitrators are honest).
     pub rejected: u64,
+    /// Flows stopped short of the rest of their path by early pruning, summed over rounds.
+    pub pruned: u64,
 }
 
 impl PaseArbitration {
@@ -60,6 +69,7 @@ impl PaseArbitration {
             queues,
             interval: interval.max(1),
             base_rate_bps,
+            early_pruning_queues: 0,
             stats: ArbitrationStats::default(),
             ticking: false,
             active: Vec::new(),
@@ -176,44 +186,95 @@ impl Network {
         }
     }
 
-    /// One arbitration round over every active PASE flow; answers delivered after their
-    /// round trip to the farthest arbitrator.
+    /// One arbitration round over every active PASE flow, level by level up the paths
+    /// (early pruning between levels); answers delivered after their round trip to the
+    /// farthest arbitrator asked.
     pub(super) fn arbitration_round(&mut self) {
         let Some(arb) = self.pase.as_ref() else {
             return;
         };
-        let (end_to_end, queues, base, interval) =
-            (arb.end_to_end, arb.queues, arb.base_rate_bps, arb.interval);
+        let (end_to_end, queues, base, interval, prune) = (
+            arb.end_to_end,
+            arb.queues,
+            arb.base_rate_bps,
+            arb.interval,
+            arb.early_pruning_queues,
+        );
         let active = self.pase_flows();
-        let mut by_link: BTreeMap<Link, Vec<FlowDemand>> = BTreeMap::new();
-        let mut delays = BTreeMap::new();
-        let (mut messages, mut link_bytes) = (0u64, 0u64);
-        for &(i, remaining) in &active {
-            let spec = &self.flows[i].spec;
-            let mut links = self.path_links(spec.id, spec.src, spec.dst);
-            if !end_to_end {
-                links.truncate(1);
-            }
-            let demand_bps = links
-                .first()
-                .map_or(0.0, |&(n, p)| self.nodes[n].ports[p].link.bps);
-            let mut one_way = 0;
-            let mut farthest = 0;
-            for (hops, &(n, p)) in links.iter().enumerate() {
-                // The i-th link's arbitrator is `hops` links away: update and answer.
-                messages += 2;
-                link_bytes += 2 * hops as u64 * MESSAGE_WIRE_BYTES;
-                farthest = one_way;
-                one_way += self.nodes[n].ports[p].link.delay;
-                by_link.entry((n, p)).or_default().push(FlowDemand {
+        // Per flow: its links, its demand (the host link's rate), the one-way delay to the
+        // next level's arbitrator and to the farthest asked, and whether it still goes up.
+        struct Asking {
+            flow: u32,
+            remaining: u64,
+            links: Vec<Link>,
+            demand_bps: f64,
+            one_way: Nanos,
+            farthest: Nanos,
+            going_up: bool,
+        }
+        let mut asking: Vec<Asking> = active
+            .iter()
+            .map(|&(i, remaining)| {
+                let spec = &self.flows[i].spec;
+                let mut links = self.path_links(spec.id, spec.src, spec.dst);
+                if !end_to_end {
+                    links.truncate(1);
+                }
+                let demand_bps = links
+                    .first()
+                    .map_or(0.0, |&(n, p)| self.nodes[n].ports[p].link.bps);
+                Asking {
                     flow: i as u32,
                     remaining,
+                    links,
                     demand_bps,
+                    one_way: 0,
+                    farthest: 0,
+                    going_up: true,
+                }
+            })
+            .collect();
+        let (mut messages, mut link_bytes, mut pruned) = (0u64, 0u64, 0u64);
+        let mut decided: BTreeMap<u32, Arbitration> = BTreeMap::new();
+        for level in 0.. {
+            let mut by_link: BTreeMap<Link, Vec<FlowDemand>> = BTreeMap::new();
+            for a in asking.iter_mut().filter(|a| a.going_up) {
+                let Some(&(n, p)) = a.links.get(level) else {
+                    a.going_up = false;
+                    continue;
+                };
+                // The level's arbitrator is `level` links away: update and answer.
+                messages += 2;
+                link_bytes += 2 * level as u64 * MESSAGE_WIRE_BYTES;
+                a.farthest = a.one_way;
+                a.one_way += self.nodes[n].ports[p].link.delay;
+                by_link.entry((n, p)).or_default().push(FlowDemand {
+                    flow: a.flow,
+                    remaining: a.remaining,
+                    demand_bps: a.demand_bps,
                 });
             }
-            delays.insert(i as u32, 2 * farthest);
+            if by_link.is_empty() {
+                break;
+            }
+            for (flow, a) in self.run_arbitrators(by_link, queues, base) {
+                decided
+                    .entry(flow)
+                    .and_modify(|c| *c = c.combine(a))
+                    .or_insert(a);
+            }
+            if prune > 0 {
+                for a in asking.iter_mut().filter(|a| a.going_up) {
+                    let low = decided.get(&a.flow).is_some_and(|d| d.queue >= prune);
+                    if low && a.links.len() > level + 1 {
+                        a.going_up = false;
+                        pruned += 1;
+                    }
+                }
+            }
         }
-        let decided = self.run_arbitrators(by_link, queues, base);
+        let delays: BTreeMap<u32, Nanos> =
+            asking.iter().map(|a| (a.flow, 2 * a.farthest)).collect();
         for (flow, a) in decided {
             let at = self.now + delays[&flow];
             let ev = Ev::Arbitration {
@@ -229,6 +290,7 @@ impl Network {
         arb.stats.rounds += 1;
         arb.stats.messages += messages;
         arb.stats.link_bytes += link_bytes;
+        arb.stats.pruned += pruned;
         // Rounds stop when no PASE flow is active; the next one to start restarts them.
         arb.ticking = !active.is_empty();
         if arb.ticking {
