@@ -129,7 +129,7 @@ def summarize(ports: Dict[Tuple[str, str], dict], profile: str, bottleneck: Opti
     order = model_queues(profile)
     tm = any(st.get("source") != "p4 counters" for st in ports.values())
     full = red = credit = 0
-    credit_max_pkts: Optional[int] = 0
+    credit_max: Dict[str, Optional[int]] = {"max_depth_pkts": 0, "max_depth_bytes": 0}
     credit_dequeued = 0
     for st in ports.values():
         for q in st.get("queues", []):
@@ -137,8 +137,9 @@ def summarize(ports: Dict[Tuple[str, str], dict], profile: str, bottleneck: Opti
             if is_credit_queue(q["queue"], profile):
                 credit += sum(drops.values())
                 credit_dequeued += int(q.get("dequeued_pkts", 0))
-                m = q.get("max_depth_pkts")
-                credit_max_pkts = None if m is None or credit_max_pkts is None else max(credit_max_pkts, int(m))
+                for k, deepest in credit_max.items():  # None: a port without depths (stock BMv2)
+                    m = q.get(k)
+                    credit_max[k] = None if m is None or deepest is None else max(deepest, int(m))
             else:
                 full += sum(drops.get(k, 0) for k in FULL_REASONS)
                 red += drops.get("red", 0)
@@ -146,7 +147,7 @@ def summarize(ports: Dict[Tuple[str, str], dict], profile: str, bottleneck: Opti
         "data_drops_full": full if tm else None,  # BMv2's own queue drops are not counted anywhere
         "data_drops_red": red,
         "credit_drops": credit,
-        "credit_queues": {"ports": len(ports), "dequeued_pkts": credit_dequeued, "max_depth_pkts": credit_max_pkts},
+        "credit_queues": {"ports": len(ports), "dequeued_pkts": credit_dequeued, **credit_max},
         "bottleneck": None,
         "queue_summary": None,
     }

@@ -303,13 +303,13 @@ def test_switch_statistics_become_the_models_queue_keys():
             {"queue": fq, "dequeued_pkts": 900, "max_depth_bytes": 3028, "max_depth_pkts": 2, "ecn_marked_pkts": 7,
              "dropped_pkts": {"queue_full": 3, "port_full": 1, "red": 5}},
             {"queue": lq, "dequeued_pkts": 10, "max_depth_bytes": 1514, "max_depth_pkts": 1, "dropped_pkts": {}}]},
-        ("s0", "h1"): {"queues": [{"queue": cq, "dequeued_pkts": 400, "max_depth_pkts": 8,
+        ("s0", "h1"): {"queues": [{"queue": cq, "dequeued_pkts": 400, "max_depth_pkts": 8, "max_depth_bytes": 540,
                                    "dropped_pkts": {"queue_full": 6}}]},
     }
     rows = [(0.05, {fq: 9000}), (0.2, {fq: 1514}), (0.3, {fq: 0}), (0.4, {fq: 3028}), (2.0, {fq: 9000})]
     r = ss.summarize(tm, "flexpass", ("s0", "h0"), rows, (0.1, 1.0))
     assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (4, 5, 6)
-    assert r["credit_queues"] == {"ports": 2, "dequeued_pkts": 400, "max_depth_pkts": 8}
+    assert r["credit_queues"] == {"ports": 2, "dequeued_pkts": 400, "max_depth_pkts": 8, "max_depth_bytes": 540}
     b = r["bottleneck"]
     assert b["port"] == "s0->h0" and b["max_queue_bytes"] == [0, 3028, 1514]
     q = r["queue_summary"]
@@ -323,7 +323,8 @@ def test_switch_statistics_become_the_models_queue_keys():
     p4 = {("s0", "h0"): ss.p4_port_stats(counters, 3), ("s0", "h1"): ss.p4_port_stats(counters, 1)}
     r = ss.summarize(p4, "flexpass", ("s0", "h0"), [], (0.0, 1.0))
     assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (None, 2, 30)
-    assert r["credit_queues"]["max_depth_pkts"] is None and r["queue_summary"] is None
+    assert r["credit_queues"]["max_depth_pkts"] is None is r["credit_queues"]["max_depth_bytes"]
+    assert r["queue_summary"] is None
     assert r["bottleneck"]["queues"][1]["ecn_marked"] == 12 and r["bottleneck"]["source"] == "p4 counters"
 
 
