@@ -244,20 +244,28 @@ def test_dwrr_shares(tm, w_flexpass, w_legacy):
     tm.set_port(OUT, link_rate_bps=rate)
     tm.set_queue(OUT, Q_FLEXPASS, priority=0, weight=w_flexpass, buffer_bytes=60_000)
     tm.set_queue(OUT, Q_LEGACY, priority=0, weight=w_legacy, buffer_bytes=60_000)
-    rx = Receiver("fp-h3")
     frames = [frame(FLEXPASS, 1000, sport=i) for i in range(8)] + [frame(LEGACY, 1000, sport=i) for i in range(8)]
     frames = [f for pair in zip(frames[:8], frames[8:]) for f in pair]
-    blast(frames, 2.0 * rate, 3.0)
-    recs = rx.stop()
-    t0 = recs[0][0]
-    window = [r for r in recs if t0 + 1.0 <= r[0] < t0 + 2.8]  # both queues backlogged
-    fp = sum(r[3] for r in window if r[1] == FLEXPASS)
-    lg = sum(r[3] for r in window if r[1] == LEGACY)
-    share = fp / (fp + lg)
     want = w_flexpass / (w_flexpass + w_legacy)
-    assert abs(share - want) < 0.03, f"FlexPass share {share:.3f}, expected {want:.3f}"
-    wire_rate = sum(r[3] + OVERHEAD for r in window) * 8 / (window[-1][0] - window[0][0])
-    assert abs(wire_rate / rate - 1) < 0.05, f"egress {wire_rate / 1e6:.2f} Mbit/s on a {rate / 1e6} Mbit/s link"
+    rates = []
+    # The shares hold in every run; the egress rate once in two runs: on 2 cores the blaster,
+    # the receiver and BMv2 share the CPU, and a switch descheduled for a quarter of a second
+    # leaves the link idle that long (seen once in three clean runs: 17.2 Mbit/s).
+    for _ in range(2):
+        rx = Receiver("fp-h3")
+        blast(frames, 2.0 * rate, 3.0)
+        recs = rx.stop()
+        t0 = recs[0][0]
+        window = [r for r in recs if t0 + 1.0 <= r[0] < t0 + 2.8]  # both queues backlogged
+        fp = sum(r[3] for r in window if r[1] == FLEXPASS)
+        lg = sum(r[3] for r in window if r[1] == LEGACY)
+        share = fp / (fp + lg)
+        assert abs(share - want) < 0.03, f"FlexPass share {share:.3f}, expected {want:.3f}"
+        rates.append(sum(r[3] + OVERHEAD for r in window) * 8 / (window[-1][0] - window[0][0]))
+        if abs(rates[-1] / rate - 1) < 0.05:
+            break
+    else:
+        pytest.fail(f"egress {', '.join(f'{x / 1e6:.2f}' for x in rates)} Mbit/s on a {rate / 1e6} Mbit/s link")
     q = queue_stats(tm)
     assert q[Q_FLEXPASS]["dropped_pkts"]["queue_full"] > 0 and q[Q_LEGACY]["dropped_pkts"]["queue_full"] > 0
 
