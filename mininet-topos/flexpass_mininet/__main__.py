@@ -4,12 +4,9 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 (path symmetry), all.  Results go to <out>/<experiment>-<switch>/.
 
 ``python -m flexpass_mininet emulate EXPERIMENT``: a model experiment file (the model's
-schema: host-agent/experiments/, mininet-topos/experiments/credit-batch*.toml and
-flashpass*.toml) on real packets, scaled (flexpass_mininet/emulate.py); ``flexpass
-emulate`` runs it.
-
-``python -m flexpass_mininet faults [EXPERIMENT.toml]``: network faults under
-running flows (experiments/faults.toml by default; flexpass_mininet/faults.py).
+schema: host-agent/experiments/, mininet-topos/experiments/*.toml but soak.toml) on real
+packets, scaled (flexpass_mininet/emulate.py; its ``[[fault]]`` entries:
+flexpass_mininet/faults.py); ``flexpass emulate`` runs it.
 
 ``python -m flexpass_mininet soak [EXPERIMENT.toml] [--duration S]``: a long mixed
 workload with memory and CPU of every agent and switch over time
@@ -25,6 +22,7 @@ from pathlib import Path
 from typing import List
 
 from . import env
+from .faults import PROBE_DEFAULTS
 
 
 def _file_parser(name: str, description: str, default: bool = True) -> argparse.ArgumentParser:
@@ -62,25 +60,6 @@ def _load(name: str, load, a, overrides: dict):
         print(f"flexpass_mininet {name}: {e}", file=sys.stderr)
         return None, 1
     return (None, 2) if _cannot_run(exp.switch) else (exp, 0)
-
-
-def faults_main(argv) -> int:
-    ap = _file_parser("faults", "Network faults on the leaf-spine under running flows (issue #14)")
-    ap.add_argument("--reconcile", choices=["controller", "apply"], help="override who reconciles a restarted switch")
-    ap.add_argument("--detect", choices=["told", "probe"],
-                    help="who notices a link failure: told (flexpass-ctl link-down) or probe (the controller's "
-                         "liveness probes, flexpass-ctl run --detect probe)")
-    ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
-    a = ap.parse_args(argv)
-    from . import faults as fl
-
-    exp, status = _load("faults", fl.load_experiment, a, {"reconcile": a.reconcile, "detect": a.detect})
-    if exp is None:
-        return status
-    r = fl.run(exp, a.out, a.pcap)
-    print(fl.summary(r))
-    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, throughput.csv, recovery.csv, timeline.png, logs)")
-    return 0
 
 
 def soak_main(argv) -> int:
@@ -131,6 +110,13 @@ def emulate_main(argv) -> int:
                     help="results: result.json and flows.csv (a sweep: one folder per point)")
     ap.add_argument("--dry-run", action="store_true", help="print the scaled plan and stop (no root needed)")
     ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
+    ap.add_argument("--detect", choices=["told", "probe"], default="told",
+                    help="who notices a [[fault]] link's failure and repair: told (flexpass-ctl link-down/up, "
+                         "fault.reroute_after_ms after it) or probe (the resident controller's liveness probes, "
+                         "flexpass-ctl run --detect probe)")
+    for k, v in PROBE_DEFAULTS.items():
+        ap.add_argument(f"--probe-{k.replace('_', '-')}", type=float, default=v,
+                        help=f"--detect probe: flexpass-ctl run --probe-{k.replace('_', '-')} (default {v:g})")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from . import emulate
@@ -142,13 +128,11 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "emulate":
         return emulate_main(argv[1:])
-    if argv and argv[0] == "faults":
-        return faults_main(argv[1:])
     if argv and argv[0] == "soak":
         return soak_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m flexpass_mininet", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "faults", "emulate"])
+    ap.add_argument("experiment", choices=["fig7", "fig8", "fig9", "leafspine", "all", "emulate", "soak"])
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES),
                     help="flexpass_switch (traffic manager, switch-target/) or stock simple_switch")
     ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import math
 import statistics
@@ -126,14 +125,21 @@ class FlowPlan:
     bytes: Optional[int]
     start_s: float
     group: int = 0  # incast group (one `flexpass incast` run), 0 for listed flows
+    via: Optional[str] = None  # listed flows: the switch `flow.via` pins it through
+    sport: Optional[int] = None  # listed flows: the source port it binds (faults.pick_source_ports)
 
 
 @dataclass
 class FaultPlan:
+    index: int
+    kind: str  # link | switch-restart | controller-restart (the model's fault.kind)
     at_s: float
-    link: str  # "a->b" as the model names it
-    up: bool
-    reroute_after_s: float
+    event: str  # what it does, as the model's report says it (FaultSpec::describe)
+    link: Optional[str] = None  # "a->b" as the model names it
+    up: bool = False
+    reroute_after_s: float = 0.0
+    switch: Optional[str] = None
+    down_s: float = 0.0
 
 
 @dataclass
@@ -181,8 +187,9 @@ class Plan:
             lines.append(f"  … {len(self.flows) - len(shown)} flows more: {len(self.flows)} in all, "
                          f"{sum(finite) / 1e6:.1f} MB, the last at {self.flows[-1].start_s:.3f} s")
         for f in self.faults:
-            lines.append(f"  fault: {f.link} {'up' if f.up else 'down'} at {f.at_s:.3f} s, "
-                         f"routes recomputed {f.reroute_after_s:.3f} s later")
+            after = f", the control plane told {f.reroute_after_s:.3f} s later (--detect told)" \
+                if f.kind == "link" else ""
+            lines.append(f"  fault {f.index}: {f.event} at {f.at_s:.3f} s{after}")
         return "\n".join(lines)
 
 
@@ -312,7 +319,7 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
             b = fl.get("bytes")
             start = (fl["start_us"] + fl["start_step_us"] * k) / 1e6 * time_scale
             plan.flows.append(FlowPlan(fid, "listed", fl.get("transport") or default_transport, src,
-                                       host_name(fl["dst"], hosts), b, scaled_size(b), start))
+                                       host_name(fl["dst"], hosts), b, scaled_size(b), start, via=fl.get("via")))
     group = 0
     for i, inc in enumerate(exp["incast"]):
         recv = host_name(inc["receiver"], hosts)
@@ -334,15 +341,41 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
                                    host_name(wf["dst"], hosts), b, scaled_size(b),
                                    wf["start_us"] / 1e6 * time_scale))
     for i, ft in enumerate(exp["fault"]):
-        a, _, b = ft["link"].partition("->")
-        if a not in fabric.switches or b not in fabric.switches:
-            raise ExperimentError(f"fault.{i}.link = {ft['link']!r}: on {BACKEND} a fault is a link between "
-                                  f"two switches ({', '.join(sorted(fabric.switches))})")
-        plan.faults.append(FaultPlan(ft["at_ms"] / 1e3 * time_scale, ft["link"], ft["up"],
-                                     ft["reroute_after_ms"] / 1e3 * time_scale))
+        kind, down = ft.get("kind", "link"), (ft.get("down_ms") or 0.0) / 1e3 * time_scale
+        fp = FaultPlan(i, kind, ft["at_ms"] / 1e3 * time_scale, _describe_fault(ft), down_s=down)
+        if kind == "link":
+            a, _, b = ft["link"].partition("->")
+            if a not in fabric.switches or b not in fabric.switches:
+                raise ExperimentError(f"fault.{i}.link = {ft['link']!r}: on {BACKEND} a fault is a link between "
+                                      f"two switches ({', '.join(sorted(fabric.switches))})")
+            fp.link, fp.up, fp.reroute_after_s = ft["link"], ft["up"], ft["reroute_after_ms"] / 1e3 * time_scale
+        elif kind == "switch-restart":
+            fp.switch = ft["switch"]
+        plan.faults.append(fp)
+    listed = [f for f in plan.flows if f.kind == "listed"]
+    if plan.faults or any(f.via for f in listed):
+        # Every listed flow binds its own source port: the receivers' samples tell the flows
+        # apart (recovery per flow), and `via` picks the port the switches hash onto it.
+        from .faults import pick_source_ports
+
+        for f in listed:
+            if f.via is not None and f.via not in fabric.switches:
+                raise ExperimentError(f"flow {f.id}: via = {f.via!r}: no such switch")
+        for fid_, port in pick_source_ports(fabric, listed, AGENT_PORT).items():
+            next(f for f in listed if f.id == fid_).sport = port
     if not plan.flows:
         raise ExperimentError(f"{resolved['name']}: no flows ([[flow]], [[incast]], [workload] or [trace]) to emulate")
     return plan
+
+
+def _describe_fault(ft: dict) -> str:
+    """As the model's report (FaultSpec::describe)."""
+    kind = ft.get("kind", "link")
+    if kind == "link":
+        return f"link {ft['link']} {'up' if ft.get('up') else 'down'}"
+    if kind == "switch-restart":
+        return f"{ft['switch']} restarted ({ft.get('down_ms') or 0:g} ms down)"
+    return f"controller restarted ({ft.get('down_ms') or 0:g} ms down)"
 
 
 def resolve(experiment: str, sets: List[str], no_sweep: bool = False) -> dict:
@@ -386,10 +419,14 @@ def agent_flags(plan: Plan) -> List[str]:
     return flags
 
 
-def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
-    """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv."""
-    from flexpass_cp import cli as ctl  # before the traffic starts: its imports take a while
+def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "told",
+        probe: Optional[Dict[str, float]] = None) -> dict:
+    """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv.
+    With faults, the resident controller holds the switches (faults.FaultDriver); `detect`
+    and `probe`: who notices a failed link (see ``flexpass emulate --detect``)."""
+    from flexpass_cp import cli  # noqa: F401  imported before the traffic starts: it takes a while
 
+    from .faults import FaultDriver, SampleClock
     from .network import start_network
 
     out.mkdir(parents=True, exist_ok=True)
@@ -407,14 +444,23 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
     procs = []
     started: Dict[int, float] = {}
     t_wall0 = time.monotonic()
+    driver: Optional[FaultDriver] = None
+    checks: dict = {}
     with start_network(fab, sc, switch, out, plan.profile, pcap, config_extra=plan.switch_extra,
-                       config_edit=edit) as net:
+                       config_edit=edit) as net, contextlib.ExitStack() as cleanup:
+        cfg_path = out / "switch-config.yaml"
+        if plan.faults:
+            driver = FaultDriver(net, fab, cfg_path, out, detect, probe)
+            cleanup.callback(driver.stop)
+            driver.start()
         # Every host that receives a flow or answers an incast runs one agent server.
         servers = sorted({f.dst for f in plan.flows if f.kind != "incast"} | {f.src for f in plan.flows if f.kind == "incast"})
         for h in servers:
             ip = fab.hosts[h].ip
             net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
                                 str(plan.sample_ms), *agent_net), out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
+        # The receivers' samples on the wall clock (recovery from faults).
+        clock = SampleClock({h: out / f"{h}-serve.jsonl" for h in servers}) if plan.faults else None
         time.sleep(0.5)
         dsts = [f.dst for f in plan.flows]
         recv = max(set(dsts), key=dsts.count)  # the bottleneck: the busiest receiver's port
@@ -424,14 +470,15 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         if "bottleneck" in plan.experiment["measure"].get("monitor", []):
             monitors.append(switch_stats.DepthSampler(net, sw, port))
         every_s = plan.sample_ms / 1e3
-        t0 = time.monotonic()
+        t0, t0_unix = time.monotonic(), time.time()
 
         def start_flow(f: FlowPlan) -> None:
             size = f.bytes if f.bytes is not None else int(sc.link_rate_bps / 8 * (plan.duration_s + 30))
             started[f.id] = time.monotonic() - t0
+            bind = ["--bind", f"{fab.hosts[f.src].ip}:{f.sport}"] if f.sport else []
             p = net.popen(f.src, _agent("send", "--to", f"{fab.hosts[f.dst].ip}:{AGENT_PORT}", "--transport",
                                         f.transport, "--size", str(size), "--timeout-s",
-                                        f"{max(60.0, 4 * plan.duration_s):g}", *agent_net),
+                                        f"{max(60.0, 4 * plan.duration_s):g}", *bind, *agent_net),
                           out / f"flow{f.id}-send.jsonl", out / f"flow{f.id}-send.err")
             procs.append((f, p))
 
@@ -483,44 +530,24 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
             events.append((members[0].start_s, "incast", (g, members)))
         for fault in plan.faults:
             events.append((fault.at_s, "fault", fault))
+            if fault.kind == "link":
+                events.append((fault.at_s + fault.reroute_after_s, "reroute", fault))
         events.sort(key=lambda e: e[0])
-        timeline = []
-        from .faults import set_link
-
-        cfg_path = out / "switch-config.yaml"
-        reroutes: List[Tuple[float, FaultPlan]] = []
         for at, what, obj in events:
             wait_until(t0 + at, monitors, every_s)
             if what == "flow":
                 start_flow(obj)
             elif what == "incast":
                 start_incast(*obj)
-            else:
+            elif what == "reroute":
+                driver.reroute(obj.index, obj.up)
+            elif obj.kind == "link":
                 a, _, b = obj.link.partition("->")
-                intfs = [i.name for pair in net.net.get(a).connectionsTo(net.net.get(b)) for i in pair]
-                # Both veths drop every frame (tc): taking them down in Mininet ("ifdown")
-                # stalls the whole BMv2 switch (faults.py, LINK_METHODS).
-                dropped = set_link(net, a, b, intfs, not obj.up, "drop")
-                ev = {"t_s": time.monotonic() - t0, "event": f"link {obj.link} {'up' if obj.up else 'down'}"}
-                if dropped is not None:
-                    ev["frames_dropped_while_down"] = dropped
-                timeline.append(ev)
-                reroutes.append((at + obj.reroute_after_s, obj))
-        for at, obj in sorted(reroutes, key=lambda r: r[0]):
-            wait_until(t0 + at, monitors, every_s)
-            verb = "up" if obj.up else "down"
-            a, _, b = obj.link.partition("->")
-            # The control plane rewrites every switch's ECMP groups (no resident controller),
-            # in this process: a Python start-up took up to 2 s on a loaded machine, past the
-            # HELLOs' patience (2.5 s) of flows whose path crossed the link.
-            log = io.StringIO()
-            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                rc = ctl.main([f"link-{verb}", "--config", str(cfg_path), "--link", f"{a}:{b}",
-                               "--p4info", str(env.P4_BUILD / "flexpass.p4info.txtpb"),
-                               "--bmv2-json", str(env.P4_BUILD / "flexpass.json"), "--timeout", "20"])
-            (out / f"link-{verb}-{a}-{b}.txt").write_text(log.getvalue())
-            timeline.append({"t_s": time.monotonic() - t0, "event": f"routes without {obj.link}" if not obj.up
-                             else f"routes with {obj.link}", "ok": rc == 0})
+                driver.link(obj.index, a, b, obj.up)
+            elif obj.kind == "switch-restart":
+                driver.switch_restart(obj.index, obj.switch, obj.down_s)
+            else:
+                driver.controller_restart(obj.index, obj.down_s)
         # Long-lived flows run for the duration; finite ones until done (or the grace ends).
         # With finite flows only, the run ends when they are all done, as the model's does.
         end = t0 + plan.duration_s
@@ -540,10 +567,18 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False) -> dict:
         last_listed = max((started[f.id] for f in plan.flows if f.kind == "listed" and f.id in started), default=0.0)
         window = (max(plan.warmup_s, last_listed), t_done)
         queues = switch_stats.summarize(switch_stats.read_ports(net, fab), plan.profile, bottleneck, depths, window)
+        serve_t0 = clock.stop() if clock else {}
+        if driver:
+            checks = driver.finish()
+    timeline = []
+    faults = []
+    if driver:
+        timeline = [dict(e, t_s=round(e["t"] - t0_unix, 3)) for e in driver.timeline]
+        faults = fault_reports(plan, out, driver.timeline, serve_t0, t0_unix, started)
     if depths:
         write_depths(plan, out, depths, window, f"{sw}->{recv}")
     wall = time.monotonic() - t_wall0
-    return report(plan, switch, out, started, timeline, queues, wall)
+    return report(plan, switch, out, started, timeline, queues, wall, faults, checks)
 
 
 def sender_records(plan: Plan, out: Path) -> Dict[int, dict]:
@@ -577,6 +612,64 @@ def _last_completion(plan: Plan, out: Path, started: Dict[int, float]) -> Option
             return None
         ends.append(started.get(f.id, f.start_s) + r["fct_us"] / 1e6)
     return max(ends) if ends else None
+
+
+def fault_reports(plan: Plan, out: Path, events: List[dict], serve_t0: Dict[str, float], t0_unix: float,
+                  started: Dict[int, float]) -> List[dict]:
+    """Every fault as the model reports it (report.rs FaultReport): per listed flow under way
+    at the fault, its longest run of empty receiver samples from the fault until the next
+    one (faults.gap); plus what the control plane did. Writes throughput.csv and
+    timeline.png (the flows' throughput with the faults marked)."""
+    from .faults import _series, gap
+    from .plots import plot_fault_timeline
+
+    listed = [f for f in plan.flows if f.kind == "listed" and f.sport]
+    key_of = {f"{plan.fabric.hosts[f.src].ip}:{f.sport}": f.id for f in listed}
+    label = {f.id: f"flow{f.id} {f.transport} {f.src}->{f.dst} via {f.via or 'hash'}" for f in listed}
+    series: Dict[int, List[tuple]] = {}
+    for h in sorted({f.dst for f in listed}):
+        if h not in serve_t0:
+            continue
+        samples = [x for x in _json_lines(out / f"{h}-serve.jsonl") if x.get("event") == "sample"]
+        series.update(_series(samples, serve_t0[h], key_of.get))
+    sent = sender_records(plan, out)
+    by_fault = {}
+    for e in events:
+        if "fault" in e:
+            by_fault.setdefault(e["fault"], e)
+    times = sorted(e["t"] for e in by_fault.values())
+    end = max((rows[-1][0] for rows in series.values() if rows), default=time.time())
+    reports = []
+    for fp in plan.faults:
+        ev = by_fault.get(fp.index)
+        if ev is None:
+            continue
+        at = ev["t"]
+        nxt = min([t for t in times if t > at] + [end])
+        recovery = []
+        for f in listed:
+            begun = t0_unix + started.get(f.id, f.start_s)
+            fct = (sent.get(f.id) or {}).get("fct_us")
+            done = begun + fct / 1e6 if fct else math.inf
+            if begun > at or done <= at:
+                continue
+            rows = [r for r in series.get(f.id, []) if r[0] - r[1] < done]
+            recovery.append({"flow": f.id, "gap_us": round(gap(rows, at, nxt) * 1e6, 1)})
+        reports.append({
+            "index": fp.index, "kind": fp.kind, "event": fp.event, "at_us": (at - t0_unix) * 1e6,
+            "window_us": (nxt - at) * 1e6, "recovery": recovery,
+            "max_gap_us": max((r["gap_us"] for r in recovery), default=None),
+            "control_plane": {k: v for k, v in ev.items() if k not in ("t", "fault")}})
+    with open(out / "throughput.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["flow", "t_s", "interval_s", "bps", "proactive_bps", "reactive_bps"])
+        for fid, rows in series.items():
+            for t, dt, b, pro, rea in rows:
+                w.writerow([fid, f"{t - t0_unix:.3f}", f"{dt:.3f}", round(b * 8 / dt), round(pro * 8 / dt),
+                            round(rea * 8 / dt)])
+    plot_fault_timeline({label[k]: v for k, v in series.items()}, events, plan.scaled.link_rate_bps,
+                        f"{plan.name} on {BACKEND}", out / "timeline.png", sample_ms=plan.sample_ms)
+    return reports
 
 
 def write_depths(plan: Plan, out: Path, depths: List[Tuple[float, Dict[int, int]]], window: Tuple[float, float],
@@ -641,7 +734,7 @@ def _fct_summary(flows: List[dict], small: int) -> dict:
 
 
 def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeline: List[dict],
-           queues: dict, wall_s: float) -> dict:
+           queues: dict, wall_s: float, faults: Optional[List[dict]] = None, checks: Optional[dict] = None) -> dict:
     """result.json and flows.csv in the model's shape, from the agents' records."""
     records: Dict[int, dict] = {}
     # Byte-exact: a finite flow counts as delivered when its receiver's agent reports the
@@ -705,6 +798,9 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
                 "new": _fct_summary(new, plan.small_flow_bytes)},
         "timeouts": sum(x["timeouts"] for x in flows),
         "flows": flows, "timeline": timeline,
+        # Every [[fault]] as the model reports it (recovery per flow, µs as emulated: ÷ time_scale
+        # for the model's), with what the control plane did (`control_plane`).
+        "faults": faults or [], "checks": checks or {},
         # The switches' queues in the model's keys (switch_stats.py), bytes as emulated:
         # × 1 / bdp_ratio for the model's scale.
         "bdp_ratio": plan.scaled.bdp_ratio,
@@ -782,10 +878,17 @@ def main_args(a) -> int:
         d = base / p.point if p.point else base
         print(f"[{i}/{len(plans)}] {p.name}{' ' + p.point if p.point else ''}: {p.duration_s:.1f} s of traffic -> {d}",
               flush=True)
-        r = run(p, a.switch, d, a.pcap)
+        probe = {k: getattr(a, f"probe_{k}") for k in ("interval_ms", "dead_ms", "up_ms")} \
+            if hasattr(a, "probe_interval_ms") else None
+        r = run(p, a.switch, d, a.pcap, getattr(a, "detect", "told"), probe)
         o = r["fct"]["overall"]
         print(f"  {o['completed']}/{o['flows']} finite flows completed, max FCT {o['all']['max_us'] / 1e3:.1f} ms, "
               f"timeouts {r['timeouts']}; " + ", ".join(
                   f"flow {x['id']} ({x['transport']}) {100 * x['share']:.0f} %" for x in r["flows"] if x["share"] is not None),
               flush=True)
+        for fr in r["faults"]:
+            cp = fr["control_plane"]
+            print(f"  fault {fr['index']} ({fr['event']}): longest gap of a flow "
+                  + (f"{fr['max_gap_us'] / 1e3:.0f} ms" if fr["max_gap_us"] is not None else "- (no flow under way)")
+                  + (f", repaired after {cp['repair_s']:.2f} s" if cp.get("repair_s") is not None else ""), flush=True)
     return 0

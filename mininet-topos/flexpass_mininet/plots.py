@@ -93,7 +93,7 @@ def plot_path_symmetry(rows: List[dict], spines: List[str], title: str, path: Pa
 
 
 def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], link_bps: float, title: str,
-                        path: Path, smooth: int = 4) -> None:
+                        path: Path, smooth: int = 4, sample_ms: float = 50) -> None:
     """Per-flow throughput (Mbit/s, moving average over `smooth` samples) over time, one
     panel per spine the flows are pinned to, with the faults marked: shaded while a
     link is down, a switch is being restarted and reconciled, or the controller is gone."""
@@ -139,7 +139,7 @@ def plot_fault_timeline(series: Dict[str, List[tuple]], timeline: List[dict], li
     for e in faults:
         axes[0, 0].text(e["t"] - t_ref, top, " " + e["event"], rotation=30, va="bottom", fontsize=7,
                         color=colours[next((k for k in colours if k in e["event"]), "link down")])
-    axes[-1, 0].set_xlabel(f"time since the first fault (s); {smooth * 50} ms moving average")
+    axes[-1, 0].set_xlabel(f"time since the first fault (s); {smooth * sample_ms:g} ms moving average")
     fig.suptitle(title, fontsize=10)
     save(fig, path)
 

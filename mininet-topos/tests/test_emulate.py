@@ -155,7 +155,7 @@ def test_the_cli_dry_run_prints_the_plan_without_root():
     r = subprocess.run([sys.executable, "-m", "flexpass_mininet", "emulate", "link-failure", "--dry-run"],
                        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "fault: leaf0->spine0 down" in r.stdout and "time x 25" in r.stdout
+    assert "fault 0: link leaf0->spine0 down at" in r.stdout and "time x 25" in r.stdout
     r = subprocess.run([sys.executable, "-m", "flexpass_mininet", "emulate", "clos-websearch", "--dry-run"],
                        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
     assert r.returncode == 1 and "not supported on mininet" in r.stdout
@@ -363,3 +363,37 @@ def test_a_flow_the_agent_gave_up_on_reports_the_agents_reason(tmp_path):
     assert f1["fct_us"] is None and f1["error"] == "peer did not answer HELLO"
     assert f2["error"] == "no record from the agent"
     assert em._last_completion(p, tmp_path, {}) is None
+
+
+def test_the_fault_files_pin_flows_to_spines_and_plan_every_fault_kind():
+    from flexpass_mininet.fabric import ecmp_member_index
+
+    for name in ("faults", "faults-quick", "faults-detect-quick"):
+        (p,) = plans(str(env.REPO / "mininet-topos" / "experiments" / f"{name}.toml"))
+        listed = [f for f in p.flows if f.kind == "listed"]
+        assert {f.via for f in listed} == {"spine0", "spine1"}
+        # Each flow's source port hashes it (both directions) onto its spine: the leaf's
+        # group members are its uplinks in port order.
+        for f in listed:
+            a, b = p.fabric.hosts[f.src].ip, p.fabric.hosts[f.dst].ip
+            assert ["spine0", "spine1"][ecmp_member_index(a, b, f.sport, em.AGENT_PORT, 2)] == f.via
+            assert ecmp_member_index(b, a, em.AGENT_PORT, f.sport, 2) == ecmp_member_index(a, b, f.sport,
+                                                                                           em.AGENT_PORT, 2)
+        assert len({f.sport for f in listed}) == len(listed)
+        kinds = [x.kind for x in p.faults]
+        assert kinds[:2] == ["link", "link"] and p.faults[0].link == "leaf0->spine0" and p.faults[1].up
+        if name != "faults-detect-quick":
+            assert kinds[2:] == ["switch-restart", "controller-restart"]
+            restart = p.faults[2]
+            assert restart.switch == "leaf1" and restart.down_s == pytest.approx(0.020 * p.time_scale)
+            assert restart.event == "leaf1 restarted (20 ms down)"
+
+
+def test_a_fault_with_another_kinds_key_or_a_bad_via_is_refused_by_name():
+    f = str(env.REPO / "mininet-topos" / "experiments" / "faults-quick.toml")
+    with pytest.raises(ExperimentError, match=r"fault\[2\].link: not a key of kind \"switch-restart\""):
+        plans(f, "fault.2.link=leaf0->spine0")
+    with pytest.raises(ExperimentError, match=r"fault\[3\] \(kind \"switch-restart\"\) needs `switch`"):
+        plans(f, "fault.3.kind=switch-restart")
+    with pytest.raises(ExperimentError, match=r"flow\[0\].via = 'leaf1': not an equal-cost next hop of h0's switch"):
+        plans(f, "flow.0.via=leaf1")

@@ -120,60 +120,38 @@ def test_asymmetric_pairs_spots_a_one_sided_group():
     assert bad and "h1->h3 via ['spine1', 'spine2'] but h3->h1 via ['spine2']" in bad
 
 
-def test_fault_experiment_files_parse_and_pin_flows_to_spines():
-    from flexpass_mininet import faults as fl
-    from flexpass_mininet.fabric import ecmp_member_index
-
-    for name in ("faults", "faults-quick"):
-        e = fl.load_experiment(name)
-        assert {x.transport for x in e.flows} == {"flexpass", "expresspass", "dctcp"}
-        assert [x.kind for x in e.faults] == ["link-down", "switch-restart", "controller-restart"]
-        f = leaf_spine(e.spines, e.leaves, e.hosts_per_leaf)
-        fl.pick_source_ports(f, e.flows, ["spine1", "spine2"])
-        for x in e.flows:
-            assert ["spine1", "spine2"][ecmp_member_index(f.hosts[x.src].ip, f.hosts[x.dst].ip, x.sport,
-                                                          fl.AGENT_PORT, 2)] == x.spine
-        assert len({x.sport for x in e.flows}) == len(e.flows)
-    with pytest.raises(fl.ExperimentError, match="share a leaf"):
-        fl.parse_experiment({"flow": [{"src": "h1", "dst": "h2", "transport": "dctcp"}]}, "x")
-    with pytest.raises(fl.ExperimentError, match=r"fault\[0\].kind"):
-        fl.parse_experiment({"flow": [{"src": "h1", "dst": "h3", "transport": "dctcp"}],
-                             "fault": [{"kind": "meteor"}]}, "x")
-
-
 def test_recovery_is_the_longest_empty_run_after_the_fault():
-    from flexpass_mininet.faults import recovery
+    from flexpass_mininet.faults import gap
 
-    rows = [(10.0 + 0.05 * i, 0.05, 0 if 4 <= i < 12 else 1000, 1000, 0) for i in range(40)]
-    r = recovery(rows, 10.1, 1.5)
-    assert r["gap_s"] == pytest.approx(0.4) and r["active"]
-    assert r["bps_before"] == pytest.approx(1000 * 8 / 0.05, rel=0.3)
-    assert recovery(rows, 12.0, 0.5)["gap_s"] == 0
+    rows = [(10.0 + 0.05 * i, 0.05, 0 if 4 <= i < 12 else 1000) for i in range(40)]
+    assert gap(rows, 10.1, 11.6) == pytest.approx(0.4)
+    assert gap(rows, 10.1, 10.32) == pytest.approx(0.2)  # only intervals starting in the window (4 of 8)
+    assert gap(rows, 12.0, 12.5) == 0
 
 
 def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
-    """faults and soak read their files through expfile: a bare name is found in
+    """soak reads its file through expfile: a bare name is found in
     mininet-topos/experiments/, and a wrong type, a bad switch, a bad topology size or an
     unknown key is an error naming the file and the key."""
-    from flexpass_mininet import expfile, faults as fl, soak
+    from flexpass_mininet import expfile, soak
 
-    raw, name = expfile.read("faults-quick")
-    assert name == "faults-quick" and "flow" in raw
+    raw, name = expfile.read("soak")
+    assert name == "soak" and "workload" in raw
     with pytest.raises(expfile.ExperimentError, match="cannot read"):
         expfile.read(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("link_mbps = [")
     with pytest.raises(expfile.ExperimentError, match="bad.toml"):
         expfile.read(bad)
-    flow = [{"src": "h1", "dst": "h3", "transport": "dctcp"}]
     with pytest.raises(expfile.ExperimentError, match=r"x.link_mbps: expected float, got True"):
-        fl.parse_experiment({"flow": flow, "link_mbps": True}, "x")
+        soak.parse_soak({"incast": [], "link_mbps": True}, "x")
     with pytest.raises(expfile.ExperimentError, match=r"x.switch: one of"):
         soak.parse_soak({"switch": "tofino", "incast": []}, "x")
     with pytest.raises(expfile.ExperimentError, match=r"x.topology.spines: must be >= 1"):
-        fl.parse_experiment({"flow": flow, "topology": {"spines": 0}}, "x")
-    with pytest.raises(expfile.ExperimentError, match=r"x.controller: unknown keys \['period'\]"):
-        fl.parse_experiment({"flow": flow, "controller": {"period": 1}}, "x")
+        soak.parse_soak({"incast": [], "topology": {"spines": 0}}, "x")
+    with pytest.raises(expfile.ExperimentError, match=r"x: unknown keys \['period'\]"):
+        soak.parse_soak({"workload": [{"src": "h1", "dst": ["h3"], "transport": "dctcp", "load": 0.1}],
+                         "period": 1}, "x")
     with pytest.raises(expfile.ExperimentError, match=r"x.rtt_us: must be > 0"):
         soak.parse_soak({"rtt_us": 0, "incast": []}, "x")
-    assert fl.ExperimentError is soak.ExperimentError is expfile.ExperimentError
+    assert soak.ExperimentError is expfile.ExperimentError

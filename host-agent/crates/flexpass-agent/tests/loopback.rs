@@ -1,7 +1,10 @@
 //! Two endpoints on loopback, real UDP sockets: byte-exact transfers per transport, and
 //! hostile datagrams that must be counted and dropped while the flow continues.
 
+mod common;
+
 use bytes::Bytes;
+use common::{pattern, Received};
 use flexpass_agent::{Endpoint, EndpointConfig, FlowKey};
 use flexpass_core::{SenderConfig, MILLIS};
 use flexpass_wire::{Ack, Credit, Ecn, Packet, SackBlocks, SubFlow, TransportKind};
@@ -17,16 +20,6 @@ fn endpoint(accept: bool, setup: &impl Fn(&mut EndpointConfig)) -> Endpoint {
     cfg.base_rtt = 50_000;
     setup(&mut cfg);
     Endpoint::bind(cfg).unwrap()
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .rotate_left(seed as u32) as u8
-        })
-        .collect()
 }
 
 /// Run a transfer; `hostile` is called every turn with the server and client addresses.
@@ -150,22 +143,13 @@ impl Relay {
         keys: &[flexpass_agent::FlowKey],
         mut inspect: impl FnMut(bool, &[u8], u8) -> bool,
     ) -> HashMap<u32, Vec<u8>> {
-        let mut got: HashMap<u32, Vec<u8>> = HashMap::new();
-        let mut rkeys = vec![];
+        let mut got = Received::default();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             client.poll(Duration::from_micros(100)).unwrap();
             self.pump(&mut inspect);
             server.poll(Duration::from_micros(100)).unwrap();
-            while let Some(k) = server.accept() {
-                rkeys.push(k);
-            }
-            for k in &rkeys {
-                let r = server.receiver_mut(*k).unwrap();
-                while let Some(b) = r.read() {
-                    got.entry(k.1).or_default().extend_from_slice(&b);
-                }
-            }
+            got.collect(server);
             if keys
                 .iter()
                 .all(|k| client.sender(*k).unwrap().is_complete())
@@ -173,7 +157,7 @@ impl Relay {
                 break;
             }
         }
-        got
+        got.bytes
     }
 }
 

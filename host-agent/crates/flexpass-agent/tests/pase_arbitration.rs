@@ -3,7 +3,10 @@
 //! its own thread and UDP socket) for their flows' queues and reference rates, and ignore
 //! answers that are not for them. No timing is asserted beyond generous deadlines.
 
+mod common;
+
 use bytes::Bytes;
+use common::{pattern, Received};
 use flexpass_agent::arbitrator::{Arbitrator, ArbitratorConfig};
 use flexpass_agent::{Endpoint, EndpointConfig, FlowKey};
 use flexpass_core::pase::Arbitration;
@@ -26,12 +29,6 @@ fn endpoint(accept: bool, arbitrator: Option<SocketAddr>) -> Endpoint {
     Endpoint::bind(cfg).unwrap()
 }
 
-fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    (0..n as u32)
-        .map(|i| i.wrapping_mul(2_654_435_761).rotate_left(seed) as u8)
-        .collect()
-}
-
 /// Client and server turns; the bytes each accepted flow delivered, by flow id. Stops when
 /// `done` says so (or after 60 s); `each` sees the client every turn.
 fn run(
@@ -40,24 +37,15 @@ fn run(
     mut each: impl FnMut(&mut Endpoint),
     mut done: impl FnMut(&Endpoint) -> bool,
 ) -> HashMap<u32, Vec<u8>> {
-    let mut got: HashMap<u32, Vec<u8>> = HashMap::new();
-    let mut rkeys = vec![];
+    let mut got = Received::default();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline && !done(client) {
         client.poll(Duration::from_micros(200)).unwrap();
         server.poll(Duration::from_micros(200)).unwrap();
-        while let Some(k) = server.accept() {
-            rkeys.push(k);
-        }
-        for k in &rkeys {
-            let r = server.receiver_mut(*k).unwrap();
-            while let Some(b) = r.read() {
-                got.entry(k.1).or_default().extend_from_slice(&b);
-            }
-        }
+        got.collect(server);
         each(client);
     }
-    got
+    got.bytes
 }
 
 fn open(client: &mut Endpoint, server: SocketAddr, data: &[u8], finish: bool) -> FlowKey {

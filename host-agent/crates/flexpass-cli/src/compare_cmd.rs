@@ -159,6 +159,25 @@ fn summary(a: &Run, b: &Run) -> Vec<[String; 4]> {
         let kb = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1} kB", v / 1e3));
         rows.push([format!("{what} (model bytes)"), kb(x), kb(y), ratio(x, y)]);
     }
+    // Every fault (the same [[fault]] list on both): the longest delivery gap of a flow under
+    // way, in model time.
+    let faults = |r: &Run| r.report["faults"].as_array().cloned().unwrap_or_default();
+    let (fa, fb) = (faults(a), faults(b));
+    for i in 0..fa.len().max(fb.len()) {
+        let gap = |f: &[Value], r: &Run| num(f.get(i)?, "max_gap_us").map(|x| x / r.scale);
+        let what = fa
+            .get(i)
+            .or(fb.get(i))
+            .and_then(|f| f["event"].as_str())
+            .unwrap_or("?");
+        let (x, y) = (gap(&fa, a), gap(&fb, b));
+        rows.push([
+            format!("fault {i} ({what}): longest gap"),
+            ms(x),
+            ms(y),
+            ratio(x, y),
+        ]);
+    }
     let finite = |r: &Run| num(&r.report, "fct.overall.flows").unwrap_or(0.0) > 0.0;
     if !finite(a) && !finite(b) {
         return rows;

@@ -424,9 +424,10 @@ fn resolve(
         e.figures.clear();
         // The flows of a workload or trace, as the model draws them (seeded): a backend runs
         // the same flows. Listed flows and incast groups are in the experiment itself.
+        // (Drawn for every point: that checks `flow.via` as a run would.)
+        let all = flexpass_sim::build::flows(&e)?;
         let drawn: Vec<serde_json::Value> = if e.workload.is_some() || e.trace.is_some() {
-            flexpass_sim::build::flows(&e)?
-                .iter()
+            all.iter()
                 .filter(|f| matches!(f.kind, FlowKind::Background | FlowKind::Foreground))
                 .map(|f| {
                     serde_json::json!({

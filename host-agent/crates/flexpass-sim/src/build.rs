@@ -3,8 +3,8 @@
 //! (`prepare`). The runners (`run`, `convergence`) drive what it prepares and `report` reads
 //! the result.
 
-use crate::experiment::{Experiment, FlashPassSpec, PaseSpec, PptSpec};
-use crate::net::{FlowSpec, Network, NodeId, PaseArbitration};
+use crate::experiment::{Experiment, FaultKind, FlashPassSpec, PaseSpec, PptSpec};
+use crate::net::{FlowKind, FlowSpec, Network, NodeId, PaseArbitration};
 use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::topology::{self, Built, Links, PortFactory};
 use crate::traffic;
@@ -443,22 +443,69 @@ fn select_ports(net: &Network, built: &Built, sel: &str) -> Result<Vec<(NodeId, 
     ))
 }
 
-/// The topology's racks and groups, from a build of the network that carries no traffic.
-fn probe_build(exp: &Experiment, shape: &topology::Shape, links: &Links) -> Built {
+/// The topology's racks and groups, from a build of the network that carries no traffic
+/// (returned too: its routes check `flow.via`).
+fn probe_build(exp: &Experiment, shape: &topology::Shape, links: &Links) -> (Built, Network) {
     let probe = Stack::new(exp, 0, 0.5);
     let mut scratch = Network::new(
         exp.seed,
         Box::new(|_| unreachable!()),
         Box::new(|_| unreachable!()),
     );
-    topology::build(&mut scratch, shape, links, &probe)
+    let built = topology::build(&mut scratch, shape, links, &probe);
+    (built, scratch)
+}
+
+fn switch_node(net: &Network, name: &str) -> Option<NodeId> {
+    (0..net.num_nodes()).find(|&n| net.node_name(n) == name && !net.is_host_node(n))
+}
+
+/// Listed flows with `via`: pinned through that switch where their path picks among
+/// equal-cost next hops. The switch must be one of those of the flow's first switch.
+fn pin_flows(exp: &Experiment, net: &mut Network, flows: &[FlowSpec]) -> Result<(), String> {
+    let mut listed = flows.iter().filter(|f| f.kind == FlowKind::Listed);
+    for (i, entry) in exp.flows.iter().enumerate() {
+        for _ in 0..entry.count {
+            let Some(f) = listed.next() else {
+                return Ok(());
+            };
+            let Some(via) = entry.via.as_deref() else {
+                continue;
+            };
+            let n = switch_node(net, via)
+                .ok_or_else(|| format!("flow[{i}].via: no switch '{via}' in this topology"))?;
+            let hops = net.next_hops(net.host_node(f.src), f.dst);
+            let first = hops.first().map(|&(sw, _)| sw);
+            let choices: Vec<NodeId> = first.map_or(vec![], |sw| {
+                net.next_hops(sw, f.dst)
+                    .into_iter()
+                    .map(|(peer, _)| peer)
+                    .collect()
+            });
+            if !choices.contains(&n) {
+                let names: Vec<&str> = choices.iter().map(|&c| net.node_name(c)).collect();
+                return Err(format!(
+                    "flow[{i}].via = '{via}': not an equal-cost next hop of {}'s switch toward {} ({})",
+                    net.host_name(f.src),
+                    net.host_name(f.dst),
+                    if names.is_empty() { "it has one path".into() } else { names.join(", ") }
+                ));
+            }
+            net.pin_flow(f.id, n);
+        }
+    }
+    Ok(())
 }
 
 /// Every flow of the experiment as the model draws it (listed, incast, workload, trace),
-/// without running it: `sim --resolve` gives them to the other backends.
+/// without running it: `sim --resolve` gives them to the other backends. A `flow.via` is
+/// checked as a run checks it.
 pub fn flows(exp: &Experiment) -> Result<Vec<FlowSpec>, String> {
     let shape = exp.topology.shape()?;
-    traffic::generate(exp, &probe_build(exp, &shape, &links(exp)))
+    let (built, mut scratch) = probe_build(exp, &shape, &links(exp));
+    let flows = traffic::generate(exp, &built)?;
+    pin_flows(exp, &mut scratch, &flows)?;
+    Ok(flows)
 }
 
 /// Build the experiment's network and load its traffic.
@@ -467,7 +514,7 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
     let links = links(exp);
     // The traffic (and so oWF's oracle weight) depends on the racks: build once to learn
     // them, then for real with the final port configuration.
-    let built = probe_build(exp, &shape, &links);
+    let (built, _) = probe_build(exp, &shape, &links);
     let flows = traffic::generate(exp, &built)?;
     // The base RTT of the topology: that of its longest path in propagation delay.
     let (hops, one_way) = built.longest_path();
@@ -511,18 +558,38 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
         }
     }
     for (i, f) in exp.faults.iter().enumerate() {
-        let (n, port) = net
-            .ports()
-            .find(|&(_, _, a, b)| format!("{a}->{b}") == f.link)
-            .map(|(n, p, ..)| (n, p))
-            .ok_or_else(|| {
-                format!(
-                    "fault[{i}].link: '{}' is not a port 'node->peer' of this topology",
-                    f.link
-                )
-            })?;
-        net.schedule_link(ms(f.at_ms), n, port, f.up, ms(f.reroute_after_ms));
+        let at = ms(f.at_ms);
+        match f.kind {
+            FaultKind::Link => {
+                let link = f.link.as_deref().unwrap_or_default();
+                let (n, port) = net
+                    .ports()
+                    .find(|&(_, _, a, b)| format!("{a}->{b}") == link)
+                    .map(|(n, p, ..)| (n, p))
+                    .ok_or_else(|| {
+                        format!(
+                            "fault[{i}].link: '{link}' is not a port 'node->peer' of this topology"
+                        )
+                    })?;
+                net.schedule_link(at, n, port, f.up, Some(ms(f.reroute_after_ms)));
+            }
+            FaultKind::SwitchRestart => {
+                let name = f.switch.as_deref().unwrap_or_default();
+                let n = switch_node(&net, name).ok_or_else(|| {
+                    format!("fault[{i}].switch: no switch '{name}' in this topology")
+                })?;
+                // Down: every port of it (and the peer's toward it) drops; routes unchanged.
+                let ports = net.ports().filter(|&(m, ..)| m == n).count();
+                for port in 0..ports {
+                    net.schedule_link(at, n, port, false, None);
+                    net.schedule_link(at + ms(f.down_ms), n, port, true, None);
+                }
+            }
+            // The switches keep forwarding: nothing in the model's data plane.
+            FaultKind::ControllerRestart => {}
+        }
     }
+    pin_flows(exp, &mut net, &flows)?;
     for f in flows {
         net.add_flow(f);
     }

@@ -234,6 +234,9 @@ pub struct Network {
     /// Every switch sends a destination's traffic over its first shortest-path port, not
     /// the ECMP hash's choice (`topology.routing = "single-path"`).
     pub single_path: bool,
+    /// Flows pinned through a switch (`flow.via`), by flow id: where a switch picks among
+    /// equal-cost next hops and the pinned one is among them, it takes it.
+    pinned: HashMap<u32, NodeId>,
     pub sample_interval: Nanos,
     pub samples: Vec<Sample>,
     /// Record per-flow throughput in the samples (one entry per flow and sample).
@@ -248,6 +251,8 @@ pub struct Network {
     /// Completed flows whose state is still held (`retire_after`).
     to_retire: Vec<usize>,
     retire_scheduled: bool,
+    /// The sampling chain is scheduled (once: `run_until` runs in slices).
+    sampling_scheduled: bool,
     completed_flows: usize,
     /// PASE's arbitrators (runs with PASE flows).
     pub pase: Option<PaseArbitration>,
@@ -283,6 +288,7 @@ impl Network {
             retire_after: None,
             tcp_fct_at_ack: false,
             single_path: false,
+            pinned: HashMap::new(),
             sample_interval: 0,
             samples: vec![],
             sample_flows: true,
@@ -294,6 +300,7 @@ impl Network {
             reroutes: 0,
             to_retire: vec![],
             retire_scheduled: false,
+            sampling_scheduled: false,
             completed_flows: 0,
             pase: None,
         }
@@ -375,7 +382,8 @@ impl Network {
 
     /// Run until `end` or until no event is left; `progress` is called now and then.
     pub fn run_until(&mut self, end: Nanos, mut progress: impl FnMut(Nanos, usize)) {
-        if self.sample_interval > 0 && self.samples.is_empty() {
+        if self.sample_interval > 0 && !self.sampling_scheduled {
+            self.sampling_scheduled = true;
             self.schedule(self.sample_interval, Ev::Sample);
         }
         if let (Some(after), false) = (self.retire_after, self.retire_scheduled) {
@@ -495,14 +503,14 @@ impl Network {
     }
 
     /// Schedule a link failure (`up` false) or repair of the link at `node`'s `port`, and the
-    /// route recomputation `reroute_after` later.
+    /// route recomputation `reroute_after` later (None: the routes stay).
     pub fn schedule_link(
         &mut self,
         at: Nanos,
         node: NodeId,
         port: usize,
         up: bool,
-        reroute_after: Nanos,
+        reroute_after: Option<Nanos>,
     ) {
         self.schedule(
             at,
@@ -512,7 +520,14 @@ impl Network {
                 up,
             },
         );
-        self.schedule(at + reroute_after, Ev::Reroute);
+        if let Some(after) = reroute_after {
+            self.schedule(at + after, Ev::Reroute);
+        }
+    }
+
+    /// Pin flow `flow_id` through switch `via` (see `pinned`).
+    pub fn pin_flow(&mut self, flow_id: u32, via: NodeId) {
+        self.pinned.insert(flow_id, via);
     }
 
     /// Both directions of the link go down (dropping what their queues hold) or up.

@@ -7,7 +7,7 @@
 //! check that credits and data crossed the same links (symmetric ECMP).
 
 use crate::build::{Prepared, DETAILED_FLOWS};
-use crate::experiment::{Experiment, Override};
+use crate::experiment::{Experiment, FaultKind, Override};
 use crate::net::{Flow, FlowKind, PortReport, Sample};
 use crate::queue::{Profile, QueueStats};
 use crate::traffic::wire_factor;
@@ -412,6 +412,8 @@ pub struct RunReport {
     pub jain_index: Option<f64>,
     pub paths: PathReport,
     pub convergence: Option<ConvergenceReport>,
+    /// Every `[[fault]]` and each flow's recovery from it (from the samples).
+    pub faults: Vec<FaultReport>,
     pub flows: Vec<FlowReport>,
     pub ports: Vec<PortReport>,
     pub samples: Vec<Sample>,
@@ -743,12 +745,101 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         jain_index: (flows.len() > 1 && sampled).then(|| jain(&shares)),
         paths,
         convergence: None,
+        faults: fault_reports(
+            exp,
+            &net.samples,
+            net.sample_flows,
+            &flows,
+            end as f64 / 1e3,
+        ),
         flows,
         ports,
         samples: net.samples.clone(),
         sample_interval_us: net.sample_interval as f64 / 1e3,
         params: exp.clone(),
     }
+}
+
+/// A fault and how the flows came through it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultReport {
+    pub index: usize,
+    pub kind: FaultKind,
+    pub event: String,
+    pub at_us: f64,
+    /// Gaps are looked for from the fault until the next one (or the end of the run), µs.
+    pub window_us: f64,
+    /// Flows under way at the fault (started, not completed), by id; empty when the run
+    /// did not sample per-flow throughput (`measure.sample_us`, at most DETAILED_FLOWS).
+    pub recovery: Vec<FlowRecovery>,
+    /// The longest gap of any flow under way, µs.
+    pub max_gap_us: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowRecovery {
+    pub flow: u32,
+    /// The longest run of sample intervals without a delivered byte among those ending
+    /// after the fault and starting within the window (and before the flow completed).
+    pub gap_us: f64,
+}
+
+/// The faults' recovery from the per-flow samples: the same measure as the Mininet
+/// backend's, from its receivers' samples (mininet-topos/flexpass_mininet/emulate.py).
+fn fault_reports(
+    exp: &Experiment,
+    samples: &[Sample],
+    per_flow: bool,
+    flows: &[FlowReport],
+    end_us: f64,
+) -> Vec<FaultReport> {
+    let times: Vec<f64> = exp.faults.iter().map(|f| f.at_ms * 1e3).collect();
+    let dt = exp.sample_interval() as f64 / 1e3;
+    exp.faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let at = times[i];
+            let next = times
+                .iter()
+                .copied()
+                .filter(|&t| t > at)
+                .fold(end_us, f64::min);
+            let mut recovery = vec![];
+            if per_flow && dt > 0.0 {
+                for (k, fl) in flows.iter().enumerate() {
+                    let done = fl.fct_us.map_or(f64::INFINITY, |x| fl.start_us + x);
+                    if fl.start_us > at || done <= at {
+                        continue;
+                    }
+                    let (mut best, mut run) = (0.0f64, 0.0f64);
+                    for s in samples {
+                        let start = s.t_us - dt;
+                        if s.t_us <= at || start >= next || start >= done {
+                            continue;
+                        }
+                        let empty = s.delivered.get(k).copied().unwrap_or(0) == 0;
+                        run = if empty { run + dt } else { 0.0 };
+                        best = best.max(run);
+                    }
+                    recovery.push(FlowRecovery {
+                        flow: fl.id,
+                        gap_us: best,
+                    });
+                }
+            }
+            let max_gap_us = recovery.iter().map(|r| r.gap_us).reduce(f64::max);
+            FaultReport {
+                index: i,
+                kind: f.kind,
+                event: f.describe(),
+                at_us: at,
+                window_us: next - at,
+                recovery,
+                max_gap_us,
+            }
+        })
+        .collect()
 }
 
 /// A metric of a report by dotted path ("fct.overall.small.p99_us"), or a key of the

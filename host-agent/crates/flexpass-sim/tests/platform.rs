@@ -2,7 +2,7 @@
 //! calibration, and FlexPass §6.2's deployment trends on a scaled-down Clos (24 hosts, 600
 //! web-search flows; the full 192-host runs are the figure runners, docs/results-large-scale.md).
 
-use flexpass_sim::experiment::Experiment;
+use flexpass_sim::experiment::{Experiment, FaultKind};
 use flexpass_sim::traffic::{enabled_racks, wire_factor};
 use flexpass_sim::{prepare, FlowKind, Override, RunReport, Source};
 use flexpass_wire::TransportKind;
@@ -613,4 +613,84 @@ fn tail_loss_probe_and_lcp_pushout_on_a_scaled_fabric() {
         rto_flows(better),
         rto_flows(plain)
     );
+}
+
+/// mininet-topos/experiments/faults-quick.toml, the file the Mininet tier runs: six flows
+/// pinned to the two spines (`via`), a spine link down and up, leaf1 restarted (20 ms
+/// down), the controller restarted.
+fn faults_quick(sets: &[&str]) -> RunReport {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../mininet-topos/experiments/faults-quick.toml"
+    );
+    run(path, sets)
+}
+
+#[test]
+fn a_restarted_switch_stalls_its_flows_for_its_down_time_and_a_controller_restart_none() {
+    let r = faults_quick(&[]);
+    assert_eq!(r.fct.overall.incomplete, 0);
+    assert_eq!(r.corrupted_bytes, 0);
+    assert!(r.flows.iter().all(|f| f.delivered_bytes == 200_000_000));
+    // One sample per interval (run_until runs in 1 ms slices: one sampling chain).
+    let dt = r.sample_interval_us;
+    assert!(r
+        .samples
+        .windows(2)
+        .all(|w| (w[1].t_us - w[0].t_us - dt).abs() < 1e-6));
+    let kinds: Vec<FaultKind> = r.faults.iter().map(|f| f.kind).collect();
+    use FaultKind::*;
+    assert_eq!(kinds, [Link, Link, SwitchRestart, ControllerRestart]);
+    for f in &r.faults {
+        assert_eq!(f.recovery.len(), 6, "{}: every flow under way", f.event);
+    }
+    // Every flow ends at leaf1: all stall while it is down (20 ms, less a sample interval)
+    // and resume within a backed-off RTO of its return.
+    let restart = &r.faults[2];
+    for g in &restart.recovery {
+        assert!(
+            (18_000.0..=60_000.0).contains(&g.gap_us),
+            "flow {}: gap {} µs",
+            g.flow,
+            g.gap_us
+        );
+    }
+    // The switches keep forwarding while the controller is away.
+    assert_eq!(r.faults[3].max_gap_us, Some(0.0));
+}
+
+#[test]
+fn a_flow_pinned_through_a_spine_stays_there() {
+    // The link to spine0 fails and the routes keep it for 10 ms: the flows pinned through
+    // spine0 get nothing through meanwhile, those through spine1 never notice.
+    let r = faults_quick(&["fault.0.reroute_after_ms=10"]);
+    let via = |id: u32| {
+        if [1, 2, 3].contains(&id) {
+            "spine0"
+        } else {
+            "spine1"
+        }
+    };
+    for g in &r.faults[0].recovery {
+        if via(g.flow) == "spine0" {
+            assert!(
+                g.gap_us >= 8_000.0,
+                "flow {} via spine0: gap {} µs",
+                g.flow,
+                g.gap_us
+            );
+        } else {
+            assert_eq!(g.gap_us, 0.0, "flow {} via spine1 stalled", g.flow);
+        }
+    }
+    // A switch that is no equal-cost next hop of the flow's first switch is refused.
+    let (e, _) = exp(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../mininet-topos/experiments/faults-quick.toml"
+        ),
+        &["flow.0.via=leaf1"],
+    );
+    let err = prepare(&e).err().expect("via a leaf is refused");
+    assert!(err.contains("flow[0].via = 'leaf1'"), "{err}");
 }

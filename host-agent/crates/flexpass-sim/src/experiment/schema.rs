@@ -430,6 +430,11 @@ pub struct FlowEntry {
     pub count: usize,
     #[serde(default)]
     pub start_step_us: f64,
+    /// Pins the flow (both directions) through this switch wherever a switch on its path
+    /// chooses among equal-cost next hops and this one is among them (leaf-spine: the
+    /// spine). Default: the symmetric ECMP hash picks.
+    #[serde(default)]
+    pub via: Option<String>,
 }
 
 fn one_flow() -> usize {
@@ -615,20 +620,66 @@ impl ImpairmentSpec {
     }
 }
 
-/// A link failure (or repair) at a time; the control plane recomputes the routes
-/// `reroute_after_ms` later (ECMP groups lose or regain the member, in the same order on
-/// every switch).
+/// A fault at a time (`kind`):
+/// - "link" (default): a link fails (or, `up`, comes back); the control plane recomputes the
+///   routes `reroute_after_ms` later (ECMP groups lose or regain the member, in the same order
+///   on every switch).
+/// - "switch-restart": the switch `switch` loses its state (every queue flushed) and drops
+///   every packet for `down_ms`, then forwards again with its routes (a restarted switch
+///   reconciled by the control plane: its neighbours keep their routes meanwhile).
+/// - "controller-restart": the control plane stops for `down_ms`. The switches keep
+///   forwarding, so in the model nothing changes; it is in the file so that every backend
+///   runs the same faults (on Mininet the resident controller is killed and restarted).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     pub at_ms: f64,
-    /// The link, by one of its ports: "node->peer" (both directions fail).
-    pub link: String,
-    /// false: the link fails; true: it comes back.
+    #[serde(default)]
+    pub kind: FaultKind,
+    /// "link": the link, by one of its ports: "node->peer" (both directions fail).
+    #[serde(default)]
+    pub link: Option<String>,
+    /// "link": false: the link fails; true: it comes back.
     #[serde(default)]
     pub up: bool,
     #[serde(default)]
     pub reroute_after_ms: f64,
+    /// "switch-restart": the switch, by name.
+    #[serde(default)]
+    pub switch: Option<String>,
+    /// "switch-restart", "controller-restart": how long it is down, ms.
+    #[serde(default)]
+    pub down_ms: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    #[default]
+    Link,
+    SwitchRestart,
+    ControllerRestart,
+}
+
+impl FaultSpec {
+    /// What the fault does, in a few words (reports, plans).
+    pub fn describe(&self) -> String {
+        match self.kind {
+            FaultKind::Link => format!(
+                "link {} {}",
+                self.link.as_deref().unwrap_or("?"),
+                if self.up { "up" } else { "down" }
+            ),
+            FaultKind::SwitchRestart => format!(
+                "{} restarted ({} ms down)",
+                self.switch.as_deref().unwrap_or("?"),
+                self.down_ms
+            ),
+            FaultKind::ControllerRestart => {
+                format!("controller restarted ({} ms down)", self.down_ms)
+            }
+        }
+    }
 }
 
 /// ExpressPass Fig. 8a: a second long flow joins; time to fairness.

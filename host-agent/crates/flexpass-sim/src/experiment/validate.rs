@@ -2,7 +2,9 @@
 //! keys that depend on each other (hosts that exist, a sweep for a figure). Each error names
 //! its key.
 
-use super::schema::{Experiment, HostSpec, ImpairmentSpec, MeasureSpec, SwitchSpec, WorkloadSpec};
+use super::schema::{
+    Experiment, FaultKind, HostSpec, ImpairmentSpec, MeasureSpec, SwitchSpec, WorkloadSpec,
+};
 use super::topology::TopologySpec;
 use crate::queue::Profile;
 use flexpass_wire::TransportKind;
@@ -92,12 +94,36 @@ impl Experiment {
         for (i, f) in self.faults.iter().enumerate() {
             non_negative(f.at_ms, &format!("fault[{i}].at_ms"))?;
             non_negative(f.reroute_after_ms, &format!("fault[{i}].reroute_after_ms"))?;
-            check(f.link.contains("->"), || {
-                format!(
-                    "fault[{i}].link '{}' must name a port: \"node->peer\"",
-                    f.link
-                )
-            })?;
+            non_negative(f.down_ms, &format!("fault[{i}].down_ms"))?;
+            // Each kind takes its own keys; another kind's key is a mistake, named.
+            let (needs, refuses): (&[&str], &[&str]) = match f.kind {
+                FaultKind::Link => (&["link"], &["switch", "down_ms"]),
+                FaultKind::SwitchRestart => (&["switch"], &["link", "up", "reroute_after_ms"]),
+                FaultKind::ControllerRestart => {
+                    (&[], &["link", "switch", "up", "reroute_after_ms"])
+                }
+            };
+            let given = |k: &str| match k {
+                "link" => f.link.is_some(),
+                "switch" => f.switch.is_some(),
+                "up" => f.up,
+                "reroute_after_ms" => f.reroute_after_ms != 0.0,
+                _ => f.down_ms != 0.0,
+            };
+            let kind = serde_json::to_value(f.kind).unwrap_or_default();
+            for k in needs {
+                check(given(k), || format!("fault[{i}] (kind {kind}) needs `{k}`"))?;
+            }
+            for k in refuses {
+                check(!given(k), || {
+                    format!("fault[{i}].{k}: not a key of kind {kind}")
+                })?;
+            }
+            if let Some(link) = &f.link {
+                check(link.contains("->"), || {
+                    format!("fault[{i}].link '{link}' must name a port: \"node->peer\"")
+                })?;
+            }
         }
         if let Some(i) = &self.impairment {
             i.validate()?;

@@ -87,18 +87,8 @@ impl Network {
         let mut node = self.hosts[src];
         while self.nodes[node].host != Some(dst) && out.len() < 16 {
             let n = &self.nodes[node];
-            let Some(&(start, len)) = n.routes.get(dst) else {
+            let Some(port) = self.route_flow(node, flow_id, src, dst) else {
                 break;
-            };
-            let members = &n.route_ports[start as usize..start as usize + len as usize];
-            let port = match members.len() {
-                0 => break,
-                1 => members[0] as usize,
-                _ if self.single_path => members[0] as usize,
-                k => {
-                    let h = Self::ecmp_hash(flow_id, src, dst, n.tier);
-                    members[(h % k as u64) as usize] as usize
-                }
             };
             out.push((node, port));
             node = n.ports[port].peer;

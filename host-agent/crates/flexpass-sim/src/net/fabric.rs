@@ -177,17 +177,50 @@ impl Network {
     }
 
     pub(super) fn route(&self, node: NodeId, pkt: &SimPacket) -> Option<usize> {
+        self.route_flow(node, pkt.packet.flow_id(), pkt.src, pkt.dst)
+    }
+
+    /// The egress port `node` sends flow `flow_id` (between hosts `src` and `dst`, toward
+    /// `dst`) on: the only route, the first (single-path), the pinned switch's (`flow.via`)
+    /// or the symmetric ECMP hash's choice.
+    pub(super) fn route_flow(
+        &self,
+        node: NodeId,
+        flow_id: u32,
+        src: HostId,
+        dst: HostId,
+    ) -> Option<usize> {
         let n = &self.nodes[node];
-        let &(start, len) = n.routes.get(pkt.dst)?;
+        let &(start, len) = n.routes.get(dst)?;
         let members = &n.route_ports[start as usize..start as usize + len as usize];
         match members.len() {
             0 => None,
             1 => Some(members[0] as usize),
             _ if self.single_path => Some(members[0] as usize),
             k => {
-                let h = Self::ecmp_hash(pkt.packet.flow_id(), pkt.src, pkt.dst, n.tier);
+                if !self.pinned.is_empty() {
+                    if let Some(&via) = self.pinned.get(&flow_id) {
+                        let pinned = members.iter().find(|&&m| n.ports[m as usize].peer == via);
+                        if let Some(&m) = pinned {
+                            return Some(m as usize);
+                        }
+                    }
+                }
+                let h = Self::ecmp_hash(flow_id, src, dst, n.tier);
                 Some(members[(h % k as u64) as usize] as usize)
             }
         }
+    }
+
+    /// The equal-cost next hops of `node` toward host `dst`: (peer, egress port).
+    pub fn next_hops(&self, node: NodeId, dst: HostId) -> Vec<(NodeId, usize)> {
+        let n = &self.nodes[node];
+        let Some(&(start, len)) = n.routes.get(dst) else {
+            return vec![];
+        };
+        n.route_ports[start as usize..start as usize + len as usize]
+            .iter()
+            .map(|&m| (n.ports[m as usize].peer, m as usize))
+            .collect()
     }
 }
