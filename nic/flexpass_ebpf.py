@@ -45,7 +45,7 @@ sys.path.insert(0, str(NIC_DIR.parent / "control-plane"))
 import flexpass_nic  # noqa: E402
 from flexpass_cp.config.derive import nic_credit_meter  # noqa: E402
 from flexpass_cp.config.profiles import CLASS_QUEUES, FLEXPASS  # noqa: E402
-from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # noqa: E402
+from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S, EBPF_EDGE_PIN_DIR, nic_agent_flags  # noqa: E402
 from flexpass_cp.dscp import TrafficClass  # noqa: E402
 from flexpass_cp.p4_program import KIND  # noqa: E402
 
@@ -254,7 +254,7 @@ def pin_dir(bpffs: str, dev: str) -> Path:
     root = os.path.realpath(bpffs)
     if root not in bpffs_mounts():
         raise EdgeError(f"no bpf filesystem mounted at {bpffs}: mount -t bpf bpf {bpffs} (or --bpffs DIR)")
-    return Path(root) / "flexpass-edge" / dev
+    return Path(root) / EBPF_EDGE_PIN_DIR / dev
 
 
 def maps_dir(bpffs: str, dev: str) -> Path:
@@ -511,6 +511,8 @@ def cmd_apply(a) -> None:
     rate, burst = cfg.meter()
     print(f"flexpass edge on {cfg.nic.dev} egress: program id {pid}, credits <= {rate} B/s "
           f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, cfg.nic.dev)}")
+    print(f"agent on this host: flexpass agent {nic_agent_flags('ebpf', cfg.nic.dev, os.path.realpath(a.bpffs))} "
+          "(the edge polices its credits; the agent paces flows only)")
 
 
 def cmd_show(a) -> None:

@@ -218,6 +218,10 @@ def cmd_apply(a):
     cfg.credit_buffer, cfg.data_limit_pkts, cfg.aqm = a.credit_buffer, a.data_limit_pkts, a.aqm
     cfg.k_bytes, cfg.red_bytes = a.k_bytes, a.red_bytes
     run(commands(cfg), dry=a.cmd == "print")
+    if a.cmd == "apply":
+        from flexpass_cp.config.targets import nic_agent_flags
+        print(f"agent on this host: flexpass agent {nic_agent_flags('qdisc', cfg.dev)} "
+              "(the htb credit class polices its credits; the agent paces flows only)")
 
 
 def cmd_clear(a):
