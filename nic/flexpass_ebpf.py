@@ -45,7 +45,7 @@ sys.path.insert(0, str(NIC_DIR.parent / "control-plane"))
 import flexpass_nic  # noqa: E402
 from flexpass_cp.config.derive import nic_credit_meter  # noqa: E402
 from flexpass_cp.config.profiles import CLASS_QUEUES, FLEXPASS  # noqa: E402
-from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # noqa: E402
+from flexpass_cp.config.targets import EBPF_EDGE_MAX_CREDIT_BYTES_PER_S, EBPF_EDGE_PIN_DIR, nic_agent_flags  # noqa: E402
 from flexpass_cp.dscp import TrafficClass  # noqa: E402
 from flexpass_cp.p4_program import KIND  # noqa: E402
 
@@ -70,8 +70,9 @@ MAX_RATE_BYTES_PER_S = EBPF_EDGE_MAX_CREDIT_BYTES_PER_S  # refill of 1 s·rate i
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 
 
-class EdgeError(Exception):
-    """What is missing or wrong, in words a user can act on."""
+class EdgeError(RuntimeError):
+    """What is missing or wrong, in words a user can act on (a RuntimeError: the tools'
+    `run_command` reports it as one line)."""
 
 
 # ---- bpf(2) through ctypes ----------------------------------------------------------------
@@ -253,7 +254,7 @@ def pin_dir(bpffs: str, dev: str) -> Path:
     root = os.path.realpath(bpffs)
     if root not in bpffs_mounts():
         raise EdgeError(f"no bpf filesystem mounted at {bpffs}: mount -t bpf bpf {bpffs} (or --bpffs DIR)")
-    return Path(root) / "flexpass-edge" / dev
+    return Path(root) / EBPF_EDGE_PIN_DIR / dev
 
 
 def maps_dir(bpffs: str, dev: str) -> Path:
@@ -398,36 +399,51 @@ def clear(dev: str, bpffs: str = "/sys/fs/bpf", netns: Optional[str] = None) -> 
 
 
 # ---- A throw-away edge: BPF_PROG_TEST_RUN tests and `bench` ---------------------------------
+def run_quiet(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def private_bpffs():
+    """A bpf filesystem of our own, mounted on a temporary directory (the edge's pins go
+    there, not into /sys/fs/bpf): yields its path; unmounted and removed after, also on
+    failure. Root."""
+    path = tempfile.mkdtemp(prefix="flexpass-bpffs-")
+    mounted = False
+    try:
+        run_quiet("mount", "-t", "bpf", "bpf", path)
+        mounted = True
+        yield path
+    finally:
+        if mounted:
+            subprocess.run(["umount", path], capture_output=True)
+        os.rmdir(path)
+
+
+@contextlib.contextmanager
+def netns(name: str):
+    """A network namespace with its loopback up, deleted after (with whatever is in it)."""
+    run_quiet("ip", "netns", "add", name)
+    try:
+        run_quiet("ip", "-n", name, "link", "set", "lo", "up")
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
 @contextlib.contextmanager
 def scratch_edge(cfg: Optional[EdgeConfig] = None, test_clock_ns: int = 0):
     """The program loaded on `lo` of a new network namespace, its maps pinned in a private
-    bpf filesystem (a temporary mount): yields (program fd, EdgeMaps); all removed after,
-    also on failure. Root."""
+    bpf filesystem: yields (program fd, EdgeMaps); all removed after, also on failure. Root."""
     require_root("a scratch edge (BPF_PROG_TEST_RUN)")
     cfg = cfg or EdgeConfig(flexpass_nic.NicConfig(dev="lo", link_mbit=10_000))
-    ns = f"fpedge{os.getpid()}"
-    bpffs = tempfile.mkdtemp(prefix="flexpass-bpffs-")
-    mounted = netns = False
-    fd, maps = None, None
-    try:
-        subprocess.run(["mount", "-t", "bpf", "bpf", bpffs], check=True, capture_output=True)
-        mounted = True
-        subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
-        netns = True
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, capture_output=True)
+    with private_bpffs() as bpffs, netns(f"fpedge{os.getpid()}") as ns:
         fd = prog_fd_by_id(apply(cfg, bpffs, htb=False, netns=ns, test_clock_ns=test_clock_ns))
-        maps = EdgeMaps(bpffs, "lo")
-        yield fd, maps
-    finally:
-        if maps:
-            maps.close()
-        if fd is not None:
+        try:
+            with EdgeMaps(bpffs, "lo") as maps:
+                yield fd, maps
+        finally:
             os.close(fd)
-        if netns:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        if mounted:
-            subprocess.run(["umount", bpffs], capture_output=True)
-        os.rmdir(bpffs)
 
 
 def frame(tos: int, payload: bytes, sport: int = FLEXPASS_UDP_PORT, dport: int = FLEXPASS_UDP_PORT,
@@ -489,64 +505,84 @@ def device_from_args(a) -> str:
     return a.dev
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="flexpass_nic.py ebpf", description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def cmd_apply(a) -> None:
+    cfg = edge_config_from_args(a)
+    pid = apply(cfg, a.bpffs, htb=not a.no_htb, netns=a.netns)
+    rate, burst = cfg.meter()
+    print(f"flexpass edge on {cfg.nic.dev} egress: program id {pid}, credits <= {rate} B/s "
+          f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, cfg.nic.dev)}")
+    print(f"agent on this host: flexpass agent {nic_agent_flags('ebpf', cfg.nic.dev, os.path.realpath(a.bpffs))} "
+          "(the edge polices its credits; the agent paces flows only)")
+
+
+def cmd_show(a) -> None:
+    with EdgeMaps(a.bpffs, device_from_args(a)) as m:
+        c = m.counters()
+    if a.json:
+        print(json.dumps(c))
+        return
+    print("config: " + ", ".join(f"{k} {v}" for k, v in c["config"].items()))
+    for name, v in c["classes"].items():
+        print(f"  {name:24} {v['packets']:>12} packets {v['ip_bytes']:>14} IPv4 bytes")
+    print("events: " + ", ".join(f"{k} {v}" for k, v in c["events"].items()))
+    for f in c["flow_credits"][:20]:
+        print(f"  credits {f['src']} -> {f['dst']} flow {f['flow_id']}: {f['credits']}")
+
+
+def cmd_clear(a) -> None:
+    clear(device_from_args(a), a.bpffs, a.netns)
+
+
+def cmd_build(a) -> None:
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    print(f"{find_clang()} -O2 -g -target bpf {SRC.relative_to(NIC_DIR.parent)} -> {compile_program(Path(a.out))}")
+
+
+def cmd_bench(a) -> None:
+    for name, ns in bench(a.repeat).items():
+        print(f"{name:32} {ns:6} ns/packet  (BPF_PROG_TEST_RUN, repeat {a.repeat})")
+
+
+def add_commands(sub) -> None:
+    """apply, show, clear, build, bench on an argparse subparsers object (this tool's own,
+    or `flexpass_nic.py ebpf`'s); each sets ``func``."""
     p = sub.add_parser("apply", help="attach the edge to a device's egress and configure it")
     flexpass_nic.add_source_args(p, [("--burst-packets", "burst_packets", int,
                                       "token bucket depth in credits (the switch's meter burst; default 2)")])
     p.add_argument("--drop-malformed", action="store_true",
                    help="drop truncated packets and bad FlexPass headers as the PNA program does (default: pass, counted)")
     p.add_argument("--no-htb", action="store_true", help="attach only the program (no htb classes)")
-    for q in (p, sub.add_parser("show", help="counters and configuration"),
-              sub.add_parser("clear", help="remove the edge")):
-        if q is not p:
-            q.add_argument("--dev", help="the device (or --config FILE --nic NAME: its nics: entry's)")
-            q.add_argument("--config", help="a control-plane YAML config")
-            q.add_argument("--nic", help="with --config: the entry's name (nics.<name>)")
+    p.set_defaults(func=cmd_apply)
+    show = sub.add_parser("show", help="counters and configuration")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+    rm = sub.add_parser("clear", help="remove the edge")
+    rm.set_defaults(func=cmd_clear)
+    for q in (show, rm):
+        q.add_argument("--dev", help="the device (or --config FILE --nic NAME: its nics: entry's)")
+        q.add_argument("--config", help="a control-plane YAML config")
+        q.add_argument("--nic", help="with --config: the entry's name (nics.<name>)")
+    for q in (p, show, rm):
         q.add_argument("--bpffs", default="/sys/fs/bpf", help="a mounted bpf filesystem for the pinned maps")
         q.add_argument("--netns", default=None, help="run tc in this network namespace (ip netns)")
-    sub.choices["show"].add_argument("--json", action="store_true")
-    sub.add_parser("build", help="compile the program only (no root)").add_argument(
-        "--out", default="build/nic-ebpf/flexpass_edge.bpf.o")
-    sub.add_parser("bench", help="ns/packet per path (BPF_PROG_TEST_RUN on a scratch edge)").add_argument(
-        "--repeat", type=int, default=1_000_000)
+    b = sub.add_parser("build", help="compile the program only (no root)")
+    b.add_argument("--out", default="build/nic-ebpf/flexpass_edge.bpf.o")
+    b.set_defaults(func=cmd_build)
+    b = sub.add_parser("bench", help="ns/packet per path (BPF_PROG_TEST_RUN on a scratch edge)")
+    b.add_argument("--repeat", type=int, default=1_000_000)
+    b.set_defaults(func=cmd_bench)
+    for q in sub.choices.values():
+        q.set_defaults(tool="flexpass_nic ebpf")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="flexpass_nic.py ebpf", description=__doc__.split("\n\n")[0])
+    add_commands(ap.add_subparsers(dest="cmd", required=True))
     return ap
 
 
 def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
-    try:
-        if a.cmd == "apply":
-            cfg = edge_config_from_args(a)
-            pid = apply(cfg, a.bpffs, htb=not a.no_htb, netns=a.netns)
-            rate, burst = cfg.meter()
-            print(f"flexpass edge on {cfg.nic.dev} egress: program id {pid}, credits <= {rate} B/s "
-                  f"({rate / MIN_FRAME_BYTES:.0f} minimum credits/s), burst {burst} B; maps in {maps_dir(a.bpffs, cfg.nic.dev)}")
-        elif a.cmd == "show":
-            with EdgeMaps(a.bpffs, device_from_args(a)) as m:
-                c = m.counters()
-            if a.json:
-                print(json.dumps(c))
-            else:
-                print("config: " + ", ".join(f"{k} {v}" for k, v in c["config"].items()))
-                for name, v in c["classes"].items():
-                    print(f"  {name:24} {v['packets']:>12} packets {v['ip_bytes']:>14} IPv4 bytes")
-                print("events: " + ", ".join(f"{k} {v}" for k, v in c["events"].items()))
-                for f in c["flow_credits"][:20]:
-                    print(f"  credits {f['src']} -> {f['dst']} flow {f['flow_id']}: {f['credits']}")
-        elif a.cmd == "build":
-            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-            print(f"{find_clang()} -O2 -g -target bpf {SRC.relative_to(NIC_DIR.parent)} -> {compile_program(Path(a.out))}")
-        elif a.cmd == "bench":
-            for name, ns in bench(a.repeat).items():
-                print(f"{name:32} {ns:6} ns/packet  (BPF_PROG_TEST_RUN, repeat {a.repeat})")
-        else:
-            clear(device_from_args(a), a.bpffs, a.netns)
-    except (ValueError, EdgeError) as e:
-        print(f"flexpass_nic ebpf: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return flexpass_nic.run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -213,12 +213,29 @@ def run(cmds, dry):
             raise RuntimeError(f"{shlex.join(cmd)} failed: {r.stderr.strip()}")
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["ebpf"]:
-        import flexpass_ebpf
-        return flexpass_ebpf.main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cmd_apply(a):
+    cfg, _burst = nic_from_args(a, "qdisc")
+    cfg.credit_buffer, cfg.data_limit_pkts, cfg.aqm = a.credit_buffer, a.data_limit_pkts, a.aqm
+    cfg.k_bytes, cfg.red_bytes = a.k_bytes, a.red_bytes
+    run(commands(cfg), dry=a.cmd == "print")
+    if a.cmd == "apply":
+        from flexpass_cp.config.targets import nic_agent_flags
+        print(f"agent on this host: flexpass agent {nic_agent_flags('qdisc', cfg.dev)} "
+              "(the htb credit class polices its credits; the agent paces flows only)")
+
+
+def cmd_clear(a):
+    run([["tc", "qdisc", "del", "dev", a.dev, "root"]], dry=False)
+
+
+def cmd_show(a):
+    for what in ("qdisc", "class", "filter"):
+        print(subprocess.run(["tc", "-s", what, "show", "dev", a.dev], capture_output=True, text=True).stdout)
+
+
+def build_parser():
+    import flexpass_ebpf  # imports this module: only here, not at the top
+    ap = argparse.ArgumentParser(prog="flexpass_nic.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("apply", "print"):
         p = sub.add_parser(name, help="configure the port" if name == "apply" else "print the tc commands")
@@ -228,24 +245,29 @@ def main(argv=None):
         p.add_argument("--aqm", choices=["pfifo", "red"], default="pfifo")
         p.add_argument("--k-bytes", type=int, default=60_000)
         p.add_argument("--red-bytes", type=int, default=100_000)
-    for name in ("clear", "show"):
-        sub.add_parser(name).add_argument("--dev", required=True)
-    a = ap.parse_args(argv)
+        p.set_defaults(func=cmd_apply)
+    for name, func in (("clear", cmd_clear), ("show", cmd_show)):
+        p = sub.add_parser(name)
+        p.add_argument("--dev", required=True)
+        p.set_defaults(func=func)
+    ebpf = sub.add_parser("ebpf", help="the same edge as a tc eBPF program (nic/flexpass_ebpf.py)")
+    flexpass_ebpf.add_commands(ebpf.add_subparsers(dest="ebpf_cmd", required=True))
+    return ap
+
+
+def run_command(a):
+    """Run a parsed command (``a.func``); a bad setting or a failed step is one line on
+    stderr naming it, exit status 2 (flexpass_ebpf.EdgeError is a RuntimeError)."""
     try:
-        if a.cmd in ("apply", "print"):
-            cfg, _burst = nic_from_args(a, "qdisc")
-            cfg.credit_buffer, cfg.data_limit_pkts, cfg.aqm = a.credit_buffer, a.data_limit_pkts, a.aqm
-            cfg.k_bytes, cfg.red_bytes = a.k_bytes, a.red_bytes
-            run(commands(cfg), dry=a.cmd == "print")
-        elif a.cmd == "clear":
-            run([["tc", "qdisc", "del", "dev", a.dev, "root"]], dry=False)
-        else:
-            for what in ("qdisc", "class", "filter"):
-                print(subprocess.run(["tc", "-s", what, "show", "dev", a.dev], capture_output=True, text=True).stdout)
+        a.func(a)
     except (ValueError, RuntimeError) as e:
-        print(f"flexpass_nic: {e}", file=sys.stderr)
+        print(f"{getattr(a, 'tool', 'flexpass_nic')}: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv=None):
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -149,6 +149,7 @@ def cmd_nic(args, cfg: Config) -> int:
     """What a ``nics:`` entry configures: the same numbers for every edge kind."""
     from .config.derive import nic_credits_per_second, nic_meter
     from .config.entries import nic_entries
+    from .config.targets import nic_agent_flags
     nic = cfg.nic(args.nic)
     cir, burst = nic_meter(cfg, nic)
     entries = nic_entries(cfg, args.nic)
@@ -159,7 +160,8 @@ def cmd_nic(args, cfg: Config) -> int:
            "credits_per_second": nic_credits_per_second(cfg, nic),
            "credit_meter": {"cir_bytes_per_s": cir, "burst_bytes": burst},
            "pna_entries": [e.describe() for e in entries],
-           "apply": f"{apply_cmd} --config {args.config} --nic {nic.name}" if apply_cmd else None}
+           "apply": f"{apply_cmd} --config {args.config} --nic {nic.name}" if apply_cmd else None,
+           "agent": f"flexpass agent {nic_agent_flags(nic.edge, nic.device)}"}
     if args.json:
         print(json.dumps(out))
         return 0
@@ -172,6 +174,7 @@ def cmd_nic(args, cfg: Config) -> int:
         print(f"    {e}")
     if apply_cmd:
         print(f"  apply: {out['apply']}")
+    print(f"  agent: {out['agent']} (the edge polices the host's credits; the agent paces flows only)")
     return 0
 
 

@@ -128,6 +128,9 @@ def test_ctl_nic_prints_the_meter_and_entries(capsys):
     assert (out["credit_meter"]["cir_bytes_per_s"], out["credit_meter"]["burst_bytes"]) == nic_meter(cfg, cfg.nic("h1"))
     assert out["apply"].startswith("nic/flexpass_nic.py ebpf apply --config")
     assert any(e.startswith("nic_port[input_port=0] -> send_to(port=1)") for e in out["pna_entries"])
+    # The agent is told the edge polices its credits, and where the eBPF edge's maps are.
+    dev = cfg.nic("h1").device
+    assert out["agent"] == f"flexpass agent --nic-edge ebpf --nic-edge-maps /sys/fs/bpf/flexpass-edge/{dev}/tc/globals"
 
 
 def test_ctl_refuses_a_bad_nic_naming_the_key(tmp_path, capsys):

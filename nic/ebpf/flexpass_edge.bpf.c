@@ -112,30 +112,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } credit_bucket SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NIC_EVT_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} nic_events SEC(".maps");
+// A pinned array of `entries` u64 counters (read by the loader and the agent by name).
+#define COUNTER_ARRAY(name, entries)                 \
+	struct {                                     \
+		__uint(type, BPF_MAP_TYPE_ARRAY);    \
+		__uint(max_entries, entries);        \
+		__type(key, __u32);                  \
+		__type(value, __u64);                \
+		__uint(pinning, LIBBPF_PIN_BY_NAME); \
+	} name SEC(".maps")
+
+COUNTER_ARRAY(nic_events, NIC_EVT_COUNT);
 
 // Packets and IPv4 bytes per (kind, colour) that left: what the PNA program counts.
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CLASS_COUNTER_SIZE);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} class_packets SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CLASS_COUNTER_SIZE);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} class_bytes SEC(".maps");
+COUNTER_ARRAY(class_packets, CLASS_COUNTER_SIZE);
+COUNTER_ARRAY(class_bytes, CLASS_COUNTER_SIZE);
 
 // Credits passed per flow (sender = the credit's destination, receiver = its source,
 // flow_id; docs/protocol.md §2): the PNA program's flow_credits, here add-on-miss with

@@ -9,20 +9,16 @@ as the PNA program does). Root and clang: skipped loudly without them.
 
 import json
 import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from edge_env import REPO, ebpf_skip_reason, require_ebpf
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "nic"))
-import flexpass_ebpf as E  # noqa: E402
-import flexpass_nic as N  # noqa: E402
-from flexpass_cp import frames  # noqa: E402
-from flexpass_cp.config import load_config  # noqa: E402
-from flexpass_cp.config.derive import Derived, nic_credit_meter  # noqa: E402
-from flexpass_cp.config.targets import is_tofino  # noqa: E402
+import flexpass_ebpf as E
+import flexpass_nic as N
+from flexpass_cp import frames
+from flexpass_cp.config import load_config
+from flexpass_cp.config.derive import Derived, nic_credit_meter
+from flexpass_cp.config.targets import is_tofino
 
 VECTORS = json.loads((REPO / "docs" / "protocol-vectors.json").read_text())
 DSCP = N.DEFAULT_DSCP
@@ -35,8 +31,7 @@ EXPECT = {"credit": ("credit", "green", "1:10"), "proactive_data": ("proactive_d
           "legacy": ("legacy", "green", "1:30")}
 S = 10**9
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("clang") or shutil.which("clang-14")),
-                                reason="SKIPPED eBPF edge: needs root (bpf(2), tc, netns) and clang")
+needs_root = pytest.mark.skipif(ebpf_skip_reason() is not None, reason=f"SKIPPED eBPF edge: {ebpf_skip_reason()}")
 
 
 def test_edge_meter_is_the_switch_meter():
@@ -91,12 +86,7 @@ def test_missing_tools_are_named(monkeypatch):
 
 @pytest.fixture(scope="module")
 def edge():
-    if os.geteuid() != 0:
-        pytest.skip("SKIPPED eBPF edge: needs root (bpf(2), tc, netns)")
-    try:
-        E.find_clang()
-    except E.EdgeError as e:
-        pytest.skip(f"SKIPPED eBPF edge: {e}")
+    require_ebpf("eBPF edge")
     cfg = E.EdgeConfig(N.NicConfig(dev="lo", link_mbit=100))
     with E.scratch_edge(cfg, test_clock_ns=S) as (fd, maps):
         yield fd, maps, cfg

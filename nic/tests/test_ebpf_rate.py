@@ -7,19 +7,16 @@ meter, derive.nic_credit_meter) within 3 %, and no data packet may be dropped by
 """
 
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+from edge_env import REPO, sh
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "nic"))
-import flexpass_ebpf as E  # noqa: E402
-import flexpass_nic as N  # noqa: E402
+import flexpass_ebpf as E
+import flexpass_nic as N
 
 TRAFFIC = Path(__file__).resolve().parent / "edge_traffic.py"
 NIC = REPO / "nic" / "flexpass_nic.py"
@@ -38,45 +35,6 @@ def busiest(times, window):
             j += 1
         best = max(best, j - i)
     return best
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
-@pytest.fixture
-def veth_pair():
-    if os.geteuid() != 0:
-        pytest.skip("SKIPPED eBPF edge rate: needs root (netns, veth, tc, bpf(2))")
-    try:
-        E.find_clang()
-    except E.EdgeError as e:
-        pytest.skip(f"SKIPPED eBPF edge rate: {e}")
-    tag = os.getpid()
-    a, b = f"fpea{tag}", f"fpeb{tag}"
-    bpffs = tempfile.mkdtemp(prefix="flexpass-bpffs-")
-    created = []
-    try:
-        sh("mount", "-t", "bpf", "bpf", bpffs)
-        created.append("bpffs")
-        for ns in (a, b):
-            sh("ip", "netns", "add", ns)
-            created.append(ns)
-        sh("ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b)
-        for ns, dev, ip, peer_mac_dev in ((a, "va", "10.9.0.1/24", "vb"), (b, "vb", "10.9.0.2/24", "va")):
-            sh("ip", "-n", ns, "addr", "add", ip, "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        mac_b = json.loads(sh("ip", "-n", b, "-j", "link", "show", "vb").stdout)[0]["address"]
-        sh("ip", "-n", a, "neigh", "replace", "10.9.0.2", "lladdr", mac_b, "dev", "va")  # no ARP in the count
-        yield a, b, bpffs
-    finally:
-        for ns in (a, b):
-            if ns in created:
-                sh("ip", "netns", "del", ns, check=False)
-        if "bpffs" in created:
-            sh("umount", bpffs, check=False)
-        os.rmdir(bpffs)
 
 
 @pytest.mark.parametrize("link_mbit, w_q", [(40, 0.5), (100, 0.25)])

@@ -69,3 +69,22 @@ MAX_CREDIT_WIRE_BYTES = 92
 #: The eBPF NIC edge (nic/ebpf/flexpass_edge.bpf.c) refills its token bucket for at most
 #: 1 s at its rate in nano-bytes, which keeps the arithmetic in u64 up to this rate.
 EBPF_EDGE_MAX_CREDIT_BYTES_PER_S = 10**10
+
+#: Where the eBPF edge of device DEV pins its maps: <bpffs>/flexpass-edge/DEV/tc/globals
+#: (tc pins by name under TC_BPF_MNT/tc/globals; nic/flexpass_ebpf.py apply).
+EBPF_EDGE_PIN_DIR = "flexpass-edge"
+DEFAULT_BPFFS = "/sys/fs/bpf"
+
+
+def ebpf_edge_maps(device: str, bpffs: str = DEFAULT_BPFFS) -> str:
+    return f"{bpffs.rstrip('/')}/{EBPF_EDGE_PIN_DIR}/{device}/tc/globals"
+
+
+def nic_agent_flags(edge: str, device: str, bpffs: str = DEFAULT_BPFFS) -> str:
+    """The host agent's flags for a host whose NIC edge is ``edge`` (a ``nics:`` entry's):
+    every edge polices the host's credits, so the agent must not police them again
+    (docs/agent-api.md, `credit_limit`); with the eBPF edge it can read the edge's counters."""
+    flags = f"--nic-edge {edge}"
+    if edge == "ebpf":
+        flags += f" --nic-edge-maps {ebpf_edge_maps(device, bpffs)}"
+    return flags

@@ -7,6 +7,7 @@
 //! op and the field. A reply is one JSON line with `"ok"`: true with the fields below, false
 //! with `"error"` (keys in sorted order).
 
+pub use crate::edge::{CreditLimitStatus, EdgeCounters, NicEdge};
 use crate::stats::EndpointStats;
 use crate::xdp::XdpInfo;
 use flexpass_core::SenderStats;
@@ -296,6 +297,8 @@ pub struct Status {
     /// The endpoint's counters (docs/agent-api.md lists the half-open ones).
     pub endpoint: EndpointStats,
     pub datapath: DatapathStatus,
+    /// Who limits the host's credits: the agent or the NIC edge (crate::edge).
+    pub credit_limit: CreditLimitStatus,
     pub api: ApiStatus,
     pub memory: Memory,
     pub tables: Tables,
@@ -676,6 +679,19 @@ mod tests {
             datapath: DatapathStatus {
                 kind: "udp",
                 xdp: None,
+            },
+            credit_limit: CreditLimitStatus {
+                policed_by: "edge",
+                nic_edge: NicEdge::Ebpf,
+                agent_bytes_per_s: None,
+                edge: Some(EdgeCounters {
+                    maps: "/sys/fs/bpf/flexpass-edge/eth0/tc/globals".into(),
+                    credit_rate_bytes_per_s: 23_119,
+                    credit_burst_bytes: 120,
+                    credits_passed: 38_511,
+                    credits_dropped: 4_107,
+                }),
+                edge_error: None,
             },
             api: ApiStatus::default(),
             memory: Memory {

@@ -5,6 +5,7 @@ pub mod api;
 pub mod arbitrator;
 pub mod daemon;
 pub mod datapath;
+pub mod edge;
 pub mod endpoint;
 mod flow;
 pub mod frame;

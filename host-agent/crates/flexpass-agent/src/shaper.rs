@@ -1,6 +1,7 @@
 //! What the host lets out and in, like a NIC's Q0 (ExpressPass: "host and switch perform
-//! credit rate-limiting"): the credit shaper at the link's credit rate, the limit on credits
-//! arriving for this host's senders, and FlashPass's emulation queue. All are token buckets.
+//! credit rate-limiting"): the credit shaper at the link's credit rate (off when the NIC edge
+//! polices the host's credits: crate::edge), the limit on credits arriving for this host's
+//! senders, and FlashPass's emulation queue. All are token buckets.
 
 use crate::stats::EndpointStats;
 use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
@@ -108,13 +109,22 @@ impl EmulationQueue {
 /// at most `max_frame_wire(mtu)` B, 1538 at a 1500 B MTU), EMULATION packets out.
 pub(crate) struct HostShaper {
     pub(crate) credits_out: TokenBucket,
+    /// Whether `credits_out` applies: false when the NIC edge polices the host's credits
+    /// (crate::edge; the edge polices egress only, so `credits_in` always applies).
+    pub(crate) police_credits_out: bool,
     pub(crate) credits_in: TokenBucket,
     emulation: EmulationQueue,
 }
 
 impl HostShaper {
-    pub(crate) fn new(link_bps: f64, mtu: usize, credit_batch: u32) -> Self {
+    pub(crate) fn new(
+        link_bps: f64,
+        mtu: usize,
+        credit_batch: u32,
+        police_credits_out: bool,
+    ) -> Self {
         HostShaper {
+            police_credits_out,
             // Credits of all flows share the link's full credit rate at most; FlexPass flows
             // additionally stay within w_q through their max_rate (FlexPass §4.1).
             credits_out: TokenBucket::new(
@@ -148,7 +158,7 @@ impl HostShaper {
                     stats.credits_dropped_rx_backlog += 1;
                     return false;
                 }
-                if !self.credits_out.admit(now, t.packet.wire_len()) {
+                if self.police_credits_out && !self.credits_out.admit(now, t.packet.wire_len()) {
                     stats.credits_rate_limited += 1;
                     return false;
                 }
@@ -170,5 +180,48 @@ impl HostShaper {
     /// would, against forged credit floods).
     pub(crate) fn admit_credit_in(&mut self, now: Nanos) -> bool {
         self.credits_in.admit(now, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flexpass_wire::{Credit, TransportKind};
+
+    /// Credits offered at twice the link's credit rate for 10 ms: the agent's shaper passes
+    /// the rate when it polices, and every credit when the NIC edge does (the edge has no
+    /// timers: the flows' pacing is untouched); the receive-backlog stop applies either way.
+    #[test]
+    fn the_host_credit_limit_applies_only_when_the_agent_polices() {
+        let (link, mtu) = (10e9, 1500);
+        let credit = Transmit::new(
+            Packet::Credit(Credit {
+                flow_id: 1,
+                credit_seq: 0,
+                padding: 6,
+            }),
+            TransportKind::ExpressPass,
+        );
+        let per_s = credit_rate_for_link_mtu(link, 1.0, mtu);
+        let offered = (2.0 * per_s / 100.0) as u64; // in 10 ms
+        for police in [true, false] {
+            let mut h = HostShaper::new(link, mtu, 1, police);
+            let mut stats = EndpointStats::default();
+            let passed = (0..offered)
+                .filter(|i| h.admit_out(&credit, i * 10_000_000 / offered, || 0.0, &mut stats))
+                .count() as f64;
+            if police {
+                assert!(
+                    (passed - per_s / 100.0).abs() <= 3.0,
+                    "{passed} vs {}",
+                    per_s / 100.0
+                );
+                assert_eq!(stats.credits_rate_limited, offered - passed as u64);
+            } else {
+                assert_eq!((passed as u64, stats.credits_rate_limited), (offered, 0));
+            }
+            assert!(!h.admit_out(&credit, 20_000_000, || 0.5, &mut stats));
+            assert_eq!(stats.credits_dropped_rx_backlog, 1);
+        }
     }
 }

@@ -394,6 +394,39 @@ mod tests {
         assert_eq!(a.load, 1.0);
     }
 
+    /// The NIC edge: a config key like any flag (the control plane's `nics:` vocabulary),
+    /// an unknown edge named, and the eBPF maps refused for another edge.
+    #[test]
+    fn the_nic_edge_is_a_flag_and_a_config_key() {
+        use flexpass_agent::edge::NicEdge;
+        let p = temp_config(
+            "edge",
+            "nic-edge = \"ebpf\"\nnic-edge-maps = \"/sys/fs/bpf/x\"\n",
+        );
+        let cli = parse(&["agent", "--config", p.to_str().unwrap()]).unwrap();
+        let Cmd::Agent(a) = cli.cmd else {
+            panic!("not agent")
+        };
+        assert_eq!(a.net.nic_edge, NicEdge::Ebpf);
+        assert!(a.net.validate().is_ok());
+        let cli = parse(&["serve"]).unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        assert_eq!(a.net.nic_edge, NicEdge::None);
+        let e = parse_err(&["serve", "--nic-edge", "smartnic"]);
+        assert!(e.contains("none, qdisc, ebpf or pna"), "{e}");
+        let cli = parse(&["serve", "--nic-edge", "qdisc", "--nic-edge-maps", "/x"]).unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        let e = a.net.validate().unwrap_err();
+        assert!(
+            e.contains("--nic-edge-maps") && e.contains("not qdisc"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn command_line_overrides_file() {
         let p = temp_config(

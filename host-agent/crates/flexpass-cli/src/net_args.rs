@@ -108,6 +108,18 @@ pub struct NetArgs {
     /// PASE: arbitration interval, µs: one ARBITRATION_REQUEST per pase flow per interval.
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_ARBITRATION_INTERVAL as f64 / 1e3)]
     pub arbitration_interval_us: f64,
+    /// The host's NIC edge, as the control plane's `nics:` entry names it (`flexpass-ctl nic`
+    /// prints this flag): `qdisc`, `ebpf` or `pna` police the host's credit rate on the wire,
+    /// and the agent then does not police it again (its per-flow credit pacing stays: the
+    /// edge has no timers); `none`: the agent polices (docs/smartnic.md). `status` →
+    /// `credit_limit` says which side does.
+    #[arg(long, default_value = "none")]
+    pub nic_edge: flexpass_agent::edge::NicEdge,
+    /// With `--nic-edge ebpf`: the edge's pinned maps (`<bpffs>/flexpass-edge/<dev>/tc/globals`,
+    /// as `nic/flexpass_ebpf.py apply` prints): `status` → `credit_limit.edge` reads its
+    /// rate and credit counters there.
+    #[arg(long, value_name = "DIR")]
+    pub nic_edge_maps: Option<std::path::PathBuf>,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -178,6 +190,12 @@ impl NetArgs {
                 self.arbitration_interval_us
             ));
         }
+        if self.nic_edge_maps.is_some() && self.nic_edge != flexpass_agent::edge::NicEdge::Ebpf {
+            return Err(format!(
+                "--nic-edge-maps reads the eBPF edge's maps: it needs --nic-edge ebpf, not {}",
+                self.nic_edge.as_str()
+            ));
+        }
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
@@ -235,6 +253,14 @@ impl NetArgs {
         c.xdp_queue = self.xdp_queue.clone();
         c.arbitrator = self.arbitrator;
         c.arbitration_interval = (self.arbitration_interval_us * 1e3) as u64;
+        c.nic_edge = self.nic_edge;
+        c.nic_edge_maps = self.nic_edge_maps.clone();
+        if c.nic_edge.polices_credits() {
+            log::info!(
+                "flexpass: the NIC edge ({}) polices this host's credits; the agent paces flows only",
+                c.nic_edge.as_str()
+            );
+        }
         c.route_hint = peers.iter().find_map(|p| match p {
             SocketAddr::V4(a) => Some(*a.ip()),
             SocketAddr::V6(_) => None,

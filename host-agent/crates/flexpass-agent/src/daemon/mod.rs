@@ -477,6 +477,7 @@ impl Daemon {
                 kind: self.ep.stats.datapath,
                 xdp: self.ep.xdp_info().cloned(),
             },
+            credit_limit: self.ep.credit_limit(),
             api: ApiStatus {
                 clients: self.clients.len(),
                 refused: self.refusals.count,

@@ -6,10 +6,12 @@ use crate::admission::{
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
 };
 use crate::datapath::DatapathMode;
+use crate::edge::NicEdge;
 use crate::shaper::{credit_burst_bytes, credit_bytes_per_second, TokenBucket};
 use flexpass_core::{CreditConfig, Nanos, ReceiverConfig, SenderConfig, TargetLossRule};
 use flexpass_wire::{DscpPlan, TransportKind, DEFAULT_MTU, MAX_MTU, MIN_MTU};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 #[derive(Clone, Debug)]
 pub struct EndpointConfig {
@@ -95,6 +97,12 @@ pub struct EndpointConfig {
     /// PASE's arbitration interval: each PASE flow sends one ARBITRATION_REQUEST per
     /// interval while it has data.
     pub arbitration_interval: Nanos,
+    /// The host's NIC edge (crate::edge): any but `None` polices the host-wide credit rate,
+    /// and the agent's credit shaper then lets credits out unlimited (per-flow pacing stays).
+    pub nic_edge: NicEdge,
+    /// The eBPF edge's pinned maps (`<bpffs>/flexpass-edge/<dev>/tc/globals`): `status`
+    /// reads its counters there. Only with `nic_edge` Ebpf.
+    pub nic_edge_maps: Option<PathBuf>,
 }
 
 impl EndpointConfig {
@@ -130,6 +138,8 @@ impl EndpointConfig {
             route_hint: None,
             arbitrator: None,
             arbitration_interval: DEFAULT_ARBITRATION_INTERVAL,
+            nic_edge: NicEdge::None,
+            nic_edge_maps: None,
         }
     }
 
@@ -151,6 +161,12 @@ impl EndpointConfig {
         }
         if self.base_rtt == 0 {
             return Err("base RTT must be > 0".into());
+        }
+        if self.nic_edge_maps.is_some() && self.nic_edge != NicEdge::Ebpf {
+            return Err(format!(
+                "--nic-edge-maps reads the eBPF edge's maps: it needs --nic-edge ebpf, not {}",
+                self.nic_edge.as_str()
+            ));
         }
         if self.arbitration_interval == 0 {
             return Err("PASE arbitration interval must be > 0".into());

@@ -24,6 +24,7 @@ pub use crate::stats::EndpointStats;
 use crate::admission::Admission;
 use crate::api::EndpointTables;
 use crate::datapath::Datapath;
+use crate::edge::CreditLimitStatus;
 use crate::pase_arbitration::PaseRequests;
 use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
@@ -162,7 +163,12 @@ impl Endpoint {
             track_changes: false,
             accepted: VecDeque::new(),
             ack_holds: Vec::new(),
-            shaper: HostShaper::new(cfg.link_bps, cfg.mtu, cfg.credit_batch),
+            shaper: HostShaper::new(
+                cfg.link_bps,
+                cfg.mtu,
+                cfg.credit_batch,
+                !cfg.nic_edge.polices_credits(),
+            ),
             admission: cfg.admission(),
             pase: PaseRequests::new(cfg.arbitrator, cfg.arbitration_interval),
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
@@ -436,6 +442,30 @@ impl Endpoint {
     /// Whether a receiver is half-open (not confirmed yet).
     pub fn is_half_open(&self, key: FlowKey) -> bool {
         self.admission.is_half_open(key)
+    }
+
+    /// Who limits this host's credits (`status` → `credit_limit`): the agent's credit
+    /// shaper, or the NIC edge, whose counters are read from its pinned maps if given.
+    pub fn credit_limit(&self) -> CreditLimitStatus {
+        let edge = self.cfg.nic_edge;
+        let read = self
+            .cfg
+            .nic_edge_maps
+            .as_deref()
+            .map(crate::edge::read_edge);
+        let (counters, error) = match read {
+            Some(Ok(c)) => (Some(c), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let policed = self.shaper.police_credits_out;
+        CreditLimitStatus {
+            policed_by: if policed { "agent" } else { "edge" },
+            nic_edge: edge,
+            agent_bytes_per_s: policed.then_some(self.shaper.credits_out.per_ns * 1e9),
+            edge: counters,
+            edge_error: error,
+        }
     }
 
     /// Sizes of the endpoint's tables (memory report).
