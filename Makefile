@@ -263,7 +263,7 @@ fidelity: build
 
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18, PASE Fig. 10) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
-FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack pase-queues pase-pruning
+FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack pase-queues pase-pruning pase-delegation pase-probing
 figures: build
 	@for f in $(FIGURES); do \
 	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done

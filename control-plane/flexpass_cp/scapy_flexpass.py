@@ -164,11 +164,13 @@ FLAG_CONN = 0x08
 FLAG_COOKIE = 0x10
 FLAG_IDLE = 0x20
 FLAG_PRIO = 0x40  # DATA: a 4-byte priority (pFabric: remaining size) follows tsval
+FLAG_PROBE = 0x80  # REACTIVE_DATA: a PASE probe, the bare 28-byte header (protocol.md §6.2)
+PROBE_SEQ = 0xFFFFFFFF  # subflow_seq of every probe, ack_seq of its answer
 PRIORITY_LEN = 4
 
 ALLOWED_FLAGS = {t: 0 for t in TYPE_NAMES}
 ALLOWED_FLAGS[T_PROACTIVE_DATA] = FLAG_FIN | FLAG_RETX | FLAG_PRIO
-ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX | FLAG_PRIO
+ALLOWED_FLAGS[T_REACTIVE_DATA] = FLAG_FIN | FLAG_RETX | FLAG_PRIO | FLAG_PROBE
 ALLOWED_FLAGS[T_ACK] = FLAG_ECE
 ALLOWED_FLAGS[T_HELLO] = FLAG_CONN | FLAG_COOKIE | FLAG_IDLE
 ALLOWED_FLAGS[T_HELLO_ACK] = FLAG_COOKIE
@@ -304,7 +306,12 @@ def decode(buf: bytes) -> Dict[str, Any]:
             raise FlexPassDecodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
         priority = struct.unpack_from("!I", buf, DATA_HEADER_LEN)[0] if flags & FLAG_PRIO else None
         payload = buf[header:]
-        if not payload and not fin:
+        if flags & FLAG_PROBE:
+            if flags != FLAG_PROBE:
+                raise FlexPassDecodeError("InvalidFlags", f"probe flags {flags:#04x}")
+            if payload:
+                raise FlexPassDecodeError("LengthMismatch", f"probe of {n} bytes, not 28")
+        elif not payload and not fin:
             raise FlexPassDecodeError("EmptyPayload")
         if flow_seq + len(payload) > U64_MAX:
             raise FlexPassDecodeError("SeqOverflow", f"{flow_seq} + {len(payload)}")
@@ -489,15 +496,18 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         fin = bool(pkt.get("fin", False))
         if t == T_REACTIVE_DATA and credit_seq != 0:
             raise FlexPassEncodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
-        if not payload and not fin:
-            raise FlexPassEncodeError("EmptyPayload")
         priority = _uint(pkt, "priority", 32) if "priority" in pkt else None
+        probe = (not payload and not fin and t == T_REACTIVE_DATA and priority is None
+                 and not pkt.get("retransmission"))
+        if not payload and not fin and not probe:
+            raise FlexPassEncodeError("EmptyPayload")
         header = DATA_HEADER_LEN + (PRIORITY_LEN if priority is not None else 0)
         if header + len(payload) > MAX_MESSAGE_LEN:
             raise FlexPassEncodeError("TooLong", f"{header + len(payload)} bytes")
         if flow_seq + len(payload) > U64_MAX:
             raise FlexPassEncodeError("SeqOverflow")
-        flags = (FLAG_FIN if fin else 0) | (FLAG_RETX if pkt.get("retransmission") else 0)
+        flags = ((FLAG_FIN if fin else 0) | (FLAG_RETX if pkt.get("retransmission") else 0)
+                 | (FLAG_PROBE if probe else 0))
         body = struct.pack("!QIII", flow_seq, _uint(pkt, "subflow_seq", 32), credit_seq,
                            _uint(pkt, "tsval", 32))
         if priority is not None:
@@ -598,7 +608,7 @@ def encode(pkt: Dict[str, Any]) -> bytes:
 # Scapy layers
 # ---------------------------------------------------------------------------
 
-_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "COOKIE", "F5", "PRIO", "F7"]  # bit 0 first
+_FLAG_NAMES = ["FIN", "ECE", "RETX", "CONN", "COOKIE", "F5", "PRIO", "PROBE"]  # bit 0 first
 
 
 class _FixedBody(Packet):

@@ -64,7 +64,9 @@ def _type_code(pkt):
 def _flags(pkt):
     if pkt["type"] == "data":
         return ((0x01 if pkt["fin"] else 0) | (0x04 if pkt["retransmission"] else 0)
-                | (0x40 if "priority" in pkt else 0))
+                | (0x40 if "priority" in pkt else 0)
+                | (0x80 if pkt["subflow"] == "reactive" and not pkt["payload"] and not pkt["fin"]
+                   else 0))
     if pkt["type"] == "ack":
         return 0x02 if pkt["ece"] else 0
     if pkt["type"] == "hello":
@@ -375,8 +377,14 @@ def test_encode_rejects_invalid_values():
         encode(base)
     assert exc.value.kind == "NonZeroCreditSeq"
     with pytest.raises(FlexPassEncodeError) as exc:
-        encode({**base, "credit_seq": 0, "payload": ""})
+        encode({**base, "subflow": "proactive", "payload": ""})
     assert exc.value.kind == "EmptyPayload"
+    with pytest.raises(FlexPassEncodeError) as exc:
+        encode({**base, "credit_seq": 0, "payload": "", "retransmission": True})
+    assert exc.value.kind == "EmptyPayload"
+    # An empty REACTIVE_DATA with nothing else set is a PASE probe: flag PROBE, 28 bytes.
+    probe = encode({**base, "credit_seq": 0, "payload": "", "subflow_seq": 0xFFFFFFFF})
+    assert len(probe) == 28 and probe[1] == 0x80
     with pytest.raises(FlexPassEncodeError) as exc:
         encode({"type": "credit", "flow_id": 1, "credit_seq": 0, "padding": 15})
     assert exc.value.kind == "BadCreditPadding"

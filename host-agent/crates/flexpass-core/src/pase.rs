@@ -24,8 +24,12 @@
 //! (flexpass-agent pase_arbitration.rs) and the arbitrator process (arbitrator.rs,
 //! `flexpass arbitrator`), which runs `arbitrate` below.
 //!
-//! Not here (next slice of issue #26): delegation (§3.1), header-only probes in the lowest
-//! queue (§3.3).
+//! Delegation (§3.1: a parent arbitrator's capacity split into virtual links its children
+//! arbitrate locally) is `delegation`; the header-only probes of a flow in the lowest queue
+//! (§3.3) are `probing`.
+
+pub mod delegation;
+pub mod probing;
 
 use crate::Nanos;
 
@@ -88,6 +92,10 @@ pub struct PaseConfig {
     pub base_rtt: Nanos,
     /// Use the reference rate (PASE); false: PASE-DCTCP, the queue only (§5 ablation).
     pub reference_rate: bool,
+    /// Probing (§3.3, `probing`): in the lowest queue, a header-only probe every RTT
+    /// instead of data. Off by default (§5 evaluates it as an addition).
+    #[serde(default)]
+    pub probing: bool,
 }
 
 impl Default for PaseConfig {
@@ -97,6 +105,7 @@ impl Default for PaseConfig {
             line_rate_bps: 10e9,
             base_rtt: 40_000,
             reference_rate: true,
+            probing: false,
         }
     }
 }
@@ -113,6 +122,11 @@ impl PaseConfig {
     }
 
     /// Before any arbitration the flow is alone on its link: top queue, line rate.
+    /// Is `queue` the lowest of several (where probing applies)?
+    pub fn is_lowest(&self, queue: u8) -> bool {
+        self.queues > 1 && queue == self.queues - 1
+    }
+
     pub fn initial(&self) -> Arbitration {
         Arbitration {
             queue: 0,

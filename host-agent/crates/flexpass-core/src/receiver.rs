@@ -394,6 +394,26 @@ impl Receiver {
                 got: d.priority,
             });
         }
+        if d.is_probe() {
+            // PASE §3.3: a header-only probe from the lowest queue. Nothing to deliver; the
+            // answer echoes it (ack_seq PROBE_SEQ) with its CE mark, which tells the sender
+            // whether the lowest queue has room.
+            if self.transport != TransportKind::Pase || d.subflow_seq != flexpass_wire::PROBE_SEQ {
+                return Err(Rejected::UnexpectedType(self.transport));
+            }
+            self.stats.ce_marked += u64::from(ce);
+            self.out.push_back(Packet::Ack(Ack {
+                flow_id: self.flow_id,
+                subflow: SubFlow::Reactive,
+                ece: ce,
+                cum_ack: self.reactive.cum_ack(),
+                ack_seq: flexpass_wire::PROBE_SEQ,
+                tsecr: d.tsval,
+                flow_ack: self.reassembly.next(),
+                sack: flexpass_wire::SackBlocks::new(),
+            }));
+            return Ok(());
+        }
         // Reassembly limits decide acceptance: a rejected packet is neither buffered nor
         // acknowledged (the sender sends it again).
         let inserted = self

@@ -13,6 +13,7 @@ fn config(reference_rate: bool) -> SenderConfig {
         line_rate_bps: 10e9,
         base_rtt: 40 * MICROS,
         reference_rate,
+        probing: false,
     };
     c
 }
@@ -172,4 +173,95 @@ fn without_any_arbitration_the_flow_completes_as_dctcp_in_its_queue() {
     assert_eq!(pair.s.arbitration().unwrap().queue, 0);
     let data = pair.count(harness::Dir::ToReceiver, |p| matches!(p, Packet::Data(_)));
     assert!(data >= 1_000_000 / pair.s.config().mss);
+}
+
+/// Probing (§3.3): once an arbitration puts the flow in the lowest queue it sends only
+/// header-only probes (REACTIVE_DATA without payload, `PROBE_SEQ`), one per RTT, in that
+/// queue; while their answers are ECN-marked it keeps probing; the first unmarked answer
+/// resumes data, and the flow completes byte for byte without a timeout.
+#[test]
+fn in_the_lowest_queue_only_probes_go_out_until_an_answer_shows_room() {
+    use harness::{Dir, Fate};
+    let mut c = config(true);
+    c.pase.probing = true;
+    let mut s = Sender::new(7, c, 1_000_000, 0).unwrap();
+    s.write(Bytes::from(harness::pattern(1_000_000)));
+    s.finish();
+    let is_probe = |p: &Packet| matches!(p, Packet::Data(d) if d.is_probe());
+    let mark_probes = |t: &flexpass_core::Transmit, dir: Dir, _now| {
+        let probe = matches!(&t.packet, Packet::Data(d) if d.is_probe());
+        Fate::Deliver {
+            delay: 10 * MICROS,
+            ce: probe && dir == Dir::ToReceiver,
+        }
+    };
+    let mut pair =
+        harness::Pair::new(s, harness::receiver(TransportKind::Pase)).with_path(mark_probes);
+    assert!(pair.run(1000 * MICROS, |p| p.s.is_established()));
+    let lowest = Arbitration {
+        queue: 7,
+        reference_rate_bps: 1e6,
+    };
+    pair.s.on_arbitration(7, lowest).unwrap();
+    let t0 = pair.now;
+    pair.run_until(t0 + 2000 * MICROS);
+    let after: Vec<(u64, Packet)> = pair
+        .sent(Dir::ToReceiver)
+        .filter(|&(t, _)| t > t0)
+        .map(|(t, p)| (t, p.clone()))
+        .collect();
+    let probes: Vec<u64> = after
+        .iter()
+        .filter(|(_, p)| is_probe(p))
+        .map(|&(t, _)| t)
+        .collect();
+    assert!(
+        after.iter().all(|(_, p)| is_probe(p)),
+        "data left while probing: {:?}",
+        after.iter().find(|(_, p)| !is_probe(p))
+    );
+    // One per RTT (≈ 20 µs here): 2 ms holds dozens, never two within an RTT.
+    assert!(probes.len() >= 20, "{} probes in 2 ms", probes.len());
+    assert!(probes.windows(2).all(|w| w[1] - w[0] >= 15 * MICROS));
+    assert_eq!(pair.s.stats().pase_probe_resumes, 0);
+    assert_eq!(pair.rejected_by_receiver + pair.rejected_by_sender, 0);
+    // The lowest queue drains: the next probe's answer is unmarked and data resumes.
+    pair.set_path(|_, _, _| Fate::after(10 * MICROS));
+    let done = pair.run(t0 + 200_000 * MICROS, |p| p.s.is_complete());
+    assert!(done, "acked {} of 1 MB", pair.s.acked_bytes());
+    assert_eq!(pair.delivered, harness::pattern(1_000_000));
+    assert_eq!(pair.s.stats().pase_probe_resumes, 1);
+    assert_eq!(pair.s.stats().timeouts, 0);
+    // The probe in flight when the path changed was marked; the next one resumed.
+    let sent = pair.s.stats().pase_probes as usize;
+    assert!(
+        (probes.len() + 1..=probes.len() + 2).contains(&sent),
+        "{sent} probes"
+    );
+}
+
+/// Without probing (the default) the same arbitration keeps data flowing in the lowest
+/// queue: no probe is ever sent.
+#[test]
+fn without_probing_the_lowest_queue_still_sends_data() {
+    use harness::Dir;
+    let mut s = Sender::new(7, config(true), 1_000_000, 0).unwrap();
+    s.write(Bytes::from(harness::pattern(1_000_000)));
+    s.finish();
+    let mut pair =
+        harness::Pair::new(s, harness::receiver(TransportKind::Pase)).with_delay(10 * MICROS);
+    assert!(pair.run(1000 * MICROS, |p| p.s.is_established()));
+    let lowest = Arbitration {
+        queue: 7,
+        reference_rate_bps: 1e6,
+    };
+    pair.s.on_arbitration(7, lowest).unwrap();
+    assert!(pair.run(200_000 * MICROS, |p| p.s.is_complete()));
+    assert_eq!(pair.delivered, harness::pattern(1_000_000));
+    let probes = pair.count(
+        Dir::ToReceiver,
+        |p| matches!(p, Packet::Data(d) if d.is_probe()),
+    );
+    assert_eq!(probes, 0);
+    assert_eq!(pair.s.stats().pase_probes, 0);
 }

@@ -279,6 +279,7 @@ impl Stack {
                 line_rate_bps: self.host_bps,
                 base_rtt: self.base_rtt.max(1),
                 reference_rate: self.pase.reference_rate,
+                probing: self.pase.probing,
             };
         }
         if f.transport == TransportKind::PFabric {
@@ -546,6 +547,10 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
             packet_bits / (rtt.max(1) as f64 * 1e-9),
         );
         arb.early_pruning_queues = p.early_pruning_queues;
+        arb.delegation_period = p.delegation.then(|| match p.delegation_period_us {
+            0 => 10 * rtt.max(1),
+            us => us * 1000,
+        });
         net.pase = Some(arb);
     }
     let mut monitors = vec![];

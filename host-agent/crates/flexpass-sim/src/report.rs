@@ -737,7 +737,11 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
         ppt: ppt_report(net, &ports),
         flashpass: flashpass_report(net),
-        pase: net.pase.as_ref().map(|p| p.stats),
+        pase: net.pase.as_ref().map(|p| crate::net::ArbitrationStats {
+            probes: sender_sum(|s| s.pase_probes),
+            probe_resumes: sender_sum(|s| s.pase_probe_resumes),
+            ..p.stats
+        }),
         control_drops: control,
         red_loss_rate: (red + nic_red) as f64 / data_sent.max(1) as f64,
         data_loss_rate: (full + red + nic - control) as f64 / data_sent.max(1) as f64,

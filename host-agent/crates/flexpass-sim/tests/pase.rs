@@ -81,3 +81,68 @@ fn early_pruning_sends_fewer_messages_with_the_same_fct_trend() {
         "pruned {p:.0} us vs full {f:.0} us"
     );
 }
+
+fn run_dumbbell(sets: &[&str]) -> RunReport {
+    common::run_small("small-pase-dumbbell.toml", sets)
+}
+
+/// Delegation (§3.1, Fig. 11): on the same seed and flows, the arbitrators above the ToR
+/// delegate their links to the ToRs, so a flow's updates stop at its ToR: fewer messages
+/// per round and fewer bytes on the links, even with the parents' periodic divisions
+/// counted; the ToRs made the decisions of the delegated links; every flow completes byte
+/// for byte and the AFCT stays within 10 % of full end-to-end arbitration.
+#[test]
+fn delegation_sends_fewer_arbitration_messages_than_none_on_the_same_seed() {
+    let full = run_dumbbell(&[]);
+    let delegated = run_dumbbell(&["host.pase.delegation=true"]);
+    let (f, d) = (afct(&full), afct(&delegated));
+    let (fs, ds) = (full.pase.expect("ran"), delegated.pase.expect("ran"));
+    eprintln!(
+        "AFCT us: full {f:.0}, delegation {d:.0}; messages {} / {}, link bytes {} / {}, \
+         rounds {} / {}, divisions {}, delegated decisions {}",
+        fs.messages,
+        ds.messages,
+        fs.link_bytes,
+        ds.link_bytes,
+        fs.rounds,
+        ds.rounds,
+        ds.delegations,
+        ds.delegated
+    );
+    assert_eq!(full.flows.len(), delegated.flows.len());
+    assert_eq!((fs.delegations, fs.delegated), (0, 0));
+    assert!(ds.delegations > 0 && ds.delegated > 0);
+    let per_round = |s: &flexpass_sim::net::ArbitrationStats| s.messages as f64 / s.rounds as f64;
+    assert!(
+        per_round(&ds) < 0.85 * per_round(&fs),
+        "{} vs {} messages per round",
+        per_round(&ds),
+        per_round(&fs)
+    );
+    let bytes_per_round =
+        |s: &flexpass_sim::net::ArbitrationStats| s.link_bytes as f64 / s.rounds as f64;
+    assert!(bytes_per_round(&ds) < 0.6 * bytes_per_round(&fs));
+    assert_eq!(ds.rejected, 0);
+    assert!(
+        (d - f).abs() <= 0.10 * f,
+        "delegation {d:.0} us vs full {f:.0} us"
+    );
+}
+
+/// Probing (§3.3) with two queues, so that flows behind a link's worth of demand reach the
+/// lowest queue: they send header-only probes, some answers show room and data resumes,
+/// and every flow still completes byte for byte.
+#[test]
+fn probing_flows_probe_in_the_lowest_queue_and_all_complete() {
+    let probing = run(&["host.pase.queues=2", "host.pase.probing=true"]);
+    let plain = run(&["host.pase.queues=2"]);
+    let (p, n) = (afct(&probing), afct(&plain));
+    let ps = probing.pase.expect("ran");
+    eprintln!(
+        "AFCT us: probing {p:.0}, without {n:.0}; probes {}, resumes {}",
+        ps.probes, ps.probe_resumes
+    );
+    assert!(ps.probes > 0, "no probe was sent");
+    assert!(ps.probe_resumes > 0, "no probe answer resumed data");
+    assert_eq!(plain.pase.expect("ran").probes, 0);
+}

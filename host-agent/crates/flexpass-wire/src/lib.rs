@@ -157,6 +157,14 @@ pub const FLAG_IDLE: u8 = 0x20;
 /// `DATA_HEADER_LEN + PRIORITY_LEN` bytes (pFabric §4: each packet carries its priority, the
 /// flow's remaining size; docs/protocol.md §6.2).
 pub const FLAG_PRIO: u8 = 0x40;
+/// PROBE flag (REACTIVE_DATA only): a header-only probe of transport pase (PASE §3.3,
+/// probing: a flow in the lowest priority queue sends one every RTT instead of data); no
+/// payload, no FIN, PRIO or RETX, `subflow_seq` = `PROBE_SEQ`; the receiver answers with an
+/// ACK echoing `PROBE_SEQ` and the probe's CE as ECE (docs/protocol.md §6.2, §11).
+pub const FLAG_PROBE: u8 = 0x80;
+/// The `subflow_seq` of every PASE probe and the `ack_seq` of its answer: never a data
+/// packet's (a sub-flow carries at most 2³² − 1 packets, numbered from 0).
+pub const PROBE_SEQ: u32 = u32::MAX;
 /// Length of the `priority` field of a DATA message with flag PRIO.
 pub const PRIORITY_LEN: usize = 4;
 

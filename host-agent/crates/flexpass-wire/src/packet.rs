@@ -20,9 +20,9 @@ use crate::{
     COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX, CREDIT_MSG_MIN,
     CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN, DATA_HEADER_LEN,
     EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN, EMULATION_LEN, FLAG_CONN, FLAG_COOKIE,
-    FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_RETX, HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN,
-    HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN, MAX_SACK_BLOCKS,
-    PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_PROBE, FLAG_RETX, HELLO_ACK_COOKIE_LEN,
+    HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN,
+    MAX_SACK_BLOCKS, PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -90,9 +90,8 @@ impl PacketType {
     /// Flag bits that may be set for this type (all others must be zero).
     pub fn allowed_flags(self) -> u8 {
         match self {
-            PacketType::ProactiveData | PacketType::ReactiveData => {
-                FLAG_FIN | FLAG_RETX | FLAG_PRIO
-            }
+            PacketType::ProactiveData => FLAG_FIN | FLAG_RETX | FLAG_PRIO,
+            PacketType::ReactiveData => FLAG_FIN | FLAG_RETX | FLAG_PRIO | FLAG_PROBE,
             PacketType::Ack => FLAG_ECE,
             PacketType::Hello => FLAG_CONN | FLAG_COOKIE | FLAG_IDLE,
             PacketType::HelloAck => FLAG_COOKIE,
@@ -370,11 +369,16 @@ pub struct Data {
     /// remaining size in bytes, saturating at 2^32 − 1). None: no field (every transport
     /// but pFabric).
     pub priority: Option<u32>,
-    /// Payload (may be empty only when `fin`).
+    /// Payload (may be empty only when `fin`, or in a PASE probe: `is_probe`).
     pub payload: Bytes,
 }
 
 impl Data {
+    /// A PASE probe (flag PROBE, §6.2): a header-only REACTIVE_DATA, not a FIN.
+    pub fn is_probe(&self) -> bool {
+        self.payload.is_empty() && !self.fin && self.subflow == SubFlow::Reactive
+    }
+
     /// Bytes before the payload: `DATA_HEADER_LEN`, plus `PRIORITY_LEN` with flag PRIO.
     pub fn header_len(&self) -> usize {
         DATA_HEADER_LEN
@@ -639,6 +643,7 @@ impl Packet {
                 (if d.fin { FLAG_FIN } else { 0 })
                     | (if d.retransmission { FLAG_RETX } else { 0 })
                     | (if d.priority.is_some() { FLAG_PRIO } else { 0 })
+                    | (if d.is_probe() { FLAG_PROBE } else { 0 })
             }
             Packet::Ack(a) if a.ece => FLAG_ECE,
             Packet::Hello(h) => {
@@ -751,7 +756,11 @@ impl Packet {
                 if d.subflow == SubFlow::Reactive && d.credit_seq != 0 {
                     return Err(EncodeError::NonZeroCreditSeq(d.credit_seq));
                 }
-                if d.payload.is_empty() && !d.fin {
+                // An empty segment is a FIN or a PASE probe (REACTIVE_DATA, nothing else set).
+                if d.payload.is_empty()
+                    && !d.fin
+                    && (d.subflow != SubFlow::Reactive || d.priority.is_some() || d.retransmission)
+                {
                     return Err(EncodeError::EmptyPayload);
                 }
                 let len = self.encoded_len();
@@ -986,7 +995,21 @@ fn decode_inner<'a>(
                 None
             };
             let payload = buf.get(header..).unwrap_or(&[]);
-            if payload.is_empty() && !fin {
+            if flags & FLAG_PROBE != 0 {
+                // A PASE probe is the bare header (§6.2): nothing else set, no payload.
+                if flags != FLAG_PROBE {
+                    return Err(DecodeError::InvalidFlags {
+                        msg_type: ty.to_wire(),
+                        flags,
+                    });
+                }
+                if !payload.is_empty() {
+                    return Err(DecodeError::LengthMismatch {
+                        expected: DATA_HEADER_LEN,
+                        got: len,
+                    });
+                }
+            } else if payload.is_empty() && !fin {
                 return Err(DecodeError::EmptyPayload);
             }
             // len <= 65535, so the cast is lossless.

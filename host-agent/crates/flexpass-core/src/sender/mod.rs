@@ -7,10 +7,11 @@
 //! scoreboards, the DCTCP window, the handshake, the control queue and the timer table
 //! (`timers`). What one transport adds is its `TransportPart` (`transport`): the credit loop
 //! of FlexPass and ExpressPass (`credits`), PPT's low-priority loop (`ppt`), FlashPass's
-//! emulation (`flashpass`).
+//! emulation (`flashpass`), PASE's arbitrations and probes (`pase`).
 
 mod credits;
 mod flashpass;
+mod pase;
 mod ppt;
 mod stats;
 mod timers;
@@ -21,7 +22,7 @@ pub use stats::{Rejected, SenderError, SenderStats};
 use crate::config::SenderConfig;
 use crate::dctcp::DctcpWindow;
 use crate::lcp::Lcp;
-use crate::pase::{Arbitration, ArbitrationError};
+use crate::pase::probing::Probing;
 use crate::scoreboard::{AckEvents, Scoreboard};
 use crate::send_buffer::{CreditChoice, Segment, SendBuffer};
 use crate::{wire_timestamp, Nanos, Transmit, MICROS};
@@ -29,6 +30,7 @@ use bytes::Bytes;
 use credits::CreditState;
 use flexpass_wire::{
     Ack, Data, Hello, HelloConn, HelloStatus, Packet, SubFlow, TrafficClass, TransportKind,
+    PROBE_SEQ,
 };
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -86,6 +88,8 @@ pub struct Sender {
     tlp: TlpState,
     timers: TimerTable,
     part: TransportPart,
+    /// PASE with probing (§3.3, `crate::pase::probing`).
+    probing: Option<Probing>,
 }
 
 impl Sender {
@@ -156,6 +160,8 @@ impl Sender {
             tlp: TlpState::Armed,
             timers: TimerTable::default(),
             part,
+            probing: (cfg.transport == TransportKind::Pase && cfg.pase.probing)
+                .then(Probing::default),
             cfg,
         })
     }
@@ -206,38 +212,6 @@ impl Sender {
     }
     pub fn is_established(&self) -> bool {
         self.handshake == Handshake::Established
-    }
-
-    /// PASE: the arbitration the flow follows (None for other transports).
-    pub fn arbitration(&self) -> Option<Arbitration> {
-        self.part.arbitration().copied()
-    }
-
-    /// PASE: an arbitration from the flow's arbitrators (`crate::pase`), checked first (it
-    /// may be forged): the data's queue from now on and, unless PASE-DCTCP, the window set
-    /// to the reference rate × base RTT when the answer changed (the DCTCP window then
-    /// adjusts it on ECN marks).
-    pub fn on_arbitration(&mut self, flow_id: u32, a: Arbitration) -> Result<(), ArbitrationError> {
-        if flow_id != self.flow_id {
-            return Err(ArbitrationError::WrongFlow {
-                expected: self.flow_id,
-                got: flow_id,
-            });
-        }
-        let TransportPart::Pase(current) = &mut self.part else {
-            return Err(ArbitrationError::NotPase(self.cfg.transport.name()));
-        };
-        a.validate(&self.cfg.pase)?;
-        // The same answer again leaves the window to DCTCP (self-adjusting within the queue);
-        // a new one sets it to the reference rate × the base RTT (not the measured RTT, which
-        // queueing inflates).
-        let changed = *current != a;
-        *current = a;
-        if changed && self.cfg.pase.reference_rate {
-            let w = crate::pase::window_for(&a, self.cfg.pase.base_rtt, self.buf.segment_size());
-            self.window.set_cwnd(w);
-        }
-        Ok(())
     }
 
     /// PPT: the low-priority loop (None for other transports).
@@ -440,6 +414,23 @@ impl Sender {
         if !self.part.acks_on(ack.subflow) {
             return Err(Rejected::UnexpectedType(self.cfg.transport));
         }
+        if ack.ack_seq == PROBE_SEQ && ack.subflow == SubFlow::Reactive {
+            // PASE §3.3: a probe's answer (no data packet has this sequence); without ECE
+            // it shows room in the lowest queue.
+            let Some(p) = self.probing.as_mut() else {
+                return Err(Rejected::UnexpectedType(self.cfg.transport));
+            };
+            let before = p.resumes;
+            p.on_probe_answer(ack.ece);
+            self.stats.pase_probe_resumes += p.resumes - before;
+            self.established(now);
+            return Ok(());
+        }
+        if ack.ece && ack.subflow == SubFlow::Reactive {
+            if let Some(p) = self.probing.as_mut() {
+                p.on_data_ece(now);
+            }
+        }
         if ack.flow_ack > self.buf.sent_limit() {
             return Err(Rejected::FlowAckBeyondSent {
                 flow_ack: ack.flow_ack,
@@ -616,6 +607,9 @@ impl Sender {
     /// A data packet for a credit, else within the DCTCP window (or as the tail-loss probe),
     /// else PPT's opportunistic packet.
     fn credit_or_window_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if self.probing.is_some_and(|p| p.holds_data()) {
+            return self.pase_probe(now);
+        }
         let proactive_retransmission = self.part.proactive_retransmission();
         while let Some(credit_seq) = self.part.credits_mut().and_then(|c| c.queue.pop_front()) {
             if self.windowed(SubFlow::Proactive)
@@ -814,6 +808,11 @@ impl Sender {
         self.timers.set(Timer::Hello, hello);
         self.timers.set(Timer::Rto, rto);
         self.timers.set(Timer::TailLossProbe, pto);
+        let probe = self
+            .probing
+            .and_then(|p| p.next_probe_at())
+            .filter(|_| self.handshake == Handshake::Established);
+        self.timers.set(Timer::PaseProbe, probe);
         self.arm_credit_timers();
         self.arm_lcp_timers();
         self.arm_flashpass_timers();
@@ -833,6 +832,7 @@ impl Sender {
             }
             Timer::LcpClose => self.close_lcp(),
             Timer::LcpPace
+            | Timer::PaseProbe
             | Timer::Slot
             | Timer::Emulation
             | Timer::EmulationControl

@@ -83,6 +83,12 @@ pub struct SenderStats {
     /// the only lost packet repairs the tail itself and is not counted here).
     pub tlp_probes: u64,
     pub tlp_recoveries: u64,
+    /// PASE probing (§3.3): header-only probes sent from the lowest queue, and the answers
+    /// that showed room (data resumed).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pase_probes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pase_probe_resumes: u64,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

@@ -26,6 +26,8 @@ pub(super) enum Timer {
     // Wake-ups: `poll_transmit` has something to send then; `handle_timeout` does nothing.
     /// PPT: the LCP's next paced packet.
     LcpPace,
+    /// PASE: the next probe of a flow in the lowest queue (§3.3).
+    PaseProbe,
     /// FlashPass: the next data slot T + T_wait.
     Slot,
     /// FlashPass: the next paced emulation packet.
@@ -38,7 +40,7 @@ pub(super) enum Timer {
 }
 
 impl Timer {
-    const COUNT: usize = 12;
+    const COUNT: usize = 13;
     pub(super) const ALL: [Timer; Timer::COUNT] = [
         Timer::ScheduledDataLoss,
         Timer::Hello,
@@ -48,6 +50,7 @@ impl Timer {
         Timer::CreditStop,
         Timer::LcpClose,
         Timer::LcpPace,
+        Timer::PaseProbe,
         Timer::Slot,
         Timer::Emulation,
         Timer::EmulationControl,
@@ -58,6 +61,7 @@ impl Timer {
     pub(super) fn is_wake_up(self) -> bool {
         match self {
             Timer::LcpPace
+            | Timer::PaseProbe
             | Timer::Slot
             | Timer::Emulation
             | Timer::EmulationControl

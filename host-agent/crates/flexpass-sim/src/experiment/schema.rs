@@ -282,6 +282,25 @@ pub struct PaseSpec {
     /// arbitrators; the others keep the arbitration so far. 0: off (every flow asks every
     /// arbitrator of its path).
     pub early_pruning_queues: u8,
+    /// (The keys below are left out of the echoed parameters when off, so the records of
+    /// runs without them stay as they were.)
+    /// Delegation (§3.1, Fig. 11): the arbitrators of links above a flow's ToR divide their
+    /// capacity into virtual links, one per ToR, from the ToRs' demand; a ToR arbitrates its
+    /// flows on them locally (end-to-end arbitration only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub delegation: bool,
+    /// How often a parent re-divides its link among its children, µs; 0: ten arbitration
+    /// intervals (ten base RTTs).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub delegation_period_us: u64,
+    /// Probing (§3.3): a flow in the lowest queue sends a header-only probe every RTT
+    /// instead of data, and resumes data when a probe's answer is not ECN-marked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub probing: bool,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Default for PaseSpec {
@@ -291,6 +310,9 @@ impl Default for PaseSpec {
             reference_rate: true,
             queues: 8,
             early_pruning_queues: 0,
+            delegation: false,
+            delegation_period_us: 0,
+            probing: false,
         }
     }
 }
@@ -302,6 +324,9 @@ impl PaseSpec {
             && self.reference_rate == d.reference_rate
             && self.queues == d.queues
             && self.early_pruning_queues == d.early_pruning_queues
+            && self.delegation == d.delegation
+            && self.delegation_period_us == d.delegation_period_us
+            && self.probing == d.probing
     }
 }
 

@@ -66,6 +66,18 @@ impl Experiment {
         check((1..=8).contains(&pase.queues), || {
             format!("host.pase.queues must be 1..=8, got {}", pase.queues)
         })?;
+        check(!pase.delegation || pase.arbitration == "end-to-end", || {
+            "host.pase.delegation needs host.pase.arbitration = \"end-to-end\" (local-only \
+             arbitration has no parent arbitrator)"
+                .to_string()
+        })?;
+        check(pase.delegation || pase.delegation_period_us == 0, || {
+            "host.pase.delegation_period_us is set but host.pase.delegation is off".to_string()
+        })?;
+        check(!pase.probing || pase.queues > 1, || {
+            "host.pase.probing needs host.pase.queues > 1 (a lowest queue below the others)"
+                .to_string()
+        })?;
         check(pase.early_pruning_queues < pase.queues, || {
             format!(
                 "host.pase.early_pruning_queues must be below host.pase.queues ({}; 0: off), got {}",

@@ -14,11 +14,21 @@
 //! Early pruning (§3.1, Fig. 11): the arbitrators are asked level by level up the path (the
 //! i-th link is level i); with `early_pruning_queues` = k > 0 a flow whose combined queue
 //! after a level is k or lower-priority asks no further (an upper arbitrator could only push
-//! it lower still) and keeps the arbitration so far. Delegation (a parent's capacity shared
-//! out to its children) is not modelled.
+//! it lower still) and keeps the arbitration so far.
+//!
+//! Delegation (§3.1, Fig. 11; `flexpass_core::pase::delegation`), with `delegation` on: the
+//! arbitrator of every link above a flow's first switch (the path's level 2 and up) is a
+//! parent, and the flow's first switch (its ToR, the level-1 arbitrator) a child: the parent
+//! divides its link into virtual links, one per child, from the children's demand (the sum
+//! of their flows' demands on the link) once per `delegation_period`, and the child
+//! arbitrates its own flows over its virtual link within the flow's exchange with it. So a
+//! flow's update and answer reach only its ToR; the division costs one report and one answer
+//! per (parent link, child) per period, crossing the links between them (level − 1 each
+//! way).
 
 use super::{Ev, Network, NodeId};
 use crate::packet::HostId;
+use flexpass_core::pase::delegation::{arbitrate_virtual, ChildDemand, Delegation};
 use flexpass_core::pase::{arbitrate, Arbitration, FlowDemand};
 use flexpass_core::Nanos;
 use flexpass_wire::TransportKind;
@@ -40,6 +50,11 @@ pub struct PaseArbitration {
     pub base_rate_bps: f64,
     /// Early pruning: only flows in the top this-many queues go up a level; 0: off.
     pub early_pruning_queues: u8,
+    /// Delegation: links above the ToR are divided into virtual links every period (None:
+    /// off).
+    pub delegation_period: Option<Nanos>,
+    /// The parent links' divisions in force.
+    delegations: BTreeMap<Link, Delegation>,
     pub stats: ArbitrationStats,
     ticking: bool,
     /// Indices of the PASE flows started and not yet complete (pruned every round), so a
@@ -60,6 +75,23 @@ pub struct ArbitrationStats {
     pub rejected: u64,
     /// Flows stopped short of the rest of their path by early pruning, summed over rounds.
     pub pruned: u64,
+    /// Delegation: divisions of a parent link among its children (their report and answer
+    /// messages are in `messages` and `link_bytes`); absent when off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub delegations: u64,
+    /// Flow decisions a child made over its virtual link (summed over rounds and levels).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub delegated: u64,
+    /// Probing (§3.3, summed over the PASE senders at the end of the run): probes sent,
+    /// and those whose answer showed room; absent when off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub probes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub probe_resumes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl PaseArbitration {
@@ -70,6 +102,8 @@ impl PaseArbitration {
             interval: interval.max(1),
             base_rate_bps,
             early_pruning_queues: 0,
+            delegation_period: None,
+            delegations: BTreeMap::new(),
             stats: ArbitrationStats::default(),
             ticking: false,
             active: Vec::new(),
@@ -190,6 +224,7 @@ impl Network {
             arb.interval,
             arb.early_pruning_queues,
         );
+        let delegation = arb.delegation_period.filter(|_| end_to_end);
         let active = self.pase_flows();
         // Per flow: its links, its demand (the host link's rate), the one-way delay to the
         // next level's arbitrator and to the farthest asked, and whether it still goes up.
@@ -228,24 +263,54 @@ impl Network {
         let mut decided: BTreeMap<u32, Arbitration> = BTreeMap::new();
         for level in 0.. {
             let mut by_link: BTreeMap<Link, Vec<FlowDemand>> = BTreeMap::new();
+            // Delegated levels: (parent link, child) → the child's flows on it.
+            let mut by_child: BTreeMap<(Link, NodeId), Vec<FlowDemand>> = BTreeMap::new();
             for a in asking.iter_mut().filter(|a| a.going_up) {
                 let Some(&(n, p)) = a.links.get(level) else {
                     a.going_up = false;
                     continue;
                 };
+                let demand = FlowDemand {
+                    flow: a.flow,
+                    remaining: a.remaining,
+                    demand_bps: a.demand_bps,
+                };
+                if delegation.is_some() && level >= 2 {
+                    // Answered by the flow's ToR (level 1) in the same exchange.
+                    by_child
+                        .entry(((n, p), a.links[1].0))
+                        .or_default()
+                        .push(demand);
+                    continue;
+                }
                 // The level's arbitrator is `level` links away: update and answer.
                 messages += 2;
                 link_bytes += 2 * level as u64 * MESSAGE_WIRE_BYTES;
                 a.farthest = a.one_way;
                 a.one_way += self.nodes[n].ports[p].link.delay;
-                by_link.entry((n, p)).or_default().push(FlowDemand {
-                    flow: a.flow,
-                    remaining: a.remaining,
-                    demand_bps: a.demand_bps,
-                });
+                by_link.entry((n, p)).or_default().push(demand);
             }
-            if by_link.is_empty() {
+            if by_link.is_empty() && by_child.is_empty() {
                 break;
+            }
+            if let Some(period) = delegation {
+                let (m, b) = self.delegate_links(&by_child, level, period);
+                messages += m;
+                link_bytes += b;
+                let arb = self.pase.as_mut().expect("checked");
+                let mut out = vec![];
+                for ((link, child), mut flows) in by_child {
+                    let share = arb.delegations[&link].share(child as u32);
+                    out.clear();
+                    arbitrate_virtual(share, queues, base, &mut flows, &mut out);
+                    arb.stats.delegated += out.len() as u64;
+                    for &(flow, a) in &out {
+                        decided
+                            .entry(flow)
+                            .and_modify(|c| *c = c.combine(a))
+                            .or_insert(a);
+                    }
+                }
             }
             for (flow, a) in self.run_arbitrators(by_link, queues, base) {
                 decided
@@ -287,6 +352,42 @@ impl Network {
             let at = self.now + interval;
             self.schedule(at, Ev::Arbitrate);
         }
+    }
+
+    /// Delegation: every parent link of `by_child` whose period is up (or that has none
+    /// yet) is divided among its children from their demand now. Returns the messages and
+    /// link bytes: per child one report and one answer, `level` − 1 links each way.
+    fn delegate_links(
+        &mut self,
+        by_child: &BTreeMap<(Link, NodeId), Vec<FlowDemand>>,
+        level: usize,
+        period: Nanos,
+    ) -> (u64, u64) {
+        let mut demands: BTreeMap<Link, Vec<ChildDemand>> = BTreeMap::new();
+        for (&(link, child), flows) in by_child {
+            demands.entry(link).or_default().push(ChildDemand {
+                child: child as u32,
+                demand_bps: flows.iter().map(|f| f.demand_bps).sum(),
+            });
+        }
+        let now = self.now;
+        let capacity = |l: &Link| self.nodes[l.0].ports[l.1].link.bps;
+        let capacities: Vec<(Link, f64)> = demands.keys().map(|l| (*l, capacity(l))).collect();
+        let arb = self.pase.as_mut().expect("checked");
+        let (mut messages, mut bytes) = (0u64, 0u64);
+        for (link, c) in capacities {
+            let d = arb
+                .delegations
+                .entry(link)
+                .or_insert_with(|| Delegation::new(c, period));
+            if d.due(now) {
+                let children = d.update(now, &demands[&link]) as u64;
+                arb.stats.delegations += 1;
+                messages += 2 * children;
+                bytes += 2 * children * (level as u64 - 1) * MESSAGE_WIRE_BYTES;
+            }
+        }
+        (messages, bytes)
     }
 
     /// An arbitration answer reaches its sender.
