@@ -590,6 +590,42 @@ class PptProfile(ProfileTest):
             time.sleep(0.5)
 
 
+class PaseOnPriorityProfile(ProfileTest):
+    """PASE (Munir et al. SIGCOMM'14 §3.2: "in-network prioritization" with the switches'
+    priority queues; docs/protocol.md §10) on the eight-priority profile: data the
+    arbitrators put in queue q carries DSCP 32 + q and lands in priority queue P<q>; a
+    probe (the bare 28-byte header, flag PROBE) in the lowest queue P7; ARBITRATION
+    messages in P0 (Not-ECT). Each is forwarded unchanged and counted in its queue."""
+
+    PROFILE = "ppt"
+
+    def runTest(self):
+        from flexpass_cp.config.profiles import ppt_qid
+        from flexpass_cp.scapy_flexpass import (FLAG_PROBE, PROBE_SEQ, FlexPassArbitrationRequest,
+                                                FlexPassArbitrationResponse)
+
+        def data(q, probe=False):
+            hdr = FlexPass(type=3, flags=FLAG_PROBE if probe else 0, flow_id=11)
+            body = FlexPassData(subflow_seq=PROBE_SEQ) if probe else FlexPassData(subflow_seq=q) / Raw(b"a" * 300)
+            return fp_packet(3, DSCP.priority[q], ecn=2, body=hdr / body)
+
+        cases = [(f"data in queue {q}", data(q), ppt_qid(q)) for q in range(8)]
+        cases.append(("probe in the lowest queue", data(7, probe=True), ppt_qid(7)))
+        cases.append(("ARBITRATION_REQUEST", fp_packet(3, DSCP.priority[0], ecn=0, body=FlexPass(flow_id=11)
+                                                       / FlexPassArbitrationRequest(arb_seq=1, remaining=10**6,
+                                                                                    demand_bps=10**9)), ppt_qid(0)))
+        cases.append(("ARBITRATION_RESPONSE", fp_packet(3, DSCP.priority[0], ecn=0, body=FlexPass(flow_id=11)
+                                                        / FlexPassArbitrationResponse(arb_seq=1, queue=2,
+                                                                                      reference_rate_bps=10**8)),
+                      ppt_qid(0)))
+        for name, pkt, qid in cases:
+            before = self.counter("forwarded", 3, qid)
+            testutils.send_packet(self, 1, pkt)
+            testutils.verify_packet(self, expected(pkt, 3), 3)
+            testutils.verify_no_other_packets(self)
+            self.assertEqual(self.counter("forwarded", 3, qid) - before, 1, f"{name}: not counted in q{qid}")
+
+
 class FlashPassProfile(ProfileTest):
     """The FlashPass profile (§III-B, §III-C, §IV-A; docs/protocol.md §10) on the same
     program.  EMULATION packets (DSCP 46) go to the
