@@ -76,6 +76,8 @@ const MAX_CREDIT_RTT_PERIODS: f64 = 1024.0;
 /// the credits; in the last case its recovery timer asks again (CREDIT_REQUEST). So a
 /// paused flow keeps no timer running.
 const WINDOW_PAUSE_UPDATES: u32 = 4;
+/// Longest back-off of the feedback updates while they measure nothing: 2^6 periods.
+const MAX_UNMEASURED_BACKOFF: u32 = 6;
 
 pub struct Receiver {
     flow_id: u32,
@@ -118,6 +120,8 @@ pub struct Receiver {
     window: Option<CreditWindow>,
     /// Feedback periods the window has stayed paused full.
     paused_updates: u32,
+    /// Feedback periods in a row that measured nothing (see `handle_timeout`).
+    unmeasured: u32,
 }
 
 /// Credits restarted by a CREDIT_REQUEST, or started by the HELLO of a flow of known size:
@@ -175,6 +179,7 @@ impl Receiver {
             credit_window_segment: cfg.credit_window_segment,
             window: None,
             paused_updates: 0,
+            unmeasured: 0,
         })
     }
 
@@ -267,6 +272,7 @@ impl Receiver {
         }
         self.feedback.resync(self.next_credit_seq);
         self.pacer.start(now);
+        self.unmeasured = 0;
         self.next_update = Some(now + self.update_period());
     }
 
@@ -432,6 +438,15 @@ impl Receiver {
                         .unwrap_or((u32::MAX, 0));
                     let sent_at = (seq == d.credit_seq).then_some(sent);
                     self.feedback.on_credit_echo(d.credit_seq, sent_at);
+                    if self.unmeasured > 0 {
+                        // Measuring again: updates at the normal period.
+                        self.unmeasured = 0;
+                        let period = self
+                            .credit_rtt
+                            .map_or(self.base_period, |r| (r as Nanos).max(self.base_period));
+                        let soon = now + period;
+                        self.next_update = self.next_update.map(|u| u.min(soon));
+                    }
                     if seq == d.credit_seq && now >= sent {
                         let cap = MAX_CREDIT_RTT_PERIODS * self.base_period as f64;
                         let sample = ((now - sent) as f64).min(cap);
@@ -563,6 +578,12 @@ impl Receiver {
         Some(Transmit::new(Packet::Credit(credit), self.transport))
     }
 
+    /// The host dropped the credit `poll_transmit` just gave because it cannot keep up
+    /// with the data it credits (`CreditFeedback::on_host_drop`).
+    pub fn credit_dropped_by_host(&mut self) {
+        self.feedback.on_host_drop();
+    }
+
     pub fn poll_timeout(&self) -> Option<Nanos> {
         [self.pacer.next_at(), self.next_update, self.grants_due]
             .into_iter()
@@ -579,14 +600,22 @@ impl Receiver {
                 break;
             }
             let period = self.update_period();
+            let measured = self.feedback.has_samples();
             self.feedback.update(period);
-            // Missed periods (a late caller) are not replayed: one update per call.
-            self.next_update = Some(if now - t > period {
-                now + period
-            } else {
-                t + period
-            });
             let paused = self.window.is_some() && !self.pacer.is_running();
+            // A period in which no data echoed a credit measured nothing and changed
+            // nothing: the next one is twice as long, up to 2^MAX_UNMEASURED_BACKOFF periods,
+            // until an echo comes. So a host with many flows crediting a sender that sends
+            // nothing yet (or data it is too busy to read) does not spend its time on their
+            // updates: 1 000 flows at a 100 µs period are 10 million updates a second.
+            self.unmeasured = if measured || paused {
+                0
+            } else {
+                (self.unmeasured + 1).min(MAX_UNMEASURED_BACKOFF)
+            };
+            let next = period << self.unmeasured;
+            // Missed periods (a late caller) are not replayed: one update per call.
+            self.next_update = Some(if now - t > period { now + next } else { t + next });
             self.paused_updates = if paused { self.paused_updates + 1 } else { 0 };
             if self.paused_updates >= WINDOW_PAUSE_UPDATES {
                 self.stats.credit_windows_expired += 1;
