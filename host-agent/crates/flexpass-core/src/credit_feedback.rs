@@ -229,6 +229,19 @@ mod tests {
     }
 
     #[test]
+    fn a_credit_the_host_drops_halves_the_rate_down_to_the_minimum() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        let r0 = f.cur_rate();
+        f.on_host_drop();
+        assert!((f.cur_rate() - r0 / 2.0).abs() < 1e-6);
+        for _ in 0..40 {
+            f.on_host_drop();
+        }
+        assert!((f.cur_rate() - c.max_rate / MIN_RATE_DIVISOR).abs() < 1e-6);
+    }
+
+    #[test]
     fn starts_at_alpha_times_max_rate() {
         let c = cfg();
         let f = CreditFeedback::new(&c);
