@@ -619,7 +619,11 @@ impl Receiver {
             };
             let next = period << self.unmeasured.saturating_sub(UNMEASURED_GRACE);
             // Missed periods (a late caller) are not replayed: one update per call.
-            self.next_update = Some(if now - t > period { now + next } else { t + next });
+            self.next_update = Some(if now - t > period {
+                now + next
+            } else {
+                t + next
+            });
             self.paused_updates = if paused { self.paused_updates + 1 } else { 0 };
             if self.paused_updates >= WINDOW_PAUSE_UPDATES {
                 self.stats.credit_windows_expired += 1;

@@ -143,9 +143,17 @@ impl Daemon {
             Ok(s) => s,
             // Out of file descriptors here: this connection is refused (its peer uses
             // kernel TCP), the port stays served.
-            Err(e) if matches!(e.raw_os_error(), Some(nix::libc::EMFILE | nix::libc::ENFILE)) => {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::EMFILE | nix::libc::ENFILE)
+                ) =>
+            {
                 t.refused += 1;
-                log::warn!("flexpass agent: connection to port {} refused: {e}", c.dst_port);
+                log::warn!(
+                    "flexpass agent: connection to port {} refused: {e}",
+                    c.dst_port
+                );
                 self.ep.abort_receiver(key, ResetReason::Unspecified);
                 return;
             }

@@ -732,7 +732,7 @@ pub fn raise_fd_limit() -> io::Result<u64> {
         }
         r = raised;
     }
-    Ok(r.rlim_cur as u64)
+    Ok(r.rlim_cur)
 }
 
 /// The agent's memory as the kernel counts it (/proc/self/status): resident now and at
