@@ -180,7 +180,7 @@ test-netns: deps-apps deps-xdp deps-python
 	@reason=$$(cd $(HOST_AGENT)/netns-tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_netns_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED netns tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q $(HOST_AGENT)/netns-tests && \
-	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass; AF_XDP datapath: byte-exact per transport, ping/TCP pass, program detached after exit and SIGKILL, frames alike from both datapaths, loopback fallback, several receive queues (16 with all bound), jumbo frames in chains of buffers, no credit-scheduled data lost at a receiver that cannot keep up, no frame dropped for an empty fill ring at 1500 and 9000, auto picks the faster datapath for the credit batch)" >> $(SUMMARY); fi
+	  echo "ran: netns (agent byte-exact per transport, FlexPass + kernel TCP, incast, hostile traffic; floods: spoofed HELLO/CREDIT_REQUEST flood with flows byte-exact and half-open table/credits/RSS bounded, forged credits capped at the sender's link; unmodified programs under flexpass run: nc, iperf3 both ways, curl 100 MB, redis-benchmark, socket API, fallback to a peer without FlexPass; their reliability: a program killed mid-transfer frees its connection in both agents, an agent restarted under a connection fails it (no hang), 1000 concurrent connections from one process byte-exact; AF_XDP datapath: byte-exact per transport, ping/TCP pass, program detached after exit and SIGKILL, frames alike from both datapaths, loopback fallback, several receive queues (16 with all bound), jumbo frames in chains of buffers, no credit-scheduled data lost at a receiver that cannot keep up, no frame dropped for an empty fill ring at 1500 and 9000, auto picks the faster datapath for the credit batch)" >> $(SUMMARY); fi
 
 # Mininet topologies on flexpass_switch: FlexPass vs DCTCP, naive ExpressPass, incast, leaf-spine,
 # network faults (link down, switch and controller restarts).
@@ -226,8 +226,9 @@ demo-mininet: deps-mininet
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
-## vs kernel TCP, CPU per packet, credit pacing error; root), iperf3 through libflexpass vs
-## kernel TCP (root, iperf3) and flexpass_switch vs
+## vs kernel TCP, CPU per packet, credit pacing error; root), programs through libflexpass vs
+## kernel TCP (root: iperf3 at MTU 1500/9000, redis-benchmark, curl, 1-byte ping-pong;
+## results/bench/preload.json) and flexpass_switch vs
 ## simple_switch_grpc packets/s (root, BMv2)
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
@@ -235,7 +236,7 @@ bench: build
 	@mkdir -p $(RESULTS)/bench
 	set -o pipefail; FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_agent.py | tee $(RESULTS)/bench/agent.txt
 	$(PYTHON) $(HOST_AGENT)/reports/bench_agent_plot.py $(RESULTS)/bench/agent.txt $(RESULTS)/bench/agent.png
-	FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
+	BENCH_JSON=$(RESULTS)/bench/preload.json FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(PYTHON) nic/flexpass_nic.py ebpf bench | tee $(RESULTS)/bench/ebpf-edge.txt
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh

@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""Unmodified applications benchmark (run by `make bench`): iperf3 through libflexpass
-(`flexpass run`) vs iperf3 on kernel TCP, on the same veth pair between two namespaces.
+"""Unmodified applications benchmark (run by `make bench`): programs through libflexpass
+(`flexpass run` on both ends) vs the same programs on kernel TCP, on the same veth pair
+between two namespaces, measured side by side in one run (the runs of the two alternate).
 
-Also reported, to locate the limit: the agent's own goodput on the same path (`flexpass
-send` between the same two agents' engines, no application socket), so
-iperf3-through-libflexpass / flexpass-send is the cost of the application data path
-(AF_UNIX leg on the client, loopback TCP leg on the server), and redis-benchmark GET
-requests/s both ways (small request/response latency). The agents run at each
-BENCH_LINK_GBPS (10 and 1), and at the first with credits in batches of BENCH_CREDIT_BATCH
-(8; docs/datapath.md, "Credit batches"). Needs root, iperf3 (and
-redis-benchmark for that row); skips loudly otherwise.
+First the ratios of issue #28's acceptance, with the agents at BENCH_RATIO_ARGS:
+  * iperf3 goodput at MTU 1500 and at MTU 9000 (goals: >= 0.8 and >= 0.9 x kernel TCP);
+  * redis-benchmark SET and GET, 50 clients, requests/s (>= 0.8 x);
+  * curl of 100 MB from `python3 -m http.server` (>= 0.8 x);
+  * a 1-byte ping-pong over one connection, p50 round trip (<= 1.5 x kernel TCP's).
+Each prints a line with the ratio; a missing program skips its row loudly.
+
+Then, to locate the limit, iperf3 at each BENCH_LINK_GBPS (10 and 1) of the agents and at
+the first with credits in batches of BENCH_CREDIT_BATCH (8; docs/datapath.md, "Credit
+batches"), next to the agent's own goodput on the same path (`flexpass send` between the
+same two agents' engines, no application socket: iperf3-through-libflexpass /
+flexpass-send is the cost of the application data path, the AF_UNIX leg on the client
+and the loopback TCP leg on the server) and redis-benchmark GET requests/s.
+
+BENCH_LIMITS=0 runs the ratio rows only. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -36,6 +46,11 @@ LINKS = [x.strip() for x in os.environ.get("BENCH_LINK_GBPS", "10,1").split(",")
 # docs/datapath.md "Credit batches"); 1 skips it.
 CREDIT_BATCH = int(os.environ.get("BENCH_CREDIT_BATCH", "8"))
 TMP = Path(f"/tmp/{P}")
+# The agents of the ratio rows (#28's acceptance): default settings but the base RTT.
+RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").split()
+REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
+PINGS = int(os.environ.get("BENCH_PINGS", "5000"))
+CURL_MB = int(os.environ.get("BENCH_CURL_MB", "100"))
 
 
 def sh(*a, check=True):
@@ -117,8 +132,8 @@ def rcvbuf_errors():
     return n
 
 
-def start_agents(link, batch=1):
-    net = ["--link-gbps", link, "--rtt-us", "50", "--credit-batch", str(batch)]
+def start_agents(link, batch=1, args=None):
+    net = args if args is not None else ["--link-gbps", link, "--rtt-us", "50", "--credit-batch", str(batch)]
     agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
     for h in IP:
         for _ in range(100):
@@ -137,6 +152,11 @@ def stop(procs):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def stop_agents(agents):
+    """Stop the agents and remove their API sockets (`start_agents` waits for new ones)."""
+    stop(agents)
     for h in IP:
         (TMP / f"{h}.sock").unlink(missing_ok=True)
 
@@ -148,12 +168,190 @@ def redis_rps(through):
     return float(rows[0][1].strip('"')) if rows else None
 
 
+def missing(*programs):
+    """The programs of a row that are not installed (the row is then skipped, loudly)."""
+    gone = [p for p in programs if shutil.which(p) is None]
+    if gone:
+        print(f"SKIPPED libflexpass bench row: {', '.join(gone)} not installed (make deps as root installs "
+              "iperf3 redis-server redis-tools curl)")
+    return gone
+
+
+def compare(runs):
+    """Medians, ranges and libflexpass / kernel TCP of {through: [values]}."""
+    k, f = sorted(runs[False]), sorted(runs[True])
+    mk, mf = k[len(k) // 2], f[len(f) // 2]
+    return {"kernel_tcp": round(mk, 3), "libflexpass": round(mf, 3),
+            "kernel_tcp_min_max": [round(k[0], 3), round(k[-1], 3)],
+            "libflexpass_min_max": [round(f[0], 3), round(f[-1], 3)],
+            "ratio": round(mf / mk, 3) if mk else None}
+
+
+def side_by_side(fn):
+    """fn(through) on kernel TCP and through libflexpass, alternating, REPEAT times each."""
+    runs = {False: [], True: []}
+    for _ in range(REPEAT):
+        for through in (False, True):
+            runs[through].append(fn(through))
+    return runs
+
+
+def serve(cmd, port, through):
+    """A server program in b (under flexpass run or not), once it listens."""
+    p = ns("b", *cmd, run=through)
+    wait_port("b", port)
+    return p
+
+
+def redis_set_get(through):
+    """redis-benchmark SET and GET, 50 clients: requests/s of each."""
+    srv = serve(["redis-server", "--port", "6391", "--save", "", "--appendonly", "no", "--protected-mode", "no"],
+                6391, through)
+    try:
+        out, err = ns("a", "redis-benchmark", "-h", IP["b"], "-p", "6391", "-n", REDIS_N, "-c", "50",
+                      "-t", "set,get", "--csv", run=through).communicate(timeout=600)
+    finally:
+        stop([srv])
+    rows = {ln.split(",")[0].strip('"'): float(ln.split(",")[1].strip('"')) for ln in out.splitlines()
+            if ln.startswith('"SET"') or ln.startswith('"GET"')}
+    if set(rows) != {"SET", "GET"}:
+        raise RuntimeError(f"redis-benchmark: {out} {err}")
+    return rows
+
+
+def curl_once(through):
+    """curl of a CURL_MB file from `python3 -m http.server`: Gbit/s."""
+    srv = serve([sys.executable, "-m", "http.server", "8010", "--bind", "0.0.0.0", "--directory",
+                 str(TMP / "www")], 8010, through)
+    try:
+        cli = ns("a", "curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download} %{time_total}",
+                 f"http://{IP['b']}:8010/blob.bin", run=through)
+        out, err = cli.communicate(timeout=300)
+    finally:
+        stop([srv])
+    if cli.returncode != 0:
+        raise RuntimeError(f"curl failed: {err}")
+    size, seconds = out.split()
+    if int(size) != CURL_MB << 20:
+        raise RuntimeError(f"curl got {size} bytes of {CURL_MB << 20}")
+    return int(size) * 8 / float(seconds) / 1e9
+
+
+PINGPONG = r'''
+import json, socket, sys, time
+role, port = sys.argv[1], int(sys.argv[2])
+if role == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        d = c.recv(1)
+        if not d: break
+        c.sendall(d)
+    sys.exit(0)
+n = int(sys.argv[4])
+s = socket.create_connection((sys.argv[3], port)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtt = []
+for i in range(n + 200):
+    t = time.perf_counter_ns(); s.sendall(b"x")
+    assert s.recv(1) == b"x"
+    rtt.append(time.perf_counter_ns() - t)
+rtt = sorted(rtt[200:])
+print(json.dumps({"p50_us": rtt[n // 2] / 1e3, "p99_us": rtt[int(n * 0.99)] / 1e3}))
+'''
+
+
+def pingpong_once(through):
+    """PINGS round trips of one byte each way over one connection (after 200 for warm-up):
+    the p50 in µs."""
+    app = TMP / "pingpong.py"
+    app.write_text(PINGPONG)
+    srv = serve([sys.executable, str(app), "server", "8020"], 8020, through)
+    try:
+        out, err = ns("a", sys.executable, str(app), "client", "8020", IP["b"], str(PINGS),
+                      run=through).communicate(timeout=300)
+    finally:
+        stop([srv])
+    if not out.strip():
+        raise RuntimeError(f"ping-pong failed: {err}")
+    return json.loads(out)["p50_us"]
+
+
+def carried(agents):
+    """Connections agent a carried over FlexPass and sent to kernel TCP ("direct"): a row
+    through libflexpass must have none of the second."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(str(TMP / "a.sock"))
+    s.sendall(b'{"op":"status"}\n')
+    t = json.loads(s.makefile().readline())["tcp"]
+    s.close()
+    if t["direct"]:
+        raise RuntimeError(f"{t['direct']} connections through libflexpass went to kernel TCP: {t['no_agent_peers']}")
+    return t["opened_flexpass"]
+
+
+def set_mtu(mtu):
+    for h in IP:
+        sh("ip", "-n", f"{P}{h}", "link", "set", f"{P}v{h}", "mtu", str(mtu))
+
+
+def ratios():
+    """#28's acceptance rows: libflexpass / kernel TCP, measured side by side."""
+    r = {"agent_args": " ".join(RATIO_ARGS), "repeat": REPEAT, "iperf3_seconds": float(SECONDS)}
+    goals = {}
+    for mtu in (1500, 9000):
+        key = f"iperf3_mtu{mtu}_gbps"
+        if missing("iperf3"):
+            r[key] = "skipped: iperf3 not installed"
+            continue
+        set_mtu(mtu)
+        agents, _ = start_agents(None, args=RATIO_ARGS + ["--mtu", str(mtu)])
+        try:
+            r[key] = compare(side_by_side(iperf_once))
+            r[key]["connections_over_flexpass"] = carried(agents)
+        finally:
+            stop_agents(agents)
+            set_mtu(1500)
+        goals[key] = (">=", 0.8 if mtu == 1500 else 0.9)
+    agents, _ = start_agents(None, args=RATIO_ARGS)
+    try:
+        if not missing("redis-server", "redis-benchmark"):
+            runs = side_by_side(redis_set_get)
+            for op in ("SET", "GET"):
+                key = f"redis_{op.lower()}_50_clients_rps"
+                r[key] = compare({t: [x[op] for x in v] for t, v in runs.items()})
+                goals[key] = (">=", 0.8)
+        else:
+            r["redis"] = "skipped: redis-server or redis-benchmark not installed"
+        key = f"curl_{CURL_MB}mb_gbps"
+        if not missing("curl"):
+            www = TMP / "www"
+            www.mkdir(exist_ok=True)
+            with open(www / "blob.bin", "wb") as f:
+                for _ in range(CURL_MB):
+                    f.write(os.urandom(1 << 20))
+            r[key] = compare(side_by_side(curl_once))
+            goals[key] = (">=", 0.8)
+        else:
+            r[key] = "skipped: curl not installed"
+        r["pingpong_1byte_p50_us"] = compare(side_by_side(pingpong_once))
+        goals["pingpong_1byte_p50_us"] = ("<=", 1.5)
+        r["connections_over_flexpass"] = carried(agents)
+    finally:
+        stop_agents(agents)
+    for key, (cmp, goal) in goals.items():
+        row = r[key]
+        row["goal"] = f"libflexpass / kernel TCP {cmp} {goal}"
+        row["met"] = row["ratio"] >= goal if cmp == ">=" else row["ratio"] <= goal
+        print(f"libflexpass bench: {key}: kernel TCP {row['kernel_tcp']}, libflexpass {row['libflexpass']}, "
+              f"ratio {row['ratio']} (goal {cmp} {goal}: {'met' if row['met'] else 'NOT met'})", flush=True)
+    return r
+
+
 def main():
     if os.geteuid() != 0:
         print("SKIPPED libflexpass bench: not root (network namespaces need CAP_NET_ADMIN)")
-        return 0
-    if shutil.which("iperf3") is None:
-        print("SKIPPED libflexpass bench: iperf3 not installed (make deps as root installs it)")
         return 0
     if not BIN.exists() or not BIN.with_name("libflexpass.so").exists():
         print(f"SKIPPED libflexpass bench: {BIN} or libflexpass.so not built")
@@ -169,12 +367,33 @@ def main():
             sh("ip", "link", "set", f"{P}v{h}", "netns", f"{P}{h}")
             sh("ip", "-n", f"{P}{h}", "addr", "add", f"{IP[h]}/24", "dev", f"{P}v{h}")
             sh("ip", "-n", f"{P}{h}", "link", "set", f"{P}v{h}", "up")
+        summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ratios": ratios()}
+        if os.environ.get("BENCH_LIMITS", "1") != "0" and not missing("iperf3"):
+            limits(summary)
+        print("libflexpass bench:", json.dumps(summary))
+        if os.environ.get("BENCH_JSON"):
+            Path(os.environ["BENCH_JSON"]).write_text(json.dumps(summary, indent=1) + "\n")
+        return 0
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    finally:
+        stop_agents(agents)
+        for h in IP:
+            sh("ip", "netns", "del", f"{P}{h}", check=False)
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+def limits(summary):
+    """iperf3 per agent setting, next to the engine alone (see the module's doc)."""
+    agents = []
+    try:
         kernel, kernel_range = median_run(lambda: iperf_once(False))
-        summary = {
+        summary.update({
             "seconds_per_run": float(SECONDS), "repeat": REPEAT,
             "iperf3_kernel_tcp_gbps": round(kernel, 3), "iperf3_kernel_tcp_min_max": kernel_range,
             "goal": "iperf3 through libflexpass >= 0.8 x kernel TCP",
-        }
+        })
         redis_ok = shutil.which("redis-server") and shutil.which("redis-benchmark")
         if redis_ok:
             redis = ns("b", "redis-server", "--port", "6390", "--save", "", "--appendonly", "no",
@@ -210,20 +429,12 @@ def main():
                     stop([redis])
                 summary[f"agents_link_gbps_{link}" + (f"_credit_batch_{batch}" if batch > 1 else "")] = r
             finally:
-                stop(agents)
+                stop_agents(agents)
         best = max((v for k, v in summary.items() if k.startswith("agents_link_gbps_")),
                    key=lambda r: r["ratio_libflexpass_over_kernel_tcp"])
         summary["best_ratio_libflexpass_over_kernel_tcp"] = best["ratio_libflexpass_over_kernel_tcp"]
-        print("libflexpass bench:", json.dumps(summary))
-        return 0
-    except RuntimeError as e:
-        print(e, file=sys.stderr)
-        return 1
     finally:
-        stop(agents)
-        for h in IP:
-            sh("ip", "netns", "del", f"{P}{h}", check=False)
-        shutil.rmtree(TMP, ignore_errors=True)
+        stop_agents(agents)
 
 
 if __name__ == "__main__":

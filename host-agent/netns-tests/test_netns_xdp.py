@@ -249,6 +249,26 @@ def test_auto_picks_the_faster_datapath_for_the_credit_batch(pair, batch):
     assert stats(serr, "serve")["datapath"] == want and stats(err, "send")["datapath"] == want
 
 
+def sustained_transfer(pair, transport, size, net, send_timeout_s):
+    """One `size`-byte flow a → b between `serve` and `send`, both with the agent options
+    `net`; skips if AF_XDP cannot be attached here. Checks it byte-exact; returns the
+    sender's and the receiver's flow records, then their statistics."""
+    srv = pair.spawn(B, "serve", "--listen", f"0.0.0.0:{PORT}", "--count", 1, *net)
+    time.sleep(0.5)
+    if srv.poll() is not None:
+        err = srv.stderr.read()
+        if "AF_XDP unavailable" in err:
+            pytest.skip(f"SKIPPED: XDP cannot be attached here: {err.strip()}")
+        raise AssertionError(f"serve exited {srv.returncode}: {err}")
+    out, err = finish(pair.spawn(A, "send", "--to", f"{IP_B}:{PORT}", "--transport", transport,
+                                 "--size", size, "--timeout-s", send_timeout_s, *net),
+                      timeout=send_timeout_s + 50)
+    sout, serr = finish(srv)
+    sent, got = records(out)[0], records(sout)[0]
+    assert sent["sha256"] == got["sha256"] == pattern_sha(size)
+    return sent, got, stats(err, "send"), stats(serr, "serve")
+
+
 @pytest.mark.parametrize("mtu_pair,transport,batch", [(1500, "flexpass", 1), (1500, "expresspass", 8),
                                                       (9000, "expresspass", 1)],
                          indirect=["mtu_pair"])
@@ -267,19 +287,8 @@ def test_no_frame_is_dropped_for_want_of_a_receive_buffer(mtu_pair, transport, b
     size = 100_000_000
     net = ["--link-gbps", "10", "--rtt-us", "50", "--datapath", "xdp", "--mtu", "auto",
            "--credit-batch", str(batch)]
-    srv = pair.spawn(B, "serve", "--listen", f"0.0.0.0:{PORT}", "--count", 1, *net)
-    time.sleep(0.5)
-    if srv.poll() is not None:
-        err = srv.stderr.read()
-        if "AF_XDP unavailable" in err:
-            pytest.skip(f"SKIPPED: XDP cannot be attached here: {err.strip()}")
-        raise AssertionError(f"serve exited {srv.returncode}: {err}")
-    out, err = finish(pair.spawn(A, "send", "--to", f"{IP_B}:{PORT}", "--transport", transport,
-                                 "--size", size, "--timeout-s", "100", *net), timeout=150)
-    sout, serr = finish(srv)
-    sent, got = records(out)[0], records(sout)[0]
-    assert sent["sha256"] == got["sha256"] == pattern_sha(size)
-    xs, xr = stats(err, "send")["xdp"], stats(serr, "serve")["xdp"]
+    sent, got, snd, rcv = sustained_transfer(pair, transport, size, net, send_timeout_s=100)
+    xs, xr = snd["xdp"], rcv["xdp"]
     print(f"MTU {pair.mtu} {transport} B={batch}: {size * 8 / sent['fct_us'] / 1e3:.2f} Gbit/s; "
           f"sender {xs}; receiver {xr}")
     for who, x in (("sender", xs), ("receiver", xr)):
@@ -312,19 +321,7 @@ def test_a_receiver_that_cannot_keep_up_drops_credits_not_data(pair, datapath):
     size = 100_000_000
     net = ["--link-gbps", "10", "--rtt-us", "50", "--datapath", datapath]
     before = udp_rcvbuf_errors(B)
-    srv = pair.spawn(B, "serve", "--listen", f"0.0.0.0:{PORT}", "--count", 1, *net)
-    time.sleep(0.5)
-    if srv.poll() is not None:
-        err = srv.stderr.read()
-        if "AF_XDP unavailable" in err:
-            pytest.skip(f"SKIPPED: XDP cannot be attached here: {err.strip()}")
-        raise AssertionError(f"serve exited {srv.returncode}: {err}")
-    out, err = finish(pair.spawn(A, "send", "--to", f"{IP_B}:{PORT}", "--transport", "expresspass",
-                                 "--size", size, "--timeout-s", "60", *net), timeout=120)
-    sout, serr = finish(srv)
-    sent, got = records(out)[0], records(sout)[0]
-    assert sent["sha256"] == got["sha256"] == pattern_sha(size)
-    st = stats(serr, "serve")
+    sent, got, _, st = sustained_transfer(pair, "expresspass", size, net, send_timeout_s=60)
     if datapath == "xdp":
         assert st["xdp"]["rx_dropped"] == 0, st
     else:

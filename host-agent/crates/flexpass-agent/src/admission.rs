@@ -62,6 +62,14 @@ const RESET_BURST: f64 = 20.0;
 const FORGOTTEN_MEMORY: Nanos = 60_000_000_000;
 const FORGOTTEN_MAX: usize = 65_536;
 
+/// Whether only the peer of a flow this endpoint has (or had) can send `packet`: every
+/// receiver-to-sender message (this endpoint opens its senders itself), and CREDIT_REQUEST
+/// (a sender sends it only after HELLO_ACK). Data can be first-RTT data that overtook its
+/// flow's HELLO, so it is not one.
+fn needs_an_existing_flow(packet: &Packet) -> bool {
+    !packet.is_sender_to_receiver() || matches!(packet, Packet::CreditRequest(_))
+}
+
 /// A receiver created by a HELLO without a valid cookie, not confirmed yet.
 pub(crate) struct HalfOpen {
     since: Nanos,
@@ -388,15 +396,21 @@ impl Admission {
 
     /// A valid packet for a flow this endpoint does not have: whether to answer it with
     /// RESET(unknown_flow) — only for a flow this endpoint dropped, rate-limited, and never
-    /// a RESET or a HELLO (protocol.md §7).
+    /// a RESET or a HELLO (protocol.md §7). "Dropped" includes the flows of a previous
+    /// run of this endpoint (an agent restarted): during its first FORGOTTEN_MEMORY, a
+    /// message only an existing flow's peer sends (`needs_an_existing_flow`) is taken to
+    /// be for one of those, so the peer's side of a connection fails at once instead of
+    /// after its give-up timeout (docs/protocol.md §11, "Forgotten flows").
     pub(crate) fn answer_with_reset(
         &mut self,
         src: SocketAddr,
         packet: &Packet,
         now: Nanos,
     ) -> bool {
+        let dropped = self.resets.forgotten.contains_key(&(src, packet.flow_id()))
+            || (now < FORGOTTEN_MEMORY && needs_an_existing_flow(packet));
         !matches!(packet, Packet::Reset(_) | Packet::Hello(_))
-            && self.resets.forgotten.contains_key(&(src, packet.flow_id()))
+            && dropped
             && self.resets.bucket.admit(now, 1)
     }
 
@@ -489,19 +503,61 @@ mod tests {
                 pending_bytes: 0,
             })
         };
-        assert!(!a.answer_with_reset(src, &credit_request(5), 0));
-        a.forget((src, 5), 0);
+        // Past the first FORGOTTEN_MEMORY of the endpoint (see the test below).
+        let t = FORGOTTEN_MEMORY;
+        assert!(!a.answer_with_reset(src, &credit_request(5), t));
+        a.forget((src, 5), t);
         let reset = Packet::Reset(Reset {
             flow_id: 5,
             reason: ResetReason::UnknownFlow,
         });
-        assert!(!a.answer_with_reset(src, &reset, 0));
-        assert!(!a.answer_with_reset(src, &Packet::Hello(hello(5, None)), 0));
+        assert!(!a.answer_with_reset(src, &reset, t));
+        assert!(!a.answer_with_reset(src, &Packet::Hello(hello(5, None)), t));
         let answered = (0..100)
-            .filter(|_| a.answer_with_reset(src, &credit_request(5), 0))
+            .filter(|_| a.answer_with_reset(src, &credit_request(5), t))
             .count();
         assert_eq!(answered, RESET_BURST as usize);
-        a.expire_forgotten(FORGOTTEN_MEMORY);
-        assert!(!a.answer_with_reset(src, &credit_request(5), FORGOTTEN_MEMORY));
+        a.expire_forgotten(t + FORGOTTEN_MEMORY);
+        let later = t + FORGOTTEN_MEMORY;
+        assert!(!a.answer_with_reset(src, &credit_request(5), later));
+    }
+
+    /// A restarted endpoint forgot every flow of its previous run: during its first
+    /// FORGOTTEN_MEMORY it answers what only an existing flow's peer sends (credits, ACKs,
+    /// CREDIT_REQUEST) with RESET, never data (first-RTT data may overtake a new flow's
+    /// HELLO), a HELLO or a RESET; afterwards only flows it dropped itself.
+    #[test]
+    fn a_restarted_endpoint_resets_the_flows_of_its_previous_run() {
+        let src: SocketAddr = "10.0.0.1:7890".parse().unwrap();
+        let mut a = admission(1, CookieMode::Auto);
+        let credit = Packet::Credit(flexpass_wire::Credit {
+            flow_id: 9,
+            credit_seq: 3,
+            padding: 6,
+        });
+        let request = Packet::CreditRequest(flexpass_wire::CreditRequest {
+            flow_id: 9,
+            pending_bytes: 1,
+        });
+        let data = Packet::Data(flexpass_wire::Data {
+            flow_id: 9,
+            subflow: flexpass_wire::SubFlow::Reactive,
+            flow_seq: 0,
+            subflow_seq: 0,
+            credit_seq: 0,
+            tsval: 0,
+            fin: false,
+            retransmission: false,
+            priority: None,
+            payload: bytes::Bytes::from_static(b"x"),
+        });
+        let now = 1_000_000_000;
+        assert!(a.answer_with_reset(src, &credit, now));
+        assert!(a.answer_with_reset(src, &request, now));
+        assert!(!a.answer_with_reset(src, &data, now));
+        assert!(!a.answer_with_reset(src, &Packet::Hello(hello(9, None)), now));
+        let later = FORGOTTEN_MEMORY;
+        assert!(!a.answer_with_reset(src, &credit, later));
+        assert!(!a.answer_with_reset(src, &request, later));
     }
 }

@@ -114,6 +114,9 @@ pub(crate) struct HostShaper {
     pub(crate) police_credits_out: bool,
     pub(crate) credits_in: TokenBucket,
     emulation: EmulationQueue,
+    /// Set when the receive-backlog guard drops a credit; the event loop takes it (and
+    /// tells the credit's flow: `Receiver::credit_dropped_by_host`).
+    pub(crate) host_behind: bool,
 }
 
 impl HostShaper {
@@ -136,6 +139,7 @@ impl HostShaper {
                 CREDIT_IN_BURST,
             ),
             emulation: EmulationQueue::new(link_bps, mtu),
+            host_behind: false,
         }
     }
 
@@ -156,6 +160,7 @@ impl HostShaper {
                 // not).
                 if rx_backlog() > RX_BACKLOG_CREDIT_LIMIT {
                     stats.credits_dropped_rx_backlog += 1;
+                    self.host_behind = true;
                     return false;
                 }
                 if self.police_credits_out && !self.credits_out.admit(now, t.packet.wire_len()) {

@@ -63,6 +63,20 @@ impl Local {
             Local::Tcp(s) => s.shutdown(Shutdown::Write),
         };
     }
+    /// An aborted connection: closing the loopback TCP leg then sends RST, so the
+    /// application's next read or write fails (ECONNRESET) instead of meeting an orderly
+    /// end of stream, as with kernel TCP reset by its peer. (An AF_UNIX stream has no
+    /// reset: the application sees end of stream, or ECONNRESET if bytes it wrote were
+    /// still unread.)
+    pub fn reset_on_close(&self) {
+        if let Local::Tcp(s) = self {
+            let l = nix::libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            let _ = nix::sys::socket::setsockopt(s, nix::sys::socket::sockopt::Linger, &l);
+        }
+    }
     pub fn raw_fd(&self) -> RawFd {
         match self {
             Local::Unix(s) => s.as_raw_fd(),

@@ -41,6 +41,13 @@ pub struct AgentArgs {
 /// The long-running agent: every flow of this host's applications, through the local API.
 pub fn agent(args: AgentArgs) -> Result<(), String> {
     let stop = stop_flag()?;
+    match flexpass_agent::daemon::raise_fd_limit() {
+        Ok(n) => log::info!(
+            "flexpass agent: up to {n} file descriptors (RLIMIT_NOFILE): one per TCP \
+             connection carried and per API client"
+        ),
+        Err(e) => log::warn!("flexpass agent: cannot raise RLIMIT_NOFILE: {e}"),
+    }
     let ep = args.net.endpoint(args.listen, true)?;
     if let Some(dir) = args.socket.parent() {
         std::fs::create_dir_all(dir)

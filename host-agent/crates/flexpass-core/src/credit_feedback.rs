@@ -103,8 +103,26 @@ impl CreditFeedback {
         self.w
     }
 
+    /// Whether this period has any echo or counted drop to measure (`update` changes
+    /// nothing otherwise).
+    pub fn has_samples(&self) -> bool {
+        self.dropped + self.received > 0
+    }
+
     pub fn last_loss(&self) -> f64 {
         self.last_loss
+    }
+
+    /// A credit this receiver's own host could not send because it cannot keep up with the
+    /// data it credits (the agent's receive-backlog guard): halve the rate, down to
+    /// `min_rate`, at once, as TCP reduces its window on a local queue drop. The loss
+    /// measured from echoes needs data to arrive, and a host busy crediting many flows
+    /// reads little of it (1 000 connections starting together: netns test
+    /// `test_a_thousand_concurrent_connections_from_one_process_are_byte_exact`).
+    pub fn on_host_drop(&mut self) {
+        self.cur_rate = (self.cur_rate / 2.0).max(self.min_rate);
+        self.w = (self.w / 2.0).max(self.w_min);
+        self.previous_increasing = false;
     }
 
     /// A proactive data packet echoed `credit_seq`, a credit this receiver sent at `sent_at`
@@ -208,6 +226,19 @@ mod tests {
 
     fn cfg() -> CreditConfig {
         CreditConfig::for_link(10e9, 1.0, 20 * MICROS)
+    }
+
+    #[test]
+    fn a_credit_the_host_drops_halves_the_rate_down_to_the_minimum() {
+        let c = cfg();
+        let mut f = CreditFeedback::new(&c);
+        let r0 = f.cur_rate();
+        f.on_host_drop();
+        assert!((f.cur_rate() - r0 / 2.0).abs() < 1e-6);
+        for _ in 0..40 {
+            f.on_host_drop();
+        }
+        assert!((f.cur_rate() - c.max_rate / MIN_RATE_DIVISOR).abs() < 1e-6);
     }
 
     #[test]

@@ -141,6 +141,22 @@ impl Daemon {
         };
         let stream = match connect_local(target) {
             Ok(s) => s,
+            // Out of file descriptors here: this connection is refused (its peer uses
+            // kernel TCP), the port stays served.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::EMFILE | nix::libc::ENFILE)
+                ) =>
+            {
+                t.refused += 1;
+                log::warn!(
+                    "flexpass agent: connection to port {} refused: {e}",
+                    c.dst_port
+                );
+                self.ep.abort_receiver(key, ResetReason::Unspecified);
+                return;
+            }
             Err(e) => {
                 Self::refuse_port(t, &mut self.ep, key, c.dst_port, &e);
                 return;
@@ -437,6 +453,7 @@ impl Daemon {
         conn.release(&mut self.ep, !done);
         if !done {
             self.tcp.aborted += 1;
+            conn.local.reset_on_close();
         }
         if let Some(p) = conn.loop_port {
             if let Some(e) = self.tcp.peers.get_mut(&p) {

@@ -708,6 +708,34 @@ impl Daemon {
     }
 }
 
+/// Every TCP connection an agent carries holds one file descriptor in it (the
+/// application's AF_UNIX stream on the opening host, the loopback TCP connection on the
+/// answering one), and every API client one more: the agent raises its soft RLIMIT_NOFILE
+/// to the hard limit, as servers do. Returns the limit now in force.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    use nix::libc::{getrlimit, rlimit, setrlimit, RLIMIT_NOFILE};
+    let mut r = rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit for getrlimit(2) to fill.
+    if unsafe { getrlimit(RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.rlim_cur < r.rlim_max {
+        let raised = rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit; setrlimit(2) only reads it.
+        if unsafe { setrlimit(RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        r = raised;
+    }
+    Ok(r.rlim_cur)
+}
+
 /// The agent's memory as the kernel counts it (/proc/self/status): resident now and at
 /// most so far, and the virtual size, in KiB.
 pub fn memory_report() -> Memory {

@@ -572,6 +572,7 @@ impl Endpoint {
                                 // Looked up only for flows that send a credit now.
                                 half_open = any_half_open && admission.is_half_open(key);
                             }
+                            tx.shaper.host_behind = false;
                             if half_open {
                                 // Half-open: its own allowance, then the half-open share of
                                 // the link.
@@ -591,6 +592,9 @@ impl Endpoint {
                             }
                         }
                         tx.send(peer, t, now);
+                        if std::mem::take(&mut tx.shaper.host_behind) {
+                            r.credit_dropped_by_host();
+                        }
                     }
                     let next = r.poll_timeout().map(|d| (d, r.is_pacing_credits()));
                     arm(&mut slot.timer, next);
