@@ -125,6 +125,8 @@ pub struct Receiver {
     paused_updates: u32,
     /// Feedback periods in a row that measured nothing (see `handle_timeout`).
     unmeasured: u32,
+    /// `ReceiverConfig::feedback_backoff`.
+    feedback_backoff: bool,
 }
 
 /// Credits restarted by a CREDIT_REQUEST, or started by the HELLO of a flow of known size:
@@ -183,6 +185,7 @@ impl Receiver {
             window: None,
             paused_updates: 0,
             unmeasured: 0,
+            feedback_backoff: cfg.feedback_backoff,
         })
     }
 
@@ -632,7 +635,7 @@ impl Receiver {
             // with many flows crediting senders whose data does not come back (not sent
             // yet, or lost at a host too busy to read it) does not spend its time on their
             // updates: 1 000 flows at a 100 µs period are 10 million updates a second.
-            self.unmeasured = if measured || paused {
+            self.unmeasured = if measured || paused || !self.feedback_backoff {
                 0
             } else {
                 (self.unmeasured + 1).min(UNMEASURED_GRACE + MAX_UNMEASURED_BACKOFF)
@@ -693,6 +696,36 @@ mod tests {
         }
     }
 
+    /// Without `feedback_backoff` (the model: the papers' receiver) an update every period,
+    /// measured or not.
+    #[test]
+    fn feedback_updates_keep_their_period_without_backoff() {
+        use crate::{CreditConfig, ReceiverConfig, MICROS};
+        let period = 100 * MICROS;
+        let cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
+        let hello = Packet::Hello(flexpass_wire::Hello {
+            flow_id: 7,
+            transport: TransportKind::ExpressPass,
+            flow_size: 0,
+            conn: None,
+            cookie: None,
+            idle: false,
+        });
+        r.handle_packet(0, &hello, false).unwrap();
+        let (mut now, mut updates) = (0, 0);
+        while now < 200 * period {
+            let Some(t) = r.poll_timeout() else { break };
+            now = t;
+            let before = r.next_update;
+            r.handle_timeout(now);
+            while r.poll_transmit(now).is_some() {}
+            updates += usize::from(r.next_update != before);
+        }
+        assert!(updates >= 190, "{updates} feedback updates in 200 periods");
+        assert_eq!(r.unmeasured, 0);
+    }
+
     /// A receiver crediting a sender whose data does not come back: its feedback updates
     /// measure nothing and, after UNMEASURED_GRACE periods, back off to
     /// 2^MAX_UNMEASURED_BACKOFF periods apart; the first echo brings the next one back
@@ -701,7 +734,8 @@ mod tests {
     fn feedback_updates_back_off_while_they_measure_nothing() {
         use crate::{CreditConfig, ReceiverConfig, MICROS};
         let period = 100 * MICROS;
-        let cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+        cfg.feedback_backoff = true;
         let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
         let hello = Packet::Hello(flexpass_wire::Hello {
             flow_id: 7,

@@ -231,6 +231,7 @@ impl EndpointConfig {
         // Credits restarted on an idle stream, or for a flow of known size, are windowed by
         // what the sender has to send.
         c.credit_window_segment = flexpass_wire::max_payload_for_mtu(self.mtu) as u64;
+        c.feedback_backoff = true;
         c
     }
 }
