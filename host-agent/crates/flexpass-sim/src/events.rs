@@ -53,6 +53,8 @@ pub struct EventQueue<T> {
     /// takes one of these (still in the cache) instead of its own buffer from one ring turn
     /// ago (the ring's buffers together can reach hundreds of MB in a large network).
     spare: Vec<Vec<Entry<T>>>,
+    /// Buffer of `sort_now`'s counting sort (swapped with `now`).
+    scratch: Vec<Entry<T>>,
     len: usize,
 }
 
@@ -72,6 +74,7 @@ impl<T> EventQueue<T> {
             now: Vec::new(),
             far: BinaryHeap::new(),
             spare: Vec::new(),
+            scratch: Vec::new(),
             len: 0,
         }
     }
@@ -152,7 +155,67 @@ impl<T> EventQueue<T> {
                 }
                 self.spare.push(bucket);
             }
+            self.sort_now();
+        }
+    }
+
+    /// Sort `now` (all of bucket `current`) so that the next entry is last. A counting sort
+    /// on the time within the bucket, ties kept in reverse insertion order: entries go into
+    /// a bucket mostly in scheduling order (ascending `seq`), so what is left out of order
+    /// (reserved sequence numbers, entries from the far heap) is fixed by an insertion pass.
+    fn sort_now(&mut self) {
+        const KEYS: usize = 1 << WIDTH_SHIFT;
+        let n = self.now.len();
+        let base = self.current << WIDTH_SHIFT;
+        if n < 32
+            || self
+                .now
+                .iter()
+                .any(|e| e.at.wrapping_sub(base) >= KEYS as u64)
+        {
             self.now.sort_unstable_by(|a, b| b.cmp(a));
+            return;
+        }
+        let key = |e: &Entry<T>| (e.at - base) as usize;
+        // pos[k]: first index of key k (descending keys).
+        let mut pos = [0usize; KEYS];
+        for e in &self.now {
+            pos[key(e)] += 1;
+        }
+        let mut next = 0;
+        for k in (0..KEYS).rev() {
+            let c = pos[k];
+            pos[k] = next;
+            next += c;
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        out.reserve(n);
+        let dst = out.as_mut_ptr();
+        for e in self.now.drain(..).rev() {
+            let k = key(&e);
+            // SAFETY: the positions of key k are pos[k]..pos[k] + count[k] < n ≤ capacity;
+            // each is written once; `out`'s length is set after all n are written.
+            unsafe { dst.add(pos[k]).write(e) };
+            pos[k] += 1;
+        }
+        // SAFETY: all n slots were written above.
+        unsafe { out.set_len(n) };
+        self.scratch = std::mem::replace(&mut self.now, out);
+        // Insertion pass (descending); a bucket far out of order falls back to a full sort.
+        let mut budget = 4 * n;
+        let v = &mut self.now;
+        for i in 1..n {
+            let mut j = i;
+            while j > 0 && v[j - 1] < v[j] {
+                v.swap(j - 1, j);
+                j -= 1;
+                budget = budget.saturating_sub(1);
+            }
+            if budget == 0 {
+                v.sort_unstable_by(|a, b| b.cmp(a));
+                return;
+            }
         }
     }
 
@@ -245,6 +308,44 @@ mod tests {
                 assert_eq!((e.at, e.seq), (t, s), "seed {seed}");
             }
             assert!(q.pop().is_none() && q.is_empty());
+        }
+    }
+
+    #[test]
+    fn crowded_buckets_pop_in_order() {
+        // Buckets of hundreds of entries (the counting sort), with sequence numbers mostly in
+        // scheduling order (a few reserved earlier, as ports do) or shuffled (its fallback).
+        for seed in 0..20u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let mut q = EventQueue::new();
+            let mut h = BinaryHeap::new();
+            let (mut now, mut seq) = (0u64, 1_000_000u64);
+            let shuffled = seed % 4 == 3;
+            let mut used = std::collections::HashSet::new();
+            for _ in 0..200 {
+                for _ in 0..rng.gen_range(0..400) {
+                    let at = now + rng.gen_range(0..3 << WIDTH_SHIFT);
+                    seq += 1;
+                    let s = if shuffled || rng.gen_bool(0.05) {
+                        rng.gen_range(0..seq)
+                    } else {
+                        seq
+                    };
+                    if !used.insert(s) {
+                        continue;
+                    }
+                    q.push(at, s, s);
+                    h.push(Reverse((at, s)));
+                }
+                for _ in 0..rng.gen_range(0..400) {
+                    let a = q.pop().map(|e| (e.at, e.seq, e.item));
+                    let b = h.pop().map(|Reverse((t, s))| (t, s, s));
+                    assert_eq!(a, b, "seed {seed}");
+                    if let Some((t, ..)) = a {
+                        now = t;
+                    }
+                }
+            }
         }
     }
 }

@@ -66,6 +66,9 @@ struct Port {
     /// The peer's port of the same link.
     peer_port: usize,
     tx_done_queued: bool,
+    /// Serialization times of the last two frame lengths (wire_len, ns) (a port sends few
+    /// distinct lengths; (0, 0) holds as it is).
+    ser_memo: [(u32, u32); 2],
     /// The link is up (a failed link drops what it holds and what is sent to it).
     up: bool,
     link: LinkSpec,
@@ -200,6 +203,8 @@ const PATTERN_LEN: usize = 4093;
 /// Payload is written in slices of one shared buffer holding the pattern repeated: no
 /// per-flow copy of the bytes (a flow of the web-search workload can be 30 MB).
 const PATTERN_SLICE: usize = 64 << 10;
+/// Packet boxes kept for reuse.
+const PACKET_POOL: usize = 1 << 12;
 
 /// Who builds the transport configuration of a flow's two ends.
 pub type SenderConfigFn = Box<dyn Fn(&FlowSpec) -> SenderConfig>;
@@ -211,6 +216,15 @@ pub struct Network {
     hosts: Vec<NodeId>,
     pub flows: Vec<Flow>,
     flow_index: HashMap<u32, usize>,
+    /// `service`'s buffer of a connection's transmissions (kept: no allocation per call).
+    transmits: Vec<Transmit>,
+    /// `drain_delivered`'s buffer.
+    delivered_chunks: Vec<Bytes>,
+    /// Boxes of delivered packets, reused by `host_send` (no allocation per packet).
+    #[allow(clippy::vec_box)] // the boxes are what is reused
+    packet_pool: Vec<Box<SimPacket>>,
+    /// Every flow's id is its index in `flows` (then `flow_index` is not needed to find it).
+    ids_are_indexes: bool,
     events: EventQueue<Ev>,
     seq: u64,
     /// Scheduling number of the event being dispatched.
@@ -274,6 +288,10 @@ impl Network {
             hosts: vec![],
             flows: vec![],
             flow_index: HashMap::new(),
+            ids_are_indexes: true,
+            transmits: vec![],
+            delivered_chunks: vec![],
+            packet_pool: vec![],
             events: EventQueue::new(),
             seq: 0,
             current_seq: 0,
@@ -313,6 +331,7 @@ impl Network {
     pub fn add_flow(&mut self, spec: FlowSpec) {
         let idx = self.flows.len();
         self.flow_index.insert(spec.id, idx);
+        self.ids_are_indexes &= spec.id as usize == idx;
         let start = spec.start;
         self.flows.push(Flow {
             spec,
@@ -591,12 +610,15 @@ impl Network {
     /// Drain a connection's transmissions into its host's NIC and re-arm its timer.
     fn service(&mut self, flow: usize, side: Side) {
         let now = self.now;
-        let (host, transmits, deadline) = {
+        let mut out = std::mem::take(&mut self.transmits);
+        let (host, deadline) = {
             let f = &mut self.flows[flow];
-            let mut out = vec![];
             let (host, deadline) = match side {
                 Side::Sender => {
-                    let Some(s) = f.sender.as_mut() else { return };
+                    let Some(s) = f.sender.as_mut() else {
+                        self.transmits = out;
+                        return;
+                    };
                     while let Some(t) = s.poll_transmit(now) {
                         out.push(t);
                     }
@@ -606,22 +628,26 @@ impl Network {
                     (f.spec.src, s.poll_timeout())
                 }
                 Side::Receiver => {
-                    let Some(r) = f.receiver.as_mut() else { return };
+                    let Some(r) = f.receiver.as_mut() else {
+                        self.transmits = out;
+                        return;
+                    };
                     while let Some(t) = r.poll_transmit(now) {
                         out.push(t);
                     }
                     (f.spec.dst, r.poll_timeout())
                 }
             };
-            (host, out, deadline)
+            (host, deadline)
         };
         let dst = match side {
             Side::Sender => self.flows[flow].spec.dst,
             Side::Receiver => self.flows[flow].spec.src,
         };
-        for t in transmits {
+        for t in out.drain(..) {
             self.host_send(host, dst, t);
         }
+        self.transmits = out;
         if let Some(d) = deadline {
             let slot = &mut self.flows[flow].timers[side as usize];
             if slot.is_none_or(|cur| d < cur) {
@@ -676,7 +702,7 @@ impl Network {
                 brief(&t.packet)
             );
         }
-        let pkt = Box::new(SimPacket {
+        let sp = SimPacket {
             src: host,
             dst,
             class: t.class,
@@ -685,7 +711,14 @@ impl Network {
             packet: t.packet,
             created: self.now,
             path: PathHash::new(),
-        });
+        };
+        let pkt = match self.packet_pool.pop() {
+            Some(mut b) => {
+                *b = sp;
+                b
+            }
+            None => Box::new(sp),
+        };
         let node = self.hosts[host];
         self.forward(node, pkt);
     }
@@ -704,7 +737,10 @@ impl Network {
         if n.host.is_none() {
             pkt.path.cross(node, pkt.packet.is_sender_to_receiver());
         }
-        let traced = (self.trace_flow == Some(pkt.packet.flow_id())).then(|| brief(&pkt.packet));
+        let traced = self
+            .trace_flow
+            .is_some_and(|id| id == pkt.packet.flow_id())
+            .then(|| brief(&pkt.packet));
         let r = n.ports[port]
             .queue
             .enqueue_at(self.now, pkt, n.shared.as_mut());
@@ -742,7 +778,7 @@ impl Network {
         }
         match p.queue.dequeue(now, n.shared.as_mut()) {
             Dequeued::Packet(pkt, wire_len) => {
-                let ser = (f64::from(wire_len) * 8.0 / p.link.bps * 1e9).round() as Nanos;
+                let ser = p.serialization(wire_len);
                 p.busy_until = now + ser;
                 p.tx_bytes += u64::from(wire_len);
                 let peer = p.peer;
@@ -811,13 +847,13 @@ impl Network {
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {
         match self.nodes[node].host {
-            Some(h) if h == pkt.dst => self.host_receive(h, *pkt),
+            Some(h) if h == pkt.dst => self.host_receive(h, pkt),
             Some(_) => self.stray_packets += 1,
             None => self.forward(node, pkt),
         }
     }
 
-    fn host_receive(&mut self, host: HostId, pkt: SimPacket) {
+    fn host_receive(&mut self, host: HostId, mut pkt: Box<SimPacket>) {
         if self.trace_flow == Some(pkt.packet.flow_id()) {
             let ce = pkt.ecn == Ecn::Ce;
             eprintln!(
@@ -827,8 +863,13 @@ impl Network {
             );
         }
         let path = pkt.path.value();
+        let ce = pkt.ecn == Ecn::Ce;
+        let packet = std::mem::replace(&mut pkt.packet, Packet::CreditStop { flow_id: 0 });
+        if self.packet_pool.len() < PACKET_POOL {
+            self.packet_pool.push(pkt);
+        }
         let packet = if self.wire_check {
-            match Packet::decode(&pkt.packet.encode_to_vec()) {
+            match Packet::decode(&packet.encode_to_vec()) {
                 Ok(p) => p,
                 Err(_) => {
                     self.stray_packets += 1;
@@ -836,14 +877,13 @@ impl Network {
                 }
             }
         } else {
-            pkt.packet
+            packet
         };
-        let Some(&flow) = self.flow_index.get(&packet.flow_id()) else {
+        let Some(flow) = self.flow_of(packet.flow_id()) else {
             self.stray_packets += 1;
             return;
         };
         let now = self.now;
-        let ce = pkt.ecn == Ecn::Ce;
         let to_receiver = packet.is_sender_to_receiver();
         let f = &mut self.flows[flow];
         match &packet {
@@ -895,17 +935,26 @@ impl Network {
         }
     }
 
+    /// The index of flow `id`.
+    fn flow_of(&self, id: u32) -> Option<usize> {
+        if self.ids_are_indexes {
+            Some(id as usize).filter(|&i| i < self.flows.len())
+        } else {
+            self.flow_index.get(&id).copied()
+        }
+    }
+
     /// Hand in-order bytes to the "application", checking them against the pattern.
     fn drain_delivered(&mut self, flow: usize) {
         let id = self.flows[flow].spec.id;
-        let mut chunks = vec![];
+        let mut chunks = std::mem::take(&mut self.delivered_chunks);
         if let Some(r) = self.flows[flow].receiver.as_mut() {
             while let Some(b) = r.read() {
                 chunks.push(b);
             }
         }
         let now = self.now;
-        for b in chunks {
+        for b in chunks.drain(..) {
             let offset = self.flows[flow].delivered;
             let bad = self.corrupted_in(id, offset, &b);
             let f = &mut self.flows[flow];
@@ -915,6 +964,7 @@ impl Network {
             f.max_stall = f.max_stall.max(now.saturating_sub(since));
             f.last_delivery = Some(now);
         }
+        self.delivered_chunks = chunks;
         let f = &self.flows[flow];
         if !self.completes_at_ack(flow) && f.receiver.as_ref().is_some_and(|r| r.is_finished()) {
             self.complete(flow);

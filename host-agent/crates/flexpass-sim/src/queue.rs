@@ -343,19 +343,22 @@ pub struct PortQueue {
     tokens: f64,
     tokens_at: Nanos,
     deficit: [f64; NUM_QUEUES],
+    /// `cfg.quantum(q)` of each queue.
+    quanta: [f64; NUM_QUEUES],
     /// DWRR pointer (1 or 2) and whether it already got its quantum this visit.
     current: usize,
     credited: bool,
     /// PPT profile: the queue of the frame last put on the wire and when its transmission
     /// ends.
     on_wire: (usize, Nanos),
-    queues: [VecDeque<Queued>; MAX_QUEUES],
     pub cfg: PortConfig,
+    queues: [VecDeque<Queued>; MAX_QUEUES],
     stats: [QueueStats; MAX_QUEUES],
 }
 
 impl PortQueue {
     pub fn new(cfg: PortConfig) -> Self {
+        let quanta = [0, 1, 2].map(|q| cfg.quantum(q));
         PortQueue {
             tokens: cfg.credit_burst_bytes,
             cfg,
@@ -365,6 +368,7 @@ impl PortQueue {
             stats: Default::default(),
             tokens_at: 0,
             deficit: [0.0; NUM_QUEUES],
+            quanta,
             current: 1,
             credited: false,
             on_wire: (0, 0),
@@ -411,8 +415,12 @@ impl PortQueue {
         self.red_bytes
     }
 
+    /// Every queued packet has bytes on the wire, so `bytes` (first cache line) tells
+    /// without touching the queues.
     pub fn is_empty(&self) -> bool {
-        self.queues.iter().all(|q| q.is_empty())
+        let empty = self.bytes.iter().fold(0, |a, &b| a | b) == 0;
+        debug_assert_eq!(empty, self.queues.iter().all(|q| q.is_empty()));
+        empty
     }
 
     /// The queues that share the data buffer: the profile's, less a feedback queue (which has
@@ -658,7 +666,7 @@ impl PortQueue {
                 continue;
             }
             if !self.credited {
-                self.deficit[q] += self.cfg.quantum(q);
+                self.deficit[q] += self.quanta[q];
                 self.credited = true;
             }
             let need = f64::from(self.queues[q].front().expect("non-empty").wire_len);

@@ -52,6 +52,8 @@ pub(super) enum Ev {
 /// How many events ahead `prefetch_next` looks (an event's work is short: the next one is
 /// too close to hide a cache miss).
 const PREFETCH_AHEAD: usize = 2;
+/// Cache lines of a port that `prefetch_port` loads.
+const PORT_LINES: usize = 6;
 
 impl Ev {
     pub(super) fn tx_done(node: NodeId, port: usize) -> Ev {
@@ -81,14 +83,20 @@ impl Network {
                     line(p.wrapping_add(64));
                 }
                 Some(Ev::TxDone { node, port }) | Some(Ev::Wake { node, port }) => {
-                    if let Some(p) = self.nodes[*node as usize].ports.get(*port as usize) {
-                        let p = p as *const Port as *const u8;
-                        for k in 0..4 {
-                            line(p.wrapping_add(64 * k));
-                        }
-                    }
+                    self.prefetch_port(*node as usize, *port as usize, line);
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// The first lines of a port: `Port`'s and `PortQueue`'s hot fields, `PortConfig`.
+    #[inline]
+    fn prefetch_port(&self, node: NodeId, port: usize, line: impl Fn(*const u8)) {
+        if let Some(p) = self.nodes[node].ports.get(port) {
+            let p = p as *const Port as *const u8;
+            for k in 0..PORT_LINES {
+                line(p.wrapping_add(64 * k));
             }
         }
     }

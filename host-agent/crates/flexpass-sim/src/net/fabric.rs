@@ -70,6 +70,7 @@ impl Network {
             busy_until: 0,
             tx_done_seq: None,
             tx_done_queued: false,
+            ser_memo: [(0, 0); 2],
             wake_at: None,
             tx_bytes: 0,
             peer_port,
@@ -222,5 +223,24 @@ impl Network {
             .iter()
             .map(|&m| (n.ports[m as usize].peer, m as usize))
             .collect()
+    }
+}
+
+impl Port {
+    /// Time to put a frame of `wire_len` bytes on the link, ns.
+    #[inline]
+    pub(super) fn serialization(&mut self, wire_len: u32) -> Nanos {
+        let [a, b] = self.ser_memo;
+        if a.0 == wire_len {
+            return Nanos::from(a.1);
+        }
+        if b.0 == wire_len {
+            return Nanos::from(b.1);
+        }
+        let ser = (f64::from(wire_len) * 8.0 / self.link.bps * 1e9).round() as Nanos;
+        if let Ok(ns) = u32::try_from(ser) {
+            self.ser_memo = [(wire_len, ns), a];
+        }
+        ser
     }
 }

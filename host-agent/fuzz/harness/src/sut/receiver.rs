@@ -160,7 +160,14 @@ impl ReceiverSut {
             || match &p {
                 Packet::CreditRequest(_) | Packet::CreditStop { .. } => !credit,
                 Packet::Emulation(_) => self.transport != TransportKind::FlashPass,
-                Packet::Data(d) => !subflow_allowed(self.transport, d.subflow),
+                // A header-only reactive segment is a PASE probe (protocol.md §6.2): a
+                // receiver of another transport, or a probe without PROBE_SEQ, refuses it.
+                Packet::Data(d) => {
+                    !subflow_allowed(self.transport, d.subflow)
+                        || (d.is_probe()
+                            && (self.transport != TransportKind::Pase
+                                || d.subflow_seq != flexpass_wire::PROBE_SEQ))
+                }
                 _ => false,
             };
         if must_reject {
