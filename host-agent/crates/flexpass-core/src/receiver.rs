@@ -696,13 +696,13 @@ mod tests {
         }
     }
 
-    /// Without `feedback_backoff` (the model: the papers' receiver) an update every period,
-    /// measured or not.
-    #[test]
-    fn feedback_updates_keep_their_period_without_backoff() {
+    /// An ExpressPass receiver credits a sender whose data never comes back for 200 feedback
+    /// periods: the receiver, the time reached and the feedback updates it made.
+    fn credit_without_echoes(feedback_backoff: bool) -> (Receiver, Nanos, usize) {
         use crate::{CreditConfig, ReceiverConfig, MICROS};
         let period = 100 * MICROS;
-        let cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
+        cfg.feedback_backoff = feedback_backoff;
         let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
         let hello = Packet::Hello(flexpass_wire::Hello {
             flow_id: 7,
@@ -722,6 +722,14 @@ mod tests {
             while r.poll_transmit(now).is_some() {}
             updates += usize::from(r.next_update != before);
         }
+        (r, now, updates)
+    }
+
+    /// Without `feedback_backoff` (the model: the papers' receiver) an update every period,
+    /// measured or not.
+    #[test]
+    fn feedback_updates_keep_their_period_without_backoff() {
+        let (r, _, updates) = credit_without_echoes(false);
         assert!(updates >= 190, "{updates} feedback updates in 200 periods");
         assert_eq!(r.unmeasured, 0);
     }
@@ -732,29 +740,7 @@ mod tests {
     /// within a period.
     #[test]
     fn feedback_updates_back_off_while_they_measure_nothing() {
-        use crate::{CreditConfig, ReceiverConfig, MICROS};
-        let period = 100 * MICROS;
-        let mut cfg = ReceiverConfig::new(CreditConfig::for_link(10e9, 1.0, period));
-        cfg.feedback_backoff = true;
-        let mut r = Receiver::new(7, TransportKind::ExpressPass, &cfg).unwrap();
-        let hello = Packet::Hello(flexpass_wire::Hello {
-            flow_id: 7,
-            transport: TransportKind::ExpressPass,
-            flow_size: 0,
-            conn: None,
-            cookie: None,
-            idle: false,
-        });
-        r.handle_packet(0, &hello, false).unwrap();
-        let (mut now, mut updates) = (0, 0);
-        while now < 200 * period {
-            let Some(t) = r.poll_timeout() else { break };
-            now = t;
-            let before = r.next_update;
-            r.handle_timeout(now);
-            while r.poll_transmit(now).is_some() {}
-            updates += usize::from(r.next_update != before);
-        }
+        let (mut r, now, updates) = credit_without_echoes(true);
         assert!(r.is_pacing_credits(), "credits go on");
         // One a period before: 200.
         assert!(updates < 20, "{updates} feedback updates in 200 periods");
