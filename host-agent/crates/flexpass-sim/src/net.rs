@@ -521,53 +521,6 @@ impl Network {
         }
     }
 
-    /// Schedule a link failure (`up` false) or repair of the link at `node`'s `port`, and the
-    /// route recomputation `reroute_after` later (None: the routes stay).
-    pub fn schedule_link(
-        &mut self,
-        at: Nanos,
-        node: NodeId,
-        port: usize,
-        up: bool,
-        reroute_after: Option<Nanos>,
-    ) {
-        self.schedule(
-            at,
-            Ev::Link {
-                node: node as u32,
-                port: port as u32,
-                up,
-            },
-        );
-        if let Some(after) = reroute_after {
-            self.schedule(at + after, Ev::Reroute);
-        }
-    }
-
-    /// Pin flow `flow_id` through switch `via` (see `pinned`).
-    pub fn pin_flow(&mut self, flow_id: u32, via: NodeId) {
-        self.pinned.insert(flow_id, via);
-    }
-
-    /// Both directions of the link go down (dropping what their queues hold) or up.
-    fn set_link(&mut self, node: NodeId, port: usize, up: bool) {
-        let (peer, peer_port) = {
-            let p = &self.nodes[node].ports[port];
-            (p.peer, p.peer_port)
-        };
-        for (n, i) in [(node, port), (peer, peer_port)] {
-            let nd = &mut self.nodes[n];
-            nd.ports[i].up = up;
-            if !up {
-                nd.ports[i].queue.flush(nd.shared.as_mut());
-            }
-        }
-        if up {
-            self.try_send(node, port);
-            self.try_send(peer, peer_port);
-        }
-    }
-
     fn start_flow(&mut self, flow: usize) {
         let spec = self.flows[flow].spec.clone();
         let cfg = (self.sender_cfg)(&spec);

@@ -1,6 +1,8 @@
 //! The network's nodes, links and routes: building it (hosts, switches, links), the
-//! shortest-path ECMP routes and the symmetric per-flow hash that picks among them.
+//! shortest-path ECMP routes and the symmetric per-flow hash that picks among them; links
+//! failing and coming back, flows pinned through a switch (`flow.via`).
 
+use super::event::Ev;
 use super::{LinkSpec, Network, Node, NodeId, Port};
 use crate::packet::{HostId, SimPacket};
 use crate::queue::{PortConfig, PortQueue, SharedBuffer};
@@ -242,5 +244,55 @@ impl Port {
             self.ser_memo = [(wire_len, ns), a];
         }
         ser
+    }
+}
+
+/// Faults: links failing and coming back, flows pinned through a switch.
+impl Network {
+    /// Schedule a link failure (`up` false) or repair of the link at `node`'s `port`, and the
+    /// route recomputation `reroute_after` later (None: the routes stay).
+    pub fn schedule_link(
+        &mut self,
+        at: Nanos,
+        node: NodeId,
+        port: usize,
+        up: bool,
+        reroute_after: Option<Nanos>,
+    ) {
+        self.schedule(
+            at,
+            Ev::Link {
+                node: node as u32,
+                port: port as u32,
+                up,
+            },
+        );
+        if let Some(after) = reroute_after {
+            self.schedule(at + after, Ev::Reroute);
+        }
+    }
+
+    /// Pin flow `flow_id` through switch `via` (see `pinned`).
+    pub fn pin_flow(&mut self, flow_id: u32, via: NodeId) {
+        self.pinned.insert(flow_id, via);
+    }
+
+    /// Both directions of the link go down (dropping what their queues hold) or up.
+    pub(super) fn set_link(&mut self, node: NodeId, port: usize, up: bool) {
+        let (peer, peer_port) = {
+            let p = &self.nodes[node].ports[port];
+            (p.peer, p.peer_port)
+        };
+        for (n, i) in [(node, port), (peer, peer_port)] {
+            let nd = &mut self.nodes[n];
+            nd.ports[i].up = up;
+            if !up {
+                nd.ports[i].queue.flush(nd.shared.as_mut());
+            }
+        }
+        if up {
+            self.try_send(node, port);
+            self.try_send(peer, peer_port);
+        }
     }
 }
