@@ -361,8 +361,9 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
         for f in listed:
             if f.via is not None and f.via not in fabric.switches:
                 raise ExperimentError(f"flow {f.id}: via = {f.via!r}: no such switch")
-        for fid_, port in pick_source_ports(fabric, listed, AGENT_PORT).items():
-            next(f for f in listed if f.id == fid_).sport = port
+        ports = pick_source_ports(fabric, listed, AGENT_PORT)
+        for f in listed:
+            f.sport = ports[f.id]
     if not plan.flows:
         raise ExperimentError(f"{resolved['name']}: no flows ([[flow]], [[incast]], [workload] or [trace]) to emulate")
     return plan
