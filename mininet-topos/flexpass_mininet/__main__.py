@@ -4,13 +4,15 @@ Experiments: fig7 (a/b/c), fig8 (incast), fig9 (a/b + starvation), leafspine
 (path symmetry), all.  Results go to <out>/<experiment>-<switch>/.
 
 ``python -m flexpass_mininet emulate EXPERIMENT``: a model experiment file (the model's
-schema: host-agent/experiments/, mininet-topos/experiments/*.toml but soak.toml) on real
-packets, scaled (flexpass_mininet/emulate.py; its ``[[fault]]`` entries:
-flexpass_mininet/faults.py); ``flexpass emulate`` runs it.
+schema: host-agent/experiments/, mininet-topos/experiments/*.toml) on real packets,
+scaled (flexpass_mininet/emulate.py; its ``[[fault]]`` entries: flexpass_mininet/faults.py);
+``flexpass emulate`` runs it. Every run samples the memory and CPU of its processes
+(resources.py).
 
-``python -m flexpass_mininet soak [EXPERIMENT.toml] [--duration S]``: a long mixed
-workload with memory and CPU of every agent and switch over time
-(experiments/soak.toml by default; flexpass_mininet/soak.py).
+``python -m flexpass_mininet soak [EXPERIMENT.toml] [emulate options]``: ``emulate`` with
+the resident controller, experiments/soak.toml by default (30 minutes of mixed traffic;
+``--set duration_ms=…`` shortens it); ``soak --model``: the model's soak
+(host-agent/experiments/soak.toml) with flexpass sim's memory and CPU.
 """
 
 from __future__ import annotations
@@ -25,20 +27,6 @@ from . import env
 from .faults import PROBE_DEFAULTS
 
 
-def _file_parser(name: str, description: str, default: bool = True) -> argparse.ArgumentParser:
-    """The arguments every file-driven runner takes: the experiment file (by default
-    experiments/NAME.toml, or none), --switch, --out."""
-    ap = argparse.ArgumentParser(prog=f"python -m flexpass_mininet {name}", description=description)
-    if default:
-        ap.add_argument("experiment", nargs="?", default=name,
-                        help=f"experiment file (default: experiments/{name}.toml; a bare name is looked up there)")
-    else:
-        ap.add_argument("experiment", help="experiment file (a bare name is looked up in experiments/)")
-    ap.add_argument("--switch", choices=sorted(env.SWITCH_BINARIES), help="override the file's switch")
-    ap.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
-    return ap
-
-
 def _cannot_run(switch: str) -> bool:
     problems = env.problems(switch)
     if problems:
@@ -46,53 +34,40 @@ def _cannot_run(switch: str) -> bool:
     return bool(problems)
 
 
-def _load(name: str, load, a, overrides: dict):
-    """(experiment, 0), or (None, exit status) after saying why not: a bad file (1) or a
-    machine that cannot run it (2).  ``overrides`` set to None are left to the file."""
-    from .expfile import ExperimentError
-
-    # SIGTERM unwinds like Ctrl-C, so every network and process started is stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    overrides = {k: v for k, v in {**overrides, "switch": a.switch}.items() if v is not None}
-    try:
-        exp = load(Path(a.experiment), overrides)
-    except ExperimentError as e:
-        print(f"flexpass_mininet {name}: {e}", file=sys.stderr)
-        return None, 1
-    return (None, 2) if _cannot_run(exp.switch) else (exp, 0)
+SOAK = env.REPO / "mininet-topos" / "experiments" / "soak.toml"
 
 
 def soak_main(argv) -> int:
-    ap = _file_parser("soak", "Soak: a long mixed workload on the leaf-spine, memory and CPU of "
-                              "every agent and switch over time (issue #14)")
-    ap.add_argument("--duration", type=float, help="seconds of traffic (overrides the file's duration_s)")
-    ap.add_argument("--drain", type=float, help="seconds the flows in flight get after it (the file's drain_s)")
+    """``soak [FILE] [emulate options]``: ``emulate`` with the resident controller, on
+    experiments/soak.toml by default; ``soak --model [SIM.toml]``: the model's soak with
+    flexpass sim's own memory and CPU over time (resources.py)."""
+    ap = argparse.ArgumentParser(prog="python -m flexpass_mininet soak",
+                                 description="Soak: a long mixed workload, memory and CPU of every agent and "
+                                             "switch over time (issue #14). Without --model: emulate FILE "
+                                             "--controller (every emulate option applies).")
     ap.add_argument("--model", nargs="?", const=True, metavar="SIM.toml",
                     help="soak the model instead (no root): flexpass sim on host-agent/experiments/soak.toml "
                          "or the file given, with its memory and CPU over time")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="--model: flexpass sim --set")
-    a = ap.parse_args(argv)
-    from . import soak as sk
+    a, rest = ap.parse_known_args(argv)
+    if not a.model:
+        if not rest or rest[0].startswith("-"):
+            rest = [str(SOAK), *rest]
+        return emulate_main([*rest, "--controller"])
+    from . import resources
 
-    if a.model:
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-        sim = sk.MODEL_EXPERIMENT if a.model is True else Path(a.model)
-        if not env.FLEXPASS_BIN.is_file():
-            print(f"flexpass_mininet soak: no agent binary at {env.FLEXPASS_BIN} (cargo build --release)",
-                  file=sys.stderr)
-            return 2
-        r = sk.run_model(sim, a.out, sets=a.set, progress=lambda line: print(line, flush=True))
-        print(sk.model_summary(r))
-        print(f"results: {a.out}/{r['experiment']}-model/ (result.json, resources.csv, resources.png, sim/)")
-        return 0 if r["summary"]["corrupted_bytes"] == 0 and r["summary"]["incomplete"] == 0 else 3
-    exp, status = _load("soak", sk.load_soak, a, {"duration_s": a.duration, "drain_s": a.drain})
-    if exp is None:
-        return status
-    r = sk.run(exp, a.out, progress=lambda line: print(line, flush=True))
-    print(sk.summary(r))
-    print(f"results: {a.out}/{exp.name}-{exp.switch}/ (result.json, resources.csv, flows.csv, resources.png, logs)")
-    s = r["summary"]
-    return 0 if s["corrupted_bytes"] == 0 and s["lost_flows"] == 0 else 3
+    ap2 = argparse.ArgumentParser(prog="python -m flexpass_mininet soak --model")
+    ap2.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="flexpass sim --set")
+    ap2.add_argument("--out", type=Path, default=env.REPO / "results" / "mininet")
+    b = ap2.parse_args(rest)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sim = resources.MODEL_EXPERIMENT if a.model is True else Path(a.model)
+    if not env.FLEXPASS_BIN.is_file():
+        print(f"flexpass_mininet soak: no agent binary at {env.FLEXPASS_BIN} (cargo build --release)", file=sys.stderr)
+        return 2
+    r = resources.run_model(sim, b.out, sets=b.set, progress=lambda line: print(line, flush=True))
+    print(resources.model_summary(r))
+    print(f"results: {b.out}/{r['experiment']}-model/ (result.json, resources.csv, resources.png, sim/)")
+    return 0 if r["summary"]["corrupted_bytes"] == 0 and r["summary"]["incomplete"] == 0 else 3
 
 
 def emulate_main(argv) -> int:
@@ -110,6 +85,9 @@ def emulate_main(argv) -> int:
                     help="results: result.json and flows.csv (a sweep: one folder per point)")
     ap.add_argument("--dry-run", action="store_true", help="print the scaled plan and stop (no root needed)")
     ap.add_argument("--pcap", action="store_true", help="BMv2 writes per-port pcaps into the run directory")
+    ap.add_argument("--controller", action="store_true",
+                    help="the resident controller (flexpass-ctl run) holds the switches for the whole run, "
+                         "as with [[fault]] entries; its memory and CPU are sampled with the rest")
     ap.add_argument("--detect", choices=["told", "probe"], default="told",
                     help="who notices a [[fault]] link's failure and repair: told (flexpass-ctl link-down/up, "
                          "fault.reroute_after_ms after it) or probe (the resident controller's liveness probes, "

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from . import env, switch_stats
-from .expfile import ExperimentError
+from .env import ExperimentError
 from .fabric import Fabric
 from .scaling import FRAME, Scaled
 
@@ -44,6 +44,9 @@ BACKEND = "mininet"
 #: Flows the model draws for a [workload] or a [trace]; they run as `flexpass workload --trace`.
 WORKLOAD_KINDS = ("background", "foreground")
 AGENT_PORT = env.AGENT_PORT
+#: Kernel TCP flows (transport "tcp", which only this backend runs) go to every server's
+#: `flexpass serve --tcp` listener on this port.
+TCP_PORT = AGENT_PORT + 1
 #: A listed flow is never scaled below this many full frames.
 MIN_FLOW_FRAMES = 16
 #: Extra wall time after the scaled duration for finite flows to finish (× duration).
@@ -325,12 +328,14 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
         recv = host_name(inc["receiver"], hosts)
         senders = [host_name(s, hosts) for s in inc["senders"]] if inc.get("senders") else \
             [f"h{j}" for j in range(hosts) if f"h{j}" != recv]
-        for r in range(inc["repeat"]):
+        for r in range(incast_repetitions(inc, exp.get("duration_ms"))):
             group += 1
             start = (inc["start_us"] + inc["repeat_step_us"] * r) / 1e6 * time_scale
+            cycle = inc.get("transports") or []
+            transport = cycle[r % len(cycle)] if cycle else inc.get("transport") or default_transport
             for k in range(inc["flows"]):
                 fid += 1
-                plan.flows.append(FlowPlan(fid, "incast", inc.get("transport") or default_transport,
+                plan.flows.append(FlowPlan(fid, "incast", transport,
                                            senders[k % len(senders)], recv, inc["bytes"], inc["bytes"], start, group))
     # A workload's or a trace's flows as the model drew them (same seed, same flows), scaled
     # like listed flows.
@@ -367,6 +372,18 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
     if not plan.flows:
         raise ExperimentError(f"{resolved['name']}: no flows ([[flow]], [[incast]], [workload] or [trace]) to emulate")
     return plan
+
+
+def incast_repetitions(inc: dict, duration_ms: Optional[float]) -> int:
+    """As the model's IncastEntry::repetitions: `repeat`, or for 0 every `repeat_step_us`
+    until `duration_ms`."""
+    if inc["repeat"] == 0 and duration_ms and inc["repeat_step_us"] > 0:
+        return max(0, math.ceil((duration_ms * 1e3 - inc["start_us"]) / inc["repeat_step_us"]))
+    return inc["repeat"]
+
+
+def port_of(transport: str) -> int:
+    return TCP_PORT if transport == "tcp" else AGENT_PORT
 
 
 def _describe_fault(ft: dict) -> str:
@@ -421,14 +438,16 @@ def agent_flags(plan: Plan) -> List[str]:
 
 
 def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "told",
-        probe: Optional[Dict[str, float]] = None) -> dict:
-    """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv.
-    With faults, the resident controller holds the switches (faults.FaultDriver); `detect`
-    and `probe`: who notices a failed link (see ``flexpass emulate --detect``)."""
+        probe: Optional[Dict[str, float]] = None, controller: bool = False, progress=print) -> dict:
+    """Run the plan on Mininet (root); write result.json, flows.csv, throughput.csv and the
+    processes' memory and CPU (resources.csv, resources.png). With faults or `controller`,
+    the resident controller holds the switches (faults.FaultDriver); `detect` and `probe`:
+    who notices a failed link (see ``flexpass emulate --detect``)."""
     from flexpass_cp import cli  # noqa: F401  imported before the traffic starts: it takes a while
 
     from .faults import FaultDriver, SampleClock
     from .network import start_network
+    from .resources import ResourceSampler, RunMonitor
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.txt").write_text(plan.describe() + "\n")
@@ -450,16 +469,24 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
     with start_network(fab, sc, switch, out, plan.profile, pcap, config_extra=plan.switch_extra,
                        config_edit=edit) as net, contextlib.ExitStack() as cleanup:
         cfg_path = out / "switch-config.yaml"
-        if plan.faults:
+        resources = RunMonitor(ResourceSampler(), plan.duration_s, progress)
+        for name in sorted(fab.switches):
+            resources.sampler.watch(name, "switch", net.switch(name).proc.pid)
+        if plan.faults or controller:
             driver = FaultDriver(net, fab, cfg_path, out, detect, probe)
             cleanup.callback(driver.stop)
             driver.start()
-        # Every host that receives a flow or answers an incast runs one agent server.
+            resources.sampler.watch("controller", "controller", driver.cp.proc.pid)
+        # Every host that receives a flow or answers an incast runs one agent server (with a
+        # kernel TCP listener when a flow uses kernel TCP).
         servers = sorted({f.dst for f in plan.flows if f.kind != "incast"} | {f.src for f in plan.flows if f.kind == "incast"})
+        tcp = any(f.transport == "tcp" for f in plan.flows)
         for h in servers:
             ip = fab.hosts[h].ip
-            net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
-                                str(plan.sample_ms), *agent_net), out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
+            p = net.popen(h, _agent("serve", "--listen", f"{ip}:{AGENT_PORT}", "--respond", "--sample-ms",
+                                    str(plan.sample_ms), *(["--tcp", f"{ip}:{TCP_PORT}"] if tcp else []), *agent_net),
+                          out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
+            resources.sampler.watch(f"{h} serve", "agent", p.pid)
         # The receivers' samples on the wall clock (recovery from faults).
         clock = SampleClock({h: out / f"{h}-serve.jsonl" for h in servers}) if plan.faults else None
         time.sleep(0.5)
@@ -471,13 +498,15 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
         if "bottleneck" in plan.experiment["measure"].get("monitor", []):
             monitors.append(switch_stats.DepthSampler(net, sw, port))
         every_s = plan.sample_ms / 1e3
+        samplers = monitors + [resources]
         t0, t0_unix = time.monotonic(), time.time()
+        resources.t0 = t0
 
         def start_flow(f: FlowPlan) -> None:
             size = f.bytes if f.bytes is not None else int(sc.link_rate_bps / 8 * (plan.duration_s + 30))
             started[f.id] = time.monotonic() - t0
             bind = ["--bind", f"{fab.hosts[f.src].ip}:{f.sport}"] if f.sport else []
-            p = net.popen(f.src, _agent("send", "--to", f"{fab.hosts[f.dst].ip}:{AGENT_PORT}", "--transport",
+            p = net.popen(f.src, _agent("send", "--to", f"{fab.hosts[f.dst].ip}:{port_of(f.transport)}", "--transport",
                                         f.transport, "--size", str(size), "--timeout-s",
                                         f"{max(60.0, 4 * plan.duration_s):g}", *bind, *agent_net),
                           out / f"flow{f.id}-send.jsonl", out / f"flow{f.id}-send.err")
@@ -487,11 +516,11 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
             """A workload's flows: one `flexpass workload --trace` per source host and
             transport, replaying that host's flows at their start times (one trace file per
             transport, every flow of it; the agent takes those that leave its host)."""
-            hosts = ",".join(f"{fab.hosts[f'h{i}'].ip}:{AGENT_PORT}" for i in range(len(fab.hosts)))
             by_transport: Dict[str, List[FlowPlan]] = {}
             for f in sorted(flows, key=lambda f: f.start_s):
                 by_transport.setdefault(f.transport, []).append(f)
             for t, fl in by_transport.items():
+                hosts = ",".join(f"{fab.hosts[f'h{i}'].ip}:{port_of(t)}" for i in range(len(fab.hosts)))
                 trace = out / f"workload-{t}.trace"
                 trace.write_text("".join(f"{f.id} {f.start_s:.9f} {f.src[1:]} {f.dst[1:]} {f.bytes}\n" for f in fl))
                 for src in sorted({f.src for f in fl}, key=lambda h: int(h[1:])):
@@ -503,6 +532,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
                     for f in members:
                         started[f.id] = launched + f.start_s  # until its record says when it began
                     procs.append((members, p))
+                    resources.sampler.watch(f"{src} workload {t}", "agent", p.pid)
 
         def start_incast(group: int, members: List[FlowPlan]) -> None:
             first = members[0]
@@ -510,7 +540,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
                 started[f.id] = time.monotonic() - t0
             servers_of = []
             for f in members:  # one server entry per flow, in flow order: the agent cycles through them
-                servers_of.append(f"{fab.hosts[f.src].ip}:{AGENT_PORT}")
+                servers_of.append(f"{fab.hosts[f.src].ip}:{port_of(f.transport)}")
             p = net.popen(first.dst, _agent("incast", "--servers", ",".join(dict.fromkeys(servers_of)),
                                             "--flows", str(len(members)), "--size", str(first.bytes),
                                             "--transport", first.transport, "--timeout-s",
@@ -535,7 +565,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
                 events.append((fault.at_s + fault.reroute_after_s, "reroute", fault))
         events.sort(key=lambda e: e[0])
         for at, what, obj in events:
-            wait_until(t0 + at, monitors, every_s)
+            wait_until(t0 + at, samplers, every_s)
             if what == "flow":
                 start_flow(obj)
             elif what == "incast":
@@ -554,10 +584,10 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
         end = t0 + plan.duration_s
         finite = [p for fl, p in procs if isinstance(fl, list) or fl.bytes is not None]
         if len(finite) < len(procs):
-            wait_until(end, monitors, every_s)
+            wait_until(end, samplers, every_s)
         deadline = end + GRACE * plan.duration_s + 10
         while any(p.poll() is None for p in finite) and time.monotonic() < deadline:
-            wait_until(time.monotonic() + 0.1, monitors, every_s)
+            wait_until(time.monotonic() + 0.1, samplers, every_s)
         # The depth samples count from the last listed flow's start (after warm-up) until the
         # last finite flow completed (or the run's end): the time every listed flow is under
         # way (a workload's flows come and go: from the warm-up on).
@@ -571,6 +601,7 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
         serve_t0 = clock.stop() if clock else {}
         if driver:
             checks = driver.finish()
+        resources.sample(force=True)
     timeline = []
     faults = []
     if driver:
@@ -579,7 +610,9 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
     if depths:
         write_depths(plan, out, depths, window, f"{sw}->{recv}")
     wall = time.monotonic() - t_wall0
-    return report(plan, switch, out, started, timeline, queues, wall, faults, checks)
+    r = report(plan, switch, out, started, timeline, queues, wall, faults, checks, resources.sampler.summaries())
+    resources.write(out, r, f"{plan.name} on {switch}, {wall / 60:.1f} min")
+    return r
 
 
 def sender_records(plan: Plan, out: Path) -> Dict[int, dict]:
@@ -735,7 +768,8 @@ def _fct_summary(flows: List[dict], small: int) -> dict:
 
 
 def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeline: List[dict],
-           queues: dict, wall_s: float, faults: Optional[List[dict]] = None, checks: Optional[dict] = None) -> dict:
+           queues: dict, wall_s: float, faults: Optional[List[dict]] = None, checks: Optional[dict] = None,
+           processes: Optional[Dict[str, dict]] = None) -> dict:
     """result.json and flows.csv in the model's shape, from the agents' records."""
     records: Dict[int, dict] = {}
     # Byte-exact: a finite flow counts as delivered when its receiver's agent reports the
@@ -807,6 +841,9 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
         "bdp_ratio": plan.scaled.bdp_ratio,
         **queues,
         "emulation": _emulation_totals(records),
+        "by_transport": _by_transport(flows),
+        # Memory and CPU of every switch, agent and the controller (resources.py).
+        "processes": processes or {},
         "plan": plan.describe(),
     }
     (out / "result.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -819,6 +856,21 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
                         f"{x['start_us']:.3f}", "" if x["fct_us"] is None else f"{x['fct_us']:.3f}", "",
                         x["retransmissions"], x["timeouts"], x["delivered_bytes"] or 0, 0, ""])
     return result
+
+
+def _by_transport(flows: List[dict]) -> Dict[str, dict]:
+    """Per transport: finite flows completed byte-exact, failed, and their timeouts."""
+    out: Dict[str, dict] = {}
+    for x in flows:
+        if x["size"] is None:
+            continue
+        b = out.setdefault(x["transport"], {"flows": 0, "completed": 0, "failed": 0, "bytes": 0, "timeouts": 0})
+        b["flows"] += 1
+        b["completed" if x["fct_us"] is not None else "failed"] += 1
+        if x["fct_us"] is not None:
+            b["bytes"] += x["delivered_bytes"] or 0
+        b["timeouts"] += x["timeouts"]
+    return out
 
 
 def _emulation_totals(records: Dict[int, dict]) -> Optional[dict]:
@@ -881,12 +933,19 @@ def main_args(a) -> int:
               flush=True)
         probe = {k: getattr(a, f"probe_{k}") for k in ("interval_ms", "dead_ms", "up_ms")} \
             if hasattr(a, "probe_interval_ms") else None
-        r = run(p, a.switch, d, a.pcap, getattr(a, "detect", "told"), probe)
+        r = run(p, a.switch, d, a.pcap, getattr(a, "detect", "told"), probe, getattr(a, "controller", False))
         o = r["fct"]["overall"]
         print(f"  {o['completed']}/{o['flows']} finite flows completed, max FCT {o['all']['max_us'] / 1e3:.1f} ms, "
               f"timeouts {r['timeouts']}; " + ", ".join(
                   f"flow {x['id']} ({x['transport']}) {100 * x['share']:.0f} %" for x in r["flows"] if x["share"] is not None),
               flush=True)
+        for t, b in r["by_transport"].items():
+            print(f"    {t:12} {b['completed']}/{b['flows']} completed byte-exact, {b['bytes'] / 1e6:.1f} MB, "
+                  f"timeouts {b['timeouts']}", flush=True)
+        from .resources import PROGRESS_S, summary_lines
+
+        if p.duration_s > 2 * PROGRESS_S:
+            print("\n".join(summary_lines(r["processes"])), flush=True)
         for fr in r["faults"]:
             cp = fr["control_plane"]
             print(f"  fault {fr['index']} ({fr['event']}): longest gap of a flow "

@@ -20,6 +20,10 @@ P4_BUILD = Path(os.environ.get("FLEXPASS_P4_BUILD", REPO / "build" / "p4"))
 FLEXPASS_BIN = Path(os.environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 
+
+class ExperimentError(ValueError):
+    """An experiment this backend cannot run as written; the message names the key."""
+
 #: Switch programs the Mininet switch class can start (SWITCH=...).
 SWITCH_BINARIES = {
     # The project's target with the traffic manager (switch-target/).

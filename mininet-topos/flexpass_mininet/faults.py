@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from . import env
-from .expfile import ExperimentError
+from .env import ExperimentError
 from .fabric import asymmetric_pairs, ecmp_member_index, ecmp_paths
 
 _json_lines = env.read_json_lines

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flexpass_mininet import emulate as em  # noqa: E402
 from flexpass_mininet import env  # noqa: E402
-from flexpass_mininet.expfile import ExperimentError  # noqa: E402
+from flexpass_mininet.env import ExperimentError  # noqa: E402
 from flexpass_mininet.scaling import FRAME  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not env.FLEXPASS_BIN.is_file(), reason=f"{env.FLEXPASS_BIN} not built (make build)")
@@ -397,3 +397,43 @@ def test_a_fault_with_another_kinds_key_or_a_bad_via_is_refused_by_name():
         plans(f, "fault.3.kind=switch-restart")
     with pytest.raises(ExperimentError, match=r"flow\[0\].via = 'leaf1': not an equal-cost next hop of h0's switch"):
         plans(f, "flow.0.via=leaf1")
+
+
+def test_the_soak_file_runs_kernel_tcp_workloads_and_cycling_incasts_the_model_refuses_by_name(tmp_path):
+    """soak.toml in the model's schema: several [[workload]]s, each with its own sources,
+    destinations and transport (kernel TCP too), drawn by the model; incast bursts every
+    repeat_step_us until the end (repeat = 0), each with the next transport of the list.
+    The model runs none of it: kernel TCP is refused by name."""
+    soak = str(env.REPO / "mininet-topos" / "experiments" / "soak.toml")
+    (p,) = plans(soak, "duration_ms=4000")
+    exp = p.experiment
+    wl = [x for x in p.flows if x.kind == "background"]
+    drawn = em.resolve(soak, ["duration_ms=4000"])["points"][0]["workload_flows"]
+    assert len(wl) == len(drawn) > 50
+    for d in drawn:  # each flow from its workload's source to one of its destinations
+        w = exp["workload"][d["entry"]]
+        assert f"h{d['src']}" in w["src"] and f"h{d['dst']}" in w["dst"] and d["transport"] == w["transport"]
+        assert d["start_us"] < 4000e3
+    assert {x.transport for x in wl} == {"flexpass", "dctcp", "expresspass", "tcp"}
+    # Poisson arrivals at `load` of the source's link, same CDF: the flexpass workload of h0
+    # (0.06) has about 3x the arrivals of the kernel TCP one of h0 (0.02).
+    count = lambda i: sum(1 for d in drawn if d["entry"] == i)  # noqa: E731
+    assert 2.0 < count(0) / count(5) < 4.5, (count(0), count(5))
+    # Incast groups: 0.2 s, then every 0.6 s (receiver h0) and 0.8 s (h3) until 4 s.
+    groups = {}
+    for f in p.flows:
+        if f.kind == "incast":
+            groups.setdefault(f.group, []).append(f)
+    by_receiver = {}
+    for members in groups.values():
+        assert len(members) == 6 and len({m.transport for m in members}) == 1
+        by_receiver.setdefault(members[0].dst, []).append(members[0].transport)
+    assert by_receiver["h0"] == ["flexpass", "dctcp", "expresspass", "tcp", "flexpass", "dctcp", "expresspass"]
+    assert by_receiver["h3"] == ["dctcp", "flexpass", "tcp", "expresspass", "dctcp"]
+    assert em.port_of("tcp") == em.TCP_PORT and em.port_of("flexpass") == em.AGENT_PORT
+    # The model refuses it, naming the keys and why.
+    r = subprocess.run([str(env.FLEXPASS_BIN), "sim", soak, "--set", "duration_ms=10", "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert 'workload[3].transport, workload[5].transport' in r.stderr and "kernel TCP" in r.stderr, r.stderr
+    assert "incast[0].transport" in r.stderr

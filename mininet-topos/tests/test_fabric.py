@@ -127,31 +127,3 @@ def test_recovery_is_the_longest_empty_run_after_the_fault():
     assert gap(rows, 10.1, 11.6) == pytest.approx(0.4)
     assert gap(rows, 10.1, 10.32) == pytest.approx(0.2)  # only intervals starting in the window (4 of 8)
     assert gap(rows, 12.0, 12.5) == 0
-
-
-def test_experiment_files_share_one_reader_with_errors_naming_the_key(tmp_path):
-    """soak reads its file through expfile: a bare name is found in
-    mininet-topos/experiments/, and a wrong type, a bad switch, a bad topology size or an
-    unknown key is an error naming the file and the key."""
-    from flexpass_mininet import expfile, soak
-
-    raw, name = expfile.read("soak")
-    assert name == "soak" and "workload" in raw
-    with pytest.raises(expfile.ExperimentError, match="cannot read"):
-        expfile.read(tmp_path / "missing.toml")
-    bad = tmp_path / "bad.toml"
-    bad.write_text("link_mbps = [")
-    with pytest.raises(expfile.ExperimentError, match="bad.toml"):
-        expfile.read(bad)
-    with pytest.raises(expfile.ExperimentError, match=r"x.link_mbps: expected float, got True"):
-        soak.parse_soak({"incast": [], "link_mbps": True}, "x")
-    with pytest.raises(expfile.ExperimentError, match=r"x.switch: one of"):
-        soak.parse_soak({"switch": "tofino", "incast": []}, "x")
-    with pytest.raises(expfile.ExperimentError, match=r"x.topology.spines: must be >= 1"):
-        soak.parse_soak({"incast": [], "topology": {"spines": 0}}, "x")
-    with pytest.raises(expfile.ExperimentError, match=r"x: unknown keys \['period'\]"):
-        soak.parse_soak({"workload": [{"src": "h1", "dst": ["h3"], "transport": "dctcp", "load": 0.1}],
-                         "period": 1}, "x")
-    with pytest.raises(expfile.ExperimentError, match=r"x.rtt_us: must be > 0"):
-        soak.parse_soak({"rtt_us": 0, "incast": []}, "x")
-    assert soak.ExperimentError is expfile.ExperimentError

@@ -422,7 +422,7 @@ fn draw(points: &[Point], path: &Path) -> Result<(), String> {
 #[derive(clap::Args)]
 pub struct EmulateArgs {
     /// The runner's arguments: EXPERIMENT [--set K=V]… [--no-sweep] [--switch S]
-    /// [--link-mbps M] [--rtt-us U] [--out DIR] [--dry-run] (see --help of the runner).
+    /// [--link-mbps M] [--rtt-us U] [--out DIR] [--dry-run] [--controller] (see --help of the runner).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<String>,
 }

@@ -426,14 +426,14 @@ fn resolve(
         // the same flows. Listed flows and incast groups are in the experiment itself.
         // (Drawn for every point: that checks `flow.via` as a run would.)
         let all = flexpass_sim::build::flows(&e)?;
-        let drawn: Vec<serde_json::Value> = if e.workload.is_some() || e.trace.is_some() {
+        let drawn: Vec<serde_json::Value> = if !e.workload.is_empty() || e.trace.is_some() {
             all.iter()
                 .filter(|f| matches!(f.kind, FlowKind::Background | FlowKind::Foreground))
                 .map(|f| {
                     serde_json::json!({
-                        "src": f.src, "dst": f.dst, "transport": f.transport.name(),
+                        "src": f.src, "dst": f.dst, "transport": drawn_transport(&e, f),
                         "bytes": f.size, "start_us": f.start as f64 / 1e3,
-                        "kind": f.kind,
+                        "kind": f.kind, "entry": f.entry,
                     })
                 })
                 .collect()
@@ -732,4 +732,16 @@ pub fn summary(r: &RunReport) -> String {
         let _ = writeln!(s, "  {}", convergence_line(c));
     }
     s
+}
+
+/// The transport a backend runs a drawn flow with: its workload's own (kernel TCP too,
+/// which the model itself refuses), else the model's choice.
+fn drawn_transport(e: &Experiment, f: &flexpass_sim::net::FlowSpec) -> &'static str {
+    let own = match f.kind {
+        FlowKind::Background | FlowKind::Foreground => {
+            e.workload.get(f.entry as usize).and_then(|w| w.transport)
+        }
+        _ => None,
+    };
+    own.map_or(f.transport.name(), |t| t.name())
 }

@@ -335,10 +335,14 @@ pub fn workload(a: WorkloadArgs) -> Result<(), String> {
             if r.is_ok() {
                 results.push((f.size, fct));
             }
+            let (sha, error) = match r {
+                Ok(sha) => (Some(sha), None),
+                Err(e) => (None, Some(e)),
+            };
             line(
                 json!({"event": "flow", "transport": "tcp", "dst": f.dst.to_string(), "size": f.size,
                 "trace_id": f.trace_id, "start_us": (start - t0).as_secs_f64() * 1e6, "fct_us": fct,
-                "error": r.err()}),
+                "sha256": sha, "error": error}),
             );
         }
         line(json!({"event": "summary", "transport": "tcp", "fct": summarize(&results)}));
@@ -516,20 +520,23 @@ fn finish_idle(
     Ok(failed)
 }
 
-fn tcp_flow(dst: SocketAddr, size: u64) -> Result<(), String> {
+/// One flow over kernel TCP; the SHA-256 of what it sent (as the agent's flows report).
+fn tcp_flow(dst: SocketAddr, size: u64) -> Result<String, String> {
     let mut s = TcpStream::connect(dst).map_err(|e| e.to_string())?;
     crate::agent_cmd::prefer_dctcp(&s);
+    let mut hasher = Sha256::new();
     let mut off = 0;
     while off < size {
         let n = (size - off).min(CHUNK) as usize;
-        s.write_all(&pattern_bytes(off, n))
-            .map_err(|e| e.to_string())?;
+        let chunk = pattern_bytes(off, n);
+        hasher.update(&chunk);
+        s.write_all(&chunk).map_err(|e| e.to_string())?;
         off += n as u64;
     }
     s.shutdown(std::net::Shutdown::Write)
         .map_err(|e| e.to_string())?;
     let _ = s.read(&mut [0u8; 1]);
-    Ok(())
+    Ok(crate::agent_cmd::hex(hasher.finalize()))
 }
 
 pub fn incast(a: IncastArgs) -> Result<(), String> {

@@ -20,10 +20,11 @@ mod validate;
 pub use merge::{builtin, Override, Source, BUILTIN, COMPAT_NS2, COMPAT_PRESETS};
 pub use schema::{
     ConvergenceSpec, DeploymentSpec, Experiment, FaultKind, FaultSpec, FigureSpec, FlashPassSpec,
-    FlowEntry, ForegroundSpec, HostRef, HostSpec, ImpairmentSpec, IncastEntry, MeasureSpec,
-    PanelSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec, WorkloadSpec,
+    FlowEntry, FlowTransport, ForegroundSpec, HostRef, HostSpec, ImpairmentSpec, IncastEntry,
+    MeasureSpec, PanelSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec, WorkloadSpec,
 };
 pub use topology::{
     Clos3Spec, CommonKeys, DumbbellSpec, LeafSpineSpec, ParkingLotSpec, StarSpec, ThreeDcSpec,
     TopologyKind, TopologySpec,
 };
+pub use validate::resolve_hosts;

@@ -113,6 +113,9 @@ pub struct FlowSpec {
     pub size: Option<u64>,
     pub start: Nanos,
     pub kind: FlowKind,
+    /// Index of the entry of its kind it comes from (`[[flow]]`, `[[incast]]`,
+    /// `[[workload]]`; u32::MAX for a trace's): a backend finds the entry's own keys.
+    pub entry: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

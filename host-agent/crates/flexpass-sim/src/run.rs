@@ -40,6 +40,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunReport, String> {
     let started = Instant::now();
+    exp.refuse_emulation_only()?;
     if let Some(c) = &exp.convergence {
         return convergence::run(exp, c, point, progress);
     }

@@ -3,7 +3,7 @@
 //! foreground incast (mixed traffic), and the deployment rule that picks each flow's
 //! transport (FlexPass §6.2: the new transport only when both ends' racks run it).
 
-use crate::experiment::Experiment;
+use crate::experiment::{resolve_hosts, Experiment};
 use crate::net::{FlowKind, FlowSpec};
 use crate::topology::Built;
 use flexpass_core::{Nanos, MICROS, MILLIS};
@@ -11,6 +11,9 @@ use flexpass_wire::{max_frame_wire, max_payload_for_mtu, TransportKind};
 use flexpass_workload::{next_gap_ns, FlowSizeCdf, FlowTrace};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// `FlowSpec::entry` of a trace's flows.
+const NO_ENTRY: usize = u32::MAX as usize;
 
 /// Salt of the traffic generator's seed (the network model has its own RNG).
 const TRAFFIC_SEED_SALT: u64 = 0x7261_6666_6963;
@@ -43,7 +46,14 @@ fn us(v: f64) -> Nanos {
 pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String> {
     let hosts = built.rack_of.len();
     let mut out: Vec<FlowSpec> = vec![];
-    let push = |out: &mut Vec<FlowSpec>, src, dst, t: Option<TransportKind>, size, start, kind| {
+    let push = |out: &mut Vec<FlowSpec>,
+                src,
+                dst,
+                t: Option<TransportKind>,
+                size,
+                start,
+                kind,
+                entry: usize| {
         let transport = t.unwrap_or_else(|| deployed(exp, built, src, dst));
         let id = out.len() as u32 + 1;
         out.push(FlowSpec {
@@ -54,23 +64,25 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
             size,
             start,
             kind,
+            entry: entry as u32,
         });
     };
-    for f in &exp.flows {
+    for (fi, f) in exp.flows.iter().enumerate() {
         let dst = f.dst.resolve(hosts)?;
         for (src, start_us) in f.expand(hosts)? {
             push(
                 &mut out,
                 src,
                 dst,
-                f.transport,
+                f.transport.and_then(|t| t.model()),
                 f.bytes,
                 us(start_us),
                 FlowKind::Listed,
+                fi,
             );
         }
     }
-    for g in &exp.incast {
+    for (gi, g) in exp.incast.iter().enumerate() {
         let r = g.receiver.resolve(hosts)?;
         let senders: Vec<usize> = match &g.senders {
             Some(s) => s
@@ -79,26 +91,38 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
                 .collect::<Result<_, _>>()?,
             None => (0..hosts).filter(|&h| h != r).collect(),
         };
-        for k in 0..g.repeat {
+        for k in 0..g.repetitions(exp.duration_ms) {
+            let transport = match g.transports.len() {
+                0 => g.transport,
+                n => Some(g.transports[k % n]),
+            };
             for i in 0..g.flows {
                 push(
                     &mut out,
                     senders[i % senders.len()],
                     r,
-                    g.transport,
+                    transport.and_then(|t| t.model()),
                     Some(g.bytes),
                     us(g.start_us + g.repeat_step_us * k as f64),
                     FlowKind::Incast,
+                    gi,
                 );
             }
         }
     }
-    if let Some(w) = &exp.workload {
+    // One generator for all workloads, in order: the first workload's flows do not depend
+    // on the others.
+    let mut rng = ChaCha8Rng::seed_from_u64(exp.seed ^ TRAFFIC_SEED_SALT);
+    for (wi, w) in exp.workload.iter().enumerate() {
+        let at = format!("workload[{wi}]");
         let cdf = FlowSizeCdf::load(&w.cdf)?;
-        let mut rng = ChaCha8Rng::seed_from_u64(exp.seed ^ TRAFFIC_SEED_SALT);
         let fg_fraction = w.foreground.as_ref().map_or(0.0, |f| f.volume_fraction);
-        let capacity = match w.load_on.as_deref() {
-            Some("hosts") => hosts as f64 * exp.topology.link_bps(),
+        let srcs = resolve_hosts(w.src.as_deref(), hosts, &format!("{at}.src"))?;
+        let dsts = resolve_hosts(w.dst.as_deref(), hosts, &format!("{at}.dst"))?;
+        let capacity = match (w.load_on.as_deref(), &w.src) {
+            (Some("hosts"), _) => hosts as f64 * exp.topology.link_bps(),
+            // Sources named: the load is on their links.
+            (None, Some(_)) => srcs.len() as f64 * exp.topology.link_bps(),
             _ => built.load_capacity_bps,
         };
         // Flow sizes are payload bytes; the load counts them on the wire (FlexPass's
@@ -106,29 +130,62 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         let mean_wire = cdf.mean() * wire_factor(exp.topology.mtu());
         let inter_rack = w.pairs.as_deref() == Some("inter-rack");
         if inter_rack && built.racks < 2 {
-            return Err(
-                "workload.pairs = \"inter-rack\" needs a topology with two racks or more".into(),
-            );
+            return Err(format!(
+                "{at}.pairs = \"inter-rack\" needs a topology with two racks or more"
+            ));
         }
+        let transport = w.transport.and_then(|t| t.model());
         let start = (w.start_ms * MILLIS as f64) as Nanos;
+        // Without `flows`, arrivals until the experiment's end (validate: duration_ms is set).
+        let until = match (w.flows, exp.duration_ms) {
+            (Some(_), _) => Nanos::MAX,
+            (None, Some(d)) => (d * MILLIS as f64) as Nanos,
+            (None, None) => return Err(format!("{at}.flows: give it, or duration_ms")),
+        };
         let mut t = start;
-        for _ in 0..w.flows {
-            t += next_gap_ns(&mut rng, w.load * (1.0 - fg_fraction), capacity, mean_wire);
-            let src = rng.gen_range(0..hosts);
-            let mut dst = rng.gen_range(0..hosts);
-            // Rejection keeps the destination uniform over the hosts allowed.
+        let mut n = 0;
+        while w.flows.map_or(true, |f| n < f) {
+            let gap = next_gap_ns(&mut rng, w.load * (1.0 - fg_fraction), capacity, mean_wire);
+            if t.saturating_add(gap) >= until {
+                break;
+            }
+            t += gap;
+            n += 1;
+            // Every host (the default): the generator's draws as they always were.
+            let src = if w.src.is_none() {
+                rng.gen_range(0..hosts)
+            } else {
+                srcs[rng.gen_range(0..srcs.len())]
+            };
+            let pick = |rng: &mut ChaCha8Rng| {
+                if w.dst.is_none() {
+                    rng.gen_range(0..hosts)
+                } else {
+                    dsts[rng.gen_range(0..dsts.len())]
+                }
+            };
+            let mut dst = pick(&mut rng);
+            // Rejection keeps the destination uniform over the hosts allowed (validate: at
+            // least one differs from every source).
             while dst == src || (inter_rack && built.rack_of[dst] == built.rack_of[src]) {
-                dst = rng.gen_range(0..hosts);
+                if dsts.len() == 1 && dsts[0] == src {
+                    break;
+                }
+                dst = pick(&mut rng);
+            }
+            if dst == src {
+                continue; // a source whose only destination is itself
             }
             let size = cdf.sample(&mut rng).max(1);
             push(
                 &mut out,
                 src,
                 dst,
-                None,
+                transport,
                 Some(size),
                 t,
                 FlowKind::Background,
+                wi,
             );
         }
         if let Some(fg) = &w.foreground {
@@ -151,10 +208,11 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
                             &mut out,
                             s,
                             r,
-                            None,
+                            transport,
                             Some(fg.bytes),
                             te,
                             FlowKind::Foreground,
+                            wi,
                         );
                     }
                 }
@@ -181,6 +239,7 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
                 Some(f.bytes),
                 at,
                 FlowKind::Background,
+                NO_ENTRY,
             );
         }
     }

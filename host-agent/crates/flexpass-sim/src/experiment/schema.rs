@@ -39,7 +39,10 @@ pub struct Experiment {
     /// N-to-1 incast groups.
     #[serde(default)]
     pub incast: Vec<IncastEntry>,
-    pub workload: Option<WorkloadSpec>,
+    /// Background workloads: one `[workload]` table or several `[[workload]]` entries,
+    /// each with its own sources, destinations and transport.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub workload: Vec<WorkloadSpec>,
     /// Flows replayed from a trace (another simulator's flow list).
     pub trace: Option<TraceSpec>,
     #[serde(default)]
@@ -60,6 +63,80 @@ pub struct Experiment {
 
 fn one() -> u64 {
     1
+}
+
+/// A table or an array of tables (`[workload]` or `[[workload]]`).
+fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    // Not an untagged enum: that would hide the entry's own error.
+    let v = toml::Value::deserialize(d)?;
+    match v {
+        toml::Value::Array(a) => a
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| {
+                T::deserialize(e).map_err(|e| serde::de::Error::custom(format!("entry {i}: {e}")))
+            })
+            .collect(),
+        other => T::deserialize(other)
+            .map(|t| vec![t])
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// The transport of a flow, an incast group or a workload: one of the model's transports,
+/// or `tcp`, the hosts' kernel TCP, which only an emulation backend has (the model refuses
+/// it by name, `Experiment::refuse_emulation_only`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowTransport {
+    Model(TransportKind),
+    KernelTcp,
+}
+
+impl FlowTransport {
+    pub const KERNEL_TCP: &'static str = "tcp";
+
+    /// The model's transport; `None` for kernel TCP.
+    pub fn model(self) -> Option<TransportKind> {
+        match self {
+            FlowTransport::Model(t) => Some(t),
+            FlowTransport::KernelTcp => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowTransport::Model(t) => t.name(),
+            FlowTransport::KernelTcp => Self::KERNEL_TCP,
+        }
+    }
+}
+
+impl Serialize for FlowTransport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FlowTransport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == Self::KERNEL_TCP {
+            return Ok(FlowTransport::KernelTcp);
+        }
+        TransportKind::from_name(&name)
+            .map(FlowTransport::Model)
+            .ok_or_else(|| {
+                let all: Vec<&str> = TransportKind::ALL.iter().map(|t| t.name()).collect();
+                serde::de::Error::custom(format!(
+                    "unknown transport {name:?}: one of {}, or \"tcp\" (kernel TCP, emulation only)",
+                    all.join(", ")
+                ))
+            })
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -443,8 +520,8 @@ impl HostRef {
 pub struct FlowEntry {
     pub src: HostRef,
     pub dst: HostRef,
-    /// flexpass | expresspass | dctcp; default: by deployment.
-    pub transport: Option<TransportKind>,
+    /// flexpass | expresspass | dctcp | … (or tcp, emulation only); default: by deployment.
+    pub transport: Option<FlowTransport>,
     #[serde(default)]
     pub start_us: f64,
     /// Bytes to send; absent: long-lived (an endless backlog).
@@ -464,6 +541,24 @@ pub struct FlowEntry {
 
 fn one_flow() -> usize {
     1
+}
+
+impl IncastEntry {
+    /// How many times the group happens: `repeat`, or for 0 every start before
+    /// `duration_ms` (validate: then both it and `repeat_step_us` > 0 are set).
+    pub fn repetitions(&self, duration_ms: Option<f64>) -> usize {
+        match (self.repeat, duration_ms) {
+            (0, Some(d)) if self.repeat_step_us > 0.0 => {
+                let span = d * 1e3 - self.start_us;
+                if span <= 0.0 {
+                    0
+                } else {
+                    (span / self.repeat_step_us).ceil() as usize
+                }
+            }
+            (n, _) => n,
+        }
+    }
 }
 
 impl FlowEntry {
@@ -496,9 +591,14 @@ pub struct IncastEntry {
     pub bytes: u64,
     #[serde(default)]
     pub start_us: f64,
-    pub transport: Option<TransportKind>,
+    pub transport: Option<FlowTransport>,
+    /// Instead of `transport`: the k-th repetition uses `transports[k mod n]` (a soak
+    /// cycling its incast bursts through the transports).
+    #[serde(default)]
+    pub transports: Vec<FlowTransport>,
     /// The group happens this many times, the k-th `repeat_step_us`·k after the first
-    /// (1: once): repetitions of one incast give the spread of its maximum FCT.
+    /// (1: once): repetitions of one incast give the spread of its maximum FCT. 0: every
+    /// `repeat_step_us` until `duration_ms` (bursts through a soak).
     #[serde(default = "one_flow")]
     pub repeat: usize,
     #[serde(default)]
@@ -523,8 +623,19 @@ pub struct WorkloadSpec {
     /// random from different DCs").
     #[serde(default)]
     pub pairs: Option<String>,
-    /// Background flows.
-    pub flows: usize,
+    /// The hosts flows start at (default: every host). With `src` and no `load_on`, `load`
+    /// is relative to these hosts' links.
+    #[serde(default)]
+    pub src: Option<Vec<HostRef>>,
+    /// The hosts flows go to (default: every host); never the source itself.
+    #[serde(default)]
+    pub dst: Option<Vec<HostRef>>,
+    /// Every flow's transport (default: by deployment).
+    #[serde(default)]
+    pub transport: Option<FlowTransport>,
+    /// Background flows; absent: arrivals until `duration_ms` (a soak).
+    #[serde(default)]
+    pub flows: Option<usize>,
     #[serde(default)]
     pub start_ms: f64,
     /// Mixed traffic: a share of the volume is foreground incast.

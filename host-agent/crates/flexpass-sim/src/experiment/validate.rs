@@ -3,7 +3,8 @@
 //! its key.
 
 use super::schema::{
-    Experiment, FaultKind, HostSpec, ImpairmentSpec, MeasureSpec, SwitchSpec, WorkloadSpec,
+    Experiment, FaultKind, FlowTransport, HostRef, HostSpec, ImpairmentSpec, MeasureSpec,
+    SwitchSpec, WorkloadSpec,
 };
 use super::topology::TopologySpec;
 use crate::queue::Profile;
@@ -88,7 +89,7 @@ impl Experiment {
         check(
             !self.flows.is_empty()
                 || !self.incast.is_empty()
-                || self.workload.is_some()
+                || !self.workload.is_empty()
                 || self.trace.is_some(),
             || {
                 "the experiment has no traffic: add [[flow]], [[incast]], [workload] or [trace]"
@@ -204,14 +205,25 @@ impl Experiment {
             check(g.flows >= 1, || format!("incast[{i}].flows must be >= 1"))?;
             check(g.bytes >= 1, || format!("incast[{i}].bytes must be >= 1"))?;
             non_negative(g.start_us, &format!("incast[{i}].start_us"))?;
-            check(g.repeat >= 1, || format!("incast[{i}].repeat must be >= 1"))?;
             non_negative(g.repeat_step_us, &format!("incast[{i}].repeat_step_us"))?;
             check(g.repeat == 1 || g.repeat_step_us > 0.0, || {
-                format!("incast[{i}].repeat_step_us must be > 0 when repeat > 1")
+                format!("incast[{i}].repeat_step_us must be > 0 when repeat is not 1")
+            })?;
+            check(g.repeat >= 1 || self.duration_ms.is_some(), || {
+                format!("incast[{i}].repeat = 0 (until the end) needs duration_ms")
+            })?;
+            check(g.transport.is_none() || g.transports.is_empty(), || {
+                format!("incast[{i}]: give transport or transports, not both")
             })?;
         }
-        if let Some(w) = &self.workload {
-            w.validate()?;
+        for (i, w) in self.workload.iter().enumerate() {
+            // One workload keeps the plain name of its keys (`workload.load`).
+            let at = if self.workload.len() == 1 {
+                "workload".to_string()
+            } else {
+                format!("workload[{i}]")
+            };
+            w.validate(&at, hosts, self.duration_ms)?;
         }
         if let Some(t) = &self.trace {
             flexpass_workload::FlowTrace::load(&t.file).map_err(|e| format!("trace.file: {e}"))?;
@@ -434,18 +446,27 @@ impl HostSpec {
 }
 
 impl WorkloadSpec {
-    fn validate(&self) -> Result<(), String> {
+    /// `at`: how errors name the entry; `duration_ms`: the experiment's (a workload without
+    /// `flows` runs until then).
+    fn validate(&self, at: &str, hosts: usize, duration_ms: Option<f64>) -> Result<(), String> {
         let w = self;
-        flexpass_workload::FlowSizeCdf::load(&w.cdf).map_err(|e| format!("workload.cdf: {e}"))?;
+        flexpass_workload::FlowSizeCdf::load(&w.cdf).map_err(|e| format!("{at}.cdf: {e}"))?;
         check(w.load > 0.0 && w.load <= 1.0, || {
-            format!("workload.load must be in (0, 1], got {}", w.load)
+            format!("{at}.load must be in (0, 1], got {}", w.load)
         })?;
-        check(w.flows >= 1, || "workload.flows must be >= 1".into())?;
+        match w.flows {
+            Some(n) => check(n >= 1, || format!("{at}.flows must be >= 1"))?,
+            None => {
+                check(duration_ms.is_some(), || {
+                    format!("{at}.flows: give the number of flows, or duration_ms for arrivals until then")
+                })?
+            }
+        }
         check(
             matches!(w.load_on.as_deref(), None | Some("uplinks") | Some("hosts")),
             || {
                 format!(
-                    "workload.load_on must be \"uplinks\" or \"hosts\", got {:?}",
+                    "{at}.load_on must be \"uplinks\" or \"hosts\", got {:?}",
                     w.load_on.as_deref().unwrap_or("")
                 )
             },
@@ -454,24 +475,79 @@ impl WorkloadSpec {
             matches!(w.pairs.as_deref(), None | Some("any") | Some("inter-rack")),
             || {
                 format!(
-                    "workload.pairs must be \"any\" or \"inter-rack\", got {:?}",
+                    "{at}.pairs must be \"any\" or \"inter-rack\", got {:?}",
                     w.pairs.as_deref().unwrap_or("")
                 )
             },
         )?;
-        non_negative(w.start_ms, "workload.start_ms")?;
+        let srcs = resolve_hosts(w.src.as_deref(), hosts, &format!("{at}.src"))?;
+        let dsts = resolve_hosts(w.dst.as_deref(), hosts, &format!("{at}.dst"))?;
+        check(srcs.iter().any(|s| dsts.iter().any(|d| d != s)), || {
+            format!("{at}: no destination differs from a source")
+        })?;
+        check(
+            w.pairs.is_none() || (w.src.is_none() && w.dst.is_none()),
+            || format!("{at}: pairs and src/dst: give one"),
+        )?;
+        non_negative(w.start_ms, &format!("{at}.start_ms"))?;
         if let Some(fg) = &w.foreground {
             check(fg.volume_fraction > 0.0 && fg.volume_fraction < 1.0, || {
                 format!(
-                    "workload.foreground.volume_fraction must be in (0, 1), got {}",
+                    "{at}.foreground.volume_fraction must be in (0, 1), got {}",
                     fg.volume_fraction
                 )
             })?;
             check(fg.bytes >= 1 && fg.flows_per_sender >= 1, || {
-                "workload.foreground: bytes and flows_per_sender must be >= 1".into()
+                format!("{at}.foreground: bytes and flows_per_sender must be >= 1")
             })?;
         }
         Ok(())
+    }
+}
+
+/// The hosts of a `src`/`dst` list (default: every host), checked.
+pub fn resolve_hosts(
+    list: Option<&[HostRef]>,
+    hosts: usize,
+    at: &str,
+) -> Result<Vec<usize>, String> {
+    match list {
+        None => Ok((0..hosts).collect()),
+        Some([]) => Err(format!("{at} is empty")),
+        Some(l) => l
+            .iter()
+            .map(|h| h.resolve(hosts).map_err(|e| format!("{at}: {e}")))
+            .collect(),
+    }
+}
+
+impl Experiment {
+    /// What only an emulation backend can run, refused by the model by name: kernel TCP.
+    pub fn refuse_emulation_only(&self) -> Result<(), String> {
+        let tcp = Some(FlowTransport::KernelTcp);
+        let mut keys = vec![];
+        for (i, f) in self.flows.iter().enumerate() {
+            if f.transport == tcp {
+                keys.push(format!("flow[{i}].transport"));
+            }
+        }
+        for (i, g) in self.incast.iter().enumerate() {
+            if g.transport == tcp || g.transports.contains(&FlowTransport::KernelTcp) {
+                keys.push(format!("incast[{i}].transport"));
+            }
+        }
+        for (i, w) in self.workload.iter().enumerate() {
+            if w.transport == tcp {
+                keys.push(format!("workload[{i}].transport"));
+            }
+        }
+        check(keys.is_empty(), || {
+            format!(
+                "{} = \"tcp\": kernel TCP runs only on an emulation backend (flexpass emulate); \
+                 the model has no kernel TCP stack (dctcp is its window transport)",
+                keys.join(", ")
+            )
+        })
     }
 }
 
