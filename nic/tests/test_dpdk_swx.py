@@ -118,6 +118,9 @@ def test_credit_rate_is_the_control_planes(swx, tmp_path):
     frame = len(credit(0))  # 60 bytes: the meter counts IPv4 total length + 14
     r = S.credit_rate(S.load_entries(cfg, "nic0"), tmp_path / "in.pcap", tmp_path / "out",
                       seconds=5.0)
+    print(f"\nswx credit meter: CIR {cir} B/s = {cir / frame:.1f} credits/s; offered {r.offered_per_s:.0f}/s; "
+          f"passed {r.passed_per_s:.1f}/s over the run ({100 * (r.passed_per_s * frame / cir - 1):+.2f} %), "
+          f"{r.busiest_per_s:.1f}/s in the busiest {r.window} s ({100 * (r.busiest_per_s * frame / cir - 1):+.2f} %)")
     assert r.offered_per_s > 3 * cir / frame, f"offered only {r.offered_per_s:.0f}/s"
     assert abs(r.busiest_per_s * frame / cir - 1) < 0.03, (r, cir, cbs)
     assert r.passed_per_s * frame <= cir * 1.01 + cbs / 5.0, (r, cir, cbs)
