@@ -74,7 +74,10 @@ def test_golden_packets(swx, tmp_path):
     forged = [ip(26, FlexPass(version=2, type=2, flow_id=9) / FlexPassData() / Raw(b"x" * 10)),
               ip(26, FlexPass(type=2, flow_id=9, length=99) / FlexPassData() / Raw(b"x" * 10)),
               ip(46, FlexPass(type=1, flow_id=7))]  # a CREDIT without its body
-    good = proactive + reactive + control + legacy
+    # FlashPass EMULATION packets share the credit DSCP; the agent's emulation queue limits
+    # them, so the edge's meter must not (one limiter): all pass, in the credit class.
+    emulation = [ip(46, FlexPass(type=0xA, flow_id=9) / Raw(bytes(10))) for _ in range(6)]
+    good = proactive + reactive + control + legacy + emulation
     pkts = credits[:20] + good[:6] + forged + credits[20:] + good[6:]
     wrpcap(str(tmp_path / "in.pcap"), pkts)
 
@@ -92,8 +95,9 @@ def test_golden_packets(swx, tmp_path):
 
     ev, pk, by = (r.registers[k] for k in ("nic_events", "class_packets", "class_bytes"))
     assert ev[EVT_BAD_FLEXPASS] == len(forged)
-    assert ev[EVT_FLEXPASS_SEEN] == len(credits) + len(proactive) + len(reactive) + len(control) + len(forged)
-    assert pk[cell("credit", GREEN)] == len(passed_credits)
+    assert ev[EVT_FLEXPASS_SEEN] == (len(credits) + len(proactive) + len(reactive) + len(control)
+                                     + len(emulation) + len(forged))
+    assert pk[cell("credit", GREEN)] == len(passed_credits) + len(emulation)
     assert pk[cell("proactive", GREEN)] == len(proactive)
     assert pk[cell("reactive", RED)] == len(reactive), "unscheduled data is coloured red"
     assert pk[cell("control", GREEN)] == len(control)

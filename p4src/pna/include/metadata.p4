@@ -41,5 +41,7 @@ typedef bit<64> count_t;
 
 /* The shortest CREDIT message (docs/protocol.md: 8-byte header, credit_seq, padding). */
 #define CREDIT_MSG_MIN     18
+/* FlashPass's EMULATION message type (docs/protocol.md §6.9). */
+#define FLEXPASS_TYPE_EMULATION 0xA
 
 #endif
