@@ -121,8 +121,8 @@ pub fn read_qdisc_edge(dev: &str) -> Result<EdgeCounters, String> {
     parse_htb_class(dev, &String::from_utf8_lossy(&out.stdout))
 }
 
-/// The counters of htb class 1:10 in `tc -s class show` output (iproute2's text: its JSON
-/// output has no htb rate on every version).
+/// The counters of htb class 1:10 in `tc -s class show` output (text: iproute2 6.1 prints
+/// htb classes as text even with `-j`).
 pub fn parse_htb_class(dev: &str, text: &str) -> Result<EdgeCounters, String> {
     let head = format!("class htb {QDISC_CREDIT_CLASS} ");
     let start = text.find(&head).ok_or_else(|| {
