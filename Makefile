@@ -131,8 +131,8 @@ test-rust: deps-model
 	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP (PASE flows with a real arbitrator, forged answers ignored), its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python: deps-python
-	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
-	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the config's nics: section: errors naming the key, --config --nic = the flags' numbers, PNA entries and meter from the entry; the PNA program takes the switch's classifier entries, against its P4Info where built; the eBPF edge (root: BPF_PROG_TEST_RUN on the shared vectors, credit rate on a veth pair within 3 %, htb classes without u32, an agent beside it: --nic-edge ebpf leaves the credit limit to the edge, status says who polices, the rate on the wire within 3 % either way)), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
+	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests --ignore=nic/tests/test_dpdk_swx.py mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests
+	@echo "ran: python (Scapy layer against the shared vectors, control-plane config, P4Runtime entries and TM settings, Tofino BfRt operations (golden), link-down/up, reconcile and mastership against a fake P4Runtime server, MTU-derived credit rates, NIC edge (qdiscs; the config's nics: section: errors naming the key, --config --nic = the flags' numbers, PNA entries and meter from the entry; the PNA program takes the switch's classifier entries, against its P4Info where built; the eBPF edge (root: BPF_PROG_TEST_RUN on the shared vectors, credit rate on a veth pair within 3 %, htb classes without u32, an agent beside it: --nic-edge ebpf leaves the credit limit to the edge, status says who polices, the rate on the wire within 3 % either way; an agent beside the qdisc edge: status reads its htb credit class, equal to tc's counters)), Mininet topologies and scaling, model experiments planned for Mininet (flexpass emulate: scaling, refused keys, the report), the model's small fidelity cases against the recorded ns-2$(if $(NS2),, (ns-2 side SKIPPED: NS2 not set)))" >> $(SUMMARY)
 
 # The P4 programs (p4c: v1model for BMv2, PNA for the NIC edge (pna_nic, DPDK), TNA for Tofino/Tofino2), the PTF suite against
 # simple_switch_grpc (root, netns) and, where the SDE is installed, on the Tofino model.
@@ -150,6 +150,10 @@ test-p4:
 	  nic=$$(for b in bmv2 dpdk; do grep -q "^SKIPPED p4-nic $$b:" build/p4-nic.out || echo -n "$$b, "; done); \
 	  ran="$${ran:+$$ran, }pna compiles ($${nic%, })"; \
 	  while read -r l; do notes="$$notes; $$l"; done < <(grep '^SKIPPED p4-nic' build/p4-nic.out); \
+	  if ! grep -q '^SKIPPED p4-nic dpdk:' build/p4-nic.out; then \
+	    $(PYTHON) -m pytest -q -rs nic/tests/test_dpdk_swx.py 2>&1 | tee build/swx.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
+	    if grep -q 'SKIPPED DPDK SWX pipeline:' build/swx.out; then notes="$$notes; SKIPPED dpdk swx run: $$(grep -o 'SKIPPED DPDK SWX pipeline: .*' build/swx.out | head -1 | sed 's/^SKIPPED DPDK SWX pipeline: //')"; \
+	    else ran="$$ran + dpdk swx pipeline run (golden pcaps: credits above the burst dropped, classes and colours counted, forged FlexPass dropped; credit rate within 3 %)"; fi; fi; \
 	else notes="$$notes; SKIPPED pna: neither p4c-bm2-pna nor p4c-dpdk installed (NIC edge compile; p4src/README.md)"; fi; \
 	if $(TOFINO_BACKEND); then \
 	  $(MAKE) --no-print-directory p4-tofino || exit 1; ran="$${ran:+$$ran, }tna compiles (tofino, tofino2)"; \
@@ -228,8 +232,9 @@ demo-mininet: deps-mininet
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
 ## vs kernel TCP, CPU per packet, credit pacing error; root), programs through libflexpass vs
 ## kernel TCP (root: iperf3 at MTU 1500/9000, redis-benchmark, curl, 1-byte ping-pong;
-## results/bench/preload.json) and flexpass_switch vs
-## simple_switch_grpc packets/s (root, BMv2)
+## results/bench/preload.json), the NIC edge's PNA program on DPDK's SWX pipeline vs BMv2
+## pna_nic packets/s (results/bench/nic-swx.txt; where DPDK's pipeline example is) and
+## flexpass_switch vs simple_switch_grpc packets/s (root, BMv2)
 bench: build
 	cd $(HOST_AGENT) && $(CARGO) bench --workspace
 	@$(MAKE) --no-print-directory bench-model
@@ -238,6 +243,7 @@ bench: build
 	$(PYTHON) $(HOST_AGENT)/reports/bench_agent_plot.py $(RESULTS)/bench/agent.txt $(RESULTS)/bench/agent.png
 	BENCH_JSON=$(RESULTS)/bench/preload.json FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) $(HOST_AGENT)/netns-tests/bench_preload.py
 	$(PYTHON) nic/flexpass_nic.py ebpf bench | tee $(RESULTS)/bench/ebpf-edge.txt
+	set -o pipefail; $(PYTHON) nic/dpdk_swx.py bench --config control-plane/configs/dumbbell.yaml --nic h3 --skip-missing | tee $(RESULTS)/bench/nic-swx.txt
 	$(MAKE) --no-print-directory switch-target
 	bash switch-target/bench/bench_pps.sh
 

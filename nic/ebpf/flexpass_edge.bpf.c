@@ -58,6 +58,7 @@ static long (*bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_sp
 
 #define FLEXPASS_VERSION 1
 #define FLEXPASS_TYPE_CREDIT 1
+#define FLEXPASS_TYPE_EMULATION 0xa
 #define NS_PER_S 1000000000ULL
 
 struct edge_config {
@@ -252,7 +253,7 @@ int flexpass_edge(struct __sk_buff *skb)
 	// are still classified and policed by their DSCP: a forged or truncated credit cannot
 	// bypass the limit.
 	__u32 evt = EVT_PARSER_ERROR; // what `bad` is
-	int bad = 0, flexpass = 0;
+	int bad = 0, flexpass = 0, emulation = 0;
 	struct flow_key flow = {.src = ip.src, .dst = ip.dst};
 	if ((ip.ver_ihl & 0xf) == 5 && !(ip.frag_off & __builtin_bswap16(0x1fff))) {
 		if (ip.protocol == 17) {
@@ -275,6 +276,7 @@ int flexpass_edge(struct __sk_buff *skb)
 					 __builtin_bswap16(fp.length) + 8 != __builtin_bswap16(udp[2]))
 					bad = 1, evt = EVT_BAD_FLEXPASS;
 				flexpass = !bad;
+				emulation = flexpass && type == FLEXPASS_TYPE_EMULATION;
 				flow.flow_id = fp.flow_id;
 			}
 		} else if (ip.protocol == 6 && len < 14 + 20 + 20) {
@@ -284,7 +286,11 @@ int flexpass_edge(struct __sk_buff *skb)
 	if (bad && malformed(cfg, evt) == TC_ACT_SHOT)
 		return TC_ACT_SHOT;
 
-	if (kind == KIND_CREDIT) {
+	// FlashPass's EMULATION packets share the credit DSCP, but the agent's emulation queue
+	// limits them (with its 2-packet selective drop, docs/smartnic.md): a second bucket on
+	// another clock would drop what either alone passes. Only a well-formed EMULATION
+	// header skips the bucket; anything else in the credit DSCP is policed.
+	if (kind == KIND_CREDIT && !emulation) {
 		__u64 cost = len > cfg->min_frame_bytes ? len : cfg->min_frame_bytes;
 		if (!credit_conforms(cfg, cost)) {
 			count(&nic_events, EVT_CREDIT_DROPPED, 1);

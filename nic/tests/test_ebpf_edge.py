@@ -200,6 +200,23 @@ def test_bad_credit_cannot_bypass_the_bucket(edge, how):
 
 
 @needs_root
+def test_emulation_packets_are_left_to_the_agent(edge):
+    """FlashPass EMULATION packets in the credit DSCP pass without the bucket (the agent's
+    emulation queue limits them: one limiter), in the credit class; credits beside them
+    are still policed at the burst, and a forged EMULATION header (wrong length) is policed."""
+    fd, maps = configure(edge)
+    emu = E.frame(DSCP["credit"] << 2, bytes.fromhex("1a0000120000001600000007075bcd150000"))
+    credit = E.frame(DSCP["credit"] << 2, bytes.fromhex("110000120102030400000001000000000000"))
+    forged = E.frame(DSCP["credit"] << 2, bytes.fromhex("1a0000130000001600000007075bcd150000"))
+    assert [run(fd, emu).retval for _ in range(20)] == [E.TC_ACT_OK] * 20  # no time passes
+    assert [run(fd, credit).retval for _ in range(4)] == [E.TC_ACT_OK] * 2 + [E.TC_ACT_SHOT] * 2
+    assert run(fd, forged).retval == E.TC_ACT_SHOT
+    c = maps.counters()
+    assert c["events"]["credit_dropped"] == 3
+    assert c["classes"]["credit/green"]["packets"] == 20 + 2
+
+
+@needs_root
 @pytest.mark.parametrize("padding", [6, 14])
 def test_bucket_passes_the_configured_rate_and_never_drops_data(edge, padding):
     """Credits offered at 3x the rate for 1 s of the test clock: the bucket passes rate·T +

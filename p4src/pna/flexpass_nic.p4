@@ -117,6 +117,12 @@ control FlexPassNicMain(inout headers_t hdr,
                 if (!hdr.credit.isValid()) {
                     bad_flexpass = true;
                 }
+                /* DPDK SWX's extract does not check the packet's length (no
+                 * parser error there): a CREDIT shorter than its body is caught
+                 * by its own length, which the check above ties to UDP's. */
+                if (hdr.flexpass.length < CREDIT_MSG_MIN) {
+                    bad_flexpass = true;
+                }
             }
         }
         bool ipv4 = false;

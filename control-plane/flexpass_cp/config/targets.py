@@ -83,8 +83,11 @@ def ebpf_edge_maps(device: str, bpffs: str = DEFAULT_BPFFS) -> str:
 def nic_agent_flags(edge: str, device: str, bpffs: str = DEFAULT_BPFFS) -> str:
     """The host agent's flags for a host whose NIC edge is ``edge`` (a ``nics:`` entry's):
     every edge polices the host's credits, so the agent must not police them again
-    (docs/agent-api.md, `credit_limit`); with the eBPF edge it can read the edge's counters."""
+    (docs/agent-api.md, `credit_limit`); with the eBPF and qdisc edges it can read the
+    edge's counters (pinned maps; the htb credit class on the device)."""
     flags = f"--nic-edge {edge}"
     if edge == "ebpf":
         flags += f" --nic-edge-maps {ebpf_edge_maps(device, bpffs)}"
+    elif edge == "qdisc":
+        flags += f" --nic-edge-dev {device}"
     return flags

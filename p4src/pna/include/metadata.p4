@@ -39,4 +39,9 @@ typedef bit<64> count_t;
 #define EVT_NO_PORT        8   /* dropped: no entry for the input port in `nic_port` */
 #define NIC_EVT_COUNT      16
 
+/* The shortest CREDIT message (docs/protocol.md: 8-byte header, credit_seq, padding). */
+#define CREDIT_MSG_MIN     18
+/* FlashPass's EMULATION message type (docs/protocol.md §6.9). */
+#define FLEXPASS_TYPE_EMULATION 0xA
+
 #endif

@@ -685,7 +685,8 @@ mod tests {
                 nic_edge: NicEdge::Ebpf,
                 agent_bytes_per_s: None,
                 edge: Some(EdgeCounters {
-                    maps: "/sys/fs/bpf/flexpass-edge/eth0/tc/globals".into(),
+                    maps: Some("/sys/fs/bpf/flexpass-edge/eth0/tc/globals".into()),
+                    dev: None,
                     credit_rate_bytes_per_s: 23_119,
                     credit_burst_bytes: 120,
                     credits_passed: 38_511,

@@ -425,6 +425,21 @@ mod tests {
             e.contains("--nic-edge-maps") && e.contains("not qdisc"),
             "{e}"
         );
+        let cli = parse(&["serve", "--nic-edge", "qdisc", "--nic-edge-dev", "eth0"]).unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        assert!(a.net.validate().is_ok());
+        assert_eq!(a.net.nic_edge_dev.as_deref(), Some("eth0"));
+        let cli = parse(&["serve", "--nic-edge", "ebpf", "--nic-edge-dev", "eth0"]).unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        let e = a.net.validate().unwrap_err();
+        assert!(
+            e.contains("--nic-edge-dev") && e.contains("not ebpf"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -120,6 +120,10 @@ pub struct NetArgs {
     /// rate and credit counters there.
     #[arg(long, value_name = "DIR")]
     pub nic_edge_maps: Option<std::path::PathBuf>,
+    /// With `--nic-edge qdisc`: the netdev the edge is on (`nic/flexpass_nic.py apply --dev`):
+    /// `status` → `credit_limit.edge` reads its htb credit class there (`tc -s class show`).
+    #[arg(long, value_name = "DEV")]
+    pub nic_edge_dev: Option<String>,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -196,6 +200,12 @@ impl NetArgs {
                 self.nic_edge.as_str()
             ));
         }
+        if self.nic_edge_dev.is_some() && self.nic_edge != flexpass_agent::edge::NicEdge::Qdisc {
+            return Err(format!(
+                "--nic-edge-dev reads the qdisc edge's htb class: it needs --nic-edge qdisc, not {}",
+                self.nic_edge.as_str()
+            ));
+        }
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
@@ -255,6 +265,7 @@ impl NetArgs {
         c.arbitration_interval = (self.arbitration_interval_us * 1e3) as u64;
         c.nic_edge = self.nic_edge;
         c.nic_edge_maps = self.nic_edge_maps.clone();
+        c.nic_edge_dev = self.nic_edge_dev.clone();
         if c.nic_edge.polices_credits() {
             log::info!(
                 "flexpass: the NIC edge ({}) polices this host's credits; the agent paces flows only",

@@ -52,7 +52,17 @@ control NicCreditMeter(in headers_t hdr,
 
     apply {
         dropped = false;
-        if (meta.kind == KIND_CREDIT) {
+        /* FlashPass's EMULATION packets share the credit DSCP, but the agent's emulation
+         * queue limits them (its 2-packet selective drop): one limiter, not two on
+         * different clocks (docs/smartnic.md).  The header is well-formed here (bad
+         * FlexPass was dropped before). */
+        bool emulation = false;
+        if (hdr.flexpass.isValid()) {
+            if (hdr.flexpass.msg_type == FLEXPASS_TYPE_EMULATION) {
+                emulation = true;
+            }
+        }
+        if (meta.kind == KIND_CREDIT && !emulation) {
             bit<32> port = (bit<32>)out_port[5:0];
 #ifdef FLEXPASS_PNA_DPDK
             PNA_MeterColor_t color = credit_meter.dpdk_execute(port,

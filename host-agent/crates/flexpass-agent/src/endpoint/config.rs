@@ -103,6 +103,9 @@ pub struct EndpointConfig {
     /// The eBPF edge's pinned maps (`<bpffs>/flexpass-edge/<dev>/tc/globals`): `status`
     /// reads its counters there. Only with `nic_edge` Ebpf.
     pub nic_edge_maps: Option<PathBuf>,
+    /// The qdisc edge's netdev: `status` reads its htb credit class there. Only with
+    /// `nic_edge` Qdisc.
+    pub nic_edge_dev: Option<String>,
 }
 
 impl EndpointConfig {
@@ -140,6 +143,7 @@ impl EndpointConfig {
             arbitration_interval: DEFAULT_ARBITRATION_INTERVAL,
             nic_edge: NicEdge::None,
             nic_edge_maps: None,
+            nic_edge_dev: None,
         }
     }
 
@@ -165,6 +169,12 @@ impl EndpointConfig {
         if self.nic_edge_maps.is_some() && self.nic_edge != NicEdge::Ebpf {
             return Err(format!(
                 "--nic-edge-maps reads the eBPF edge's maps: it needs --nic-edge ebpf, not {}",
+                self.nic_edge.as_str()
+            ));
+        }
+        if self.nic_edge_dev.is_some() && self.nic_edge != NicEdge::Qdisc {
+            return Err(format!(
+                "--nic-edge-dev reads the qdisc edge's htb class: it needs --nic-edge qdisc, not {}",
                 self.nic_edge.as_str()
             ));
         }

@@ -445,14 +445,14 @@ impl Endpoint {
     }
 
     /// Who limits this host's credits (`status` → `credit_limit`): the agent's credit
-    /// shaper, or the NIC edge, whose counters are read from its pinned maps if given.
+    /// shaper, or the NIC edge, whose counters are read from its pinned maps or its htb
+    /// credit class if given.
     pub fn credit_limit(&self) -> CreditLimitStatus {
         let edge = self.cfg.nic_edge;
-        let read = self
-            .cfg
-            .nic_edge_maps
-            .as_deref()
-            .map(crate::edge::read_edge);
+        let read = crate::edge::read_counters(
+            self.cfg.nic_edge_maps.as_deref(),
+            self.cfg.nic_edge_dev.as_deref(),
+        );
         let (counters, error) = match read {
             Some(Ok(c)) => (Some(c), None),
             Some(Err(e)) => (None, Some(e)),
