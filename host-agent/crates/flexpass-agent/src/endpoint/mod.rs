@@ -122,6 +122,11 @@ pub struct Endpoint {
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
     /// (the daemon's API and application sockets).
     wake_fds: Vec<(RawFd, i16)>,
+    /// The last wait ended only for a `wake_fds` descriptor: nothing to receive.
+    woke_for_local: bool,
+    /// `set_deliver_first`: a turn that received packets for tracked flows leaves what it
+    /// has to send queued for the start of the next `poll`.
+    deliver_first: bool,
     pub stats: EndpointStats,
 }
 
@@ -181,6 +186,8 @@ impl Endpoint {
             retired: VecDeque::new(),
             hello_conn: HashMap::new(),
             wake_fds: Vec::new(),
+            woke_for_local: false,
+            deliver_first: false,
             stats: EndpointStats {
                 datapath,
                 ..EndpointStats::default()
@@ -376,6 +383,16 @@ impl Endpoint {
     pub fn set_wake_fds(&mut self, fds: &[(RawFd, i16)]) {
         self.wake_fds.clear();
         self.wake_fds.extend_from_slice(fds);
+    }
+
+    /// With `on`, a `poll` that received packets for flows touched (`track_changes`) returns
+    /// with the ACKs and credits those packets caused still queued; the next `poll` sends
+    /// them first thing. The caller (the daemon) hands the received bytes to the
+    /// applications in between, so the application's wake-up is not behind a send to the
+    /// peer (one system call; over copy-mode AF_XDP, the peer's whole receive path). The
+    /// caller must call `poll` again right after.
+    pub fn set_deliver_first(&mut self, on: bool) {
+        self.deliver_first = on;
     }
 
     /// UDP address this endpoint's peers use (its port; the IP of the bound address).
