@@ -284,7 +284,10 @@ impl Daemon {
         let mut accept_ready = false;
         let mut events = std::mem::take(&mut self.events);
         events.clear();
-        self.poller.ready(&mut events)?;
+        // Nothing local was ready when the last wait ended: no epoll_wait(2) this turn.
+        if self.ep.local_maybe_ready() {
+            self.poller.ready(&mut events)?;
+        }
         for &(token, ev) in &events {
             let i = (token & 0xffff_ffff) as usize;
             match token & !0xffff_ffff {

@@ -93,6 +93,7 @@ impl Endpoint {
     /// One turn of the event loop: wait (at most `max_wait`, less if a timer is due) for
     /// packets, handle them, run due timers and send everything the flows have to send.
     pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.local_idle = false;
         self.run_timers_and_flush();
         let now = self.now();
         let max = max_wait.as_nanos().min(u64::MAX as u128) as Nanos;
@@ -195,6 +196,7 @@ impl Endpoint {
     /// any is readable. AF_XDP frames already on the receive ring end it without a call.
     fn sleep(&mut self, ns: Nanos) -> io::Result<bool> {
         self.woke_for_local = false;
+        self.local_idle = false;
         if self.sock.rx_ready() {
             return Ok(true);
         }
@@ -226,6 +228,7 @@ impl Endpoint {
                 Err(e)
             };
         }
+        self.local_idle = !self.wake_fds.is_empty() && all[k..].iter().all(|p| p.revents == 0);
         if n > 0 {
             let mut ready = [false; POLL_FDS];
             for (r, p) in ready.iter_mut().zip(&all[..k]) {

@@ -124,6 +124,8 @@ pub struct Endpoint {
     wake_fds: Vec<(RawFd, i16)>,
     /// The last wait ended only for a `wake_fds` descriptor: nothing to receive.
     woke_for_local: bool,
+    /// The last `poll` waited, and its last ppoll(2) found no `wake_fds` descriptor ready.
+    local_idle: bool,
     /// `set_deliver_first`: a turn that received packets for tracked flows leaves what it
     /// has to send queued for the start of the next `poll`.
     deliver_first: bool,
@@ -187,6 +189,7 @@ impl Endpoint {
             hello_conn: HashMap::new(),
             wake_fds: Vec::new(),
             woke_for_local: false,
+            local_idle: false,
             deliver_first: false,
             stats: EndpointStats {
                 datapath,
@@ -393,6 +396,13 @@ impl Endpoint {
     /// caller must call `poll` again right after.
     pub fn set_deliver_first(&mut self, on: bool) {
         self.deliver_first = on;
+    }
+
+    /// Whether a `wake_fds` descriptor may be ready: false only if the last `poll` ended
+    /// with a ppoll(2) that found none ready (the daemon then skips its epoll_wait(2); a
+    /// descriptor that became ready since ends the next wait at once).
+    pub fn local_maybe_ready(&self) -> bool {
+        !self.local_idle
     }
 
     /// UDP address this endpoint's peers use (its port; the IP of the bound address).
