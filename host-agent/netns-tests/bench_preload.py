@@ -21,7 +21,8 @@ BENCH_LIMITS=0 runs the ratio rows only; BENCH_ROWS (comma-separated, of iperf15
 redis, curl, pingpong) runs only those ratio rows. BENCH_BASELINE_BIN=path/to/flexpass (with its
 libflexpass.so beside it) adds a third column to each ratio row, measured in the same
 alternation: the programs through that build's agents (on UDP port 7990) and library, so an
-old and a new build are compared on the same veth in one run. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+old and a new build are compared on the same veth in one run; each run through libflexpass
+then starts its own agents. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
 results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
@@ -146,15 +147,16 @@ def rcvbuf_errors():
     return n
 
 
-def start_agents(link, batch=1, args=None, baseline=False):
-    """The agents of both hosts (BIN's; with `baseline`, BASE_BIN's too, on BASE_PORT)."""
+def start_agents(link, batch=1, args=None, build=True):
+    """The agents of both hosts: BIN's, or with build="base" BASE_BIN's (on BASE_PORT)."""
     net = args if args is not None else ["--link-gbps", link, "--rtt-us", "50", "--credit-batch", str(batch)]
-    agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
-    socks = [f"{h}.sock" for h in IP]
-    if baseline and BASE_BIN:
-        agents += [ns(h, str(BASE_BIN), "agent", "--socket", str(TMP / f"{h}-base.sock"),
-                      "--listen", f"0.0.0.0:{BASE_PORT}", *net) for h in IP]
-        socks += [f"{h}-base.sock" for h in IP]
+    if build == "base":
+        agents = [ns(h, str(BASE_BIN), "agent", "--socket", str(TMP / f"{h}-base.sock"),
+                     "--listen", f"0.0.0.0:{BASE_PORT}", *net) for h in IP]
+        socks = [f"{h}-base.sock" for h in IP]
+    else:
+        agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
+        socks = [f"{h}.sock" for h in IP]
     for name in socks:
         for _ in range(100):
             if (TMP / name).exists():
@@ -215,12 +217,23 @@ def compare(runs):
     return r
 
 
-def side_by_side(fn):
-    """fn(through) on kernel TCP and through libflexpass, alternating, REPEAT times each."""
+def side_by_side(fn, args=None):
+    """fn(through) on kernel TCP and through libflexpass, alternating, REPEAT times each.
+    With a baseline build, each run through libflexpass gets its own agents (started with
+    `args`, stopped after): only one XDP program can hold the veth, so two builds' agents
+    side by side would not use the same datapath."""
     runs = {v: [] for v in VARIANTS}
     for _ in range(REPEAT):
         for through in VARIANTS:
-            runs[through].append(fn(through))
+            if not (BASE_BIN and through):
+                runs[through].append(fn(through))
+                continue
+            agents, _ = start_agents(None, args=args, build=through)
+            try:
+                runs[through].append(fn(through))
+                carried(agents, "a-base.sock" if through == "base" else "a.sock")
+            finally:
+                stop_agents(agents)
     return runs
 
 
@@ -308,8 +321,6 @@ def pingpong_once(through):
 def carried(agents, sock="a.sock"):
     """Connections agent a carried over FlexPass and sent to kernel TCP ("direct"): a row
     through libflexpass must have none of the second."""
-    if sock == "a.sock" and BASE_BIN and (TMP / "a-base.sock").exists():
-        carried(agents, "a-base.sock")
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(10)
     s.connect(str(TMP / sock))
@@ -338,20 +349,22 @@ def ratios():
             r[key] = "skipped: iperf3 not installed"
             continue
         set_mtu(mtu)
-        agents, _ = start_agents(None, args=RATIO_ARGS + ["--mtu", str(mtu)], baseline=True)
+        args = RATIO_ARGS + ["--mtu", str(mtu)]
+        agents = [] if BASE_BIN else start_agents(None, args=args)[0]
         try:
-            r[key] = compare(side_by_side(iperf_once))
-            r[key]["connections_over_flexpass"] = carried(agents)
+            r[key] = compare(side_by_side(iperf_once, args))
+            if not BASE_BIN:
+                r[key]["connections_over_flexpass"] = carried(agents)
         finally:
             stop_agents(agents)
             set_mtu(1500)
         goals[key] = (">=", 0.8 if mtu == 1500 else 0.9)
-    agents, _ = start_agents(None, args=RATIO_ARGS, baseline=True)
+    agents = [] if BASE_BIN else start_agents(None, args=RATIO_ARGS)[0]
     try:
         if "redis" not in ROWS:
             pass
         elif not missing("redis-server", "redis-benchmark"):
-            runs = side_by_side(redis_set_get)
+            runs = side_by_side(redis_set_get, RATIO_ARGS)
             for op in ("SET", "GET"):
                 key = f"redis_{op.lower()}_50_clients_rps"
                 r[key] = compare({t: [x[op] for x in v] for t, v in runs.items()})
@@ -367,14 +380,15 @@ def ratios():
             with open(www / "blob.bin", "wb") as f:
                 for _ in range(CURL_MB):
                     f.write(os.urandom(1 << 20))
-            r[key] = compare(side_by_side(curl_once))
+            r[key] = compare(side_by_side(curl_once, RATIO_ARGS))
             goals[key] = (">=", 0.8)
         else:
             r[key] = "skipped: curl not installed"
         if "pingpong" in ROWS:
-            r["pingpong_1byte_p50_us"] = compare(side_by_side(pingpong_once))
+            r["pingpong_1byte_p50_us"] = compare(side_by_side(pingpong_once, RATIO_ARGS))
             goals["pingpong_1byte_p50_us"] = ("<=", 1.5)
-        r["connections_over_flexpass"] = carried(agents)
+        if not BASE_BIN:
+            r["connections_over_flexpass"] = carried(agents)
     finally:
         stop_agents(agents)
     for key, (cmp, goal) in goals.items():
