@@ -126,8 +126,8 @@ pub struct Endpoint {
     woke_for_local: bool,
     /// The last `poll` waited, and its last ppoll(2) found no `wake_fds` descriptor ready.
     local_idle: bool,
-    /// `set_deliver_first`: a turn that received packets for tracked flows leaves what it
-    /// has to send queued for the start of the next `poll`.
+    /// `set_deliver_first`: a `poll` that received datagrams leaves what it has to send
+    /// queued for the start of the next `poll`.
     deliver_first: bool,
     pub stats: EndpointStats,
 }
@@ -388,9 +388,9 @@ impl Endpoint {
         self.wake_fds.extend_from_slice(fds);
     }
 
-    /// With `on`, a `poll` that received packets for flows touched (`track_changes`) returns
-    /// with the ACKs and credits those packets caused still queued; the next `poll` sends
-    /// them first thing. The caller (the daemon) hands the received bytes to the
+    /// With `on`, a `poll` that received datagrams returns with what its last run of the
+    /// flows had to send (the ACKs and credits they caused, timers due) still queued; the
+    /// next `poll` sends it first thing. The caller (the daemon) hands the received bytes to the
     /// applications in between, so the application's wake-up is not behind a send to the
     /// peer (one system call; over copy-mode AF_XDP, the peer's whole receive path). The
     /// caller must call `poll` again right after.
