@@ -17,7 +17,12 @@ same two agents' engines, no application socket: iperf3-through-libflexpass /
 flexpass-send is the cost of the application data path, the AF_UNIX leg on the client
 and the loopback TCP leg on the server) and redis-benchmark GET requests/s.
 
-BENCH_LIMITS=0 runs the ratio rows only. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+BENCH_LIMITS=0 runs the ratio rows only; BENCH_ROWS (comma-separated, of iperf1500, iperf9000,
+redis, curl, pingpong) runs only those ratio rows. BENCH_BASELINE_BIN=path/to/flexpass (with its
+libflexpass.so beside it) adds a third column to each ratio row, measured in the same
+alternation: the programs through that build's agents (on UDP port 7990) and library, so an
+old and a new build are compared on the same veth in one run; each run through libflexpass
+then starts its own agents. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
 results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
@@ -51,6 +56,14 @@ RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").sp
 REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
 PINGS = int(os.environ.get("BENCH_PINGS", "5000"))
 CURL_MB = int(os.environ.get("BENCH_CURL_MB", "100"))
+ROWS = [x.strip() for x in os.environ.get("BENCH_ROWS", "iperf1500,iperf9000,redis,curl,pingpong").split(",")
+        if x.strip()]
+# A second build (old vs new in one run): its agents listen on BASE_PORT, its socket files
+# are TMP/<host>-base.sock. The variants of a ratio row: kernel TCP (False), through the
+# baseline build ("base"), through BIN (True).
+BASE_BIN = Path(os.environ["BENCH_BASELINE_BIN"]) if os.environ.get("BENCH_BASELINE_BIN") else None
+BASE_PORT = "7990"
+VARIANTS = [False] + (["base"] if BASE_BIN else []) + [True]
 
 
 def sh(*a, check=True):
@@ -62,7 +75,9 @@ def sh(*a, check=True):
 
 def ns(host, *cmd, run=False, **kw):
     argv = ["ip", "netns", "exec", f"{P}{host}"]
-    if run:
+    if run == "base":
+        argv += [str(BASE_BIN), "run", "--agent-socket", str(TMP / f"{host}-base.sock"), "--"]
+    elif run:
         argv += [str(BIN), "run", "--agent-socket", str(TMP / f"{host}.sock"), "--"]
     return subprocess.Popen(argv + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -132,12 +147,19 @@ def rcvbuf_errors():
     return n
 
 
-def start_agents(link, batch=1, args=None):
+def start_agents(link, batch=1, args=None, build=True):
+    """The agents of both hosts: BIN's, or with build="base" BASE_BIN's (on BASE_PORT)."""
     net = args if args is not None else ["--link-gbps", link, "--rtt-us", "50", "--credit-batch", str(batch)]
-    agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
-    for h in IP:
+    if build == "base":
+        agents = [ns(h, str(BASE_BIN), "agent", "--socket", str(TMP / f"{h}-base.sock"),
+                     "--listen", f"0.0.0.0:{BASE_PORT}", *net) for h in IP]
+        socks = [f"{h}-base.sock" for h in IP]
+    else:
+        agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
+        socks = [f"{h}.sock" for h in IP]
+    for name in socks:
         for _ in range(100):
-            if (TMP / f"{h}.sock").exists():
+            if (TMP / name).exists():
                 break
             time.sleep(0.05)
     return agents, net
@@ -159,6 +181,7 @@ def stop_agents(agents):
     stop(agents)
     for h in IP:
         (TMP / f"{h}.sock").unlink(missing_ok=True)
+        (TMP / f"{h}-base.sock").unlink(missing_ok=True)
 
 
 def redis_rps(through):
@@ -178,21 +201,39 @@ def missing(*programs):
 
 
 def compare(runs):
-    """Medians, ranges and libflexpass / kernel TCP of {through: [values]}."""
+    """Medians, ranges and libflexpass / kernel TCP of {through: [values]} (and the
+    baseline build's, if measured)."""
     k, f = sorted(runs[False]), sorted(runs[True])
     mk, mf = k[len(k) // 2], f[len(f) // 2]
-    return {"kernel_tcp": round(mk, 3), "libflexpass": round(mf, 3),
-            "kernel_tcp_min_max": [round(k[0], 3), round(k[-1], 3)],
-            "libflexpass_min_max": [round(f[0], 3), round(f[-1], 3)],
-            "ratio": round(mf / mk, 3) if mk else None}
+    r = {"kernel_tcp": round(mk, 3), "libflexpass": round(mf, 3),
+         "kernel_tcp_min_max": [round(k[0], 3), round(k[-1], 3)],
+         "libflexpass_min_max": [round(f[0], 3), round(f[-1], 3)],
+         "ratio": round(mf / mk, 3) if mk else None}
+    if runs.get("base"):
+        b = sorted(runs["base"])
+        mb = b[len(b) // 2]
+        r.update({"baseline_libflexpass": round(mb, 3), "baseline_min_max": [round(b[0], 3), round(b[-1], 3)],
+                  "baseline_ratio": round(mb / mk, 3) if mk else None})
+    return r
 
 
-def side_by_side(fn):
-    """fn(through) on kernel TCP and through libflexpass, alternating, REPEAT times each."""
-    runs = {False: [], True: []}
+def side_by_side(fn, args=None):
+    """fn(through) on kernel TCP and through libflexpass, alternating, REPEAT times each.
+    With a baseline build, each run through libflexpass gets its own agents (started with
+    `args`, stopped after): only one XDP program can hold the veth, so two builds' agents
+    side by side would not use the same datapath."""
+    runs = {v: [] for v in VARIANTS}
     for _ in range(REPEAT):
-        for through in (False, True):
-            runs[through].append(fn(through))
+        for through in VARIANTS:
+            if not (BASE_BIN and through):
+                runs[through].append(fn(through))
+                continue
+            agents, _ = start_agents(None, args=args, build=through)
+            try:
+                runs[through].append(fn(through))
+                carried(agents, "a-base.sock" if through == "base" else "a.sock")
+            finally:
+                stop_agents(agents)
     return runs
 
 
@@ -277,12 +318,12 @@ def pingpong_once(through):
     return json.loads(out)["p50_us"]
 
 
-def carried(agents):
+def carried(agents, sock="a.sock"):
     """Connections agent a carried over FlexPass and sent to kernel TCP ("direct"): a row
     through libflexpass must have none of the second."""
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(10)
-    s.connect(str(TMP / "a.sock"))
+    s.connect(str(TMP / sock))
     s.sendall(b'{"op":"status"}\n')
     t = json.loads(s.makefile().readline())["tcp"]
     s.close()
@@ -302,22 +343,28 @@ def ratios():
     goals = {}
     for mtu in (1500, 9000):
         key = f"iperf3_mtu{mtu}_gbps"
+        if f"iperf{mtu}" not in ROWS:
+            continue
         if missing("iperf3"):
             r[key] = "skipped: iperf3 not installed"
             continue
         set_mtu(mtu)
-        agents, _ = start_agents(None, args=RATIO_ARGS + ["--mtu", str(mtu)])
+        args = RATIO_ARGS + ["--mtu", str(mtu)]
+        agents = [] if BASE_BIN else start_agents(None, args=args)[0]
         try:
-            r[key] = compare(side_by_side(iperf_once))
-            r[key]["connections_over_flexpass"] = carried(agents)
+            r[key] = compare(side_by_side(iperf_once, args))
+            if not BASE_BIN:
+                r[key]["connections_over_flexpass"] = carried(agents)
         finally:
             stop_agents(agents)
             set_mtu(1500)
         goals[key] = (">=", 0.8 if mtu == 1500 else 0.9)
-    agents, _ = start_agents(None, args=RATIO_ARGS)
+    agents = [] if BASE_BIN else start_agents(None, args=RATIO_ARGS)[0]
     try:
-        if not missing("redis-server", "redis-benchmark"):
-            runs = side_by_side(redis_set_get)
+        if "redis" not in ROWS:
+            pass
+        elif not missing("redis-server", "redis-benchmark"):
+            runs = side_by_side(redis_set_get, RATIO_ARGS)
             for op in ("SET", "GET"):
                 key = f"redis_{op.lower()}_50_clients_rps"
                 r[key] = compare({t: [x[op] for x in v] for t, v in runs.items()})
@@ -325,27 +372,33 @@ def ratios():
         else:
             r["redis"] = "skipped: redis-server or redis-benchmark not installed"
         key = f"curl_{CURL_MB}mb_gbps"
-        if not missing("curl"):
+        if "curl" not in ROWS:
+            pass
+        elif not missing("curl"):
             www = TMP / "www"
             www.mkdir(exist_ok=True)
             with open(www / "blob.bin", "wb") as f:
                 for _ in range(CURL_MB):
                     f.write(os.urandom(1 << 20))
-            r[key] = compare(side_by_side(curl_once))
+            r[key] = compare(side_by_side(curl_once, RATIO_ARGS))
             goals[key] = (">=", 0.8)
         else:
             r[key] = "skipped: curl not installed"
-        r["pingpong_1byte_p50_us"] = compare(side_by_side(pingpong_once))
-        goals["pingpong_1byte_p50_us"] = ("<=", 1.5)
-        r["connections_over_flexpass"] = carried(agents)
+        if "pingpong" in ROWS:
+            r["pingpong_1byte_p50_us"] = compare(side_by_side(pingpong_once, RATIO_ARGS))
+            goals["pingpong_1byte_p50_us"] = ("<=", 1.5)
+        if not BASE_BIN:
+            r["connections_over_flexpass"] = carried(agents)
     finally:
         stop_agents(agents)
     for key, (cmp, goal) in goals.items():
         row = r[key]
         row["goal"] = f"libflexpass / kernel TCP {cmp} {goal}"
         row["met"] = row["ratio"] >= goal if cmp == ">=" else row["ratio"] <= goal
+        base = (f", baseline build {row['baseline_libflexpass']} (ratio {row['baseline_ratio']})"
+                if "baseline_ratio" in row else "")
         print(f"libflexpass bench: {key}: kernel TCP {row['kernel_tcp']}, libflexpass {row['libflexpass']}, "
-              f"ratio {row['ratio']} (goal {cmp} {goal}: {'met' if row['met'] else 'NOT met'})", flush=True)
+              f"ratio {row['ratio']} (goal {cmp} {goal}: {'met' if row['met'] else 'NOT met'}){base}", flush=True)
     return r
 
 

@@ -10,6 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Ready for reading (also: end of file, error, hang-up are reported with it).
 pub const IN: u32 = libc::EPOLLIN as u32;
+/// Error or hang-up (always reported, whatever the registration).
+pub const ERR_HUP: u32 = (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32;
 /// Ready for writing.
 pub const OUT: u32 = libc::EPOLLOUT as u32;
 

@@ -119,6 +119,11 @@ pub struct Conn {
     /// Close once `line` is written (a "direct" verdict).
     pub close_after_line: bool,
     pub local_eof: bool,
+    /// The local socket may hold bytes to read: set when the connection starts and when
+    /// epoll reports it readable, cleared by a read that found it drained (a short read
+    /// or EAGAIN). Turns caused by the network (ACKs, credits, data) then cost no read(2)
+    /// that can only fail; level-triggered epoll reports later bytes.
+    pub local_readable: bool,
     out: VecDeque<Bytes>,
     out_bytes: usize,
     wr_shut: bool,
@@ -157,6 +162,7 @@ impl Conn {
             line: Vec::new(),
             close_after_line: false,
             local_eof: false,
+            local_readable: true,
             out: VecDeque::new(),
             out_bytes: 0,
             wr_shut: false,
@@ -272,7 +278,7 @@ impl Conn {
             if let (Some(e), false) = (s.error(), s.is_complete()) {
                 return Step::Aborted(format!("outgoing flow: {e}"));
             }
-            while !self.local_eof && s.unacked_bytes() < CONN_SEND_WINDOW {
+            while self.local_readable && !self.local_eof && s.unacked_bytes() < CONN_SEND_WINDOW {
                 match self.local.read(buf) {
                     Ok(0) => {
                         self.local_eof = true;
@@ -281,8 +287,14 @@ impl Conn {
                     Ok(n) => {
                         self.bytes_sent += n as u64;
                         s.write(Bytes::copy_from_slice(&buf[..n]));
+                        // A stream read returns less than asked only once the socket is
+                        // drained: the next read would fail with EAGAIN.
+                        self.local_readable = n == buf.len();
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.local_readable = false;
+                        break;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Step::Aborted(format!("local socket: {e}")),
                 }

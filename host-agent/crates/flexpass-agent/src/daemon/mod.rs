@@ -155,6 +155,8 @@ impl Daemon {
         let peer_port = ep.local_addr()?.port();
         let mut ep = ep;
         ep.track_changes(true);
+        // Received bytes reach the applications before the ACKs go out (see `turn`).
+        ep.set_deliver_first(true);
         let poller = Poller::new()?;
         poller.update(listener.as_raw_fd(), 0, poller::IN, TOKEN_LISTENER)?;
         ep.set_wake_fds(&[(poller.raw_fd(), nix::libc::POLLIN)]);
@@ -282,12 +284,24 @@ impl Daemon {
         let mut accept_ready = false;
         let mut events = std::mem::take(&mut self.events);
         events.clear();
-        self.poller.ready(&mut events)?;
-        for &(token, _) in &events {
+        // Nothing local was ready when the last wait ended: no epoll_wait(2) this turn.
+        if self.ep.local_maybe_ready() {
+            self.poller.ready(&mut events)?;
+        }
+        for &(token, ev) in &events {
             let i = (token & 0xffff_ffff) as usize;
             match token & !0xffff_ffff {
                 KIND_CLIENT => self.ready_clients.push(i),
-                KIND_CONN | KIND_PROBE => self.ready_conns.push(i),
+                KIND_CONN => {
+                    // Readable, at end of file or failed: the next read says which.
+                    if ev & (poller::IN | poller::ERR_HUP) != 0 {
+                        if let Some(c) = self.tcp.conns.get_mut(i) {
+                            c.conn.local_readable = true;
+                        }
+                    }
+                    self.ready_conns.push(i)
+                }
+                KIND_PROBE => self.ready_conns.push(i),
                 _ => accept_ready = true,
             }
         }
@@ -359,7 +373,9 @@ impl Daemon {
             self.last_cleanup = now;
             self.tcp.expire(now);
         }
-        // Sleep until the network or one of the local sockets (the epoll fd) needs us.
+        // Sleep until the network or one of the local sockets (the epoll fd) needs us. What
+        // the last `poll` received was handed to the applications above, before the ACKs
+        // and credits it caused are sent here (`Endpoint::set_deliver_first`).
         self.ep.poll(wait)
     }
 

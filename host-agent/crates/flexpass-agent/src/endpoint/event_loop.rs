@@ -93,6 +93,7 @@ impl Endpoint {
     /// One turn of the event loop: wait (at most `max_wait`, less if a timer is due) for
     /// packets, handle them, run due timers and send everything the flows have to send.
     pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.local_idle = false;
         self.run_timers_and_flush();
         let now = self.now();
         let max = max_wait.as_nanos().min(u64::MAX as u128) as Nanos;
@@ -170,12 +171,23 @@ impl Endpoint {
         // Drain the socket in batches, running due timers (credit pacing) between batches;
         // at most MAX_BATCHES per call, so a caller that also serves other sockets (the
         // daemon's applications) is not starved while datagrams keep arriving.
-        let mut batches = 1;
-        while self.receive_batch(RECV_BATCH)? == RECV_BATCH && batches < MAX_BATCHES {
-            self.run_timers_and_flush();
-            batches += 1;
+        // A wait ended by the daemon's sockets alone has nothing to receive (one system
+        // call saved per application event over the UDP socket).
+        let mut received = 0;
+        if !std::mem::take(&mut self.woke_for_local) {
+            let mut batches = 1;
+            loop {
+                let n = self.receive_batch(RECV_BATCH)?;
+                received += n;
+                if n < RECV_BATCH || batches >= MAX_BATCHES {
+                    break;
+                }
+                self.run_timers_and_flush();
+                batches += 1;
+            }
         }
-        self.run_timers_and_flush();
+        // `set_deliver_first`: the caller delivers what arrived before it is acknowledged.
+        self.run_timers(!(self.deliver_first && received > 0));
         self.stats.xdp = self.sock.xdp_counters();
         Ok(())
     }
@@ -183,6 +195,8 @@ impl Endpoint {
     /// ppoll(2) the datapath's sockets (and the wake fds) for `ns` (0: just check); whether
     /// any is readable. AF_XDP frames already on the receive ring end it without a call.
     fn sleep(&mut self, ns: Nanos) -> io::Result<bool> {
+        self.woke_for_local = false;
+        self.local_idle = false;
         if self.sock.rx_ready() {
             return Ok(true);
         }
@@ -214,12 +228,17 @@ impl Endpoint {
                 Err(e)
             };
         }
-        if n > 0 && k > 1 {
+        self.local_idle = !self.wake_fds.is_empty() && all[k..].iter().all(|p| p.revents == 0);
+        if n > 0 {
             let mut ready = [false; POLL_FDS];
             for (r, p) in ready.iter_mut().zip(&all[..k]) {
                 *r = p.revents != 0;
             }
-            self.sock.readable(&ready[..k]);
+            if k > 1 {
+                self.sock.readable(&ready[..k]);
+            }
+            // Ready frames on an AF_XDP ring need no poll event: `rx_ready` is checked too.
+            self.woke_for_local = !ready[..k].contains(&true) && !self.sock.rx_ready();
         }
         Ok(n > 0)
     }
@@ -466,6 +485,12 @@ impl Endpoint {
     /// run, send what they have, and register their next deadline; then the socket's send
     /// batch is flushed. Nothing here looks at flows that are neither due nor dirty.
     fn run_timers_and_flush(&mut self) {
+        self.run_timers(true)
+    }
+
+    /// `run_timers_and_flush`; with `flush` false what the flows sent stays queued in the
+    /// datapath's send batch (sent by the next flush, or once the batch is full).
+    fn run_timers(&mut self, flush: bool) {
         let now = self.now();
         while self.retired.front().is_some_and(|&(at, _)| at <= now) {
             let (_, key) = self.retired.pop_front().expect("checked");
@@ -605,7 +630,9 @@ impl Endpoint {
                 changed.push((dir, key));
             }
         }
-        tx.flush();
+        if flush {
+            tx.flush();
+        }
         dirty.clear();
         self.dirty = dirty;
         // Rebuild the heap once stale entries outnumber the flows (amortised O(1) a push).

@@ -122,6 +122,13 @@ pub struct Endpoint {
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
     /// (the daemon's API and application sockets).
     wake_fds: Vec<(RawFd, i16)>,
+    /// The last wait ended only for a `wake_fds` descriptor: nothing to receive.
+    woke_for_local: bool,
+    /// The last `poll` waited, and its last ppoll(2) found no `wake_fds` descriptor ready.
+    local_idle: bool,
+    /// `set_deliver_first`: a `poll` that received datagrams leaves what it has to send
+    /// queued for the start of the next `poll`.
+    deliver_first: bool,
     pub stats: EndpointStats,
 }
 
@@ -181,6 +188,9 @@ impl Endpoint {
             retired: VecDeque::new(),
             hello_conn: HashMap::new(),
             wake_fds: Vec::new(),
+            woke_for_local: false,
+            local_idle: false,
+            deliver_first: false,
             stats: EndpointStats {
                 datapath,
                 ..EndpointStats::default()
@@ -376,6 +386,23 @@ impl Endpoint {
     pub fn set_wake_fds(&mut self, fds: &[(RawFd, i16)]) {
         self.wake_fds.clear();
         self.wake_fds.extend_from_slice(fds);
+    }
+
+    /// With `on`, a `poll` that received datagrams returns with what its last run of the
+    /// flows had to send (the ACKs and credits they caused, timers due) still queued; the
+    /// next `poll` sends it first thing. The caller (the daemon) hands the received bytes to the
+    /// applications in between, so the application's wake-up is not behind a send to the
+    /// peer (one system call; over copy-mode AF_XDP, the peer's whole receive path). The
+    /// caller must call `poll` again right after.
+    pub fn set_deliver_first(&mut self, on: bool) {
+        self.deliver_first = on;
+    }
+
+    /// Whether a `wake_fds` descriptor may be ready: false only if the last `poll` ended
+    /// with a ppoll(2) that found none ready (the daemon then skips its epoll_wait(2); a
+    /// descriptor that became ready since ends the next wait at once).
+    pub fn local_maybe_ready(&self) -> bool {
+        !self.local_idle
     }
 
     /// UDP address this endpoint's peers use (its port; the IP of the bound address).
