@@ -3,7 +3,15 @@
 //! ARBITRATION_REQUEST with the flow's queue and reference rate from Algorithm 1
 //! (`flexpass_core::pase::arbitrate`, the one implementation the model uses too).
 //! `flexpass arbitrator` runs it; docs/protocol.md §11 "PASE arbitration".
+//!
+//! Delegation (§3.1): a host whose agent runs with delegation is a child arbitrator. It
+//! reports its demand (`DELEGATION_FLOW_ID`) once per period instead of asking per flow,
+//! and gets a share of this link (`flexpass_core::pase::delegation::delegate`: demands met
+//! and the spare split evenly when they fit in C, else C in proportion to demand). The flows
+//! that still ask one by one count as one more child: Algorithm 1 runs over their share.
 
+use crate::pase_arbitration::DELEGATION_FLOW_ID;
+use flexpass_core::pase::delegation::{delegate, ChildDemand};
 use flexpass_core::pase::{arbitrate, Arbitration, FlowDemand};
 use flexpass_core::Nanos;
 use flexpass_wire::{
@@ -68,7 +76,15 @@ pub struct ArbitratorStats {
     /// Flows known now and at most so far.
     pub flows: u64,
     pub flows_peak: u64,
+    /// Delegation: demand reports answered with a share, and the children (hosts) known
+    /// now and at most so far.
+    pub reports: u64,
+    pub children: u64,
+    pub children_peak: u64,
 }
+
+/// The division's name for the flows that ask one by one (children are numbered from 0).
+const PER_FLOW_GROUP: u32 = u32::MAX;
 
 struct Known {
     remaining: u64,
@@ -81,6 +97,8 @@ pub struct LinkArbitrator {
     cfg: ArbitratorConfig,
     /// Ordered, so that ties of remaining size go the same way every time.
     flows: BTreeMap<(SocketAddr, u32), Known>,
+    /// Delegation: the children's last reports (remaining unused: their demand).
+    children: BTreeMap<SocketAddr, Known>,
     scratch: Vec<FlowDemand>,
     keys: Vec<(SocketAddr, u32)>,
     out: Vec<(u32, Arbitration)>,
@@ -92,6 +110,7 @@ impl LinkArbitrator {
         LinkArbitrator {
             cfg,
             flows: BTreeMap::new(),
+            children: BTreeMap::new(),
             scratch: Vec::new(),
             keys: Vec::new(),
             out: Vec::new(),
@@ -112,6 +131,11 @@ impl LinkArbitrator {
         self.flows
             .retain(|_, k| now.saturating_sub(k.heard) < expire);
         self.stats.expired += (before - self.flows.len()) as u64;
+        self.children
+            .retain(|_, k| now.saturating_sub(k.heard) < expire);
+        if r.flow_id == DELEGATION_FLOW_ID {
+            return self.on_report(now, src, r);
+        }
         let key = (src, r.flow_id);
         if r.remaining == 0 {
             self.stats.releases += 1;
@@ -143,8 +167,13 @@ impl LinkArbitrator {
         }
         // Ties of remaining size go by index: by requester address, then flow id.
         self.out.clear();
+        let capacity = if self.children.is_empty() {
+            self.cfg.capacity_bps
+        } else {
+            self.share(PER_FLOW_GROUP)
+        };
         arbitrate(
-            self.cfg.capacity_bps,
+            capacity,
             self.cfg.queues,
             self.cfg.base_rate_bps,
             &mut self.scratch,
@@ -162,6 +191,66 @@ impl LinkArbitrator {
             queue: a.queue,
             reference_rate_bps: (a.reference_rate_bps.round() as u64).max(1),
         })
+    }
+
+    /// Delegation: a child's demand report, answered with its share (None: it left).
+    fn on_report(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        r: &ArbitrationRequest,
+    ) -> Option<ArbitrationResponse> {
+        if r.remaining == 0 {
+            self.stats.releases += 1;
+            self.children.remove(&src);
+            self.stats.children = self.children.len() as u64;
+            return None;
+        }
+        self.children.insert(
+            src,
+            Known {
+                remaining: r.remaining,
+                demand_bps: r.demand_bps as f64,
+                heard: now,
+            },
+        );
+        self.stats.reports += 1;
+        self.stats.children = self.children.len() as u64;
+        self.stats.children_peak = self.stats.children_peak.max(self.stats.children);
+        let index = self.children.keys().position(|k| *k == src)? as u32;
+        let share = self.share(index);
+        self.stats.responses += 1;
+        Some(ArbitrationResponse {
+            flow_id: DELEGATION_FLOW_ID,
+            arb_seq: r.arb_seq,
+            queue: 0,
+            reference_rate_bps: (share.round() as u64).max(1),
+        })
+    }
+
+    /// The division of C among the children (by index in address order) and the flows that
+    /// ask one by one (`PER_FLOW_GROUP`, their demands summed): `child`'s share.
+    fn share(&self, child: u32) -> f64 {
+        let mut demands: Vec<ChildDemand> = self
+            .children
+            .values()
+            .enumerate()
+            .map(|(i, k)| ChildDemand {
+                child: i as u32,
+                demand_bps: k.demand_bps,
+            })
+            .collect();
+        let per_flow: f64 = self.flows.values().map(|f| f.demand_bps).sum();
+        if per_flow > 0.0 {
+            demands.push(ChildDemand {
+                child: PER_FLOW_GROUP,
+                demand_bps: per_flow,
+            });
+        }
+        delegate(self.cfg.capacity_bps, &demands)
+            .into_iter()
+            .find(|(c, _)| *c == child)
+            .map_or(0.0, |(_, s)| s)
     }
 }
 
@@ -293,6 +382,51 @@ mod tests {
         assert_eq!((alone.queue, alone.reference_rate_bps), (0, 10_000_000_000));
         assert_eq!(a.stats.expired, 2);
         assert_eq!((a.stats.releases, a.stats.flows), (1, 1));
+    }
+
+    /// Delegation: hosts' demand reports get shares of C (demands met and the spare split
+    /// evenly when they fit, else in proportion to demand); flows asking one by one are one
+    /// more child; a host that leaves frees its share.
+    #[test]
+    fn demand_reports_get_shares_of_the_link() {
+        let mut a = LinkArbitrator::new(cfg());
+        let h1: SocketAddr = "10.0.0.1:7890".parse().unwrap();
+        let h2: SocketAddr = "10.0.0.2:7890".parse().unwrap();
+        let h3: SocketAddr = "10.0.0.3:7890".parse().unwrap();
+        let report = |remaining, demand| req(DELEGATION_FLOW_ID, remaining, demand);
+        let s1 = a.on_request(0, h1, &report(1_000, 2_000_000_000)).unwrap();
+        assert_eq!(
+            (s1.flow_id, s1.queue, s1.reference_rate_bps),
+            (0, 0, 10_000_000_000)
+        );
+        let s2 = a.on_request(1, h2, &report(1_000, 4_000_000_000)).unwrap();
+        // 6 of 10 Gbit/s asked: each its demand plus half of the 4 spare.
+        assert_eq!(s2.reference_rate_bps, 6_000_000_000);
+        let s1 = a.on_request(2, h1, &report(1_000, 2_000_000_000)).unwrap();
+        assert_eq!(s1.reference_rate_bps, 4_000_000_000);
+        // A flow asking alone is one more child: 2 + 4 + 4 = 10 fits C exactly.
+        let f = a.on_request(3, h3, &req(7, 5_000, 4_000_000_000)).unwrap();
+        assert_eq!((f.queue, f.reference_rate_bps), (0, 4_000_000_000));
+        let s2 = a.on_request(4, h2, &report(1_000, 4_000_000_000)).unwrap();
+        assert_eq!(s2.reference_rate_bps, 4_000_000_000);
+        // h2 leaves: no answer, and the spare is split again (2 + 4 of 10 asked).
+        assert_eq!(a.on_request(5, h2, &report(0, 1)), None);
+        let s1 = a.on_request(6, h1, &report(1_000, 2_000_000_000)).unwrap();
+        assert_eq!(s1.reference_rate_bps, 4_000_000_000);
+        // More asked than C: shares in proportion to demand (16 of 10: 2 → 1.25).
+        let f = a.on_request(7, h3, &req(8, 9_000, 10_000_000_000)).unwrap();
+        assert_eq!(
+            (f.queue, f.reference_rate_bps),
+            (0, 4_750_000_000),
+            "what the first flow leaves of the flows' share, 10 · 14 / 16 = 8.75 Gbit/s"
+        );
+        let s1 = a.on_request(8, h1, &report(1_000, 2_000_000_000)).unwrap();
+        assert_eq!(s1.reference_rate_bps, 1_250_000_000);
+        assert_eq!(
+            (a.stats.reports, a.stats.children, a.stats.children_peak),
+            (6, 1, 2)
+        );
+        assert_eq!(a.stats.flows, 2, "the reports are no flows");
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct EndpointStats {
     pub arbitration_forged: u64,
     pub arbitration_unasked: u64,
     pub arbitration_rejected: u64,
+    /// PASE delegation: shares of the arbitrator's link taken, and flow arbitrations this
+    /// host made over them (`crate::pase_arbitration`).
+    pub pase_shares: u64,
+    pub pase_local_arbitrations: u64,
     /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
     pub datapath: &'static str,
     pub xdp: Option<crate::xdp::XdpCounters>,

@@ -108,6 +108,19 @@ pub struct NetArgs {
     /// PASE: arbitration interval, µs: one ARBITRATION_REQUEST per pase flow per interval.
     #[arg(long, default_value_t = flexpass_agent::endpoint::DEFAULT_ARBITRATION_INTERVAL as f64 / 1e3)]
     pub arbitration_interval_us: f64,
+    /// PASE: priority queues the arbitrators map to (1–8; as the arbitrator's --queues and
+    /// the model's host.pase.queues).
+    #[arg(long, default_value_t = 8)]
+    pub pase_queues: u8,
+    /// PASE probing (§3.3, the model's host.pase.probing): a pase flow in the lowest queue
+    /// sends a header-only probe per RTT instead of data until an answer shows room.
+    #[arg(long)]
+    pub pase_probing: bool,
+    /// PASE delegation (§3.1, the model's host.pase.delegation): this host arbitrates its
+    /// own pase flows over the share of the --arbitrator's link delegated to it, reporting
+    /// its demand every ten arbitration intervals instead of asking per flow.
+    #[arg(long)]
+    pub pase_delegation: bool,
     /// The host's NIC edge, as the control plane's `nics:` entry names it (`flexpass-ctl nic`
     /// prints this flag): `qdisc`, `ebpf` or `pna` police the host's credit rate on the wire,
     /// and the agent then does not police it again (its per-flow credit pacing stays: the
@@ -263,6 +276,9 @@ impl NetArgs {
         c.xdp_queue = self.xdp_queue.clone();
         c.arbitrator = self.arbitrator;
         c.arbitration_interval = (self.arbitration_interval_us * 1e3) as u64;
+        c.pase_queues = self.pase_queues;
+        c.pase_probing = self.pase_probing;
+        c.pase_delegation = self.pase_delegation;
         c.nic_edge = self.nic_edge;
         c.nic_edge_maps = self.nic_edge_maps.clone();
         c.nic_edge_dev = self.nic_edge_dev.clone();

@@ -547,6 +547,7 @@ pub fn prepare(exp: &Experiment) -> Result<Prepared, String> {
             packet_bits / (rtt.max(1) as f64 * 1e-9),
         );
         arb.early_pruning_queues = p.early_pruning_queues;
+        arb.packets = p.messages == "packets";
         arb.delegation_period = p.delegation.then(|| match p.delegation_period_us {
             0 => 10 * rtt.max(1),
             us => us * 1000,

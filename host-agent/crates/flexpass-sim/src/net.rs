@@ -9,6 +9,7 @@
 //! samples and counts.
 
 mod arbitration;
+mod arbitration_packets;
 mod event;
 mod fabric;
 mod measure;
@@ -802,6 +803,9 @@ impl Network {
     }
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {
+        if let Packet::ArbitrationRequest(_) | Packet::ArbitrationResponse(_) = pkt.packet {
+            return self.arbitration_message_arrives(node, pkt); // PASE's, as packets
+        }
         match self.nodes[node].host {
             Some(h) if h == pkt.dst => self.host_receive(h, pkt),
             Some(_) => self.stray_packets += 1,

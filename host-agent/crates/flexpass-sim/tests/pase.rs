@@ -90,7 +90,8 @@ fn run_dumbbell(sets: &[&str]) -> RunReport {
 /// delegate their links to the ToRs, so a flow's updates stop at its ToR: fewer messages
 /// per round and fewer bytes on the links, even with the parents' periodic divisions
 /// counted; the ToRs made the decisions of the delegated links; every flow completes byte
-/// for byte and the AFCT stays within 10 % of full end-to-end arbitration.
+/// for byte and the AFCT is no worse than full end-to-end arbitration's (whose messages
+/// queue behind data on more links).
 #[test]
 fn delegation_sends_fewer_arbitration_messages_than_none_on_the_same_seed() {
     let full = run_dumbbell(&[]);
@@ -123,10 +124,8 @@ fn delegation_sends_fewer_arbitration_messages_than_none_on_the_same_seed() {
         |s: &flexpass_sim::net::ArbitrationStats| s.link_bytes as f64 / s.rounds as f64;
     assert!(bytes_per_round(&ds) < 0.6 * bytes_per_round(&fs));
     assert_eq!(ds.rejected, 0);
-    assert!(
-        (d - f).abs() <= 0.10 * f,
-        "delegation {d:.0} us vs full {f:.0} us"
-    );
+    // The paper: 4–10 % lower AFCT with the optimisations; here at least no worse.
+    assert!(d <= 1.02 * f, "delegation {d:.0} us vs full {f:.0} us");
 }
 
 /// Probing (§3.3) with two queues, so that flows behind a link's worth of demand reach the
@@ -145,4 +144,48 @@ fn probing_flows_probe_in_the_lowest_queue_and_all_complete() {
     assert!(ps.probes > 0, "no probe was sent");
     assert!(ps.probe_resumes > 0, "no probe answer resumed data");
     assert_eq!(plain.pase.expect("ran").probes, 0);
+}
+
+/// Arbitration messages as packets (the default, `host.pase.messages`): updates and answers
+/// cross the links hop by hop in P0, behind that queue's data, so a decision is never
+/// faster than the round trip to the farthest arbitrator asked (its ToR and the far ToR, two
+/// links of 5 µs each way: 20 µs) and is late by the queues on the way when links are
+/// busy; "counted" is the earlier accounting (no packets, no delay measured). Every flow
+/// completes byte for byte either way.
+#[test]
+fn arbitration_messages_queue_behind_data_and_arrive_late_when_links_are_busy() {
+    let busy = run_dumbbell(&[]);
+    let light = run_dumbbell(&["workload.load=0.1"]);
+    let counted = run_dumbbell(&["host.pase.messages=\"counted\""]);
+    let (b, l, c) = (afct(&busy), afct(&light), afct(&counted));
+    let (bs, ls, cs) = (
+        busy.pase.expect("ran"),
+        light.pase.expect("ran"),
+        counted.pase.expect("ran"),
+    );
+    eprintln!(
+        "AFCT us: busy {b:.0}, light {l:.0}, counted {c:.0}; decision delay mean/max ns: \
+         busy {}/{}, light {}/{}; decisions by packet {} / {}, lost {}",
+        bs.decision_delay_mean_ns,
+        bs.decision_delay_max_ns,
+        ls.decision_delay_mean_ns,
+        ls.decision_delay_max_ns,
+        bs.decisions_by_packet,
+        ls.decisions_by_packet,
+        bs.messages_lost
+    );
+    assert_eq!(cs.decisions_by_packet, 0, "counted: no packets");
+    assert!(bs.decisions_by_packet > 0 && ls.decisions_by_packet > 0);
+    let round_trip = 20_000;
+    assert!(bs.decision_delay_mean_ns >= round_trip && ls.decision_delay_mean_ns >= round_trip);
+    assert!(
+        bs.decision_delay_max_ns > 2 * round_trip,
+        "some answer waited behind data: {}",
+        bs.decision_delay_max_ns
+    );
+    assert!(
+        bs.decision_delay_mean_ns > ls.decision_delay_mean_ns,
+        "busier links, later decisions"
+    );
+    assert_eq!(bs.rejected, 0);
 }

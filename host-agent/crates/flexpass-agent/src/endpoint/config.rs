@@ -97,6 +97,13 @@ pub struct EndpointConfig {
     /// PASE's arbitration interval: each PASE flow sends one ARBITRATION_REQUEST per
     /// interval while it has data.
     pub arbitration_interval: Nanos,
+    /// PASE (the model's `host.pase.*`): priority queues the arbitrators map to (1..=8,
+    /// `queues`), probing in the lowest of them (`probing`, §3.3), and delegation
+    /// (`delegation`, §3.1: this host arbitrates its own flows over the share of the
+    /// arbitrator's link the arbitrator delegates to it, `crate::pase_arbitration`).
+    pub pase_queues: u8,
+    pub pase_probing: bool,
+    pub pase_delegation: bool,
     /// The host's NIC edge (crate::edge): any but `None` polices the host-wide credit rate,
     /// and the agent's credit shaper then lets credits out unlimited (per-flow pacing stays).
     pub nic_edge: NicEdge,
@@ -141,6 +148,9 @@ impl EndpointConfig {
             route_hint: None,
             arbitrator: None,
             arbitration_interval: DEFAULT_ARBITRATION_INTERVAL,
+            pase_queues: 8,
+            pase_probing: false,
+            pase_delegation: false,
             nic_edge: NicEdge::None,
             nic_edge_maps: None,
             nic_edge_dev: None,
@@ -177,6 +187,18 @@ impl EndpointConfig {
                 "--nic-edge-dev reads the qdisc edge's htb class: it needs --nic-edge qdisc, not {}",
                 self.nic_edge.as_str()
             ));
+        }
+        if !(1..=8).contains(&self.pase_queues) {
+            return Err(format!(
+                "PASE queues must be 1..=8, got {}",
+                self.pase_queues
+            ));
+        }
+        if self.pase_probing && self.pase_queues < 2 {
+            return Err("PASE probing needs at least 2 queues (it runs in the lowest)".into());
+        }
+        if self.pase_delegation && self.arbitrator.is_none() {
+            return Err("PASE delegation needs an arbitrator (--arbitrator) to delegate".into());
         }
         if self.arbitration_interval == 0 {
             return Err("PASE arbitration interval must be > 0".into());

@@ -382,6 +382,15 @@ impl Endpoint {
     /// PASE: an answer of the arbitrator, for a request of ours (else counted and ignored),
     /// checked by the flow (`Sender::on_arbitration`) before it takes effect.
     fn on_arbitration(&mut self, src: SocketAddr, r: &flexpass_wire::ArbitrationResponse) {
+        if r.flow_id == crate::pase_arbitration::DELEGATION_FLOW_ID {
+            // Delegation: this host's share of the arbitrator's link.
+            match self.pase.on_share(src, r) {
+                Ok(_) => self.stats.pase_shares += 1,
+                Err(Ignored::Forged) => self.stats.arbitration_forged += 1,
+                Err(Ignored::Unasked) => self.stats.arbitration_unasked += 1,
+            }
+            return;
+        }
         let key = match self.pase.on_response(src, r) {
             Ok(key) => key,
             Err(Ignored::Forged) => {
@@ -662,6 +671,18 @@ impl Endpoint {
             },
             &mut out,
         );
+        // Delegation: the arbitrations this host made over its share.
+        for (key, a) in self.pase.take_decisions() {
+            let Some(s) = self.senders.get_mut(&key) else {
+                continue;
+            };
+            if s.flow.on_arbitration(key.1, a).is_err() {
+                self.stats.arbitration_rejected += 1;
+                continue;
+            }
+            self.stats.pase_local_arbitrations += 1;
+            mark(s, &mut self.dirty, Dir::Send, key, true);
+        }
         let Some(arbitrator) = self.pase.arbitrator() else {
             return;
         };

@@ -177,7 +177,18 @@ impl Endpoint {
                 !cfg.nic_edge.polices_credits(),
             ),
             admission: cfg.admission(),
-            pase: PaseRequests::new(cfg.arbitrator, cfg.arbitration_interval),
+            pase: {
+                let p = PaseRequests::new(cfg.arbitrator, cfg.arbitration_interval);
+                if cfg.pase_delegation {
+                    // Algorithm 1's base rate: one maximum frame per base RTT (as the
+                    // arbitrator's).
+                    let frame = flexpass_wire::ethernet_wire_len_ip(cfg.mtu) as f64;
+                    let base = 8.0 * frame / (cfg.base_rtt as f64 * 1e-9);
+                    p.with_delegation(cfg.pase_queues, base, cfg.link_bps)
+                } else {
+                    p
+                }
+            },
             next_flow_id: (seed as u32) ^ rand::random::<u32>() | 1,
             next_due: None,
             credit_due: false,
@@ -265,6 +276,8 @@ impl Endpoint {
             // base RTT the window.
             cfg.pase.line_rate_bps = self.cfg.link_bps;
             cfg.pase.base_rtt = self.cfg.base_rtt;
+            cfg.pase.queues = self.cfg.pase_queues;
+            cfg.pase.probing = self.cfg.pase_probing;
         }
         let s = Sender::new(id, cfg, size_hint, self.now())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -278,6 +291,11 @@ impl Endpoint {
         mark(&mut slot, &mut self.dirty, Dir::Send, key, false);
         self.senders.insert(key, slot);
         Ok(key)
+    }
+
+    /// PASE delegation: the share of the arbitrator's link delegated to this host.
+    pub fn pase_share_bps(&self) -> Option<f64> {
+        self.pase.share_bps()
     }
 
     pub fn sender(&self, key: FlowKey) -> Option<&Sender> {

@@ -374,6 +374,15 @@ pub struct PaseSpec {
     /// instead of data, and resumes data when a probe's answer is not ECN-marked.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub probing: bool,
+    /// The arbitration messages: "packets" (requests and answers cross the links hop by hop,
+    /// queued in P0 behind data; a decision applies when its answers are back) or "counted"
+    /// (counted as overhead, answers after the propagation delay: the earlier model).
+    #[serde(skip_serializing_if = "is_packets")]
+    pub messages: String,
+}
+
+fn is_packets(v: &String) -> bool {
+    v == "packets"
 }
 
 fn is_zero_u64(v: &u64) -> bool {
@@ -390,6 +399,7 @@ impl Default for PaseSpec {
             delegation: false,
             delegation_period_us: 0,
             probing: false,
+            messages: "packets".into(),
         }
     }
 }
@@ -404,6 +414,7 @@ impl PaseSpec {
             && self.delegation == d.delegation
             && self.delegation_period_us == d.delegation_period_us
             && self.probing == d.probing
+            && self.messages == d.messages
     }
 }
 

@@ -64,6 +64,15 @@ impl Experiment {
                 )
             },
         )?;
+        check(
+            matches!(pase.messages.as_str(), "packets" | "counted"),
+            || {
+                format!(
+                    "host.pase.messages must be \"packets\" or \"counted\", got {:?}",
+                    pase.messages
+                )
+            },
+        )?;
         check((1..=8).contains(&pase.queues), || {
             format!("host.pase.queues must be 1..=8, got {}", pase.queues)
         })?;

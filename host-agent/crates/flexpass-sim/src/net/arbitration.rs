@@ -7,9 +7,11 @@
 //!
 //! Messages: every interval each flow sends one update to each of its arbitrators and gets
 //! one answer. The arbitrator of the i-th link of the path sits i links away (the host link's
-//! is the host itself), so the pair crosses 2·i links; the answer arrives after the
-//! propagation delay there and back to the farthest arbitrator. They are counted as overhead
-//! (`messages`, `link_bytes`), not queued behind data: a simplification of this slice.
+//! is the host itself), so the pair crosses 2·i links. By default they are packets queued
+//! behind data in P0 (`arbitration_packets.rs`): the decision applies when the last answer
+//! is back. With `host.pase.messages = "counted"` they are only counted (`messages`,
+//! `link_bytes` as 84-byte frames) and the answer arrives after the propagation delay there
+//! and back to the farthest arbitrator.
 //!
 //! Early pruning (§3.1, Fig. 11): the arbitrators are asked level by level up the path (the
 //! i-th link is level i); with `early_pruning_queues` = k > 0 a flow whose combined queue
@@ -26,6 +28,7 @@
 //! per (parent link, child) per period, crossing the links between them (level − 1 each
 //! way).
 
+use super::arbitration_packets::{request_wire_bytes, response_wire_bytes, InFlight};
 use super::{Ev, Network, NodeId};
 use crate::packet::HostId;
 use flexpass_core::pase::delegation::{arbitrate_virtual, ChildDemand, Delegation};
@@ -53,6 +56,9 @@ pub struct PaseArbitration {
     /// Delegation: links above the ToR are divided into virtual links every period (None:
     /// off).
     pub delegation_period: Option<Nanos>,
+    /// Messages as packets through the queues (true) or counted only (false).
+    pub packets: bool,
+    pub(super) in_flight: InFlight,
     /// The parent links' divisions in force.
     delegations: BTreeMap<Link, Delegation>,
     pub stats: ArbitrationStats,
@@ -88,6 +94,16 @@ pub struct ArbitrationStats {
     pub probes: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub probe_resumes: u64,
+    /// Messages as packets: rounds whose answers all came back, the time from the updates
+    /// to the last answer (mean, max), and messages that never arrived; absent when counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub decisions_by_packet: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub decision_delay_mean_ns: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub decision_delay_max_ns: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub messages_lost: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -103,6 +119,8 @@ impl PaseArbitration {
             base_rate_bps,
             early_pruning_queues: 0,
             delegation_period: None,
+            packets: true,
+            in_flight: InFlight::default(),
             delegations: BTreeMap::new(),
             stats: ArbitrationStats::default(),
             ticking: false,
@@ -225,6 +243,13 @@ impl Network {
             arb.early_pruning_queues,
         );
         let delegation = arb.delegation_period.filter(|_| end_to_end);
+        let packets = arb.packets;
+        // Wire bytes of an update and its answer (84-byte frames when only counted).
+        let pair_bytes = if packets {
+            request_wire_bytes() + response_wire_bytes()
+        } else {
+            2 * MESSAGE_WIRE_BYTES
+        };
         let active = self.pase_flows();
         // Per flow: its links, its demand (the host link's rate), the one-way delay to the
         // next level's arbitrator and to the farthest asked, and whether it still goes up.
@@ -236,6 +261,8 @@ impl Network {
             one_way: Nanos,
             farthest: Nanos,
             going_up: bool,
+            /// Levels ≥ 1 asked (their arbitrators are links away).
+            asked: Vec<usize>,
         }
         let mut asking: Vec<Asking> = active
             .iter()
@@ -256,6 +283,7 @@ impl Network {
                     one_way: 0,
                     farthest: 0,
                     going_up: true,
+                    asked: vec![],
                 }
             })
             .collect();
@@ -285,7 +313,10 @@ impl Network {
                 }
                 // The level's arbitrator is `level` links away: update and answer.
                 messages += 2;
-                link_bytes += 2 * level as u64 * MESSAGE_WIRE_BYTES;
+                link_bytes += level as u64 * pair_bytes;
+                if level > 0 {
+                    a.asked.push(level);
+                }
                 a.farthest = a.one_way;
                 a.one_way += self.nodes[n].ports[p].link.delay;
                 by_link.entry((n, p)).or_default().push(demand);
@@ -294,7 +325,7 @@ impl Network {
                 break;
             }
             if let Some(period) = delegation {
-                let (m, b) = self.delegate_links(&by_child, level, period);
+                let (m, b) = self.delegate_links(&by_child, level, period, pair_bytes, packets);
                 messages += m;
                 link_bytes += b;
                 let arb = self.pase.as_mut().expect("checked");
@@ -330,7 +361,29 @@ impl Network {
         }
         let delays: BTreeMap<u32, Nanos> =
             asking.iter().map(|a| (a.flow, 2 * a.farthest)).collect();
+        let by_packet: BTreeMap<u32, (Vec<usize>, u64, f64)> = if packets {
+            asking
+                .iter_mut()
+                .filter(|a| !a.asked.is_empty())
+                .map(|a| {
+                    (
+                        a.flow,
+                        (std::mem::take(&mut a.asked), a.remaining, a.demand_bps),
+                    )
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         for (flow, a) in decided {
+            if let Some((levels, remaining, demand)) = by_packet.get(&flow) {
+                self.send_arbitration_updates(flow as usize, a, levels, *remaining, *demand);
+                continue;
+            }
+            if packets {
+                // Answered at the host itself: in force now, over older rounds on their way.
+                self.arbitration_applied_now(flow);
+            }
             let at = self.now + delays[&flow];
             let ev = Ev::Arbitration {
                 flow,
@@ -346,6 +399,8 @@ impl Network {
         arb.stats.messages += messages;
         arb.stats.link_bytes += link_bytes;
         arb.stats.pruned += pruned;
+        self.forget_lost_arbitration_messages();
+        let arb = self.pase.as_mut().expect("checked");
         // Rounds stop when no PASE flow is active; the next one to start restarts them.
         arb.ticking = !active.is_empty();
         if arb.ticking {
@@ -356,12 +411,15 @@ impl Network {
 
     /// Delegation: every parent link of `by_child` whose period is up (or that has none
     /// yet) is divided among its children from their demand now. Returns the messages and
-    /// link bytes: per child one report and one answer, `level` − 1 links each way.
+    /// link bytes: per child one report and one answer, `level` − 1 links each way (sent as
+    /// packets with `packets`; the division applies at once either way).
     fn delegate_links(
         &mut self,
         by_child: &BTreeMap<(Link, NodeId), Vec<FlowDemand>>,
         level: usize,
         period: Nanos,
+        pair_bytes: u64,
+        packets: bool,
     ) -> (u64, u64) {
         let mut demands: BTreeMap<Link, Vec<ChildDemand>> = BTreeMap::new();
         for (&(link, child), flows) in by_child {
@@ -375,6 +433,7 @@ impl Network {
         let capacities: Vec<(Link, f64)> = demands.keys().map(|l| (*l, capacity(l))).collect();
         let arb = self.pase.as_mut().expect("checked");
         let (mut messages, mut bytes) = (0u64, 0u64);
+        let mut reports = vec![];
         for (link, c) in capacities {
             let d = arb
                 .delegations
@@ -384,8 +443,19 @@ impl Network {
                 let children = d.update(now, &demands[&link]) as u64;
                 arb.stats.delegations += 1;
                 messages += 2 * children;
-                bytes += 2 * children * (level as u64 - 1) * MESSAGE_WIRE_BYTES;
+                bytes += children * (level as u64 - 1) * pair_bytes;
+                if packets {
+                    // Each child's report, routed as one of its flows on the link.
+                    reports.extend(
+                        by_child
+                            .range((link, 0)..=(link, NodeId::MAX))
+                            .filter_map(|(&(_, child), f)| Some((child, f.first()?.flow))),
+                    );
+                }
             }
+        }
+        for (child, flow) in reports {
+            self.send_delegation_report(child, flow as usize, level - 1);
         }
         (messages, bytes)
     }
