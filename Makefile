@@ -6,11 +6,13 @@ CARGO        ?= cargo
 PYTHON       ?= python3
 HOST_AGENT   := host-agent
 BIN          := $(HOST_AGENT)/target/release/flexpass
+# The model for long runs (bench-model, figures): Cargo profile sim-fast, fat LTO
+SIM_BIN      := $(HOST_AGENT)/target/sim-fast/flexpass
 RESULTS      := results
 FUZZ_SECONDS ?= 60
 SUMMARY      := build/test-summary.txt
 
-.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-nic nic-ebpf p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
+.PHONY: deps deps-model deps-python deps-switch deps-mininet deps-apps deps-xdp build build-sim-fast switch-target test demo demo-mininet bench bench-floods bench-model fidelity figures fuzz clean p4 p4-nic nic-ebpf p4-tofino ptf ptf-tofino-model test-rust test-python test-fuzz test-netns test-cpp test-p4 test-mininet
 
 ## deps: everything every target needs (make test); each target installs only its own part:
 ## deps-model (the model and the agent: make build, make demo), deps-python (control plane),
@@ -116,6 +118,11 @@ switch-target:
 ## build: the Rust workspace (release: the model and benchmarks need it)
 build: deps-model
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace
+
+## build-sim-fast: the model's binary for long runs (profile sim-fast: fat LTO, one codegen
+## unit; minutes longer to build, so not what make build and make test use)
+build-sim-fast: deps-model
+	cd $(HOST_AGENT) && $(CARGO) build --profile sim-fast -p flexpass-cli
 
 ## test: every test tier; ends with a summary of tiers run and skipped
 test: deps
@@ -255,11 +262,11 @@ bench-floods: build
 
 ## bench-model: one 10 000-flow web-search run on the 192-host Clos at load 0.5, on one core:
 ## wall time, events/s, simulated seconds per wall second, peak memory
-bench-model: build
+bench-model: build build-sim-fast
 	@mkdir -p $(RESULTS)/bench
-	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
+	/usr/bin/time -f '%e %M' -o $(RESULTS)/bench/clos-websearch.time $(SIM_BIN) sim clos-websearch -j 1 --json > $(RESULTS)/bench/clos-websearch.json
 	@$(PYTHON) $(HOST_AGENT)/reports/bench_model.py $(RESULTS)/bench/clos-websearch.json $(RESULTS)/bench/clos-websearch.time
-	@$(PYTHON) $(HOST_AGENT)/reports/bench_vs_ns2.py $(RESULTS)/bench/vs-ns2
+	@FLEXPASS_BIN=$(CURDIR)/$(SIM_BIN) $(PYTHON) $(HOST_AGENT)/reports/bench_vs_ns2.py $(RESULTS)/bench/vs-ns2
 
 ## fidelity: the model against the FlexPass authors' ns-2 (docs/fidelity.md): every matched
 ## case on the model (default, compat and one toggle run per compat key) and, with
@@ -271,9 +278,9 @@ fidelity: build
 ## figures: the large-scale figure runners (FlexPass Fig. 10–18, PASE Fig. 10) into results/figures/<name>/
 ## (resumable: an interrupted run continues where it stopped; JOBS=N, default all cores)
 FIGURES ?= fig10-deployment fig11-mixed fig14-load fig15-workloads fig17-selective-drop fig18-queue-weight queues-deployment pase-left-right pase-left-right-cdf pase-intra-rack pase-queues pase-pruning pase-delegation pase-probing
-figures: build
+figures: build-sim-fast
 	@for f in $(FIGURES); do \
-	  $(BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done
+	  $(SIM_BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done
 
 ## fuzz: every cargo-fuzz target (decode, sender, receiver, pair) for FUZZ_SECONDS each,
 ## seeds generated first; FUZZ_TARGETS="pair" picks targets, FUZZ_COVERAGE=1 adds line coverage

@@ -4,7 +4,8 @@ Clos, FlexPass fully deployed (host-agent/experiments/fidelity/ns2-large-scale.t
 the model and, side by side on this machine, on ns-2 through host-agent/fidelity/ns2/clos.tcl
 (NS2=path/to/ns). The goal (#24): the model at least 10x faster in wall-clock time. Without
 NS2 the ns-2 side is skipped, loudly, and the wall time recorded with the fidelity
-reference is printed for orientation only."""
+reference is printed for orientation only. The model binary is FLEXPASS_BIN (make bench-model:
+the Cargo profile sim-fast's, fat LTO; otherwise the release build)."""
 
 import json
 import os
@@ -62,7 +63,7 @@ def main():
     default_wall, _, model_flows = run_model(out / "model", [])
     compat_wall, _, _ = run_model(out / "model-compat", [f'compat="{fidelity.COMPAT}"'])
     print(f"ns2-large-scale (FlexPass 100 %, {len(model_flows)} flows): model {default_wall:.1f} s wall, "
-          f"compat = \"{fidelity.COMPAT}\" {compat_wall:.1f} s wall")
+          f"compat = \"{fidelity.COMPAT}\" {compat_wall:.1f} s wall ({fidelity.FLEXPASS})")
     if not ns2:
         ref = json.loads(fidelity.REFERENCE.read_text()) if fidelity.REFERENCE.exists() else {}
         rec = ref.get("cases", {}).get("large-scale", {})
@@ -80,7 +81,7 @@ def main():
           f"({ns2_wall['s'] / default_wall:.1f}x in the default mode; goal >= {GOAL:.0f}x)")
     result = {"flows": len(model_flows), "model_wall_s": default_wall, "compat_wall_s": compat_wall,
               "ns2_wall_s": ns2_wall["s"], "ratio_compat": ratio, "ratio_default": ns2_wall["s"] / default_wall,
-              "goal": GOAL, "load_average": os.getloadavg()}
+              "goal": GOAL, "load_average": os.getloadavg(), "model_binary": str(fidelity.FLEXPASS)}
     (out / "bench_vs_ns2.json").write_text(json.dumps(result, indent=1) + "\n")
     print("  goal met" if ratio >= GOAL else "  GOAL MISSED")
     return 0 if ratio >= GOAL else 1

@@ -85,9 +85,18 @@ struct Node {
     tier: u8,
     ports: Vec<Port>,
     /// Per destination host: the equal-cost egress ports, `route_ports[start..start + len]`.
-    routes: Vec<(u32, u8)>,
+    routes: Vec<Route>,
     route_ports: Vec<u16>,
     shared: Option<SharedBuffer>,
+}
+
+/// A node's route to one host. `first` repeats `route_ports[start]`: a hop with one next
+/// hop (or single-path routing) needs no second, dependent load (a cache miss per packet).
+#[derive(Clone, Copy)]
+struct Route {
+    start: u32,
+    first: u16,
+    len: u8,
 }
 
 /// What the flow is in its experiment (reports group FCTs by it).
@@ -446,7 +455,7 @@ impl Network {
 
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::Arrive { node, pkt } => self.arrive(node as usize, pkt),
+            Ev::Arrive { node, pkt, .. } => self.arrive(node as usize, pkt),
             Ev::TxDone { node, port } => {
                 let (node, port) = (node as usize, port as usize);
                 let p = &mut self.nodes[node].ports[port];
@@ -780,26 +789,14 @@ impl Network {
             return;
         }
         if imp.duplicate > 0.0 && self.rng.gen_bool(imp.duplicate) {
-            self.schedule(
-                at,
-                Ev::Arrive {
-                    node: peer as u32,
-                    pkt: pkt.clone(),
-                },
-            );
+            self.schedule(at, Ev::arrive(peer, pkt.clone()));
         }
         let delay = if imp.reorder > 0.0 && self.rng.gen_bool(imp.reorder) {
             imp.reorder_delay
         } else {
             0
         };
-        self.schedule(
-            at + delay,
-            Ev::Arrive {
-                node: peer as u32,
-                pkt,
-            },
-        );
+        self.schedule(at + delay, Ev::arrive(peer, pkt));
     }
 
     fn arrive(&mut self, node: NodeId, pkt: Box<SimPacket>) {

@@ -1,6 +1,6 @@
 //! The model's events, and what the event loop loads ahead of them.
 
-use super::{Network, NodeId, Port, Side};
+use super::{Network, NodeId, Port, Route, Side};
 use crate::packet::SimPacket;
 
 /// Packets move between queues and events boxed: a hop moves a pointer, not the packet.
@@ -9,6 +9,9 @@ use crate::packet::SimPacket;
 pub(super) enum Ev {
     Arrive {
         node: u32,
+        /// `pkt.dst`, for `prefetch_next` (which must not wait for the packet itself);
+        /// `NO_DST` when it does not fit.
+        dst: u16,
         pkt: Box<SimPacket>,
     },
     TxDone {
@@ -55,7 +58,18 @@ const PREFETCH_AHEAD: usize = 2;
 /// Cache lines of a port that `prefetch_port` loads.
 const PORT_LINES: usize = 6;
 
+/// `Ev::Arrive::dst` of a host index beyond u16.
+const NO_DST: u16 = u16::MAX;
+
 impl Ev {
+    pub(super) fn arrive(node: NodeId, pkt: Box<SimPacket>) -> Ev {
+        Ev::Arrive {
+            node: node as u32,
+            dst: u16::try_from(pkt.dst).unwrap_or(NO_DST),
+            pkt,
+        }
+    }
+
     pub(super) fn tx_done(node: NodeId, port: usize) -> Ev {
         Ev::TxDone {
             node: node as u32,
@@ -77,10 +91,14 @@ impl Network {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let line = |p: *const u8| unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
             match self.events.peek_ahead(PREFETCH_AHEAD) {
-                Some(Ev::Arrive { pkt, .. }) => {
+                Some(Ev::Arrive { node, dst, pkt }) => {
                     let p = &**pkt as *const SimPacket as *const u8;
                     line(p);
                     line(p.wrapping_add(64));
+                    // The route the switch will look up (a miss per hop otherwise).
+                    if let Some(r) = self.nodes[*node as usize].routes.get(usize::from(*dst)) {
+                        line(r as *const Route as *const u8);
+                    }
                 }
                 Some(Ev::TxDone { node, port }) | Some(Ev::Wake { node, port }) => {
                     self.prefetch_port(*node as usize, *port as usize, line);

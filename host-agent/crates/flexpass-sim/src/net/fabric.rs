@@ -3,7 +3,7 @@
 //! failing and coming back, flows pinned through a switch (`flow.via`).
 
 use super::event::Ev;
-use super::{LinkSpec, Network, Node, NodeId, Port};
+use super::{LinkSpec, Network, Node, NodeId, Port, Route};
 use crate::packet::{HostId, SimPacket};
 use crate::queue::{PortConfig, PortQueue, SharedBuffer};
 use flexpass_core::Nanos;
@@ -126,7 +126,12 @@ impl Network {
                     }
                 }
                 let len = node.route_ports.len() as u32 - start;
-                node.routes.push((start, len.min(u8::MAX as u32) as u8));
+                let first = node.route_ports.get(start as usize).copied().unwrap_or(0);
+                node.routes.push(Route {
+                    start,
+                    first,
+                    len: len.min(u8::MAX as u32) as u8,
+                });
             }
         }
     }
@@ -194,13 +199,13 @@ impl Network {
         dst: HostId,
     ) -> Option<usize> {
         let n = &self.nodes[node];
-        let &(start, len) = n.routes.get(dst)?;
-        let members = &n.route_ports[start as usize..start as usize + len as usize];
-        match members.len() {
+        let r = *n.routes.get(dst)?;
+        match r.len {
             0 => None,
-            1 => Some(members[0] as usize),
-            _ if self.single_path => Some(members[0] as usize),
+            1 => Some(r.first as usize),
+            _ if self.single_path => Some(r.first as usize),
             k => {
+                let members = &n.route_ports[r.start as usize..r.start as usize + k as usize];
                 if !self.pinned.is_empty() {
                     if let Some(&via) = self.pinned.get(&flow_id) {
                         let pinned = members.iter().find(|&&m| n.ports[m as usize].peer == via);
@@ -210,7 +215,7 @@ impl Network {
                     }
                 }
                 let h = Self::ecmp_hash(flow_id, src, dst, n.tier);
-                Some(members[(h % k as u64) as usize] as usize)
+                Some(members[(h % u64::from(k)) as usize] as usize)
             }
         }
     }
@@ -218,7 +223,7 @@ impl Network {
     /// The equal-cost next hops of `node` toward host `dst`: (peer, egress port).
     pub fn next_hops(&self, node: NodeId, dst: HostId) -> Vec<(NodeId, usize)> {
         let n = &self.nodes[node];
-        let Some(&(start, len)) = n.routes.get(dst) else {
+        let Some(&Route { start, len, .. }) = n.routes.get(dst) else {
             return vec![];
         };
         n.route_ports[start as usize..start as usize + len as usize]
