@@ -32,6 +32,19 @@ RATE_MBIT = 200
 NET_ARGS = ["--link-gbps", str(RATE_MBIT / 1000), "--rtt-us", "200"]
 
 
+def stop_processes(procs):
+    """End the processes a test started (by their handles, never by name): SIGTERM, then
+    SIGKILL after 5 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+
 def skip_reason(tools=("ip", "tc"), need=()):
     """Why the netns tests cannot run here (None: they can): root, ``tools`` on PATH, the
     agent binary and the ``need`` files ((path, how to build it) pairs), a namespace."""
@@ -127,14 +140,7 @@ class Net:
         self.ns("h2", "ping", "-c1", "-W1", "10.78.2.1", check=False)
 
     def down(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=5)
+        stop_processes(self.procs)
         for n in ("h1", "h2", "h3", "r"):
             sh("ip", "netns", "del", f"{self.p}{n}", check=False)
         try:

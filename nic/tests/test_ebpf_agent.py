@@ -25,7 +25,7 @@ from edge_env import A_IP, REPO, E, sh
 import flexpass_nic as N
 
 sys.path.insert(0, str(REPO / "host-agent" / "netns-tests"))
-from floodnet import Acceptor  # noqa: E402
+from floodnet import Acceptor, stop_processes  # noqa: E402
 
 BIN = Path(os.environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
 NIC = REPO / "nic" / "flexpass_nic.py"
@@ -115,13 +115,7 @@ def test_the_agent_leaves_the_credit_limit_to_the_edge(veth_pair, edge_flag, bur
         acceptor.join(30)
         st = status(sock)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_processes(procs)
         if os.path.exists(sock):
             os.unlink(sock)
     assert acceptor.error is None and sorted(f["bytes"] for f in acceptor.flows) == [FLOW_BYTES] * FLOWS

@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from edge_env import A_IP, B_IP, REPO, E, sh
@@ -24,7 +23,7 @@ from edge_env import A_IP, B_IP, REPO, E, sh
 import flexpass_nic as N
 
 sys.path.insert(0, str(REPO / "host-agent" / "netns-tests"))
-from floodnet import Acceptor  # noqa: E402
+from floodnet import Acceptor, stop_processes  # noqa: E402
 from test_ebpf_agent import BIN, NIC, PORT, status  # noqa: E402
 
 LINK_MBIT = 50
@@ -93,13 +92,7 @@ def test_status_reads_the_qdisc_edges_credit_class(veth_netns):
         st = status(sock)
         tc = htb_credit_class(a)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_processes(procs)
         if os.path.exists(sock):
             os.unlink(sock)
     assert acceptor.error is None and sorted(f["bytes"] for f in acceptor.flows) == [FLOW_BYTES] * FLOWS
