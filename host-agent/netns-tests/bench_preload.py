@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from floodnet import stop_processes
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(os.environ.get("FLEXPASS_BIN", ROOT / "target" / "release" / "flexpass"))
 P = f"fpq{os.getpid() % 10000}"
@@ -165,20 +167,9 @@ def start_agents(link, batch=1, args=None, build=True):
     return agents, net
 
 
-def stop(procs):
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
 def stop_agents(agents):
     """Stop the agents and remove their API sockets (`start_agents` waits for new ones)."""
-    stop(agents)
+    stop_processes(reversed(agents))
     for h in IP:
         (TMP / f"{h}.sock").unlink(missing_ok=True)
         (TMP / f"{h}-base.sock").unlink(missing_ok=True)
@@ -252,7 +243,7 @@ def redis_set_get(through):
         out, err = ns("a", "redis-benchmark", "-h", IP["b"], "-p", "6391", "-n", REDIS_N, "-c", "50",
                       "-t", "set,get", "--csv", run=through).communicate(timeout=600)
     finally:
-        stop([srv])
+        stop_processes([srv])
     rows = {ln.split(",")[0].strip('"'): float(ln.split(",")[1].strip('"')) for ln in out.splitlines()
             if ln.startswith('"SET"') or ln.startswith('"GET"')}
     if set(rows) != {"SET", "GET"}:
@@ -269,7 +260,7 @@ def curl_once(through):
                  f"http://{IP['b']}:8010/blob.bin", run=through)
         out, err = cli.communicate(timeout=300)
     finally:
-        stop([srv])
+        stop_processes([srv])
     if cli.returncode != 0:
         raise RuntimeError(f"curl failed: {err}")
     size, seconds = out.split()
@@ -312,7 +303,7 @@ def pingpong_once(through):
         out, err = ns("a", sys.executable, str(app), "client", "8020", IP["b"], str(PINGS),
                       run=through).communicate(timeout=300)
     finally:
-        stop([srv])
+        stop_processes([srv])
     if not out.strip():
         raise RuntimeError(f"ping-pong failed: {err}")
     return json.loads(out)["p50_us"]
@@ -453,7 +444,7 @@ def limits(summary):
                        "--protected-mode", "no")
             wait_port("b", 6390)
             summary["redis_get_rps_kernel_tcp"] = redis_rps(False)
-            stop([redis])
+            stop_processes([redis])
         runs = [(link, 1) for link in LINKS] + ([(LINKS[0], CREDIT_BATCH)] if CREDIT_BATCH > 1 else [])
         for link, batch in runs:
             agents, net = start_agents(link, batch)
@@ -479,7 +470,7 @@ def limits(summary):
                                "--protected-mode", "no", run=True)
                     wait_port("b", 6390)
                     r["redis_get_rps_libflexpass"] = redis_rps(True)
-                    stop([redis])
+                    stop_processes([redis])
                 summary[f"agents_link_gbps_{link}" + (f"_credit_batch_{batch}" if batch > 1 else "")] = r
             finally:
                 stop_agents(agents)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from floodnet import BIN, pattern_sha, records, sh, skip_reason
+from floodnet import BIN, pattern_sha, records, sh, skip_reason, stop_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 NIC_TOOL = ROOT.parent / "nic" / "flexpass_nic.py"
@@ -75,13 +75,7 @@ class Net:
         return p
 
     def down(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_processes(self.procs)
         for n in ("h1", "h2", "h3", "r"):
             sh("ip", "netns", "del", f"{PREFIX}{n}", check=False)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from floodnet import BIN, sh, skip_reason
+from floodnet import BIN, sh, skip_reason, stop_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB = BIN.with_name("libflexpass.so")
@@ -109,14 +109,7 @@ class Hosts:
         raise RuntimeError(f"nothing listens on {host}:{port}")
 
     def down(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_processes(reversed(self.procs))
         for h in IP:
             sh("ip", "netns", "del", f"{PREFIX}{h}", check=False)
 
