@@ -41,6 +41,7 @@ class TagReceiver:
         self.sock.bind((iface, 0))
         self.sock.settimeout(0.1)
         self.tags = []
+        self.messages = {}  # tag -> the FlexPass message (UDP payload) as received
         self._stop = False
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -56,7 +57,9 @@ class TagReceiver:
                 continue
             if struct.unpack("!H", data[36:38])[0] != FLEXPASS_UDP or data[42] != 0x13:
                 continue
-            self.tags.append(struct.unpack("!I", data[42 + 16:42 + 20])[0])
+            tag = struct.unpack("!I", data[42 + 16:42 + 20])[0]
+            self.tags.append(tag)
+            self.messages[tag] = data[42:42 + struct.unpack("!H", data[42 + 2:42 + 4])[0]]
 
     def stop(self):
         self._stop = True
@@ -90,6 +93,9 @@ def test_pfabric_queue_order_and_drop_the_lowest(tm):  # noqa: F811
     full = after["dropped_pkts"]["queue_full"] - before["dropped_pkts"]["queue_full"]
     print(f"\npfabric burst: received {tags}, pushed out {pushed_out}, dropped on arrival {full}")
     assert tags == [100, 1, 4, 8, 6, 2], tags
+    # The parsed data header and priority are deparsed in place: the message is unchanged.
+    sent = {tag: prio_data(f, r, tag)[42:] for tag, (f, r) in enumerate(arrivals, start=1)}
+    assert all(rx.messages[t] == sent[t] for t in (1, 4, 8, 6, 2))
     assert (pushed_out, full) == (2, 1)
     assert after["max_depth_bytes"] <= 5 * SIZE
 
