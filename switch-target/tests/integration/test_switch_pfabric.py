@@ -3,7 +3,8 @@ PRIO field of FlexPass data (docs/protocol.md §6.2) into the metadata pfabric_r
 key into pfabric_flow, and the TM's queue in discipline "pfabric" sends the smallest rank
 first (the earliest packet of that packet's flow) and, when full, drops the largest rank.
 
-Runs on the switch of test_switch.py (its module fixture), inside run.sh's namespace."""
+Uses test_switch.py's fixtures and helpers (a switch started for this module), inside
+run.sh's namespace."""
 
 from __future__ import annotations
 
