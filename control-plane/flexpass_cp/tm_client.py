@@ -96,13 +96,16 @@ class TmClient:
                   buffer_bytes: Optional[int], red_threshold: Optional[int] = None,
                   yellow_threshold: Optional[int] = None, ecn_threshold: Optional[int] = None,
                   shaper_rate_bps: Optional[int] = None, shaper_burst_bytes: Optional[int] = None,
-                  per_color_depth: bool = False) -> Dict[str, Any]:
-        """Replace a queue's config; None = unlimited / no shaper.  Returns the queue config."""
+                  per_color_depth: bool = False, discipline: str = "fifo") -> Dict[str, Any]:
+        """Replace a queue's config; None = unlimited / no shaper; discipline "fifo" or
+        "pfabric" (docs/tm-api.md; "fifo" is sent as its absence, the switch's default, so
+        the request also suits a switch without pFabric).  Returns the queue config."""
+        extra = {} if discipline == "fifo" else {"discipline": discipline}
         return self.request("set_queue", port=port, queue=queue, priority=priority, weight=weight,
                             buffer_bytes=buffer_bytes, red_threshold=red_threshold,
                             yellow_threshold=yellow_threshold, ecn_threshold=ecn_threshold,
                             shaper_rate_bps=shaper_rate_bps, shaper_burst_bytes=shaper_burst_bytes,
-                            per_color_depth=per_color_depth)["config"]
+                            per_color_depth=per_color_depth, **extra)["config"]
 
     def get_config(self, port: int) -> Dict[str, Any]:
         return self.request("get_config", port=port)["config"]

@@ -285,7 +285,7 @@ def test_profiles_are_the_models_names():
     ("expresspass_naive", "switches.s1.profile: profile 'expresspass_naive' is now called 'naive'"),
     ("owf", "switches.s1.profile: profile 'owf' exists in the model only"),
     ("layering", "switches.s1.profile: profile 'layering' exists in the model only"),
-    ("fifo", "switches.s1.profile: unknown profile 'fifo' (profiles: flexpass, naive, ppt, flashpass)"),
+    ("fifo", "switches.s1.profile: unknown profile 'fifo' (profiles: flexpass, naive, ppt, flashpass, pfabric)"),
 ])
 def test_a_profile_the_switch_does_not_take_names_the_key_and_the_fix(old, message):
     raw = base()

@@ -31,6 +31,13 @@ const bit<4> FLEXPASS_VERSION        = 1;
 const bit<4> FLEXPASS_TYPE_CREDIT    = 0x1;
 const bit<4> FLEXPASS_TYPE_PRO_DATA  = 0x2;
 const bit<4> FLEXPASS_TYPE_REA_DATA  = 0x3;
+/* Flag PRIO (docs/protocol.md §5): a 4-byte `priority` follows the data header. */
+const bit<8> FLEXPASS_FLAG_PRIO      = 0x40;
+/* pFabric rank (docs/protocol.md §10): packets without a priority.  Control
+ * messages go first (an ACK holds its flow back), data without PRIO and
+ * non-FlexPass traffic last. */
+const bit<32> PFABRIC_RANK_CONTROL   = 0;
+const bit<32> PFABRIC_RANK_UNRANKED  = 0xFFFFFFFF;
 
 /*
  * DSCP plan defaults (docs/protocol.md §10).  DOCUMENTATION ONLY: the

@@ -1,6 +1,6 @@
 /*
  * FlexPass switch pipeline: header types shared by the v1model and TNA
- * programs.  FlexPass wire format: docs/protocol.md §3, §6.1.
+ * programs.  FlexPass wire format: docs/protocol.md §3, §6.1, §6.2.
  */
 #ifndef FLEXPASS_HEADER_P4_
 #define FLEXPASS_HEADER_P4_
@@ -68,6 +68,22 @@ header flexpass_credit_t {
     bit<32> credit_seq;
 }
 
+/* PROACTIVE_DATA / REACTIVE_DATA body (types 0x2, 0x3; docs/protocol.md §6.2),
+ * parsed by the v1model program only when flag PRIO is set, for pFabric's
+ * priority; the payload stays in the packet. */
+header flexpass_data_t {
+    bit<64> flow_seq;
+    bit<32> subflow_seq;
+    bit<32> credit_seq;
+    bit<32> tsval;
+}
+
+/* With flag PRIO: the packet's priority, smaller first (pFabric: the flow's
+ * remaining size in bytes). */
+header flexpass_prio_t {
+    bit<32> priority;
+}
+
 struct headers_t {
     ethernet_t        ethernet;
     ipv4_t            ipv4;
@@ -75,6 +91,8 @@ struct headers_t {
     tcp_t             tcp;
     flexpass_t        flexpass;
     flexpass_credit_t credit;
+    flexpass_data_t   data;   /* v1model: only with flag PRIO */
+    flexpass_prio_t   prio;
 }
 
 #endif  /* FLEXPASS_HEADER_P4_ */

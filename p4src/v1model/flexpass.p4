@@ -1,7 +1,8 @@
 /*
  * FlexPass switch pipeline for v1model / BMv2 simple_switch(_grpc).
  *
- * Ingress: parse -> classify by DSCP (queue, colour, kind) -> route (LPM,
+ * Ingress: parse -> classify by DSCP (queue, colour, kind), pFabric rank and
+ * flow key for flexpass_switch's TM -> route (LPM,
  * symmetric-hash ECMP, TTL) -> meter credits per egress port.
  * Egress: ECN marking above K, selective dropping of red packets above the
  * red threshold, per-port/queue counters, source MAC rewrite.
@@ -23,6 +24,7 @@
 #include "include/control/forwarding.p4"
 #include "include/control/credit_meter.p4"
 #include "include/control/ecn_red.p4"
+#include "include/control/pfabric.p4"
 
 control FlexPassIngress(inout headers_t hdr,
                         inout flexpass_meta_t meta,
@@ -34,6 +36,7 @@ control FlexPassIngress(inout headers_t hdr,
     Classifier()  classifier_ctl;
     Forwarding()  forwarding_ctl;
     CreditMeter() credit_meter_ctl;
+    PfabricRank() pfabric_rank_ctl;
 
     action drop(bit<32> evt) {
         ingress_events.count(evt);
@@ -57,6 +60,7 @@ control FlexPassIngress(inout headers_t hdr,
             drop(EVT_TTL_EXPIRED);
         } else {
             classifier_ctl.apply(hdr, meta, standard_metadata);
+            pfabric_rank_ctl.apply(hdr, meta);
             bool routed;
             forwarding_ctl.apply(hdr, meta, standard_metadata, routed);
             if (!routed) {

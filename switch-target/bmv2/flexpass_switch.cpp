@@ -35,6 +35,10 @@ const std::string k_standard_metadata_instance_type = "standard_metadata.instanc
 const std::string k_standard_metadata_mcast_grp = "standard_metadata.mcast_grp";
 const std::string k_standard_metadata_packet_length = "standard_metadata.packet_length";
 const std::string k_standard_metadata_parser_error = "standard_metadata.parser_error";
+// pFabric (switch-target/README.md "pFabric"): the metadata the P4 program
+// writes for the TM, matched like --tm-color-field.
+const std::string k_pfabric_rank = "flexpass_meta_t.pfabric_rank";
+const std::string k_pfabric_flow = "flexpass_meta_t.pfabric_flow";
 
 void set_if(bm::PHV *phv, const std::string &name, uint64_t v) {
   if (phv->has_field(name)) phv->get_field(name).set(v);
@@ -96,48 +100,63 @@ std::string FlexPassSwitch::resolve_program() {
   info.has_ipv4_ecn = field_exists("ipv4", "ecn");
 
   std::string error;
-  if (!opts_.color_field.empty()) {
-    // Match the option as a suffix of "<metadata header>.<field>" at a '.'
-    // boundary: p4c names struct fields "flexpass_meta_t.color" in scalars.
-    Json::Value root;
+  // Metadata fields matching `want` as a suffix of "<metadata header>.<field>"
+  // at a '.' boundary: p4c names struct fields "flexpass_meta_t.color" in scalars.
+  Json::Value root;
+  {
     std::istringstream in(get_config());
     Json::CharReaderBuilder rb;
     std::string perr;
-    std::vector<std::string> found;
-    if (!Json::parseFromStream(rb, in, &root, &perr)) {
+    if (!Json::parseFromStream(rb, in, &root, &perr) && !opts_.color_field.empty())
       error = "cannot parse the loaded P4 JSON: " + perr;
+  }
+  std::map<std::string, const Json::Value *> types;
+  for (const auto &t : root["header_types"]) types[t["name"].asString()] = &t;
+  auto find = [&](const std::string &want) {
+    std::vector<std::string> found;
+    for (const auto &h : root["headers"]) {
+      if (!h["metadata"].asBool()) continue;
+      auto it = types.find(h["header_type"].asString());
+      if (it == types.end()) continue;
+      for (const auto &f : (*it->second)["fields"]) {
+        const std::string full = h["name"].asString() + "." + f[0].asString();
+        if (full == want || (full.size() > want.size() &&
+                             full.compare(full.size() - want.size(), want.size(), want) == 0 &&
+                             full[full.size() - want.size() - 1] == '.'))
+          found.push_back(full);
+      }
+    }
+    return found;
+  };
+  if (error.empty() && !opts_.color_field.empty()) {
+    const std::string &want = opts_.color_field;
+    const std::vector<std::string> found = find(want);
+    if (found.size() == 1) {
+      info.color_field = found[0];
+    } else if (found.empty()) {
+      error = "the P4 program has no metadata field matching --tm-color-field '" + want +
+              "' (use --tm-color-field none to disable colours)";
     } else {
-      std::map<std::string, const Json::Value *> types;
-      for (const auto &t : root["header_types"]) types[t["name"].asString()] = &t;
-      const std::string &want = opts_.color_field;
-      for (const auto &h : root["headers"]) {
-        if (!h["metadata"].asBool()) continue;
-        auto it = types.find(h["header_type"].asString());
-        if (it == types.end()) continue;
-        for (const auto &f : (*it->second)["fields"]) {
-          const std::string full = h["name"].asString() + "." + f[0].asString();
-          if (full == want || (full.size() > want.size() &&
-                               full.compare(full.size() - want.size(), want.size(), want) == 0 &&
-                               full[full.size() - want.size() - 1] == '.'))
-            found.push_back(full);
-        }
-      }
-      if (found.size() == 1) {
-        info.color_field = found[0];
-      } else if (found.empty()) {
-        error = "the P4 program has no metadata field matching --tm-color-field '" + want +
-                "' (use --tm-color-field none to disable colours)";
-      } else {
-        error = "--tm-color-field '" + want + "' is ambiguous: matches " + found[0] + " and " +
-                found[1];
-      }
+      error = "--tm-color-field '" + want + "' is ambiguous: matches " + found[0] + " and " +
+              found[1];
+    }
+  }
+  // pFabric's rank and flow key (optional: without them every packet has rank 0
+  // and flow 0, so a pfabric queue is FIFO).
+  if (error.empty()) {
+    const std::vector<std::string> rank = find(k_pfabric_rank), flow = find(k_pfabric_flow);
+    if (rank.size() == 1 && flow.size() == 1) {
+      info.rank_field = rank[0];
+      info.flow_field = flow[0];
     }
   }
   prog_ = info;
-  bm::Logger::get()->info("flexpass_switch: queue from {}, colour from {}, ECT from {}",
-                          info.priority_field.empty() ? "(none: queue 0)" : info.priority_field,
-                          info.color_field.empty() ? "(none: all green)" : info.color_field,
-                          info.has_ipv4_ecn ? k_ipv4_ecn : "(none)");
+  bm::Logger::get()->info(
+      "flexpass_switch: queue from {}, colour from {}, ECT from {}, pFabric rank/flow from {}",
+      info.priority_field.empty() ? "(none: queue 0)" : info.priority_field,
+      info.color_field.empty() ? "(none: all green)" : info.color_field,
+      info.has_ipv4_ecn ? k_ipv4_ecn : "(none)",
+      info.rank_field.empty() ? "(none: rank 0)" : info.rank_field + " / " + info.flow_field);
   return error;
 }
 
@@ -225,6 +244,10 @@ void FlexPassSwitch::admit(std::unique_ptr<bm::Packet> packet, port_t egress_por
     meta.color = to_color(phv->get_field(prog_.color_field).get_uint64());
   if (prog_.has_ipv4_ecn && phv->get_header("ipv4").is_valid())
     meta.ect = (phv->get_field(k_ipv4_ecn).get_uint() & 3) != 0;
+  if (!prog_.rank_field.empty()) {
+    meta.rank = static_cast<uint32_t>(phv->get_field(prog_.rank_field).get_uint64());
+    meta.flow = phv->get_field(prog_.flow_field).get_uint64();
+  }
   packet->set_egress_port(egress_port);
 
   const tm::EnqueueResult r =

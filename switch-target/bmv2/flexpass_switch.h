@@ -100,6 +100,8 @@ class FlexPassSwitch : public bm::Switch {
   struct ProgramInfo {
     std::string color_field;     // full PHV name, "" if colours are disabled
     std::string priority_field;  // "" if the program has none (queue 0)
+    std::string rank_field;      // pFabric rank / flow key, "" if the program has none
+    std::string flow_field;
     bool has_ipv4_ecn = false;
   };
 

@@ -76,6 +76,7 @@ Json::Value queue_config_json(const tm::EgressPort &p, std::size_t q) {
   j["yellow_threshold"] = limit_json(c.yellow_threshold);
   j["ecn_threshold"] = limit_json(c.ecn_threshold);
   j["per_color_depth"] = c.per_color_depth;
+  j["discipline"] = tm::to_string(c.discipline);
   j["shaper_rate_bps"] = c.shaper ? Json::Value(Json::UInt64(c.shaper->rate_bps)) : Json::Value();
   j["shaper_burst_bytes"] = c.shaper ? Json::Value(Json::UInt64(c.shaper->burst_bytes)) : Json::Value();
   return j;
@@ -178,7 +179,7 @@ Json::Value op_set_port(TrafficManager &tm, const Json::Value &req) {
 Json::Value op_set_queue(TrafficManager &tm, const Json::Value &req) {
   check_keys(req, {"port", "queue", "priority", "weight", "buffer_bytes", "red_threshold",
                    "yellow_threshold", "ecn_threshold", "per_color_depth", "shaper_rate_bps",
-                   "shaper_burst_bytes"});
+                   "shaper_burst_bytes", "discipline"});
   const uint32_t port = req_port(req);
   const uint64_t q = req_u64(req, "queue");
   if (q >= TrafficManager::kQueues)
@@ -200,6 +201,16 @@ Json::Value op_set_queue(TrafficManager &tm, const Json::Value &req) {
   if (const Json::Value *v = member(req, "per_color_depth")) {
     if (!v->isBool()) throw ApiError("'per_color_depth' must be true or false");
     c.per_color_depth = v->asBool();
+  }
+  if (const Json::Value *v = member(req, "discipline")) {
+    const std::string d = v->isString() ? v->asString() : "";
+    if (d == "fifo") {
+      c.discipline = tm::Discipline::kFifo;
+    } else if (d == "pfabric") {
+      c.discipline = tm::Discipline::kPfabric;
+    } else {
+      throw ApiError("'discipline' must be \"fifo\" or \"pfabric\"");
+    }
   }
   const bool has_rate = member(req, "shaper_rate_bps"), has_burst = member(req, "shaper_burst_bytes");
   if (has_rate != has_burst)

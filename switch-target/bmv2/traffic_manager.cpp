@@ -89,6 +89,8 @@ tm::EnqueueResult TrafficManager::enqueue(
     m.id = p.next_id++;
     r = p.tm.enqueue(m, now);
     if (!r.admitted) return r;
+    // pFabric: packets of lower priority the TM dropped to make room.
+    for (const tm::PacketMeta &v : r.evicted) take(p.fifo[v.queue], v.id);
     on_admit(r, now);
     p.fifo[m.queue].push_back(Entry{m.id, std::move(packet)});
     // A packet behind others changes nothing for the scheduler.  One joining
@@ -126,18 +128,24 @@ void TrafficManager::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// The TM and the packet queues hold the same packets in the same arrival
+// order; a FIFO queue sends its front, a pFabric queue any of its packets.
+std::unique_ptr<bm::Packet> TrafficManager::take(std::deque<Entry> &q, uint64_t id) {
+  auto it = q.begin();
+  while (it != q.end() && it->id != id) ++it;
+  if (it == q.end()) throw std::logic_error("flexpass_switch: TM and packet queue out of step");
+  std::unique_ptr<bm::Packet> pkt = std::move(it->packet);
+  q.erase(it);
+  return pkt;
+}
+
 uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::size_t *sent) {
   for (;;) {
     const uint64_t t = p.clock(now, defaults_.catchup_ns);
     tm::DequeueResult d = p.tm.dequeue(t);
     switch (d.status) {
       case tm::DequeueStatus::kPacket: {
-        auto &q = p.fifo[d.queue];
-        // The TM and the FIFOs hold the same packets in the same order.
-        if (q.empty() || q.front().id != d.packet.id)
-          throw std::logic_error("flexpass_switch: TM and packet FIFO out of step");
-        Departure dep{std::move(q.front().packet), port, d};
-        q.pop_front();
+        Departure dep{take(p.fifo[d.queue], d.packet.id), port, d};
         sink_(std::move(dep));
         ++*sent;
         p.due_ns = d.tx_end_ns;

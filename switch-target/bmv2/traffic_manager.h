@@ -100,13 +100,15 @@ class TrafficManager {
     explicit Port(const TmDefaults &d);
     std::mutex mu;
     tm::EgressPort tm;
-    std::array<std::deque<Entry>, kQueues> fifo;  // parallel to the TM's queues
+    std::array<std::deque<Entry>, kQueues> fifo;  // parallel to the TM's queues (arrival order)
     uint64_t due_ns = 0;  // when the TM last asked to be called again
     uint64_t next_id = 1;
     // TM time for a call at wall-clock time now (see TmDefaults::catchup_ns).
     uint64_t clock(uint64_t now, uint64_t catchup) const;
   };
 
+  // Removes the packet with TM id `id` from q and returns it.
+  static std::unique_ptr<bm::Packet> take(std::deque<Entry> &q, uint64_t id);
   void scheduler_loop();
   // Serves one port (lock held) at wall-clock time now; returns when it next
   // needs service (UINT64_MAX if empty) and counts departures in *sent.

@@ -27,7 +27,7 @@ def apply_tm_settings(cfg: Config, switch: str, host: str, port: int) -> List[Tm
                              buffer_bytes=q.buffer_bytes, red_threshold=q.red_threshold,
                              ecn_threshold=q.ecn_threshold,
                              shaper_rate_bps=None if q.shaper_rate_bps is None else int(round(q.shaper_rate_bps)),
-                             shaper_burst_bytes=q.shaper_burst_bytes)
+                             shaper_burst_bytes=q.shaper_burst_bytes, discipline=q.discipline)
     return ports
 
 
@@ -41,7 +41,8 @@ class FlexpassSwitchBackend(P4RuntimeBackend):
                 shaper = (f", shaper {fmt_rate(q.shaper_rate_bps)} burst {q.shaper_burst_bytes} B"
                           if q.shaper_rate_bps else "")
                 print(f"    queue {q.queue}: level {q.priority} weight {q.weight:.3g} buffer {q.buffer_bytes} B"
-                      f" red {q.red_threshold or '-'} K {q.ecn_threshold or '-'}{shaper}")
+                      f" red {q.red_threshold or '-'} K {q.ecn_threshold or '-'}{shaper}"
+                      + (f" discipline {q.discipline}" if q.discipline != "fifo" else ""))
 
     def apply_queues(self, host: str = "127.0.0.1", port: Optional[int] = None) -> int:
         return len(apply_tm_settings(self.cfg, self.name, host, port or self.sw.tm_port))

@@ -28,7 +28,7 @@ from ..p4_program import (
 from .derive import Derived, nic_meter
 from .forwarding import forwarding, member_ids
 from .model import Config, SwitchConfig
-from .profiles import CLASS_QUEUES, FLASHPASS, FLEXPASS, PPT, PPT_OTHER_PRIORITY, ppt_qid
+from .profiles import CLASS_QUEUES, FLASHPASS, FLEXPASS, PFABRIC, PPT, PPT_OTHER_PRIORITY, ppt_qid
 from .targets import SIMPLE_SWITCH
 from .units import mac_to_int
 
@@ -131,9 +131,9 @@ def switch_entries(cfg: Config, switch: str) -> List[Entity]:
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("flexpass"))),
                                   "set_thresholds",
                                   {"ecn_threshold": d.ecn_threshold_qdepth, "red_threshold": d.red_threshold_qdepth}))
-        # Legacy (or shared, naive) queue: DCTCP-style ECN marking only.
+        # Legacy (or shared, naive) queue: DCTCP-style ECN marking only (pFabric: no ECN).
         k = d.legacy_ecn_threshold_qdepth
-        if k is not None and sw.profile not in (PPT, FLASHPASS):
+        if k is not None and sw.profile not in (PPT, FLASHPASS, PFABRIC):
             out.append(TableEntry(T_QUEUE_THRESHOLDS, (("egress_port", port), ("qid", d.qid("legacy"))),
                                   "set_thresholds", {"ecn_threshold": k, "red_threshold": NO_THRESHOLD}))
         # Stock BMv2 limits credits with the P4 meter; flexpass_switch shapes its credit

@@ -16,9 +16,14 @@ FLEXPASS = "flexpass"
 NAIVE = "naive"
 PPT = "ppt"
 FLASHPASS = "flashpass"
+PFABRIC = "pfabric"
 
 #: Profiles a switch can be configured with (a subset of the model's).
-PROFILES = (FLEXPASS, NAIVE, PPT, FLASHPASS)
+PROFILES = (FLEXPASS, NAIVE, PPT, FLASHPASS, PFABRIC)
+
+#: Profiles only some targets implement -> those targets (pFabric's queue is a
+#: discipline of flexpass_switch's traffic manager; stock BMv2 and Tofino have none).
+PROFILE_TARGETS = {PFABRIC: ("flexpass_switch",)}
 
 #: Old control-plane names -> the model's.
 RENAMED = {"expresspass_naive": NAIVE}
@@ -29,8 +34,6 @@ MODEL_ONLY = {
            "known only to the model",
     "layering": "the switch is the naive profile's (use profile: naive); the difference is the hosts' "
                 "DCTCP window",
-    "pfabric": "one queue served smallest remaining size first, largest dropped when full (pFabric): "
-               "in the model only so far, not in the P4 programs or flexpass_switch's traffic manager (#26)",
 }
 
 #: Logical queues of the FlexPass design (paper §4.1): Q0 credits, Q1 FlexPass
@@ -76,6 +79,15 @@ CLASS_QUEUES: Dict[str, Dict[TrafficClass, Tuple[str, int]]] = {
         TrafficClass.REACTIVE_DATA: ("flexpass", COLOR_RED),
         TrafficClass.CONTROL: ("flexpass", COLOR_GREEN),
         TrafficClass.LEGACY: ("flexpass", COLOR_GREEN),
+    },
+    # pFabric (SIGCOMM'13 §4.1; docs/protocol.md §10): every packet in one queue, the TM's
+    # discipline "pfabric" orders it by the PRIO field (the P4 metadata pfabric_rank).
+    PFABRIC: {
+        TrafficClass.CREDIT: ("legacy", COLOR_GREEN),
+        TrafficClass.PROACTIVE_DATA: ("legacy", COLOR_GREEN),
+        TrafficClass.REACTIVE_DATA: ("legacy", COLOR_GREEN),
+        TrafficClass.CONTROL: ("legacy", COLOR_GREEN),
+        TrafficClass.LEGACY: ("legacy", COLOR_GREEN),
     },
 }
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..dscp import PRIORITY_LEVELS
 from .derive import Derived
 from .model import Config, ConfigError
-from .profiles import FLASHPASS, FLEXPASS, LOGICAL_QUEUES, NAIVE, PPT, ppt_qid
+from .profiles import FLASHPASS, FLEXPASS, LOGICAL_QUEUES, NAIVE, PFABRIC, PPT, ppt_qid
 from .targets import (
     FCS_BYTES,
     FLEXPASS_SWITCH,
@@ -58,6 +58,7 @@ class TmQueue:
     ecn_threshold: Optional[int] = None
     shaper_rate_bps: Optional[float] = None
     shaper_burst_bytes: Optional[int] = None
+    discipline: str = "fifo"  # or "pfabric" (docs/tm-api.md)
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,16 @@ def _tm_ppt(d: Derived) -> TmPort:
                   queues, shared_buffer_bytes=buf)
 
 
+def _tm_pfabric(d: Derived) -> TmPort:
+    """pFabric (SIGCOMM'13 §4.1; docs/protocol.md §10): one queue per port, every
+    class in it (the classifier's legacy queue), in the TM's discipline ``pfabric``
+    (the smallest PRIO first, that flow's earliest packet; the largest dropped when
+    the port's ``buffer`` is full: pFabric §5 takes ~2 BDP); no ECN."""
+    q = TmQueue(d.qid("legacy"), priority=0, weight=1.0, buffer_bytes=d.port.queues.buffer_bytes,
+                discipline="pfabric")
+    return TmPort(d.port.port, d.port.link_rate_bps, WIRE_OVERHEAD_NOT_SEEN_BY_BMV2, (q,))
+
+
 # ---- tofino / tofino2 ----------------------------------------------------------
 
 
@@ -294,6 +305,7 @@ PORT_QUEUES: Dict[Tuple[str, str], Callable[[Derived], Any]] = {
     (FLEXPASS_SWITCH, NAIVE): _tm_three_queues,
     (FLEXPASS_SWITCH, PPT): _tm_ppt,
     (FLEXPASS_SWITCH, FLASHPASS): _tm_flashpass,
+    (FLEXPASS_SWITCH, PFABRIC): _tm_pfabric,
     (TOFINO, FLEXPASS): _tofino_three_queues,
     (TOFINO, NAIVE): _tofino_three_queues,
     (TOFINO, PPT): _tofino_ppt,
@@ -304,7 +316,11 @@ PORT_QUEUES: Dict[Tuple[str, str], Callable[[Derived], Any]] = {
 def port_queues(d: Derived, target: Optional[str] = None) -> Any:
     """The settings of `d`'s port on `target` (default: its switch's target):
     a list of QueueCommand, a TmPort or a TofinoPort."""
-    return PORT_QUEUES[(family(target or d.switch.target), d.switch.profile)](d)
+    key = (family(target or d.switch.target), d.switch.profile)
+    if key not in PORT_QUEUES:
+        raise ConfigError(f"switches.{d.switch.name}.profile",
+                          f"profile {key[1]!r} has no queues on target {key[0]!r}")
+    return PORT_QUEUES[key](d)
 
 
 def _every_port(cfg: Config, switch: str, target: str) -> list:

@@ -28,7 +28,8 @@ from .model import (
     Route,
     SwitchConfig,
 )
-from .profiles import DEFAULT_BMV2_PRIORITY, FLASHPASS, LOGICAL_QUEUES, MODEL_ONLY, PPT, PROFILES, RENAMED
+from .profiles import (DEFAULT_BMV2_PRIORITY, FLASHPASS, LOGICAL_QUEUES, MODEL_ONLY, PFABRIC, PPT, PROFILE_TARGETS,
+                       PROFILES, RENAMED)
 from .targets import (EBPF_EDGE_MAX_CREDIT_BYTES_PER_S, TARGETS, TOFINO_CHIPS, TOFINO_SPEEDS,
                       WIRE_OVERHEAD_NOT_SEEN_BY_BMV2)
 from .topology import with_down_links
@@ -238,6 +239,10 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         raise ConfigError(_join(path, "grpc_addr"), f"must be 'host:port', got {grpc_addr!r}")
     thrift_port = _int(raw.get("thrift_port", 9090), _join(path, "thrift_port"), 1, 65535)
     profile = _profile(raw.get("profile", "flexpass"), _join(path, "profile"))
+    if profile in PROFILE_TARGETS and target not in PROFILE_TARGETS[profile]:
+        raise ConfigError(_join(path, "profile"),
+                          f"profile {profile!r} needs target {' or '.join(PROFILE_TARGETS[profile])} "
+                          f"(its traffic manager's {profile} queue), got target {target!r}")
     tm_port = _int(raw.get("tm_port", 9191), _join(path, "tm_port"), 1, 65535)
 
     ports_raw = _mapping(raw["ports"], _join(path, "ports"))
@@ -260,7 +265,7 @@ def _parse_switch(name: str, raw: Any, defaults: Mapping) -> SwitchConfig:
         qraw = dict(defaults)
         qraw.update({k: v for k, v in praw.items() if k in _QUEUE_FIELDS})
         # Errors in inherited fields point at the port (the effective value).
-        qp = _queue_params(qraw, ppath, flexpass_fields_unused=profile in (PPT, FLASHPASS))
+        qp = _queue_params(qraw, ppath, flexpass_fields_unused=profile in (PPT, FLASHPASS, PFABRIC))
         pname = praw.get("name", f"port{port}")
         if not isinstance(pname, str):
             raise ConfigError(_join(ppath, "name"), f"must be a string, got {pname!r}")

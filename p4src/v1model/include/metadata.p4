@@ -21,6 +21,10 @@ struct flexpass_meta_t {
     /* Egress: per (port, queue) thresholds in packets (BMv2 enq_qdepth units). */
     bit<19> ecn_threshold;
     bit<19> red_threshold;
+    /* pFabric (PfabricRank): read by flexpass_switch's TM, used by queues in
+     * discipline pfabric only (switch-target/README.md "pFabric"). */
+    bit<32> pfabric_rank;   /* smaller first: the PRIO field, else 0 / 2^32-1 */
+    bit<32> pfabric_flow;   /* flow key: hash of (src, dst, flow_id or L4 ports) */
 }
 
 #endif

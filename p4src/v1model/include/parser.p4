@@ -1,6 +1,7 @@
 /*
  * Parser and deparser: Ethernet -> IPv4 -> UDP (-> FlexPass when either UDP
- * port is FLEXPASS_PORT -> credit body for CREDIT messages) / TCP.
+ * port is FLEXPASS_PORT -> credit body for CREDIT messages, data header and
+ * priority for data with flag PRIO) / TCP.
  *
  * Malformed packets: a header that does not fit in the packet makes the
  * extract fail with error.PacketTooShort.  In v1model/BMv2 the packet still
@@ -59,10 +60,20 @@ parser FlexPassParser(packet_in packet,
 
     state parse_flexpass {
         packet.extract(hdr.flexpass);
-        transition select(hdr.flexpass.version, hdr.flexpass.msg_type) {
-            (FLEXPASS_VERSION, FLEXPASS_TYPE_CREDIT): parse_credit;
+        transition select(hdr.flexpass.version, hdr.flexpass.msg_type,
+                          hdr.flexpass.flags & FLEXPASS_FLAG_PRIO) {
+            (FLEXPASS_VERSION, FLEXPASS_TYPE_CREDIT, _): parse_credit;
+            (FLEXPASS_VERSION, FLEXPASS_TYPE_PRO_DATA, FLEXPASS_FLAG_PRIO): parse_prio;
+            (FLEXPASS_VERSION, FLEXPASS_TYPE_REA_DATA, FLEXPASS_FLAG_PRIO): parse_prio;
             default: accept;
         }
+    }
+
+    /* Data with flag PRIO: its priority is pFabric's rank (PfabricRank). */
+    state parse_prio {
+        packet.extract(hdr.data);
+        packet.extract(hdr.prio);
+        transition accept;
     }
 
     state parse_credit {
@@ -79,6 +90,8 @@ control FlexPassDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.tcp);
         packet.emit(hdr.flexpass);
         packet.emit(hdr.credit);
+        packet.emit(hdr.data);
+        packet.emit(hdr.prio);
     }
 }
 

@@ -45,6 +45,15 @@ const char *to_string(DropReason r) {
     case DropReason::kRed: return "red";
     case DropReason::kYellow: return "yellow";
     case DropReason::kInvalid: return "invalid";
+    case DropReason::kPushedOut: return "pushed_out";
+  }
+  return "?";
+}
+
+const char *to_string(Discipline d) {
+  switch (d) {
+    case Discipline::kFifo: return "fifo";
+    case Discipline::kPfabric: return "pfabric";
   }
   return "?";
 }
@@ -81,6 +90,8 @@ std::string validate(const QueueConfig &cfg) {
     err << "shaper burst must be > 0 bytes";
   } else if (cfg.shaper && cfg.shaper->burst_bytes > kMaxBurstBytes) {
     err << "shaper burst " << cfg.shaper->burst_bytes << " B exceeds " << kMaxBurstBytes;
+  } else if (cfg.discipline != Discipline::kFifo && cfg.discipline != Discipline::kPfabric) {
+    err << "unknown discipline " << static_cast<int>(cfg.discipline);
   }
   return err.str();
 }
@@ -259,8 +270,14 @@ EnqueueResult EgressPort::enqueue(const PacketMeta &pkt, uint64_t now_ns) {
       return res;
     }
   }
+  if (q.cfg.discipline == Discipline::kPfabric) {
+    if (DropReason r = pfabric_make_room(q, pkt, res); r != DropReason::kNone) {
+      drop(&q, pkt, r, res);
+      return res;
+    }
+  }
   // depth + bytes > limit, written so that it cannot overflow.
-  if (q.cfg.buffer_bytes < pkt.bytes || depth > q.cfg.buffer_bytes - pkt.bytes) {
+  if (q.cfg.buffer_bytes < pkt.bytes || q.stats.depth_bytes > q.cfg.buffer_bytes - pkt.bytes) {
     drop(&q, pkt, DropReason::kQueueFull, res);
     return res;
   }
@@ -288,6 +305,56 @@ EnqueueResult EgressPort::enqueue(const PacketMeta &pkt, uint64_t now_ns) {
   return res;
 }
 
+// Bytes by which pkt overflows a limit (0 if it fits), without overflow.
+static uint64_t excess(uint64_t used, uint64_t bytes, uint64_t limit) {
+  if (limit < bytes) return kUnlimited;  // never fits
+  return used > limit - bytes ? used - (limit - bytes) : 0;
+}
+
+DropReason EgressPort::pfabric_make_room(Queue &q, const PacketMeta &pkt, EnqueueResult &res) {
+  const uint64_t need_q = excess(q.stats.depth_bytes, pkt.bytes, q.cfg.buffer_bytes);
+  const uint64_t need_p = excess(stats_.buffered_bytes, pkt.bytes, port_.shared_buffer_bytes);
+  if (need_q == 0 && need_p == 0) return DropReason::kNone;
+  const DropReason full = need_q >= need_p ? DropReason::kQueueFull : DropReason::kPortFull;
+  const uint64_t need = std::max(need_q, need_p);
+  uint64_t evictable = 0;  // bytes of strictly lower priority than pkt
+  for (const Entry &e : q.fifo)
+    if (e.meta.rank > pkt.rank) evictable += e.meta.bytes;
+  if (evictable < need) return full;  // pkt is (among) the lowest: it is dropped
+  // Evict the lowest priority (the latest arrival among equals) until pkt fits;
+  // every victim has rank > pkt.rank because their bytes cover `need`.
+  uint64_t freed = 0;
+  while (freed < need) {
+    std::size_t victim = 0;
+    for (std::size_t i = 1; i < q.fifo.size(); ++i)
+      if (q.fifo[i].meta.rank >= q.fifo[victim].meta.rank) victim = i;
+    const PacketMeta v = q.fifo[victim].meta;
+    q.fifo.erase(q.fifo.begin() + static_cast<std::ptrdiff_t>(victim));
+    freed += v.bytes;
+    QueueStats &s = q.stats;
+    s.depth_bytes -= v.bytes;
+    s.depth_pkts -= 1;
+    s.depth_bytes_by_color[static_cast<std::size_t>(v.color)] -= v.bytes;
+    s.dropped_pkts[static_cast<std::size_t>(DropReason::kPushedOut)] += 1;
+    s.dropped_bytes[static_cast<std::size_t>(DropReason::kPushedOut)] += v.bytes;
+    stats_.buffered_bytes -= v.bytes;
+    stats_.buffered_pkts -= 1;
+    res.evicted.push_back(v);
+  }
+  return DropReason::kNone;
+}
+
+std::size_t EgressPort::pfabric_next(const Queue &q) {
+  if (q.cfg.discipline != Discipline::kPfabric || q.fifo.empty()) return 0;
+  std::size_t best = 0;  // highest priority, earliest among equals
+  for (std::size_t i = 1; i < q.fifo.size(); ++i)
+    if (q.fifo[i].meta.rank < q.fifo[best].meta.rank) best = i;
+  const uint64_t flow = q.fifo[best].meta.flow;
+  for (std::size_t i = 0; i < best; ++i)  // that flow's earliest packet
+    if (q.fifo[i].meta.flow == flow) return i;
+  return best;
+}
+
 void EgressPort::refill(Queue &q, uint64_t now_ns) {
   if (!q.cfg.shaper) return;
   if (now_ns <= q.last_refill_ns) return;
@@ -312,12 +379,12 @@ void EgressPort::refill(Queue &q, uint64_t now_ns) {
 // the bucket goes negative, so the long-run rate is still exact).
 bool EgressPort::shaper_ok(const Queue &q) const {
   if (!q.cfg.shaper) return true;
-  const int64_t cost = static_cast<int64_t>(wire_bytes(q.fifo.front().meta) * 8 * kNsPerSec);
+  const int64_t cost = static_cast<int64_t>(wire_bytes(q.fifo[q.head].meta) * 8 * kNsPerSec);
   return q.tokens >= cost || q.tokens >= shaper_cap(*q.cfg.shaper);
 }
 
 uint64_t EgressPort::shaper_ready_ns(const Queue &q, uint64_t now_ns) const {
-  const int64_t cost = static_cast<int64_t>(wire_bytes(q.fifo.front().meta) * 8 * kNsPerSec);
+  const int64_t cost = static_cast<int64_t>(wire_bytes(q.fifo[q.head].meta) * 8 * kNsPerSec);
   const int64_t need = std::min(cost, shaper_cap(*q.cfg.shaper));
   const uint64_t missing = static_cast<uint64_t>(need - q.tokens);  // > 0 when not ok
   return now_ns + std::max<uint64_t>(1, ceil_div(missing, q.cfg.shaper->rate_bps));
@@ -338,7 +405,7 @@ std::size_t EgressPort::select_in_level(Level &lv, uint32_t eligible_mask) {
           q.deficit += q.quantum;
           lv.in_service = true;
         }
-        if (wire_bytes(q.fifo.front().meta) <= q.deficit) return lv.members[lv.pos];
+        if (wire_bytes(q.fifo[q.head].meta) <= q.deficit) return lv.members[lv.pos];
       } else if (q.fifo.empty()) {
         q.deficit = 0;
       }
@@ -351,7 +418,7 @@ std::size_t EgressPort::select_in_level(Level &lv, uint32_t eligible_mask) {
     for (auto i : lv.members) {
       if (!(eligible_mask & (1u << i))) continue;
       const Queue &q = queues_[i];
-      k = std::min(k, ceil_div(wire_bytes(q.fifo.front().meta) - q.deficit, q.quantum) - 1);
+      k = std::min(k, ceil_div(wire_bytes(q.fifo[q.head].meta) - q.deficit, q.quantum) - 1);
     }
     for (auto i : lv.members) {
       if (eligible_mask & (1u << i)) queues_[i].deficit += k * queues_[i].quantum;
@@ -375,6 +442,7 @@ DequeueResult EgressPort::dequeue(uint64_t now_ns) {
   uint32_t eligible = 0;
   for (std::size_t i = 0; i < queues_.size(); ++i) {
     Queue &q = queues_[i];
+    q.head = pfabric_next(q);
     refill(q, now_ns);
     if (!q.fifo.empty() && shaper_ok(q)) eligible |= 1u << i;
   }
@@ -398,8 +466,9 @@ DequeueResult EgressPort::dequeue(uint64_t now_ns) {
     }
   }
   Queue &q = queues_[qid];
-  Entry e = q.fifo.front();
-  q.fifo.pop_front();
+  Entry e = q.fifo[q.head];
+  q.fifo.erase(q.fifo.begin() + static_cast<std::ptrdiff_t>(q.head));
+  q.head = 0;
   const uint64_t wire = wire_bytes(e.meta);
   const uint64_t wire_bits = wire * 8;
 

@@ -6,7 +6,8 @@
 // queues are skipped, so the scheduler stays work-conserving), per-queue and
 // shared port buffer limits, color-aware admission (red/yellow thresholds) and
 // an ECN threshold report, all behind a link that serializes one packet at a
-// time at its line rate.
+// time at its line rate.  A queue is FIFO, or pFabric's priority queue
+// (Discipline::kPfabric: smallest rank first, largest rank dropped when full).
 //
 // Units, everywhere in this API:
 //   * time      : nanoseconds (uint64_t), always passed in by the caller; the
@@ -57,11 +58,32 @@ enum class DropReason : uint8_t {
   kRed,        // red packet at or above the red threshold
   kYellow,     // yellow packet at or above the yellow threshold
   kInvalid,    // queue id >= num_queues(), or a zero-byte/oversized packet
+  kPushedOut,  // pFabric: a queued packet evicted to admit a higher-priority one
 };
-inline constexpr std::size_t kNumDropReasons = 6;
+inline constexpr std::size_t kNumDropReasons = 7;
+
+// Order of service inside one queue.
+enum class Discipline : uint8_t {
+  kFifo = 0,
+  // pFabric (Alizadeh et al., SIGCOMM'13 §4.1, "Switch design"):
+  //   dequeue: find the packet of highest priority (smallest PacketMeta::rank,
+  //     the earliest arrival among equal ranks), then send the EARLIEST queued
+  //     packet of that packet's flow (PacketMeta::flow), so a flow's packets
+  //     leave in order and a flow is never behind itself;
+  //   admission: when the packet does not fit (queue or port buffer), the
+  //     packets of lowest priority (largest rank, the latest arrival among
+  //     equals) with a rank strictly larger than the arriving one are evicted
+  //     (DropReason::kPushedOut, returned in EnqueueResult::evicted) until it
+  //     fits; if they cannot make room, the arriving packet is the lowest and
+  //     is dropped (kQueueFull / kPortFull).
+  // Both are a linear scan of the queue: pFabric's queues are ~2 BDP, tens of
+  // packets (§5: 36 kB per port at 10 Gbit/s), so O(n) per packet is bounded.
+  kPfabric = 1,
+};
 
 const char *to_string(Color c);
 const char *to_string(DropReason r);
+const char *to_string(Discipline d);
 
 // Thrown for any invalid configuration (the object is left unchanged).
 class ConfigError : public std::invalid_argument {
@@ -95,6 +117,8 @@ struct QueueConfig {
   // ECN: an admitted ECN-capable packet is reported for marking if the queue
   // depth before it exceeds ecn_threshold (depth > K).
   uint64_t ecn_threshold = kUnlimited;
+  // Service order inside the queue (FIFO, or pFabric's; see Discipline).
+  Discipline discipline = Discipline::kFifo;
 };
 
 struct PortConfig {
@@ -112,6 +136,11 @@ struct PacketMeta {
   uint8_t queue = 0;    // egress queue id
   Color color = Color::kGreen;
   bool ect = false;     // ECN-capable transport
+  // pFabric queues only (ignored by FIFO queues): the packet's priority,
+  // smaller first (pFabric: its flow's remaining size), and its flow (a key;
+  // equal keys = one flow).
+  uint32_t rank = 0;
+  uint64_t flow = 0;
 };
 
 struct EnqueueResult {
@@ -120,6 +149,9 @@ struct EnqueueResult {
   uint64_t depth_bytes_before = 0;  // queue depth when the packet arrived
   uint64_t depth_pkts_before = 0;
   bool ecn_mark = false;            // admitted && ect && depth_bytes_before > K
+  // pFabric: queued packets evicted to admit this one (DropReason::kPushedOut);
+  // the caller frees them.  Empty for FIFO queues.
+  std::vector<PacketMeta> evicted;
 };
 
 enum class DequeueStatus : uint8_t {
@@ -224,6 +256,7 @@ class EgressPort {
     uint64_t deficit = 0;   // DWRR deficit, wire bytes
     int64_t tokens = 0;     // shaper tokens, bits * 1e9 (may dip below 0, see tm.cpp)
     uint64_t last_refill_ns = 0;
+    std::size_t head = 0;   // index of the next packet in fifo (set by dequeue)
   };
   struct Level {
     uint8_t priority = 0;
@@ -240,6 +273,12 @@ class EgressPort {
   uint64_t shaper_ready_ns(const Queue &q, uint64_t now_ns) const;
   std::size_t select_in_level(Level &lv, uint32_t eligible_mask);
   void drop(Queue *q, const PacketMeta &pkt, DropReason r, EnqueueResult &res);
+  // pFabric admission: makes room for pkt in q by evicting lower priorities,
+  // or returns the reason it is dropped (kNone: it fits now).
+  DropReason pfabric_make_room(Queue &q, const PacketMeta &pkt, EnqueueResult &res);
+  // Index in q.fifo of the packet the queue sends next (0 for FIFO).
+  static std::size_t pfabric_next(const Queue &q);
+  const Entry &head(const Queue &q) const { return q.fifo[q.head]; }
 
   PortConfig port_;
   std::vector<Queue> queues_;
