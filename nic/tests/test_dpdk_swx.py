@@ -6,6 +6,7 @@ example is (DPDK_PIPELINE or dpdk-pipeline on PATH) and the .spec is built (make
 skips loudly elsewhere."""
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,61 @@ def test_credit_rate_is_the_control_planes(swx, tmp_path):
     assert r.offered_per_s > 3 * cir / frame, f"offered only {r.offered_per_s:.0f}/s"
     assert abs(r.busiest_per_s * frame / cir - 1) < 0.03, (r, cir, cbs)
     assert r.passed_per_s * frame <= cir * 1.01 + cbs / 5.0, (r, cir, cbs)
+
+
+def test_flexpass_ctl_nic_apply_writes_a_running_pipeline(swx, tmp_path, capsys):
+    """`flexpass-ctl nic --apply --swx-cli` writes the nics: entry's tables and meter to a
+    pipeline that runs the program with none: after it, the pipeline forwards to the network
+    port, passes the meter's burst of back-to-back credits and drops the rest; before it,
+    nic_port has no entry and everything would be dropped."""
+    from flexpass_cp.cli import main as ctl
+    cfg = config(tmp_path, "10Mbps")
+    pkts = [credit(i) for i in range(10)] + [data(26, 2, i * 200) for i in range(3)]
+    wrpcap(str(tmp_path / "in.pcap"), pkts)
+    work = (tmp_path / "w").resolve()
+    work.mkdir()
+    names = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+    script = S.scripts(S.SPEC, None, names, tmp_path / "in.pcap", work, enable=False)
+    with S.pipeline(script, work) as cli:
+        # Refused before anything is written: another edge kind, no address, a bad address.
+        assert ctl(["nic", "--config", str(REPO / "control-plane/configs/dumbbell.yaml"), "--nic", "h1",
+                    "--apply", "--swx-cli", cli.address]) == 2
+        assert "nics.h1.edge is 'ebpf'" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply"]) == 2
+        assert "--apply needs --swx-cli" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", "nohost"]) == 2
+        assert "'nohost': expected HOST:PORT" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", cli.address,
+                    "--spec", str(S.SPEC), "--json"]) == 0
+        out = capsys.readouterr().out
+        assert f'"swx_cli": "{cli.address}"' in out
+        cli.cmd(f"thread 1 pipeline {S.PIPE} enable")
+        outs = {p: work / f"out{p}.pcap" for p in range(S.N_OUT)}
+        for _ in range(200):
+            handled = cli.stats()[1]
+            if sum(handled.values()) >= len(pkts) and \
+                    sum(S.read_pcap_count(f) for f in outs.values()) >= len(pkts) - handled.get("DROP", 0):
+                break
+            time.sleep(0.05)
+        names_ = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+        green = cli.regrd(names_.arrays["class_packets"], cell("credit", GREEN))
+    net = S.pcap_packets(outs[1])
+    assert S.pcap_packets(outs[0]) == []
+    passed = [p for p in net if p in {bytes(c) for c in pkts[:10]}]
+    assert 2 <= len(passed) <= 3 and green == len(passed), (len(passed), green)
+    assert [p for p in net if p not in passed] == [bytes(p) for p in pkts[10:]]
+
+
+def test_flexpass_ctl_nic_apply_names_a_pipeline_that_is_not_running(tmp_path, capsys):
+    from flexpass_cp.cli import main as ctl
+    import socket
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cfg = config(tmp_path, "10Mbps")
+    spec = S.SPEC if S.SPEC.is_file() else None
+    if spec is None:
+        pytest.skip(f"SKIPPED nic --apply without a pipeline: {S.SPEC} not built (make p4-nic)")
+    assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "not reachable" in err, err
