@@ -187,3 +187,93 @@ def test_flexpass_ctl_nic_apply_names_a_pipeline_that_is_not_running(tmp_path, c
     assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", f"127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}" in err and "not reachable" in err, err
+
+
+AGENT = Path(__import__("os").environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
+
+
+def agent_status(tmp_path, *flags):
+    """(`status`, seconds it took) of a `flexpass agent` on loopback started with ``flags``
+    (no root)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = str(tmp_path / f"agent{port}.sock")
+    agent = subprocess.Popen([str(AGENT), "agent", "--listen", f"127.0.0.1:{port}", "--socket", sock,
+                              "--link-gbps", "10", "--datapath", "udp", *flags],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if os.path.exists(sock) or agent.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), agent.stderr.read() if agent.poll() is not None else "no API socket"
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(30)
+            s.connect(sock)
+            t0 = time.monotonic()
+            s.sendall(b'{"op":"status"}\n')
+            return json.loads(s.makefile("rb").readline()), time.monotonic() - t0
+    finally:
+        agent.terminate()
+        agent.wait(10)
+
+
+def flow_slot(src, dst, flow_id):
+    """The PNA program's flow_credits slot (p4src/README.md, "NIC edge")."""
+    import ipaddress
+    x = int(ipaddress.IPv4Address(src)) ^ int(ipaddress.IPv4Address(dst)) ^ flow_id
+    return (x ^ (x >> 12) ^ (x >> 24)) & 0xFFF
+
+
+def test_agent_status_reads_the_pna_edge_on_swx(swx, tmp_path):
+    """`flexpass agent --nic-edge pna --nic-edge-swx HOST:PORT`: `status` → credit_limit.edge
+    has the edge's per-class counters, its events and its per-flow credit counters, read
+    from the running pipeline's registers; with the pipeline gone it names the address."""
+    if not AGENT.exists():
+        pytest.skip(f"SKIPPED agent reading the PNA edge: {AGENT} not built (cargo build --release -p flexpass-cli)")
+    cfg = config(tmp_path, "10Gbps", burst=64)  # every credit below passes the meter
+    flows = {3: 5, 7: 9, 4000: 2}  # flow id -> credits
+    credits = [credit(i, flow=f) for f, n in flows.items() for i in range(n)]
+    proactive = [data(26, 2, i * 200) for i in range(4)]
+    reactive = [data(30, 3, i * 200) for i in range(3)]
+    forged = [ip(26, FlexPass(version=2, type=2, flow_id=9) / FlexPassData() / Raw(b"x" * 10))]
+    pkts = credits + proactive + reactive + forged
+    wrpcap(str(tmp_path / "in.pcap"), pkts)
+    work = (tmp_path / "w").resolve()
+    work.mkdir()
+    names = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+    script = S.scripts(S.SPEC, S.load_entries(cfg, "nic0"), names, tmp_path / "in.pcap", work)
+    with S.pipeline(script, work) as cli:
+        for _ in range(200):
+            if sum(cli.stats()[1].values()) >= len(pkts):
+                break
+            time.sleep(0.05)
+        address = cli.address
+        st, took = agent_status(tmp_path, "--nic-edge", "pna", "--nic-edge-swx", address)
+        dropped = sum(cli.regrd(names.arrays["credit_dropped"], i) for i in range(8, 16))
+    limit = st["credit_limit"]
+    print(f"\nagent status with the PNA edge on SWX ({1000 * took:.0f} ms, 8 784 register cells read): {limit}")
+    assert limit["policed_by"] == "edge" and limit["nic_edge"] == "pna" and limit["edge_error"] is None
+    edge = limit["edge"]
+    assert edge["swx_cli"] == address and edge["credit_rate_bytes_per_s"] is None
+    assert edge["credits_passed"] == len(credits) and edge["credits_dropped"] == dropped == 0
+    pna = edge["pna"]
+    assert pna["classes"] == {
+        "credit/green": {"packets": len(credits), "ip_bytes": sum(len(p) - 14 for p in credits)},
+        "proactive_data/green": {"packets": len(proactive), "ip_bytes": sum(len(p) - 14 for p in proactive)},
+        "reactive_data/red": {"packets": len(reactive), "ip_bytes": sum(len(p) - 14 for p in reactive)}}
+    assert pna["events"]["bad_flexpass"] == len(forged)
+    assert pna["events"]["flexpass_seen"] == len(pkts)
+    want = sorted((flow_slot("10.0.1.1", "10.0.2.1", f), f, n) for f, n in flows.items())
+    assert [(c["slot"], c["flow_id"], c["credits"]) for c in pna["flow_credits"]] == want
+
+    # The pipeline stopped: status says so, naming the address.
+    st, _ = agent_status(tmp_path, "--nic-edge", "pna", "--nic-edge-swx", address)
+    assert st["credit_limit"]["edge"] is None
+    err = st["credit_limit"]["edge_error"]
+    assert address in err and "is the PNA edge's pipeline running" in err, err

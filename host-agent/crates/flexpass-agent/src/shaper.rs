@@ -8,9 +8,7 @@ use flexpass_core::config::{
     credit_limit_frame_bytes_per_s, credit_queue_bps_mtu, credit_rate_for_link_mtu,
 };
 use flexpass_core::{Nanos, Transmit};
-use flexpass_wire::{
-    ethernet_frame_len, Ecn, Packet, CREDIT_MSG_MAX, MIN_ETHERNET_WIRE,
-};
+use flexpass_wire::{ethernet_frame_len, Ecn, Packet, CREDIT_MSG_MAX, MIN_ETHERNET_WIRE};
 
 /// Token bucket (starts full); tokens are bytes or packets, as the caller counts them.
 pub(crate) struct TokenBucket {
@@ -222,7 +220,10 @@ mod tests {
         assert!((credit_bytes_per_second(link, mtu) - per_s * 60.0).abs() < 1e-6);
         for (padding, frame) in [(6, 60), (14, 68)] {
             let c = credit(padding);
-            assert_eq!((c.packet.frame_len(), c.packet.wire_len()), (frame, frame + 24));
+            assert_eq!(
+                (c.packet.frame_len(), c.packet.wire_len()),
+                (frame, frame + 24)
+            );
             let mut h = HostShaper::new(link, mtu, 1, true);
             let mut stats = EndpointStats::default();
             let offered = (3.0 * per_s) as u64; // 1 s at three times the rate
@@ -230,7 +231,10 @@ mod tests {
                 .filter(|i| h.admit_out(&c, i * 1_000_000_000 / offered, || 0.0, &mut stats))
                 .count() as f64;
             let want = per_s * 60.0 / frame as f64 + 2.0 * 68.0 / frame as f64;
-            assert!((passed - want).abs() <= 1.5, "{frame} B: {passed} vs {want}");
+            assert!(
+                (passed - want).abs() <= 1.5,
+                "{frame} B: {passed} vs {want}"
+            );
         }
     }
 

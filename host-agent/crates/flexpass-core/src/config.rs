@@ -45,7 +45,8 @@ pub fn credit_queue_bps_mtu(link_bps: f64, share: f64, mtu: usize) -> f64 {
 /// The control plane's `flexpass_cp.frames.credit_limit_frame_bytes_per_s` is the same
 /// number (docs/mtu-vectors.json).
 pub fn credit_limit_frame_bytes_per_s(link_bps: f64, share: f64, mtu: usize) -> f64 {
-    credit_rate_for_link_mtu(link_bps, share, mtu) * (MIN_ETHERNET_WIRE - WIRE_BYTES_NOT_IN_FRAME) as f64
+    credit_rate_for_link_mtu(link_bps, share, mtu)
+        * (MIN_ETHERNET_WIRE - WIRE_BYTES_NOT_IN_FRAME) as f64
 }
 
 /// Which credit loss Algorithm 1 tolerates before it decreases (see `credit_feedback`).

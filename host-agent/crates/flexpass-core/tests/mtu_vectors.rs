@@ -62,8 +62,14 @@ fn credit_rates_match_the_core() {
         assert!(close(credit_queue_bps_mtu(link, share, mtu), bps), "{r}");
         // The edges' and the agent's unit: frame bytes, a minimum credit 60 B.
         let frame_bps = r["credit_limit_frame_bytes_per_s"].as_f64().unwrap();
-        assert!(close(credit_limit_frame_bytes_per_s(link, share, mtu), frame_bps), "{r}");
-        assert!(close(cps * ethernet_frame_len(CREDIT_MSG_MIN) as f64, frame_bps), "{r}");
+        assert!(
+            close(credit_limit_frame_bytes_per_s(link, share, mtu), frame_bps),
+            "{r}"
+        );
+        assert!(
+            close(cps * ethernet_frame_len(CREDIT_MSG_MIN) as f64, frame_bps),
+            "{r}"
+        );
         assert!(
             close(credit_rate_for_link_mtu(link, share, mtu), cps),
             "{r}"

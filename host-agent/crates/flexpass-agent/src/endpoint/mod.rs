@@ -497,6 +497,7 @@ impl Endpoint {
         let read = crate::edge::read_counters(
             self.cfg.nic_edge_maps.as_deref(),
             self.cfg.nic_edge_dev.as_deref(),
+            self.cfg.nic_edge_swx.as_deref(),
         );
         let (counters, error) = match read {
             Some(Ok(c)) => (Some(c), None),
@@ -601,7 +602,10 @@ mod tests {
                 let rc = cfg.receiver_config(TransportKind::ExpressPass);
                 assert!(close(rc.credit.max_rate, cps), "{r}");
                 let mut ep = Endpoint::bind(cfg).unwrap();
-                assert!(close(ep.shaper.credits_out.per_ns * 8e9, bps * 60.0 / 84.0), "{r}");
+                assert!(
+                    close(ep.shaper.credits_out.per_ns * 8e9, bps * 60.0 / 84.0),
+                    "{r}"
+                );
                 // The credit shaper counts frame bytes, as the NIC edges do.
                 let frame = r["credit_limit_frame_bytes_per_s"].as_f64().unwrap();
                 assert!(close(ep.shaper.credits_out.per_ns * 1e9, frame), "{r}");
