@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
 import struct
@@ -36,21 +35,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "control-plane"))
 
 SPEC = REPO / "build/p4-nic/dpdk/flexpass_nic.spec"
-PIPE = "PIPELINE0"
 N_OUT = 2  # ports 0 (host) and 1 (network); SWX adds its own DROP port after them
-# Registers read back after a run (P4 names, p4src/pna/flexpass_nic.p4 and credit_meter.p4).
-REGISTERS = {"nic_events": 16, "class_packets": 32, "class_bytes": 32}
-
-
-class SwxError(Exception):
-    """What is missing or went wrong, in words naming it."""
+# The CLI client, the .spec's names and the entries' CLI lines: one place, shared with
+# flexpass-ctl nic --apply (control-plane/flexpass_cp/swx.py).
+from flexpass_cp.swx import PIPE, REGISTERS, Cli, SpecNames, SwxError, entry_files  # noqa: E402,F401
 
 
 def find_pipeline():
@@ -83,93 +78,12 @@ def skip_reason():
     return None
 
 
-@dataclass
-class SpecNames:
-    """P4Runtime names -> the `.spec`'s (p4c-dpdk prefixes and numbers some of them)."""
-    tables: dict = field(default_factory=dict)   # P4 table -> spec table
-    actions: dict = field(default_factory=dict)  # (P4 table, P4 action) -> spec action
-    arrays: dict = field(default_factory=dict)   # P4 register/meter -> spec regarray/metarray
-    args: dict = field(default_factory=dict)     # spec action -> its arguments, in order
-
-    @classmethod
-    def load(cls, spec: Path, context: Path):
-        text = spec.read_text()
-        names = cls()
-        spec_tables = re.findall(r"^table (\S+) \{", text, re.M)
-        spec_arrays = re.findall(r"^(?:regarray|metarray) (\S+) ", text, re.M)
-        structs = {m.group(1): re.findall(r"^\s*bit<\d+> (\S+)", m.group(2), re.M)
-                   for m in re.finditer(r"^struct (\S+) \{(.*?)^\}", text, re.M | re.S)}
-        for m in re.finditer(r"^action (\S+) args (?:instanceof (\S+)|none)", text, re.M):
-            names.args[m.group(1)] = structs.get(m.group(2), [])
-        ctx = json.loads(context.read_text())
-        for t in ctx["tables"]:
-            names.tables[t["name"]] = _spec_name(t["name"], spec_tables, spec)
-            for a in t.get("actions", []):
-                names.actions[(t["name"], a["name"])] = a["target_name"].rsplit(".", 1)[-1]
-        for p4 in list(REGISTERS) + ["credit_meter", "credit_dropped"]:
-            names.arrays[p4] = _spec_name(p4, spec_arrays, spec)
-        return names
-
-
-def _spec_name(p4: str, candidates, spec):
-    """The spec's name for ``p4``: itself, with leading underscores, or numbered (_0)."""
-    found = [c for c in candidates if re.fullmatch(rf"_*{re.escape(p4)}(_\d+)?", c)]
-    if len(found) != 1:
-        raise SwxError(f"{spec}: {len(found)} objects named like {p4!r} ({found}): rebuild with make p4-nic")
-    return found[0]
-
-
-def hexv(v: int) -> str:
-    return f"0x{v:x}"
-
-
-def entry_files(entries, names: SpecNames, work: Path):
-    """CLI lines writing ``entries`` (flexpass_cp.entities), with the table files they read."""
-    from flexpass_cp.entities import MeterEntry, TableEntry
-    lines, rows, defaults = [], {}, {}
-    for e in entries:
-        if isinstance(e, TableEntry):
-            action = names.actions[(e.table, e.action)]
-            order = names.args[action]  # the table file lists them in the action's order
-            if sorted(order) != sorted(e.params):
-                raise SwxError(f"{e.table}/{e.action}: the .spec's {action} takes {order}, "
-                               f"the entry gives {sorted(e.params)}")
-            args = " ".join(f"{k} {hexv(e.params[k])}" for k in order)
-            line = f"action {action} {args}".rstrip()
-            if e.is_default:
-                defaults[e.table] = line
-            else:
-                rows.setdefault(e.table, []).append(
-                    "match " + " ".join(hexv(v) for _, v in e.match) + " " + line)
-        elif isinstance(e, MeterEntry):
-            if (e.cir, e.cburst) != (e.pir, e.pburst):
-                raise SwxError(f"meter {e.meter}[{e.index}]: DPDK's SWX meter here needs CIR = PIR "
-                               f"and CBS = PBS (p4src/pna/include/control/credit_meter.p4), got {e}")
-            prof = f"{e.meter}_{e.index}"
-            lines.append(f"pipeline {PIPE} meter profile {prof} add cir {e.cir} pir {e.pir} "
-                         f"cbs {e.cburst} pbs {e.pburst}")
-            lines.append(f"pipeline {PIPE} meter {names.arrays[e.meter]} set profile {prof} "
-                         f"index from {e.index} to {e.index}")
-        else:
-            raise SwxError(f"no SWX form for {e!r}")
-    for table in sorted(set(rows) | set(defaults)):
-        spec_table = names.tables[table]
-        if table in rows:
-            f = f"{spec_table}.txt"
-            (work / f).write_text("\n".join(rows[table]) + "\n")
-            lines.append(f"pipeline {PIPE} table {spec_table} add {f}")
-        if table in defaults:
-            f = f"{spec_table}.default.txt"
-            (work / f).write_text(defaults[table] + "\n")
-            lines.append(f"pipeline {PIPE} table {spec_table} default {f}")
-    lines.append(f"pipeline {PIPE} commit")
-    return lines
-
-
-def scripts(spec: Path, entries, names: SpecNames, in_pcap: Path, work: Path, loops=1, sinks=True):
-    """The CLI script: build the pipeline from ``spec``, write the entries, run on thread 1.
-    The application runs in ``work`` and every file is named relative to it (SWX's I/O spec
-    takes tokens of at most 63 characters)."""
+def scripts(spec: Path, entries, names: SpecNames, in_pcap: Path, work: Path, loops=1, sinks=True,
+            enable=True):
+    """The CLI script: build the pipeline from ``spec``, write the entries (none when
+    ``entries`` is None: `flexpass-ctl nic --apply` writes them), run on thread 1 (not yet
+    without ``enable``). The application runs in ``work`` and every file is named relative
+    to it (SWX's I/O spec takes tokens of at most 63 characters)."""
     shutil.copyfile(spec, work / "flexpass_nic.spec")
     shutil.copyfile(in_pcap, work / "in.pcap")
     io = ["port in 0 source mempool MEMPOOL0 file in.pcap loop {} packets 0".format(loops)]
@@ -179,64 +93,12 @@ def scripts(spec: Path, entries, names: SpecNames, in_pcap: Path, work: Path, lo
            "pipeline libbuild swx.c swx.so",
            "mempool MEMPOOL0 buffer 2304 pool 8K cache 256 cpu 0",
            f"pipeline {PIPE} build lib ./swx.so io ports.io numa 0"]
-    cli += entry_files(entries, names, work)
-    cli.append(f"thread 1 pipeline {PIPE} enable")
+    if entries is not None:
+        cli += entry_files(entries, names, work)
+    if enable:
+        cli.append(f"thread 1 pipeline {PIPE} enable")
     (work / "flexpass_nic.cli").write_text("\n".join(cli) + "\n")
     return work / "flexpass_nic.cli"
-
-
-class Cli:
-    """The application's CLI socket (conn.c: a prompt after every command's output)."""
-    PROMPT = b"pipeline> "
-
-    def __init__(self, port, deadline, proc):
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise SwxError(f"the pipeline exited with status {proc.returncode}")
-                if time.monotonic() > deadline:
-                    raise SwxError(f"the pipeline's CLI on port {port} did not answer")
-                time.sleep(0.1)
-        self._until_prompt()
-
-    def _until_prompt(self):
-        buf = b""
-        while not buf.endswith(self.PROMPT):
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise SwxError("the pipeline closed its CLI")
-            buf += chunk
-        return buf[: -len(self.PROMPT)].decode(errors="replace")
-
-    def cmd(self, line):
-        self.sock.sendall(line.encode() + b"\n")
-        return self._until_prompt()
-
-    def regrd(self, array, index):
-        out = self.cmd(f"pipeline {PIPE} regrd {array} index {index}").strip()
-        m = re.search(r"0x[0-9a-fA-F]+", out)
-        if not m:
-            raise SwxError(f"regrd {array}[{index}]: {out!r}")
-        return int(m.group(0), 16)
-
-    def stats(self):
-        """(packets read by input port 0, {output port or "DROP": packets handled})."""
-        out = self.cmd(f"pipeline {PIPE} stats")
-        m = re.search(r"Input ports:\s*Port 0: packets (\d+)", out)
-        if not m:
-            raise SwxError(f"pipeline stats: no input port 0 in {out!r}")
-        # A sink counts what it takes as "dropped": handled = packets + packets dropped.
-        outs = {}
-        for port, drop, a, b in re.findall(r"(?:Port (\d+)|(DROP)):\s*packets (\d+) bytes \d+ "
-                                           r"packets dropped (\d+)", out.split("Output ports:")[-1]):
-            outs[int(port) if port else drop] = int(a) + int(b)
-        return int(m.group(1)), outs
-
-    def in_packets(self):
-        return self.stats()[0]
 
 
 @contextlib.contextmanager

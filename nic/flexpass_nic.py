@@ -7,7 +7,9 @@ footnote 6). On a Linux host, or a Linux router in a test network, this tool bui
 port from standard qdiscs:
 
     htb root (link rate C)
-    ├── 1:10 credits   rate = ceil = share·C·84/(84+F), priority 0, pfifo of 8 credits
+    ├── 1:10 credits   rate = ceil = share·C·84/(84+F) in frame bytes (×60/84: htb counts
+    │                  skb->len, a credit's frame without preamble/IFG/FCS), priority 0,
+    │                  burst 2 credits, pfifo of 8 credits
     ├── 1:20 FlexPass  rate = w_q·C, ceil = C (proactive, reactive, control)
     └── 1:30 legacy    rate = (1−w_q)·C, ceil = C (default class)
 
@@ -39,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "control-plane"))
 from flexpass_cp import frames  # noqa: E402
 
 CREDIT_WIRE = frames.CREDIT_WIRE
+# htb credit class burst: two of the largest credits, in frame bytes (2 × 68).
+CREDIT_BURST = 2 * frames.frame_bytes(frames.MAX_CREDIT_WIRE)
 MAX_DATA_WIRE = frames.max_frame_wire(frames.DEFAULT_MTU)
 
 # The htb class of each switch queue (the profile's queue names, flexpass_cp.config.profiles):
@@ -100,9 +104,11 @@ class NicConfig:
         return frames.max_frame_wire(self.mtu)
 
     def credit_kbit(self):
-        """The credit rate limit: share·C·84/(84+F), F = MTU + 38 (FlexPass §4.1,
-        ExpressPass §3.1; docs/protocol.md §9–10)."""
-        return frames.credit_queue_bps(self.link_mbit * 1000, self.share(), self.mtu)
+        """The credit rate limit in kbit/s of frames as htb counts them (skb->len: no
+        preamble, IFG or FCS): share·C·84/(84+F), F = MTU + 38 (FlexPass §4.1, ExpressPass
+        §3.1; docs/protocol.md §9–10), in frame bytes as every edge and the agent count it
+        (frames.credit_limit_frame_bytes_per_s: ×60/84)."""
+        return frames.credit_limit_frame_bytes_per_s(self.link_mbit * 1e6, self.share(), self.mtu) * 8 / 1000
 
 
 # What a control-plane config's nics: entry gives in place of the flags (argparse dests).
@@ -175,7 +181,7 @@ def commands(cfg: NicConfig, u32: bool = True):
         tc + ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "30"],
         tc + ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", f"{c}kbit", "ceil", f"{c}kbit"],
         tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:10", "htb", "rate", f"{credit}kbit",
-              "ceil", f"{credit}kbit", "burst", f"{2 * 92}b", "cburst", f"{2 * 92}b", "prio", "0"],
+              "ceil", f"{credit}kbit", "burst", f"{CREDIT_BURST}b", "cburst", f"{CREDIT_BURST}b", "prio", "0"],
         tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:20", "htb", "rate", f"{flex}kbit",
               "ceil", f"{c}kbit", "prio", "1"],
         tc + ["class", "replace", "dev", dev, "parent", "1:1", "classid", "1:30", "htb", "rate", f"{legacy}kbit",

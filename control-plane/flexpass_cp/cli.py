@@ -8,6 +8,9 @@ Tofino) from a YAML config.
     flexpass-ctl tm-stats --config C --switch S [...]    # flexpass_switch TM: depths, drops
     flexpass-ctl nic      --config C --nic N [--json]    # offline: a host NIC edge (nics:), its
                                                          # credit meter and PNA entries
+    flexpass-ctl nic      --config C --nic N --apply --swx-cli HOST:PORT [--spec S]
+                                                         # edge pna: write them to a running
+                                                         # DPDK SWX pipeline (its CLI socket)
     flexpass-ctl link-down --config C --link leaf1:spine1 # take a link out of service (every switch)
     flexpass-ctl link-up   --config C --link leaf1:spine1 # and back
     flexpass-ctl run      --config C [...]               # resident controller: mastership,
@@ -88,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p, False, one_switch=False)
     p.add_argument("--nic", required=True, help="NIC name in the config (nics:)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
+    p.add_argument("--apply", action="store_true",
+                   help="edge pna: write the entries and the credit meter to the PNA program running on "
+                        "DPDK's SWX pipeline, over its CLI socket (--swx-cli)")
+    p.add_argument("--swx-cli", metavar="HOST:PORT",
+                   help="with --apply: the pipeline application's CLI address (its -h and -p); the "
+                        "application must run on this host (it reads the table files this writes)")
+    p.add_argument("--spec", default=str(_REPO / "build" / "p4-nic" / "dpdk" / "flexpass_nic.spec"),
+                   help="the .spec the pipeline runs (context.json beside it; default: make p4-nic's)")
     p = sub.add_parser("diff", help="entries apply would change on the switch")
     _add_common(p, True)
     p = sub.add_parser("apply", help="push pipeline (if needed), entries, meters and queue settings")
@@ -151,6 +162,9 @@ def cmd_nic(args, cfg: Config) -> int:
     from .config.entries import nic_entries
     from .config.targets import nic_agent_flags
     nic = cfg.nic(args.nic)
+    if args.swx_cli:
+        print("flexpass-ctl: --swx-cli goes with --apply (without it, nic only prints)", file=sys.stderr)
+        return 2
     cir, burst = nic_meter(cfg, nic)
     entries = nic_entries(cfg, args.nic)
     apply_cmd = {"qdisc": "nic/flexpass_nic.py apply", "ebpf": "nic/flexpass_nic.py ebpf apply",
@@ -175,6 +189,50 @@ def cmd_nic(args, cfg: Config) -> int:
     if apply_cmd:
         print(f"  apply: {out['apply']}")
     print(f"  agent: {out['agent']} (the edge polices the host's credits; the agent paces flows only)")
+    return 0
+
+
+def cmd_nic_apply(args, cfg: Config) -> int:
+    """``nic --apply``: the PNA entries of ``nics.<name>`` (``entries.nic_entries``, the
+    config validated first) written to a running DPDK SWX pipeline over its CLI socket
+    (flexpass_cp.swx: table files, the meter profile, commit); a refused command is named."""
+    import tempfile
+    from .config.entries import nic_entries
+    from .swx import Cli, SpecNames, SwxError, entry_files, parse_address
+    nic = cfg.nic(args.nic)
+    try:
+        if nic.edge != "pna":
+            tool = {"qdisc": "nic/flexpass_nic.py apply", "ebpf": "nic/flexpass_nic.py ebpf apply"}[nic.edge]
+            raise SwxError(f"nics.{nic.name}.edge is {nic.edge!r}: --apply writes a PNA edge; apply this one "
+                           f"on its host with {tool} --config {args.config} --nic {nic.name}")
+        if not args.swx_cli:
+            raise SwxError("--apply needs --swx-cli HOST:PORT (the SWX pipeline's CLI; P4Runtime to pna_nic "
+                           "is not written: pna_nic cannot run the program, p4src/README.md)")
+        parse_address(args.swx_cli)
+        spec = Path(args.spec)
+        context = spec.with_name("context.json")
+        for f in (spec, context):
+            if not f.is_file():
+                raise SwxError(f"{f}: not found (make p4-nic builds it; --spec names another)")
+        names = SpecNames.load(spec, context)
+        entries = nic_entries(cfg, nic.name)
+        work = Path(tempfile.mkdtemp(prefix="flexpass-nic-"))  # the table files the pipeline reads
+        lines = entry_files(entries, names, work)
+        cli = Cli.connect(args.swx_cli)
+        try:
+            cli.write_entries(lines)
+        finally:
+            cli.close()
+    except SwxError as e:
+        print(f"flexpass-ctl: nic {nic.name}: {e}", file=sys.stderr)
+        return 2
+    result = {"nic": nic.name, "swx_cli": args.swx_cli, "commands": len(lines), "entries": len(entries),
+              "files": str(work)}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"nic {nic.name}: wrote {len(entries)} entries ({len(lines)} CLI commands, committed) to the SWX "
+              f"pipeline at {args.swx_cli}; table files in {work}")
     return 0
 
 
@@ -243,7 +301,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if getattr(args, "switch", None) and isinstance(args.switch, str):
             cfg.switch(args.switch)
         if args.cmd == "nic":
-            return cmd_nic(args, cfg)
+            return cmd_nic_apply(args, cfg) if args.apply else cmd_nic(args, cfg)
         if args.cmd in ("link-down", "link-up", "run"):
             if args.cmd != "run":
                 for spec in args.link:

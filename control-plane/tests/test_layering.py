@@ -26,7 +26,8 @@ LAYERS = [
     ["cli"],
     ["controller"],
     ["backends"],
-    ["bfrt_client", "bfrt_ops", "bmv2_queues", "p4runtime_client", "tm_client", "links", "linkprobe", "env_check"],
+    ["bfrt_client", "bfrt_ops", "bmv2_queues", "p4runtime_client", "tm_client", "links", "linkprobe", "env_check",
+     "swx"],
     ["config"],
     ["entities", "p4_program", "dscp", "frames", "scapy_flexpass"],
 ]

@@ -40,6 +40,7 @@ def _config(link_bps, share, mtu, **credit):
 
 def test_file_metadata():
     assert VECTORS["credit_wire_bytes"] == frames.CREDIT_WIRE == 84
+    assert VECTORS["wire_bytes_not_in_frame"] == frames.WIRE_BYTES_NOT_IN_FRAME == 24
     assert (VECTORS["default_mtu"], VECTORS["min_mtu"], VECTORS["max_mtu"]) == \
         (frames.DEFAULT_MTU, frames.MIN_MTU, frames.MAX_MTU)
     assert {1500, 9000} <= {f["mtu"] for f in VECTORS["frames"]}
@@ -66,9 +67,13 @@ def test_credit_rates_everywhere(r):
     assert d.config.max_frame_bytes == frames.max_frame_wire(mtu)
     assert d.credit_rate_bps == pytest.approx(bps, rel=1e-12)
     assert d.credits_per_second == pytest.approx(cps, rel=1e-12)
-    # The NIC edge: its htb credit class (kbit/s).
+    # Every NIC edge and the agent count frame bytes (60 per minimum credit).
+    frame = r["credit_limit_frame_bytes_per_s"]
+    assert frames.credit_limit_frame_bytes_per_s(link, share, mtu) == pytest.approx(frame, rel=1e-12)
+    assert frame == pytest.approx(cps * frames.frame_bytes(frames.CREDIT_WIRE), rel=1e-12)
+    # The qdisc edge: its htb credit class (kbit/s of frames).
     nic = NicConfig(dev="eth0", link_mbit=link / 1e6, credit_share=share, mtu=mtu)
-    assert nic.credit_kbit() * 1000 == pytest.approx(bps, rel=1e-12)
+    assert nic.credit_kbit() * 1000 / 8 == pytest.approx(frame, rel=1e-12)
 
 
 def test_config_mtu_and_max_frame_must_agree():

@@ -140,3 +140,21 @@ def test_ctl_refuses_a_bad_nic_naming_the_key(tmp_path, capsys):
     assert "nics.h1.edge: unknown edge 'smartnic'" in capsys.readouterr().err
     # A config error stops every command, not only `nic`.
     assert cli.main(["show", "--config", str(path), "--switch", "s1"]) == 1
+
+
+@pytest.mark.parametrize("nic_entry, dscp, key, words", [
+    (nic(link_rate="1kbps", edge="pna"), {}, "nics.h1.link_rate", "below one credit per second"),
+    (nic(link_rate="10Gbps", edge="pna", credit_share=0), {}, "nics.h1.credit_share", "(0, 1]"),
+    (nic(edge="pna"), {"gold": 10}, "dscp.gold", "unknown DSCP class"),
+    (nic(edge="pna"), {"credit": 64}, "dscp.credit", "0..63"),
+])
+def test_ctl_nic_apply_refuses_a_bad_config_naming_the_key(tmp_path, capsys, nic_entry, dscp, key, words):
+    """`nic --apply` validates before it connects: an impossible rate or an unknown DSCP
+    class is refused with its key, and nothing is written (the address has no pipeline)."""
+    cfg = raw(h1=nic_entry)
+    cfg.setdefault("dscp", {}).update(dscp)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert cli.main(["nic", "--config", str(path), "--nic", "h1", "--apply", "--swx-cli", "127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert f"{key}:" in err and words in err, err

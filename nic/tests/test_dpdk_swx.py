@@ -6,6 +6,7 @@ example is (DPDK_PIPELINE or dpdk-pipeline on PATH) and the .spec is built (make
 skips loudly elsewhere."""
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,151 @@ def test_credit_rate_is_the_control_planes(swx, tmp_path):
     assert r.offered_per_s > 3 * cir / frame, f"offered only {r.offered_per_s:.0f}/s"
     assert abs(r.busiest_per_s * frame / cir - 1) < 0.03, (r, cir, cbs)
     assert r.passed_per_s * frame <= cir * 1.01 + cbs / 5.0, (r, cir, cbs)
+
+
+def test_flexpass_ctl_nic_apply_writes_a_running_pipeline(swx, tmp_path, capsys):
+    """`flexpass-ctl nic --apply --swx-cli` writes the nics: entry's tables and meter to a
+    pipeline that runs the program with none: after it, the pipeline forwards to the network
+    port, passes the meter's burst of back-to-back credits and drops the rest; before it,
+    nic_port has no entry and everything would be dropped."""
+    from flexpass_cp.cli import main as ctl
+    cfg = config(tmp_path, "10Mbps")
+    pkts = [credit(i) for i in range(10)] + [data(26, 2, i * 200) for i in range(3)]
+    wrpcap(str(tmp_path / "in.pcap"), pkts)
+    work = (tmp_path / "w").resolve()
+    work.mkdir()
+    names = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+    script = S.scripts(S.SPEC, None, names, tmp_path / "in.pcap", work, enable=False)
+    with S.pipeline(script, work) as cli:
+        # Refused before anything is written: another edge kind, no address, a bad address.
+        assert ctl(["nic", "--config", str(REPO / "control-plane/configs/dumbbell.yaml"), "--nic", "h1",
+                    "--apply", "--swx-cli", cli.address]) == 2
+        assert "nics.h1.edge is 'ebpf'" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply"]) == 2
+        assert "--apply needs --swx-cli" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", "nohost"]) == 2
+        assert "'nohost': expected HOST:PORT" in capsys.readouterr().err
+        assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", cli.address,
+                    "--spec", str(S.SPEC), "--json"]) == 0
+        out = capsys.readouterr().out
+        assert f'"swx_cli": "{cli.address}"' in out
+        cli.cmd(f"thread 1 pipeline {S.PIPE} enable")
+        outs = {p: work / f"out{p}.pcap" for p in range(S.N_OUT)}
+        for _ in range(200):
+            handled = cli.stats()[1]
+            if sum(handled.values()) >= len(pkts) and \
+                    sum(S.read_pcap_count(f) for f in outs.values()) >= len(pkts) - handled.get("DROP", 0):
+                break
+            time.sleep(0.05)
+        names_ = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+        green = cli.regrd(names_.arrays["class_packets"], cell("credit", GREEN))
+    net = S.pcap_packets(outs[1])
+    assert S.pcap_packets(outs[0]) == []
+    passed = [p for p in net if p in {bytes(c) for c in pkts[:10]}]
+    assert 2 <= len(passed) <= 3 and green == len(passed), (len(passed), green)
+    assert [p for p in net if p not in passed] == [bytes(p) for p in pkts[10:]]
+
+
+def test_flexpass_ctl_nic_apply_names_a_pipeline_that_is_not_running(tmp_path, capsys):
+    from flexpass_cp.cli import main as ctl
+    import socket
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cfg = config(tmp_path, "10Mbps")
+    spec = S.SPEC if S.SPEC.is_file() else None
+    if spec is None:
+        pytest.skip(f"SKIPPED nic --apply without a pipeline: {S.SPEC} not built (make p4-nic)")
+    assert ctl(["nic", "--config", str(cfg), "--nic", "nic0", "--apply", "--swx-cli", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "not reachable" in err, err
+
+
+AGENT = Path(__import__("os").environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
+
+
+def agent_status(tmp_path, *flags):
+    """(`status`, seconds it took) of a `flexpass agent` on loopback started with ``flags``
+    (no root)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = str(tmp_path / f"agent{port}.sock")
+    agent = subprocess.Popen([str(AGENT), "agent", "--listen", f"127.0.0.1:{port}", "--socket", sock,
+                              "--link-gbps", "10", "--datapath", "udp", *flags],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if os.path.exists(sock) or agent.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), agent.stderr.read() if agent.poll() is not None else "no API socket"
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(30)
+            s.connect(sock)
+            t0 = time.monotonic()
+            s.sendall(b'{"op":"status"}\n')
+            return json.loads(s.makefile("rb").readline()), time.monotonic() - t0
+    finally:
+        agent.terminate()
+        agent.wait(10)
+
+
+def flow_slot(src, dst, flow_id):
+    """The PNA program's flow_credits slot (p4src/README.md, "NIC edge")."""
+    import ipaddress
+    x = int(ipaddress.IPv4Address(src)) ^ int(ipaddress.IPv4Address(dst)) ^ flow_id
+    return (x ^ (x >> 12) ^ (x >> 24)) & 0xFFF
+
+
+def test_agent_status_reads_the_pna_edge_on_swx(swx, tmp_path):
+    """`flexpass agent --nic-edge pna --nic-edge-swx HOST:PORT`: `status` → credit_limit.edge
+    has the edge's per-class counters, its events and its per-flow credit counters, read
+    from the running pipeline's registers; with the pipeline gone it names the address."""
+    if not AGENT.exists():
+        pytest.skip(f"SKIPPED agent reading the PNA edge: {AGENT} not built (cargo build --release -p flexpass-cli)")
+    cfg = config(tmp_path, "10Gbps", burst=64)  # every credit below passes the meter
+    flows = {3: 5, 7: 9, 4000: 2}  # flow id -> credits
+    credits = [credit(i, flow=f) for f, n in flows.items() for i in range(n)]
+    proactive = [data(26, 2, i * 200) for i in range(4)]
+    reactive = [data(30, 3, i * 200) for i in range(3)]
+    forged = [ip(26, FlexPass(version=2, type=2, flow_id=9) / FlexPassData() / Raw(b"x" * 10))]
+    pkts = credits + proactive + reactive + forged
+    wrpcap(str(tmp_path / "in.pcap"), pkts)
+    work = (tmp_path / "w").resolve()
+    work.mkdir()
+    names = S.SpecNames.load(S.SPEC, S.SPEC.with_name("context.json"))
+    script = S.scripts(S.SPEC, S.load_entries(cfg, "nic0"), names, tmp_path / "in.pcap", work)
+    with S.pipeline(script, work) as cli:
+        for _ in range(200):
+            if sum(cli.stats()[1].values()) >= len(pkts):
+                break
+            time.sleep(0.05)
+        address = cli.address
+        st, took = agent_status(tmp_path, "--nic-edge", "pna", "--nic-edge-swx", address)
+        dropped = sum(cli.regrd(names.arrays["credit_dropped"], i) for i in range(8, 16))
+    limit = st["credit_limit"]
+    print(f"\nagent status with the PNA edge on SWX ({1000 * took:.0f} ms, 8 784 register cells read): {limit}")
+    assert limit["policed_by"] == "edge" and limit["nic_edge"] == "pna" and limit["edge_error"] is None
+    edge = limit["edge"]
+    assert edge["swx_cli"] == address and edge["credit_rate_bytes_per_s"] is None
+    assert edge["credits_passed"] == len(credits) and edge["credits_dropped"] == dropped == 0
+    pna = edge["pna"]
+    assert pna["classes"] == {
+        "credit/green": {"packets": len(credits), "ip_bytes": sum(len(p) - 14 for p in credits)},
+        "proactive_data/green": {"packets": len(proactive), "ip_bytes": sum(len(p) - 14 for p in proactive)},
+        "reactive_data/red": {"packets": len(reactive), "ip_bytes": sum(len(p) - 14 for p in reactive)}}
+    assert pna["events"]["bad_flexpass"] == len(forged)
+    assert pna["events"]["flexpass_seen"] == len(pkts)
+    want = sorted((flow_slot("10.0.1.1", "10.0.2.1", f), f, n) for f, n in flows.items())
+    assert [(c["slot"], c["flow_id"], c["credits"]) for c in pna["flow_credits"]] == want
+
+    # The pipeline stopped: status says so, naming the address.
+    st, _ = agent_status(tmp_path, "--nic-edge", "pna", "--nic-edge-swx", address)
+    assert st["credit_limit"]["edge"] is None
+    err = st["credit_limit"]["edge_error"]
+    assert address in err and "is the PNA edge's pipeline running" in err, err

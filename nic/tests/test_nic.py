@@ -23,7 +23,8 @@ def rate(cmd, key="rate"):
 
 def test_credit_class_is_w_q_scaled_and_strict():
     cls = by_class(commands(NicConfig(dev="eth0", link_mbit=10_000, w_q=0.5)))
-    expected = int(0.5 * 10_000_000 * 84 / (84 + 1538))
+    # share·C·84/(84+F) counted as htb counts a credit, its 60-byte frame (84 on the wire).
+    expected = int(0.5 * 10_000_000 * 60 / (84 + 1538))
     assert rate(cls["1:10"]) == expected == rate(cls["1:10"], "ceil")
     assert cls["1:10"][cls["1:10"].index("prio") + 1] == "0"
     # FlexPass and legacy split the link w_q : 1 − w_q and may borrow up to C.
@@ -34,7 +35,7 @@ def test_credit_class_is_w_q_scaled_and_strict():
 
 def test_expresspass_share_and_red_aqm():
     cmds = commands(NicConfig(dev="eth0", link_mbit=1000, credit_share=1.0, aqm="red"))
-    assert rate(by_class(cmds)["1:10"]) == int(1_000_000 * 84 / 1622)
+    assert rate(by_class(cmds)["1:10"]) == int(1_000_000 * 60 / 1622)
     red = [c for c in cmds if "red" in c]
     assert red and "ecn" in red[0] and red[0][red[0].index("min") + 1] == "60000"
 

@@ -2,7 +2,12 @@
 the same tc commands and the same eBPF maps as the flags with the same numbers, the
 config's DSCP plan, and its errors naming the key.  Pure: no root."""
 
+import json
+import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,9 +18,12 @@ sys.path.insert(0, str(REPO / "nic"))
 import flexpass_ebpf as E  # noqa: E402
 import flexpass_nic as N  # noqa: E402
 from flexpass_cp.config import load_config  # noqa: E402
-from flexpass_cp.config.derive import derived, nic_meter  # noqa: E402
+from flexpass_cp.config.derive import derived, nic_credits_per_second, nic_meter  # noqa: E402
+from flexpass_cp.config.entries import nic_entries  # noqa: E402
+from flexpass_cp.entities import MeterEntry  # noqa: E402
 
 DUMBBELL = REPO / "control-plane" / "configs" / "dumbbell.yaml"
+AGENT = Path(os.environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
 
 
 def qdisc_print(capsys, *args):
@@ -42,7 +50,8 @@ def test_qdisc_edge_from_config_is_the_flags_edge(capsys):
     from_flags = qdisc_print(capsys, "--dev", "h2-eth0", "--link-mbit", "10000", "--w-q", "0.25")
     assert from_config == from_flags
     # ... and it is w_q 0.25 of the config, not the flags' default 0.5.
-    credit_kbit = int(0.25 * 10_000_000 * 84 / (84 + 1538))
+    # share·C·84/(84+F) in frame bytes, as htb counts (a minimum credit: 84 -> 60 B).
+    credit_kbit = int(0.25 * 10_000_000 * 60 / (84 + 1538))
     assert f"rate {credit_kbit}kbit ceil {credit_kbit}kbit" in from_config
     # Flags the tool keeps for itself still apply with --config.
     red = qdisc_print(capsys, "--config", str(DUMBBELL), "--nic", "h2", "--aqm", "red")
@@ -61,6 +70,68 @@ def test_ebpf_edge_from_config_is_the_flags_edge_and_the_control_planes_meter():
     assert from_config.meter() == nic_meter(cfg, cfg.nic("h1"))
     d = derived(cfg, "s1", 1)
     assert from_config.meter() == (d.meter_cir_bytes_per_s, d.meter_burst_bytes)
+
+
+def agent_credit_limit(tmp_path, link_bps, mtu):
+    """The host agent's own credit limit (`status` → credit_limit.agent_bytes_per_s) on a
+    link of ``link_bps`` and ``mtu``: the agent on loopback, no root."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = str(tmp_path / "agent.sock")
+    agent = subprocess.Popen([str(AGENT), "agent", "--listen", f"127.0.0.1:{port}", "--socket", sock,
+                              "--link-gbps", str(link_bps / 1e9), "--mtu", str(mtu), "--datapath", "udp"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if os.path.exists(sock) or agent.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sock), agent.stderr.read() if agent.poll() is not None else "no API socket"
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(10)
+            s.connect(sock)
+            s.sendall(b'{"op":"status"}\n')
+            limit = json.loads(s.makefile("rb").readline())["credit_limit"]
+    finally:
+        agent.terminate()
+        agent.wait(10)
+    assert limit["policed_by"] == "agent", limit
+    return limit["agent_bytes_per_s"]
+
+
+# A credit's frame as every edge counts it: without options 60 B (84 on the wire), with 8 B
+# of them 68 B (92 on the wire).
+CREDIT_FRAMES = (60, 68)
+
+
+@pytest.mark.parametrize("mtu, share", [(1500, 0.25), (9000, 1.0)])
+def test_every_edge_counts_a_credit_as_the_control_plane(tmp_path, mtu, share):
+    """One rule and one byte count on every edge (docs/protocol.md §9, "Credits in frame
+    bytes"): the control plane's credit rate, share·C·84/(84+F) = share·C/(8·(84+F))
+    minimum credits/s, is what the qdisc edge's htb class, the eBPF edge's bucket, the PNA
+    program's meter entry and the host agent's own shaper let through, each counting a
+    credit as its frame (60 B, or 68 B with options: then 60/68 as many credits/s)."""
+    link = 10e9
+    nics = {name: {"device": f"v{name}", "link_rate": "10Gbps", "edge": edge, "mtu": mtu, "credit_share": share}
+            for name, edge in (("q", "qdisc"), ("e", "ebpf"), ("p", "pna"))}
+    path = write_config(tmp_path, nics=nics)
+    cfg = load_config(path)
+    cps = nic_credits_per_second(cfg, cfg.nic("p"))
+    assert cps == pytest.approx(share * link / (8 * (84 + mtu + 38)), rel=1e-12)
+    htb = N.commands(N.from_config(path, "q", "qdisc")[0])
+    kbit = next(c[c.index("rate") + 1] for c in htb if "1:10" in c and "class" in c)
+    edges = {"qdisc (htb 1:10)": int(kbit.removesuffix("kbit")) * 1000 / 8,
+             "ebpf (bucket)": ebpf_edge("--config", path, "--nic", "e").meter()[0],
+             "pna (meter entry)": next(e.cir for e in nic_entries(cfg, "p") if isinstance(e, MeterEntry))}
+    if share == 1.0:  # the agent's shaper holds the host to the full credit rate
+        if not AGENT.exists():
+            pytest.skip(f"SKIPPED the agent's credit limit: {AGENT} not built (cargo build --release -p flexpass-cli)")
+        edges["agent (shaper)"] = agent_credit_limit(tmp_path, link, mtu)
+    for name, frame_bytes_per_s in edges.items():
+        for frame in CREDIT_FRAMES:
+            got = frame_bytes_per_s / frame
+            assert got == pytest.approx(cps * 60 / frame, rel=2e-5), (name, frame, got, cps)
 
 
 def test_config_entry_overrides_and_dscp_plan_reach_the_edge(tmp_path, capsys):

@@ -104,7 +104,7 @@ def test_status_reads_the_qdisc_edges_credit_class(veth_netns):
     assert limit["edge_error"] is None and edge["dev"] == "va" and edge["maps"] is None
     assert before["edge"]["credits_passed"] < 10  # read at each status, not once
     rate_bits, burst, sent, dropped = tc
-    # The class's rate is flexpass_nic.py's share·C·84/(84+F) (tc prints 4 digits).
+    # The class's rate is flexpass_nic.py's share·C·84/(84+F) in frame bytes (tc prints 4 digits).
     assert abs(edge["credit_rate_bytes_per_s"] * 8 / (configured_kbit * 1000) - 1) < 0.001
     assert edge["credit_rate_bytes_per_s"] == rate_bits // 8 and edge["credit_burst_bytes"] == burst
     # Every data packet of ExpressPass needs a credit that left through the class; the

@@ -43,12 +43,13 @@ def credit_meter(credit_rate_bps: float, credit_wire_bytes: int, meter_bytes: in
 def nic_credit_meter(link_bps: float, share: float, mtu: int = frames.DEFAULT_MTU,
                      burst_packets: int = 2, credit_wire_bytes: int = frames.CREDIT_WIRE) -> Tuple[int, int]:
     """(CIR bytes/s, burst bytes) of the NIC edge's credit meter for a link of C =
-    ``link_bps``: share·C·84/(84+F) counted as BMv2 counts a frame (no preamble, IFG or
-    FCS: 84 -> 60 bytes per minimum credit), which is also what a tc program sees
-    (skb->len).  The same numbers as a BMv2 switch port's meter with the same C, w_q
-    (share), credit.mtu, credit.wire_bytes and credit_meter_burst_packets."""
-    return credit_meter(frames.credit_queue_bps(link_bps, share, mtu, credit_wire_bytes), credit_wire_bytes,
-                        credit_wire_bytes - WIRE_OVERHEAD_NOT_SEEN_BY_BMV2, burst_packets)
+    ``link_bps``: share·C·84/(84+F) in frame bytes (no preamble, IFG or FCS: 84 -> 60 bytes
+    per minimum credit; ``frames.credit_limit_frame_bytes_per_s``, the unit of every edge
+    and of the agent's shaper: skb->len, BMv2's and DPDK's meters), and a burst of
+    ``burst_packets`` minimum credits.  The same numbers as a BMv2 switch port's meter with
+    the same C, w_q (share), credit.mtu, credit.wire_bytes and credit_meter_burst_packets."""
+    cir = max(1, int(round(frames.credit_limit_frame_bytes_per_s(link_bps, share, mtu, credit_wire_bytes))))
+    return cir, burst_packets * frames.frame_bytes(credit_wire_bytes)
 
 
 def nic_meter(cfg: Config, nic: HostNicConfig) -> Tuple[int, int]:

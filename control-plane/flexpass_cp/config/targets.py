@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from .. import frames
+
 SIMPLE_SWITCH = "simple_switch"
 FLEXPASS_SWITCH = "flexpass_switch"
 
@@ -36,8 +38,9 @@ def family(target: str) -> str:
 
 #: Bytes on the wire that BMv2 does not see in a frame: preamble+SFD (8),
 #: inter-frame gap (12) and FCS (4).  BMv2 byte meters count the frame as
-#: read from the interface, i.e. wire bytes - 24.
-WIRE_OVERHEAD_NOT_SEEN_BY_BMV2 = 24
+#: read from the interface, i.e. wire bytes - 24, as every NIC edge does
+#: (frames.WIRE_BYTES_NOT_IN_FRAME, the one definition).
+WIRE_OVERHEAD_NOT_SEEN_BY_BMV2 = frames.WIRE_BYTES_NOT_IN_FRAME
 
 #: Wire bytes that Tofino's meters, shapers and buffer accounting do not see in
 #: a frame: preamble+SFD (8) and inter-frame gap (12); the FCS is counted.  The
@@ -63,7 +66,7 @@ TOFINO_COLOR_LIMITS = (12.5, 25.0, 37.5, 50.0, 62.5, 75.0, 87.5, 100.0)
 TOFINO_MAX_DWRR_WEIGHT = 1023
 
 #: Largest CREDIT frame on the wire (ExpressPass §3.1: 84-92 B).
-MAX_CREDIT_WIRE_BYTES = 92
+MAX_CREDIT_WIRE_BYTES = frames.MAX_CREDIT_WIRE
 
 
 #: The eBPF NIC edge (nic/ebpf/flexpass_edge.bpf.c) refills its token bucket for at most

@@ -1,13 +1,15 @@
 //! Who limits this host's credits: the agent's host credit shaper, or the host's NIC edge
 //! (docs/smartnic.md: the control plane's `nics:` entry, `edge: qdisc | ebpf | pna`). The
-//! edge polices the host-wide credit rate share·C·84/(84+F) on the wire; the agent then does
+//! edge polices the host-wide credit rate share·C·84/(84+F), counted in frame bytes like the
+//! agent's shaper (docs/protocol.md §9, "Credits in frame bytes"); the agent then does
 //! not police it a second time (two token buckets in series on different clocks drop
 //! credits that either alone would pass). Per-flow credit pacing stays in the agent in every
 //! case: no edge has timers.
 //!
 //! The agent can also read the edge's counters (`status` → `credit_limit.edge`): the eBPF
 //! edge's from its pinned maps (`--nic-edge-maps`, nic/ebpf/flexpass_edge.bpf.c), the qdisc
-//! edge's from its htb credit class (`--nic-edge-dev`, `tc -s class show`; nic/flexpass_nic.py).
+//! edge's from its htb credit class (`--nic-edge-dev`, `tc -s class show`; nic/flexpass_nic.py),
+//! the PNA edge's on DPDK SWX from its registers (`--nic-edge-swx`, crate::edge_swx).
 
 use aya::maps::{Array, Map, MapData};
 use serde::Serialize;
@@ -66,11 +68,12 @@ pub struct CreditLimitStatus {
     /// "agent" (its host credit shaper) or "edge" (the NIC edge `nic_edge`).
     pub policed_by: &'static str,
     pub nic_edge: NicEdge,
-    /// The agent's host-wide credit limit, bytes/s of credits on the wire (84 B each at
-    /// least); null when the edge polices.
+    /// The agent's host-wide credit limit in frame bytes/s, as the edges count (a credit
+    /// costs its frame without FCS, 60..=68 B; `credit_limit_frame_bytes_per_s`); null when
+    /// the edge polices.
     pub agent_bytes_per_s: Option<f64>,
     /// The edge's settings and counters (`--nic-edge-maps` for eBPF, `--nic-edge-dev` for
-    /// qdisc); null without.
+    /// qdisc, `--nic-edge-swx` for PNA on DPDK SWX); null without.
     pub edge: Option<EdgeCounters>,
     /// Why the edge's maps could not be read (null when they were, or none were given).
     pub edge_error: Option<String>,
@@ -84,14 +87,22 @@ pub struct EdgeCounters {
     pub maps: Option<PathBuf>,
     /// The qdisc edge's netdev (null for the eBPF edge).
     pub dev: Option<String>,
+    /// The PNA edge's SWX pipeline CLI address (HOST:PORT; only for the PNA edge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swx_cli: Option<String>,
     /// The limit's rate and depth, frame bytes (without FCS) per second and bytes: the eBPF
-    /// token bucket, or htb class 1:10's rate and burst (as `tc` prints them, 3–4 digits).
-    pub credit_rate_bytes_per_s: u64,
-    pub credit_burst_bytes: u64,
+    /// token bucket, or htb class 1:10's rate and burst (as `tc` prints them, 3–4 digits);
+    /// null for the PNA edge (SWX's CLI does not read a meter profile back).
+    pub credit_rate_bytes_per_s: Option<u64>,
+    pub credit_burst_bytes: Option<u64>,
     /// Credits the edge let out (class credit/green; htb: the class's packets sent) and
-    /// dropped (eBPF: over its rate; htb: refused by the class's 8-credit queue).
+    /// dropped (eBPF: over its rate; htb: refused by the class's 8-credit queue; PNA: the
+    /// meter's drops, `credit_dropped`).
     pub credits_passed: u64,
     pub credits_dropped: u64,
+    /// The PNA edge's per-class counters, events and per-flow credit slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pna: Option<crate::edge_swx::PnaDetail>,
 }
 
 /// The qdisc edge's credit class (nic/flexpass_nic.py: `HTB_CLASS["credit"]`).
@@ -151,10 +162,12 @@ pub fn parse_htb_class(dev: &str, text: &str) -> Result<EdgeCounters, String> {
     Ok(EdgeCounters {
         maps: None,
         dev: Some(dev.to_string()),
-        credit_rate_bytes_per_s: tc_rate_bits(rate).ok_or_else(|| bad("rate", rate))? / 8,
-        credit_burst_bytes: tc_size_bytes(burst).ok_or_else(|| bad("burst", burst))?,
+        swx_cli: None,
+        credit_rate_bytes_per_s: Some(tc_rate_bits(rate).ok_or_else(|| bad("rate", rate))? / 8),
+        credit_burst_bytes: Some(tc_size_bytes(burst).ok_or_else(|| bad("burst", burst))?),
         credits_passed: pkts.parse().map_err(|_| bad("packet count", pkts))?,
         credits_dropped: dropped.parse().map_err(|_| bad("drop count", dropped))?,
+        pna: None,
     })
 }
 
@@ -187,16 +200,18 @@ fn tc_size_bytes(s: &str) -> Option<u64> {
     Some((num.parse::<f64>().ok()? * mult).round() as u64)
 }
 
-/// The edge counters the agent was told where to find: the eBPF edge's maps, or the qdisc
-/// edge's netdev; None when neither was given.
+/// The edge counters the agent was told where to find: the eBPF edge's maps, the qdisc
+/// edge's netdev, or the PNA edge's SWX pipeline CLI; None when none was given.
 pub fn read_counters(
     maps: Option<&Path>,
     dev: Option<&str>,
+    swx: Option<&str>,
 ) -> Option<Result<EdgeCounters, String>> {
-    match (maps, dev) {
-        (Some(dir), _) => Some(read_edge(dir)),
-        (None, Some(dev)) => Some(read_qdisc_edge(dev)),
-        (None, None) => None,
+    match (maps, dev, swx) {
+        (Some(dir), _, _) => Some(read_edge(dir)),
+        (None, Some(dev), _) => Some(read_qdisc_edge(dev)),
+        (None, None, Some(addr)) => Some(crate::edge_swx::read_swx_edge(addr)),
+        (None, None, None) => None,
     }
 }
 
@@ -228,10 +243,12 @@ pub fn read_edge(dir: &Path) -> Result<EdgeCounters, String> {
     Ok(EdgeCounters {
         maps: Some(dir.to_path_buf()),
         dev: None,
-        credit_rate_bytes_per_s: u64_at(0),
-        credit_burst_bytes: u64_at(8),
+        swx_cli: None,
+        credit_rate_bytes_per_s: Some(u64_at(0)),
+        credit_burst_bytes: Some(u64_at(8)),
         credits_passed: get("class_packets", CLASS_CREDIT_GREEN)?,
         credits_dropped: get("nic_events", EVT_CREDIT_DROPPED)?,
+        pna: None,
     })
 }
 
@@ -261,8 +278,8 @@ mod tests {
         let c = parse_htb_class("va", HTB_SHOW).unwrap();
         assert_eq!(c.dev.as_deref(), Some("va"));
         assert_eq!(c.maps, None);
-        assert_eq!(c.credit_rate_bytes_per_s, 2_589_000 / 8);
-        assert_eq!(c.credit_burst_bytes, 183);
+        assert_eq!(c.credit_rate_bytes_per_s, Some(2_589_000 / 8));
+        assert_eq!(c.credit_burst_bytes, Some(183));
         assert_eq!((c.credits_passed, c.credits_dropped), (1071, 37));
         // Several classes: only 1:10's numbers.
         let all = format!(

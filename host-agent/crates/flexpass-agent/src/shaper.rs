@@ -4,9 +4,11 @@
 //! senders, and FlashPass's emulation queue. All are token buckets.
 
 use crate::stats::EndpointStats;
-use flexpass_core::config::{credit_queue_bps_mtu, credit_rate_for_link_mtu};
+use flexpass_core::config::{
+    credit_limit_frame_bytes_per_s, credit_queue_bps_mtu, credit_rate_for_link_mtu,
+};
 use flexpass_core::{Nanos, Transmit};
-use flexpass_wire::{Ecn, Packet, MIN_ETHERNET_WIRE};
+use flexpass_wire::{ethernet_frame_len, Ecn, Packet, CREDIT_MSG_MAX, MIN_ETHERNET_WIRE};
 
 /// Token bucket (starts full); tokens are bytes or packets, as the caller counts them.
 pub(crate) struct TokenBucket {
@@ -44,15 +46,17 @@ impl TokenBucket {
     }
 }
 
-/// The link's credit rate in bytes/s (credits of all flows together: the full share).
+/// The link's credit limit in frame bytes/s (credits of all flows together: the full
+/// share), counted as every NIC edge counts it: a credit costs its frame, 60..=68 B
+/// (`credit_limit_frame_bytes_per_s`, docs/protocol.md §9 "Credits in frame bytes").
 pub(crate) fn credit_bytes_per_second(link_bps: f64, mtu: usize) -> f64 {
-    credit_queue_bps_mtu(link_bps, 1.0, mtu) / 8.0
+    credit_limit_frame_bytes_per_s(link_bps, 1.0, mtu)
 }
 
-/// Depth of a credit shaper: two credit batches (as Q0, two credits deep), so a batch whose
-/// jittered gap came short still passes whole.
+/// Depth of a credit shaper, frame bytes: two credit batches of the largest credit (as Q0,
+/// two credits deep), so a batch whose jittered gap came short still passes whole.
 pub(crate) fn credit_burst_bytes(credit_batch: u32) -> f64 {
-    2.0 * credit_batch as f64 * 92.0
+    2.0 * credit_batch as f64 * ethernet_frame_len(CREDIT_MSG_MAX) as f64
 }
 
 /// Depth of the incoming credit bucket (credits): what a loop stall of ~300 µs at 10 Gbit/s
@@ -163,7 +167,7 @@ impl HostShaper {
                     self.host_behind = true;
                     return false;
                 }
-                if self.police_credits_out && !self.credits_out.admit(now, t.packet.wire_len()) {
+                if self.police_credits_out && !self.credits_out.admit(now, t.packet.frame_len()) {
                     stats.credits_rate_limited += 1;
                     return false;
                 }
@@ -193,20 +197,54 @@ mod tests {
     use super::*;
     use flexpass_wire::{Credit, TransportKind};
 
+    fn credit(padding: u8) -> Transmit {
+        Transmit::new(
+            Packet::Credit(Credit {
+                flow_id: 1,
+                credit_seq: 0,
+                padding,
+            }),
+            TransportKind::ExpressPass,
+        )
+    }
+
+    /// The shaper counts a credit as the NIC edges do: its frame, 60 B without options and
+    /// 68 B with 8 B of them, at share·C·84/(84+F) converted to frame bytes (×60/84). So
+    /// minimum credits pass at exactly share·C/(8·(84+F)) credits/s and 68-byte ones at
+    /// 60/68 of that, the numbers of the eBPF bucket and the PNA meter
+    /// (nic/tests/test_nic_from_config.py checks the edges against the same rate).
+    #[test]
+    fn credits_cost_their_frame_bytes_as_at_the_edges() {
+        let (link, mtu) = (10e9, 9000);
+        let per_s = credit_rate_for_link_mtu(link, 1.0, mtu);
+        assert!((credit_bytes_per_second(link, mtu) - per_s * 60.0).abs() < 1e-6);
+        for (padding, frame) in [(6, 60), (14, 68)] {
+            let c = credit(padding);
+            assert_eq!(
+                (c.packet.frame_len(), c.packet.wire_len()),
+                (frame, frame + 24)
+            );
+            let mut h = HostShaper::new(link, mtu, 1, true);
+            let mut stats = EndpointStats::default();
+            let offered = (3.0 * per_s) as u64; // 1 s at three times the rate
+            let passed = (0..offered)
+                .filter(|i| h.admit_out(&c, i * 1_000_000_000 / offered, || 0.0, &mut stats))
+                .count() as f64;
+            let want = per_s * 60.0 / frame as f64 + 2.0 * 68.0 / frame as f64;
+            assert!(
+                (passed - want).abs() <= 1.5,
+                "{frame} B: {passed} vs {want}"
+            );
+        }
+    }
+
     /// Credits offered at twice the link's credit rate for 10 ms: the agent's shaper passes
     /// the rate when it polices, and every credit when the NIC edge does (the edge has no
     /// timers: the flows' pacing is untouched); the receive-backlog stop applies either way.
     #[test]
     fn the_host_credit_limit_applies_only_when_the_agent_polices() {
         let (link, mtu) = (10e9, 1500);
-        let credit = Transmit::new(
-            Packet::Credit(Credit {
-                flow_id: 1,
-                credit_seq: 0,
-                padding: 6,
-            }),
-            TransportKind::ExpressPass,
-        );
+        let credit = credit(6);
         let per_s = credit_rate_for_link_mtu(link, 1.0, mtu);
         let offered = (2.0 * per_s / 100.0) as u64; // in 10 ms
         for police in [true, false] {

@@ -440,6 +440,35 @@ mod tests {
             e.contains("--nic-edge-dev") && e.contains("not ebpf"),
             "{e}"
         );
+        let cli = parse(&[
+            "serve",
+            "--nic-edge",
+            "pna",
+            "--nic-edge-swx",
+            "127.0.0.1:8086",
+        ])
+        .unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        assert!(a.net.validate().is_ok());
+        assert_eq!(a.net.nic_edge_swx.as_deref(), Some("127.0.0.1:8086"));
+        let cli = parse(&[
+            "serve",
+            "--nic-edge",
+            "qdisc",
+            "--nic-edge-swx",
+            "127.0.0.1:8086",
+        ])
+        .unwrap();
+        let Cmd::Serve(a) = cli.cmd else {
+            panic!("not serve")
+        };
+        let e = a.net.validate().unwrap_err();
+        assert!(
+            e.contains("--nic-edge-swx") && e.contains("not qdisc"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -137,6 +137,11 @@ pub struct NetArgs {
     /// `status` → `credit_limit.edge` reads its htb credit class there (`tc -s class show`).
     #[arg(long, value_name = "DEV")]
     pub nic_edge_dev: Option<String>,
+    /// With `--nic-edge pna`, the PNA program on DPDK's SWX pipeline: its CLI address (the
+    /// pipeline application's `-h HOST -p PORT`): `status` → `credit_limit.edge` reads the
+    /// edge's per-class and per-flow credit counters there (`regrd`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub nic_edge_swx: Option<String>,
 }
 
 /// `--mtu`: a number of bytes or `auto`.
@@ -219,6 +224,12 @@ impl NetArgs {
                 self.nic_edge.as_str()
             ));
         }
+        if self.nic_edge_swx.is_some() && self.nic_edge != flexpass_agent::edge::NicEdge::Pna {
+            return Err(format!(
+                "--nic-edge-swx reads the PNA edge's registers: it needs --nic-edge pna, not {}",
+                self.nic_edge.as_str()
+            ));
+        }
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
@@ -282,6 +293,7 @@ impl NetArgs {
         c.nic_edge = self.nic_edge;
         c.nic_edge_maps = self.nic_edge_maps.clone();
         c.nic_edge_dev = self.nic_edge_dev.clone();
+        c.nic_edge_swx = self.nic_edge_swx.clone();
         if c.nic_edge.polices_credits() {
             log::info!(
                 "flexpass: the NIC edge ({}) polices this host's credits; the agent paces flows only",

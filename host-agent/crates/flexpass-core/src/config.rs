@@ -3,6 +3,7 @@
 use crate::{Nanos, MICROS, MILLIS};
 use flexpass_wire::{
     max_frame_wire, TransportKind, DEFAULT_MTU, MAX_PAYLOAD_1500, MIN_ETHERNET_WIRE,
+    WIRE_BYTES_NOT_IN_FRAME,
 };
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +35,18 @@ pub fn credit_queue_bps(link_bps: f64, share: f64) -> f64 {
 /// max_frame_wire(mtu))` bits/s.
 pub fn credit_queue_bps_mtu(link_bps: f64, share: f64, mtu: usize) -> f64 {
     share * link_bps * MIN_ETHERNET_WIRE as f64 / (MIN_ETHERNET_WIRE + max_frame_wire(mtu)) as f64
+}
+
+/// The host's credit limit as every NIC edge and the agent's credit shaper count it
+/// (docs/protocol.md §9, "Credits in frame bytes"): [`credit_queue_bps_mtu`] in bytes/s of
+/// frames without preamble, IFG and FCS, `share · C · 60 / (8 · (84 + max_frame_wire(mtu)))`.
+/// A credit is charged its frame (`Packet::frame_len`, 60..=68 B), so minimum credits pass
+/// at exactly [`credit_rate_for_link_mtu`] and a credit with 8 B of options at 60/68 of it.
+/// The control plane's `flexpass_cp.frames.credit_limit_frame_bytes_per_s` is the same
+/// number (docs/mtu-vectors.json).
+pub fn credit_limit_frame_bytes_per_s(link_bps: f64, share: f64, mtu: usize) -> f64 {
+    credit_rate_for_link_mtu(link_bps, share, mtu)
+        * (MIN_ETHERNET_WIRE - WIRE_BYTES_NOT_IN_FRAME) as f64
 }
 
 /// Which credit loss Algorithm 1 tolerates before it decreases (see `credit_feedback`).

@@ -4,8 +4,8 @@
 //! (`cargo run -p flexpass-core --example gen_mtu_vectors`).
 
 use flexpass_core::config::{
-    credit_queue_bps, credit_queue_bps_mtu, credit_rate_for_link, credit_rate_for_link_mtu,
-    MAX_DATA_WIRE,
+    credit_limit_frame_bytes_per_s, credit_queue_bps, credit_queue_bps_mtu, credit_rate_for_link,
+    credit_rate_for_link_mtu, MAX_DATA_WIRE,
 };
 use flexpass_core::CreditConfig;
 use flexpass_wire::*;
@@ -28,6 +28,7 @@ fn close(a: f64, b: f64) -> bool {
 fn frame_sizes_match_the_wire_crate() {
     let v = load();
     assert_eq!(u(&v, "credit_wire_bytes"), MIN_ETHERNET_WIRE);
+    assert_eq!(u(&v, "wire_bytes_not_in_frame"), WIRE_BYTES_NOT_IN_FRAME);
     assert_eq!(
         (u(&v, "default_mtu"), u(&v, "min_mtu"), u(&v, "max_mtu")),
         (DEFAULT_MTU, MIN_MTU, MAX_MTU)
@@ -59,6 +60,16 @@ fn credit_rates_match_the_core() {
         let bps = r["credit_queue_bps"].as_f64().unwrap();
         let cps = r["credits_per_second"].as_f64().unwrap();
         assert!(close(credit_queue_bps_mtu(link, share, mtu), bps), "{r}");
+        // The edges' and the agent's unit: frame bytes, a minimum credit 60 B.
+        let frame_bps = r["credit_limit_frame_bytes_per_s"].as_f64().unwrap();
+        assert!(
+            close(credit_limit_frame_bytes_per_s(link, share, mtu), frame_bps),
+            "{r}"
+        );
+        assert!(
+            close(cps * ethernet_frame_len(CREDIT_MSG_MIN) as f64, frame_bps),
+            "{r}"
+        );
         assert!(
             close(credit_rate_for_link_mtu(link, share, mtu), cps),
             "{r}"

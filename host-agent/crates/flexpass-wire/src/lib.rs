@@ -104,6 +104,10 @@ pub const IPV4_UDP_OVERHEAD: usize = 28;
 pub const ETHERNET_WIRE_OVERHEAD: usize = 38;
 /// Minimum bytes one frame occupies on an Ethernet wire (64 B frame + 8 + 12).
 pub const MIN_ETHERNET_WIRE: usize = 84;
+/// Wire bytes of a frame that a NIC edge does not count (docs/protocol.md §9, "Credits in
+/// frame bytes"): preamble/SFD 8 + IFG 12 + FCS 4. A frame as tc (`skb->len`), BMv2 and a
+/// PNA/DPDK meter count it is its wire bytes minus these: an 84..=92 B credit is 60..=68 B.
+pub const WIRE_BYTES_NOT_IN_FRAME: usize = 24;
 /// Largest DATA payload that fits a 1500 B IP MTU: 1500 - 20 - 8 - 28.
 pub const MAX_PAYLOAD_1500: usize = max_payload_for_mtu(DEFAULT_MTU);
 
@@ -175,6 +179,13 @@ pub fn ethernet_wire_len(msg_len: usize) -> usize {
     ethernet_wire_len_ip(msg_len.saturating_add(IPV4_UDP_OVERHEAD))
 }
 
+/// The frame of a FlexPass message of `msg_len` bytes as a NIC edge counts it (Ethernet
+/// header to the end of the padded frame, no FCS): `ethernet_wire_len(msg_len) − 24`, at
+/// least 60. The one wire → frame conversion (`WIRE_BYTES_NOT_IN_FRAME`).
+pub fn ethernet_frame_len(msg_len: usize) -> usize {
+    ethernet_wire_len(msg_len) - WIRE_BYTES_NOT_IN_FRAME
+}
+
 /// Bytes on an Ethernet wire for an arbitrary IPv4 packet of `ip_len` bytes
 /// (used for legacy traffic in the model): `max(ip_len + 38, 84)`.
 /// Saturates instead of overflowing.
@@ -192,6 +203,9 @@ mod tests {
     fn wire_sizes() {
         assert_eq!(ethernet_wire_len(CREDIT_MSG_MIN), 84);
         assert_eq!(ethernet_wire_len(CREDIT_MSG_MAX), 92);
+        assert_eq!(ethernet_frame_len(CREDIT_MSG_MIN), 60);
+        assert_eq!(ethernet_frame_len(CREDIT_MSG_MAX), 68);
+        assert_eq!(ethernet_frame_len(0), 60);
         assert_eq!(ethernet_wire_len(CREDIT_STOP_LEN), 84);
         assert_eq!(ethernet_wire_len(0), 84);
         assert_eq!(ethernet_wire_len(ACK_BASE_LEN), 98);

@@ -16,13 +16,13 @@ use crate::error::{DecodeError, EncodeError};
 use crate::read::{array_at, exact_len, u16_at, u32_at, u64_at, u8_at};
 use crate::sack::SackBlocks;
 use crate::{
-    ethernet_wire_len, ACK_BASE_LEN, ARBITRATION_REQUEST_LEN, ARBITRATION_RESPONSE_LEN,
-    COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX, CREDIT_MSG_MIN,
-    CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN, DATA_HEADER_LEN,
-    EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN, EMULATION_LEN, FLAG_CONN, FLAG_COOKIE,
-    FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_PROBE, FLAG_RETX, HELLO_ACK_COOKIE_LEN,
-    HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS, MAX_MESSAGE_LEN,
-    MAX_SACK_BLOCKS, PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
+    ethernet_frame_len, ethernet_wire_len, ACK_BASE_LEN, ARBITRATION_REQUEST_LEN,
+    ARBITRATION_RESPONSE_LEN, COMMON_HEADER_LEN, COOKIE_LEN, CREDIT_HEADER_LEN, CREDIT_MSG_MAX,
+    CREDIT_MSG_MIN, CREDIT_PADDING_MAX, CREDIT_PADDING_MIN, CREDIT_REQUEST_LEN, CREDIT_STOP_LEN,
+    DATA_HEADER_LEN, EMULATION_CREDIT_BASE_LEN, EMULATION_GRANT_LEN, EMULATION_LEN, FLAG_CONN,
+    FLAG_COOKIE, FLAG_ECE, FLAG_FIN, FLAG_IDLE, FLAG_PRIO, FLAG_PROBE, FLAG_RETX,
+    HELLO_ACK_COOKIE_LEN, HELLO_ACK_LEN, HELLO_CONN_LEN, HELLO_LEN, MAX_EMULATION_GRANTS,
+    MAX_MESSAGE_LEN, MAX_SACK_BLOCKS, PRIORITY_LEN, RESET_LEN, SACK_BLOCK_LEN, VERSION,
 };
 
 // ---------------------------------------------------------------------------
@@ -686,6 +686,12 @@ impl Packet {
     /// Bytes this message occupies on an Ethernet wire over IPv4/UDP.
     pub fn wire_len(&self) -> usize {
         ethernet_wire_len(self.encoded_len())
+    }
+
+    /// Bytes of this message's frame as a NIC edge counts it (no preamble, IFG or FCS):
+    /// `wire_len() − 24` (`ethernet_frame_len`); a credit is 60..=68.
+    pub fn frame_len(&self) -> usize {
+        ethernet_frame_len(self.encoded_len())
     }
 
     /// Traffic class and ECN code point for this message, for a flow using

@@ -113,6 +113,9 @@ pub struct EndpointConfig {
     /// The qdisc edge's netdev: `status` reads its htb credit class there. Only with
     /// `nic_edge` Qdisc.
     pub nic_edge_dev: Option<String>,
+    /// The PNA edge's DPDK SWX pipeline CLI (HOST:PORT): `status` reads its registers
+    /// there (crate::edge_swx). Only with `nic_edge` Pna.
+    pub nic_edge_swx: Option<String>,
 }
 
 impl EndpointConfig {
@@ -154,6 +157,7 @@ impl EndpointConfig {
             nic_edge: NicEdge::None,
             nic_edge_maps: None,
             nic_edge_dev: None,
+            nic_edge_swx: None,
         }
     }
 
@@ -185,6 +189,12 @@ impl EndpointConfig {
         if self.nic_edge_dev.is_some() && self.nic_edge != NicEdge::Qdisc {
             return Err(format!(
                 "--nic-edge-dev reads the qdisc edge's htb class: it needs --nic-edge qdisc, not {}",
+                self.nic_edge.as_str()
+            ));
+        }
+        if self.nic_edge_swx.is_some() && self.nic_edge != NicEdge::Pna {
+            return Err(format!(
+                "--nic-edge-swx reads the PNA edge's registers: it needs --nic-edge pna, not {}",
                 self.nic_edge.as_str()
             ));
         }

@@ -613,7 +613,7 @@ impl Endpoint {
                                 let verdict = admission.half_open_credit(
                                     key,
                                     now,
-                                    t.packet.wire_len(),
+                                    t.packet.frame_len(),
                                     tx.stats,
                                 );
                                 if verdict.stop {

@@ -497,6 +497,7 @@ impl Endpoint {
         let read = crate::edge::read_counters(
             self.cfg.nic_edge_maps.as_deref(),
             self.cfg.nic_edge_dev.as_deref(),
+            self.cfg.nic_edge_swx.as_deref(),
         );
         let (counters, error) = match read {
             Some(Ok(c)) => (Some(c), None),
@@ -571,8 +572,9 @@ mod tests {
         }
         cfg.credit_batch = 8;
         let ep = Endpoint::bind(cfg).unwrap();
-        assert_eq!(ep.shaper.credits_out.depth, 16.0 * 92.0);
-        assert_eq!(ep.admission.half_open_credits.depth, 16.0 * 92.0);
+        // Two batches of the largest credit's frame (92 B on the wire, 68 B counted).
+        assert_eq!(ep.shaper.credits_out.depth, 16.0 * 68.0);
+        assert_eq!(ep.admission.half_open_credits.depth, 16.0 * 68.0);
     }
 
     /// docs/mtu-vectors.json (shared with the core, the model and Python): the agent's
@@ -600,7 +602,13 @@ mod tests {
                 let rc = cfg.receiver_config(TransportKind::ExpressPass);
                 assert!(close(rc.credit.max_rate, cps), "{r}");
                 let mut ep = Endpoint::bind(cfg).unwrap();
-                assert!(close(ep.shaper.credits_out.per_ns * 8e9, bps), "{r}");
+                assert!(
+                    close(ep.shaper.credits_out.per_ns * 8e9, bps * 60.0 / 84.0),
+                    "{r}"
+                );
+                // The credit shaper counts frame bytes, as the NIC edges do.
+                let frame = r["credit_limit_frame_bytes_per_s"].as_f64().unwrap();
+                assert!(close(ep.shaper.credits_out.per_ns * 1e9, frame), "{r}");
                 assert!(close(ep.shaper.credits_in.per_ns * 1e9, cps), "{r}");
                 let peer = ep.local_addr().unwrap();
                 let k = ep.open(peer, TransportKind::FlexPass, 0).unwrap();
