@@ -11,6 +11,7 @@ mod flow;
 pub mod frame;
 pub mod mtu;
 pub mod pase_arbitration;
+mod peer_move;
 pub mod poller;
 pub mod shaper;
 pub mod socket;
