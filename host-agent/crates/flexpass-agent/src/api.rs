@@ -438,6 +438,8 @@ pub struct EndpointTables {
     /// HELLO_ACK came from (docs/protocol.md §11, "The peer of a flow").
     pub awaiting_hello_ack: usize,
     pub moved: usize,
+    /// Flows handed to the process serving their port (docs/datapath.md, "Hand-over").
+    pub handed: usize,
 }
 
 /// One reply line.

@@ -20,6 +20,6 @@ pub mod tcp;
 pub mod timers;
 pub mod xdp;
 
-pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey};
+pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey, HandedHello};
 /// Flow-size CDFs, Poisson arrivals and FCT summaries (shared with the network model).
 pub use flexpass_workload as workload;

@@ -70,6 +70,13 @@ pub struct EndpointStats {
     /// what a moved flow still gets from the address it left.
     pub peer_moved: u64,
     pub peer_ignored: u64,
+    /// Hand-over (docs/datapath.md, "Hand-over of a connection to the serving process"):
+    /// HELLOs handed to the process serving their port, datagrams of handed flows dropped
+    /// at this port, handed flows the process refused, or never answered (both reset).
+    pub handed_over: u64,
+    pub handed_dropped: u64,
+    pub handed_refused: u64,
+    pub handed_expired: u64,
     /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
     pub datapath: &'static str,
     pub xdp: Option<crate::xdp::XdpCounters>,

@@ -332,6 +332,9 @@ impl Endpoint {
         if to_receiver {
             let mut cookie_ok = false;
             if !self.receivers.contains_key(&key) {
+                if self.handover_active() && self.handed_datagram(key, &packet, now) {
+                    return;
+                }
                 match (&packet, self.cfg.accept) {
                     (Packet::Hello(h), true) => {
                         cookie_ok = self.admission.check_cookie(src, h, now, &mut self.stats);
@@ -533,6 +536,7 @@ impl Endpoint {
             self.close_receiver(key);
         }
         self.admission.expire_forgotten(now);
+        self.expire_handed(now);
         if self.pase.next_due().is_some_and(|d| d <= now) {
             self.pase_requests(now);
         }

@@ -8,11 +8,13 @@
 
 mod config;
 mod event_loop;
+mod handover;
 
 pub use self::config::{
     EndpointConfig, DEFAULT_ARBITRATION_INTERVAL, DEFAULT_BUSY_POLL, DEFAULT_CREDIT_BATCH,
     DEFAULT_SPIN,
 };
+pub use self::handover::{HandedHello, HANDED_LINGER};
 pub use crate::admission::{
     CookieMode, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
@@ -123,6 +125,8 @@ pub struct Endpoint {
     /// Where our flows' datagrams go when their HELLO_ACK came from another port
     /// (crate::peer_move).
     moves: PeerMoves,
+    /// Ports whose connections are handed to the process serving them (`handover`).
+    handover: handover::Handover,
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
     /// (the daemon's API and application sockets).
     wake_fds: Vec<(RawFd, i16)>,
@@ -203,6 +207,7 @@ impl Endpoint {
             retired: VecDeque::new(),
             hello_conn: HashMap::new(),
             moves: PeerMoves::default(),
+            handover: handover::Handover::default(),
             wake_fds: Vec::new(),
             woke_for_local: false,
             local_idle: false,
@@ -550,6 +555,7 @@ impl Endpoint {
             hello_conn: self.hello_conn.len(),
             awaiting_hello_ack: self.moves.sizes().0,
             moved: self.moves.sizes().1,
+            handed: self.handed(),
         }
     }
 
