@@ -434,6 +434,12 @@ pub struct EndpointTables {
     pub forgotten: usize,
     /// Connection extensions of accepted flows' HELLOs.
     pub hello_conn: usize,
+    /// Senders waiting for their HELLO_ACK, and senders whose peer moved to the port their
+    /// HELLO_ACK came from (docs/protocol.md §11, "The peer of a flow").
+    pub awaiting_hello_ack: usize,
+    pub moved: usize,
+    /// Flows handed to the process serving their port (docs/datapath.md, "Hand-over").
+    pub handed: usize,
 }
 
 /// One reply line.

@@ -12,6 +12,7 @@ mod flow;
 pub mod frame;
 pub mod mtu;
 pub mod pase_arbitration;
+mod peer_move;
 pub mod poller;
 pub mod shaper;
 pub mod socket;
@@ -20,6 +21,6 @@ pub mod tcp;
 pub mod timers;
 pub mod xdp;
 
-pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey};
+pub use endpoint::{Dir, Endpoint, EndpointConfig, EndpointStats, FlowKey, HandedHello};
 /// Flow-size CDFs, Poisson arrivals and FCT summaries (shared with the network model).
 pub use flexpass_workload as workload;

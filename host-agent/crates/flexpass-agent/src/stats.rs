@@ -64,6 +64,19 @@ pub struct EndpointStats {
     /// host made over them (`crate::pase_arbitration`).
     pub pase_shares: u64,
     pub pase_local_arbitrations: u64,
+    /// Our flows whose peer moved to the port their HELLO_ACK came from, and datagrams
+    /// ignored by that rule (docs/protocol.md §11, "The peer of a flow"): a HELLO_ACK from
+    /// another address than the HELLO went to (or from another port, not `accepted`), and
+    /// what a moved flow still gets from the address it left.
+    pub peer_moved: u64,
+    pub peer_ignored: u64,
+    /// Hand-over (docs/datapath.md, "Hand-over of a connection to the serving process"):
+    /// HELLOs handed to the process serving their port, datagrams of handed flows dropped
+    /// at this port, handed flows the process refused, or never answered (both reset).
+    pub handed_over: u64,
+    pub handed_dropped: u64,
+    pub handed_refused: u64,
+    pub handed_expired: u64,
     /// "udp" or "xdp" (docs/datapath.md), and the AF_XDP packet counts.
     pub datapath: &'static str,
     pub xdp: Option<crate::xdp::XdpCounters>,

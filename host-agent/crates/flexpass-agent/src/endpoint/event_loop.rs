@@ -8,6 +8,7 @@ use crate::admission::HelloVerdict;
 use crate::datapath::{Datapath, POLL_FDS};
 use crate::endpoint::EndpointStats;
 use crate::pase_arbitration::Ignored;
+use crate::peer_move::Route;
 use crate::shaper::HostShaper;
 use crate::socket::BATCH;
 use crate::timers::Timer;
@@ -298,10 +299,15 @@ impl Endpoint {
             // RESET goes either way (docs/protocol.md §6.8): to the flow we send, or to the
             // flow we receive from this peer with that id (both, in the rare case of two).
             let mut known = false;
-            if let Some(s) = self.senders.get_mut(&key) {
-                known = true;
-                let _ = s.flow.handle_packet(now, &packet);
-                mark(s, &mut self.dirty, Dir::Send, key, true);
+            match self.sender_route(key, &packet) {
+                Route::Flow(k) | Route::Moved(k) => {
+                    let s = self.senders.get_mut(&k).expect("routed");
+                    known = true;
+                    let _ = s.flow.handle_packet(now, &packet);
+                    mark(s, &mut self.dirty, Dir::Send, k, true);
+                }
+                Route::Ignored => known = true,
+                Route::Unknown => {}
             }
             if let Some(r) = self.receivers.get_mut(&key) {
                 known = true;
@@ -326,6 +332,9 @@ impl Endpoint {
         if to_receiver {
             let mut cookie_ok = false;
             if !self.receivers.contains_key(&key) {
+                if self.handover_active() && self.handed_datagram(key, &packet, now) {
+                    return;
+                }
                 match (&packet, self.cfg.accept) {
                     (Packet::Hello(h), true) => {
                         cookie_ok = self.admission.check_cookie(src, h, now, &mut self.stats);
@@ -361,22 +370,43 @@ impl Endpoint {
                 self.confirm_receiver(key);
             }
         } else {
-            match self.senders.get_mut(&key) {
-                Some(s) => {
-                    // Credits beyond the link's credit rate cannot be used (one frame each):
-                    // dropped here, as the sender's switch port would (forged credit floods).
-                    if matches!(packet, Packet::Credit(_)) && !self.shaper.admit_credit_in(now) {
-                        self.stats.credits_in_rate_limited += 1;
-                        return;
-                    }
-                    mark(s, &mut self.dirty, Dir::Send, key, true);
-                    if s.flow.handle_packet(now, &packet).is_err() {
-                        self.stats.rejected_by_flow += 1;
-                    }
-                }
-                None => self.unknown_flow(src, &packet, now),
+            let key = match self.sender_route(key, &packet) {
+                Route::Flow(k) | Route::Moved(k) => k,
+                Route::Ignored => return,
+                Route::Unknown => return self.unknown_flow(src, &packet, now),
+            };
+            let s = self.senders.get_mut(&key).expect("routed");
+            // Credits beyond the link's credit rate cannot be used (one frame each):
+            // dropped here, as the sender's switch port would (forged credit floods).
+            if matches!(packet, Packet::Credit(_)) && !self.shaper.admit_credit_in(now) {
+                self.stats.credits_in_rate_limited += 1;
+                return;
+            }
+            mark(s, &mut self.dirty, Dir::Send, key, true);
+            if s.flow.handle_packet(now, &packet).is_err() {
+                self.stats.rejected_by_flow += 1;
+            }
+            // The HELLO_ACK answered (or the flow failed): the flow's peer is settled.
+            if matches!(packet, Packet::HelloAck(_))
+                && (s.flow.is_established() || s.flow.error().is_some())
+            {
+                self.moves.settled(key);
             }
         }
+    }
+
+    /// The sender a datagram from `key` = (source, flow id) is for (crate::peer_move):
+    /// its peer, or — an accepted HELLO_ACK from another port of the address its HELLO went
+    /// to — the flow that now moves there; ignored datagrams are counted.
+    fn sender_route(&mut self, key: FlowKey, packet: &Packet) -> Route {
+        let senders = &self.senders;
+        let route = self.moves.route(key, packet, |k| senders.contains_key(&k));
+        match route {
+            Route::Moved(_) => self.stats.peer_moved += 1,
+            Route::Ignored => self.stats.peer_ignored += 1,
+            _ => {}
+        }
+        route
     }
 
     /// PASE: an answer of the arbitrator, for a request of ours (else counted and ignored),
@@ -506,6 +536,7 @@ impl Endpoint {
             self.close_receiver(key);
         }
         self.admission.expire_forgotten(now);
+        self.expire_handed(now);
         if self.pase.next_due().is_some_and(|d| d <= now) {
             self.pase_requests(now);
         }
@@ -541,6 +572,7 @@ impl Endpoint {
             changed,
             track_changes,
             pase,
+            moves,
             ..
         } = self;
         let mut tx = Tx {
@@ -551,7 +583,10 @@ impl Endpoint {
         };
         let any_half_open = admission.any_half_open();
         for &(dir, key) in &dirty {
-            let peer = key.0;
+            let peer = match dir {
+                Dir::Send => moves.peer(key),
+                Dir::Recv => key.0,
+            };
             // Registers the flow's next deadline in the heap if it changed.
             let mut arm = |timer: &mut Option<Timer>, next: Option<Timer>| {
                 timers.arm(timer, (dir, key), next)

@@ -8,11 +8,13 @@
 
 mod config;
 mod event_loop;
+mod handover;
 
 pub use self::config::{
     EndpointConfig, DEFAULT_ARBITRATION_INTERVAL, DEFAULT_BUSY_POLL, DEFAULT_CREDIT_BATCH,
     DEFAULT_SPIN,
 };
+pub use self::handover::{HandedHello, HANDED_LINGER};
 pub use crate::admission::{
     CookieMode, DEFAULT_HALF_OPEN_CREDITS, DEFAULT_HALF_OPEN_CREDIT_SHARE,
     DEFAULT_HALF_OPEN_TIMEOUT, DEFAULT_MAX_FLOWS, DEFAULT_MAX_HALF_OPEN,
@@ -26,6 +28,7 @@ use crate::api::EndpointTables;
 use crate::datapath::Datapath;
 use crate::edge::CreditLimitStatus;
 use crate::pase_arbitration::PaseRequests;
+use crate::peer_move::PeerMoves;
 use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
@@ -119,6 +122,11 @@ pub struct Endpoint {
     retired: VecDeque<(Nanos, FlowKey)>,
     /// Connection extension of the HELLO that opened each accepted flow that had one.
     hello_conn: HashMap<FlowKey, HelloConn>,
+    /// Where our flows' datagrams go when their HELLO_ACK came from another port
+    /// (crate::peer_move).
+    moves: PeerMoves,
+    /// Ports whose connections are handed to the process serving them (`handover`).
+    handover: handover::Handover,
     /// Other file descriptors whose readiness (events as in poll(2)) ends a wait in `poll`
     /// (the daemon's API and application sockets).
     wake_fds: Vec<(RawFd, i16)>,
@@ -198,6 +206,8 @@ impl Endpoint {
             pacing_errors: Vec::new(),
             retired: VecDeque::new(),
             hello_conn: HashMap::new(),
+            moves: PeerMoves::default(),
+            handover: handover::Handover::default(),
             wake_fds: Vec::new(),
             woke_for_local: false,
             local_idle: false,
@@ -226,8 +236,12 @@ impl Endpoint {
         transport: TransportKind,
         size_hint: u64,
     ) -> io::Result<FlowKey> {
-        let id = self.next_flow_id;
-        self.next_flow_id = self.next_flow_id.wrapping_add(1).max(1);
+        // One id names one opening flow (a HELLO_ACK from another port finds it by id).
+        let mut id = self.next_flow_id;
+        while self.moves.id_in_use(id) {
+            id = id.wrapping_add(1).max(1);
+        }
+        self.next_flow_id = id.wrapping_add(1).max(1);
         let mut cfg = (self.cfg.sender)(transport);
         cfg.give_up_timeout = self.cfg.give_up_timeout;
         cfg.dctcp.tlp |= self.cfg.tlp;
@@ -290,6 +304,7 @@ impl Endpoint {
         let mut slot = Slot::new(s);
         mark(&mut slot, &mut self.dirty, Dir::Send, key, false);
         self.senders.insert(key, slot);
+        self.moves.opened(key);
         Ok(key)
     }
 
@@ -344,6 +359,7 @@ impl Endpoint {
             self.send_arbitration(release);
         }
         self.note_changed(Dir::Send, key);
+        self.moves.closed(key);
         self.forget(key);
         Some(s)
     }
@@ -358,8 +374,9 @@ impl Endpoint {
 
     /// Abort a flow this endpoint sends: RESET to the peer, then forget it.
     pub fn abort_sender(&mut self, key: FlowKey, reason: ResetReason) {
+        let peer = self.moves.peer(key);
         if let Some(s) = self.close_sender(key) {
-            self.send_reset(key, reason, s.transport());
+            self.send_reset(peer, key.1, reason, s.transport());
         }
     }
 
@@ -367,18 +384,21 @@ impl Endpoint {
     /// fails), then forget it.
     pub fn abort_receiver(&mut self, key: FlowKey, reason: ResetReason) {
         if let Some(r) = self.close_receiver(key) {
-            self.send_reset(key, reason, r.transport());
+            self.send_reset(key.0, key.1, reason, r.transport());
         }
     }
 
-    fn send_reset(&mut self, key: FlowKey, reason: ResetReason, transport: TransportKind) {
-        let reset = Packet::Reset(Reset {
-            flow_id: key.1,
-            reason,
-        });
+    fn send_reset(
+        &mut self,
+        peer: SocketAddr,
+        flow_id: u32,
+        reason: ResetReason,
+        transport: TransportKind,
+    ) {
+        let reset = Packet::Reset(Reset { flow_id, reason });
         let now = self.now();
         let mut tx = self.tx();
-        tx.send(key.0, Transmit::new(reset, transport), now);
+        tx.send(peer, Transmit::new(reset, transport), now);
         tx.flush();
     }
 
@@ -393,6 +413,12 @@ impl Endpoint {
         let mut tx = self.tx();
         tx.send(arbitrator, Transmit::new(request, TransportKind::Pase), now);
         tx.flush();
+    }
+
+    /// Where a flow this endpoint sends has its peer: the address of its key, or the port
+    /// its HELLO_ACK came from (docs/protocol.md §11, "The peer of a flow").
+    pub fn sender_peer(&self, key: FlowKey) -> SocketAddr {
+        self.moves.peer(key)
     }
 
     /// The connection extension of the HELLO that opened an accepted flow.
@@ -528,6 +554,9 @@ impl Endpoint {
             dirty: self.dirty.len(),
             forgotten,
             hello_conn: self.hello_conn.len(),
+            awaiting_hello_ack: self.moves.sizes().0,
+            moved: self.moves.sizes().1,
+            handed: self.handed(),
         }
     }
 
