@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from . import env, switch_stats
+from . import env, pase, switch_stats
 from .env import ExperimentError
 from .fabric import Fabric
 from .scaling import FRAME, Scaled
@@ -69,13 +69,14 @@ HONOURED = {
     "topology.bottlenecks", "topology.hosts_per_switch", "topology.leaves", "topology.spines",
     "topology.hosts_per_leaf", "topology.uplink_gbps", "topology.oversubscription",
     "switch.profile", "switch.w_q", "switch.k_kb", "switch.k_lcp_kb", "switch.red_kb", "switch.buffer_kb",
+    "switch.ecn_basis",  # only "queue" with PASE (pase.prepare): the TM marks on the packet's own queue
     "switch.credit_queue", "switch.credit_burst",
     "host.credit_batch", "host.tlp", "host.target_loss_scaling", "host.flashpass.t_wait_ms",
     "host.flashpass.unscheduled",
     "deployment.fraction", "deployment.transport",
     "measure.sample_us", "measure.warmup_ms", "measure.monitor", "measure.small_flow_kb",
     "flow", "incast", "fault", "workload", "trace",
-}
+} | pase.HONOURED
 #: Why a section cannot run here (the rest: "no agent flag or switch setting for it").
 WHY = {
     "convergence": "the convergence study is the model's",
@@ -83,6 +84,7 @@ WHY = {
     "compat": "the ns-2 compatibility preset changes the model's hosts, not the agent",
     "topology.mtu": "the emulated links run at MTU 1500",
     "topology.routing": "the switches always hash flows over equal-cost paths (symmetric ECMP)",
+    **pase.WHY,
 }
 
 
@@ -103,7 +105,7 @@ def refused_keys(exp: dict, defaults: dict) -> List[str]:
             continue
         table = key.split(".")[0]
         default = dict(_leaves(defaults.get(table, {}), table)).get(key) if table in defaults else None
-        if value in (None, [], {}) or value == default:
+        if value in (None, [], {}) or value == default or value == pase.DEFAULTS.get(key, default):
             continue
         if table in WHY and key != table:  # a whole section the backend lacks: named once
             line = f"[{table}]: not supported on {BACKEND} ({WHY[table]})"
@@ -181,6 +183,8 @@ class Plan:
         if self.switch_extra.get("ppt"):
             k = self.switch_extra["ppt"]
             lines.append(f"  PPT: K {k['ecn_threshold_hcp']} B (P0-P3), {k['ecn_threshold_lcp']} B (P4-P7)")
+        if pase.describe(self):
+            lines.append(pase.describe(self))
         shown = self.flows if len(self.flows) <= MAX_FLOWS_DESCRIBED else self.flows[:MAX_FLOWS_DESCRIBED // 2]
         for f in shown:
             size = "long-lived" if f.bytes is None else f"{f.bytes} B (model {f.model_bytes} B)"
@@ -371,6 +375,7 @@ def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> P
             f.sport = ports[f.id]
     if not plan.flows:
         raise ExperimentError(f"{resolved['name']}: no flows ([[flow]], [[incast]], [workload] or [trace]) to emulate")
+    pase.prepare(plan)
     return plan
 
 
@@ -434,7 +439,7 @@ def agent_flags(plan: Plan) -> List[str]:
         flags += ["--t-wait-us", f"{flashpass['t_wait_ms'] * 1e3 * plan.time_scale:.0f}"]
     if flashpass.get("unscheduled") is False:
         flags.append("--flashpass-no-unscheduled")
-    return flags
+    return flags + pase.agent_flags(plan)
 
 
 def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "told",
@@ -487,6 +492,10 @@ def run(plan: Plan, switch: str, out: Path, pcap: bool = False, detect: str = "t
                                     str(plan.sample_ms), *(["--tcp", f"{ip}:{TCP_PORT}"] if tcp else []), *agent_net),
                           out / f"{h}-serve.jsonl", out / f"{h}-serve.err")
             resources.sampler.watch(f"{h} serve", "agent", p.pid)
+        if pase.uses_pase(plan):  # the rack arbitrator (pase.py); stopped with the network
+            p = net.popen(pase.arbitrator_host(plan), _agent(*pase.arbitrator_command(plan)),
+                          out / "arbitrator.jsonl", out / "arbitrator.err")
+            resources.sampler.watch("arbitrator", "agent", p.pid)
         # The receivers' samples on the wall clock (recovery from faults).
         clock = SampleClock({h: out / f"{h}-serve.jsonl" for h in servers}) if plan.faults else None
         time.sleep(0.5)
@@ -842,6 +851,8 @@ def report(plan: Plan, switch: str, out: Path, started: Dict[int, float], timeli
         **queues,
         "emulation": _emulation_totals(records),
         "by_transport": _by_transport(flows),
+        # The rack arbitrator's counters (PASE; None without pase flows).
+        "pase": {"arbitrator": pase.arbitrator_stats(out)} if pase.uses_pase(plan) else None,
         # Memory and CPU of every switch, agent and the controller (resources.py).
         "processes": processes or {},
         "plan": plan.describe(),
@@ -864,12 +875,17 @@ def _by_transport(flows: List[dict]) -> Dict[str, dict]:
     for x in flows:
         if x["size"] is None:
             continue
-        b = out.setdefault(x["transport"], {"flows": 0, "completed": 0, "failed": 0, "bytes": 0, "timeouts": 0})
+        b = out.setdefault(x["transport"], {"flows": 0, "completed": 0, "failed": 0, "bytes": 0, "timeouts": 0,
+                                            "avg_fct_us": None, "_fcts": []})
         b["flows"] += 1
         b["completed" if x["fct_us"] is not None else "failed"] += 1
         if x["fct_us"] is not None:
             b["bytes"] += x["delivered_bytes"] or 0
+            b["_fcts"].append(x["fct_us"])
         b["timeouts"] += x["timeouts"]
+    for b in out.values():  # AFCT per transport (PASE Fig. 13(b)'s measure)
+        fcts = b.pop("_fcts")
+        b["avg_fct_us"] = statistics.fmean(fcts) if fcts else None
     return out
 
 
@@ -941,7 +957,8 @@ def main_args(a) -> int:
               flush=True)
         for t, b in r["by_transport"].items():
             print(f"    {t:12} {b['completed']}/{b['flows']} completed byte-exact, {b['bytes'] / 1e6:.1f} MB, "
-                  f"timeouts {b['timeouts']}", flush=True)
+                  f"timeouts {b['timeouts']}" + (f", AFCT {b['avg_fct_us'] / 1e3:.2f} ms" if b["avg_fct_us"] else ""),
+                  flush=True)
         from .resources import PROGRESS_S, summary_lines
 
         if p.duration_s > 2 * PROGRESS_S:

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flexpass_mininet import emulate as em  # noqa: E402
 from flexpass_mininet import env  # noqa: E402
+from flexpass_mininet import pase as pase_mod  # noqa: E402
 from flexpass_mininet.env import ExperimentError  # noqa: E402
 from flexpass_mininet.scaling import FRAME  # noqa: E402
 
@@ -437,3 +438,55 @@ def test_the_soak_file_runs_kernel_tcp_workloads_and_cycling_incasts_the_model_r
     assert r.returncode != 0
     assert 'workload[3].transport, workload[5].transport' in r.stderr and "kernel TCP" in r.stderr, r.stderr
     assert "incast[0].transport" in r.stderr
+
+
+PASE_TESTBED = str(env.REPO / "host-agent" / "experiments" / "pase" / "pase-testbed.toml")
+
+
+def test_the_pase_testbed_plans_a_rack_arbitrator_and_the_same_flows_for_both_transports():
+    ps = plans(PASE_TESTBED)
+    assert len(ps) == 8
+    by = {(p.point.split("name=")[1].split(",")[0], p.point.rsplit("=", 1)[1]): p for p in ps}
+    dctcp, pase = by[("dctcp", "0.7")], by[("pase", "0.7")]
+    # 9 clients -> 1 server, the same flows (the model draws them once per seed).
+    for p in (dctcp, pase):
+        assert {f.src for f in p.flows} == {f"h{i}" for i in range(9)} and {f.dst for f in p.flows} == {"h9"}
+        assert len(p.flows) == 500 and p.profile == "ppt"
+    assert [(f.src, f.bytes, f.start_s) for f in dctcp.flows] == [(f.src, f.bytes, f.start_s) for f in pase.flows]
+    assert {f.transport for f in dctcp.flows} == {"dctcp"} and {f.transport for f in pase.flows} == {"pase"}
+    # load_on = "destinations": the offered load is on the server's link (λ = load·C / mean size
+    # on the wire), so the arrivals span ≈ flows · mean / (load · C), times x time_scale.
+    model_s = pase.flows[-1].start_s / pase.time_scale
+    mean_wire = 300e3 * 1538 / 1448 * 8
+    assert model_s == pytest.approx(500 * mean_wire / (0.7 * 1e9), rel=0.15)
+    # Only PASE gets the arbitrator: one more host on the switch, on its own link.
+    assert sorted(dctcp.fabric.hosts, key=lambda h: int(h[1:])) == [f"h{i}" for i in range(10)]
+    assert "h10" in pase.fabric.hosts and pase.fabric.host_port("h10")[0] == "s0"
+    flags = em.agent_flags(pase)
+    ip = pase.fabric.hosts["h10"].ip
+    # Model RTT 250 us -> 1 ms: time x 4; BDP x 0.2 at 50 Mbit/s; requests once per BDP of data.
+    assert pase.time_scale == pytest.approx(4.0)
+    assert flags[flags.index("--arbitrator") + 1] == f"{ip}:7900"
+    assert "--pase-delegation" in flags and "--pase-probing" not in flags  # the file's host.pase
+    assert float(flags[flags.index("--arbitration-interval-us") + 1]) == pytest.approx(
+        250 * pase.time_scale / pase.scaled.bdp_ratio)
+    # RTO_min scaled like every time and the initial window with the BDP, both transports.
+    for p in (dctcp, pase):
+        f = em.agent_flags(p)
+        assert float(f[f.index("--rto-min-ms") + 1]) == pytest.approx(4.0 * p.time_scale)
+        assert float(f[f.index("--init-cwnd") + 1]) == max(1, round(10 * p.scaled.bdp_ratio))
+    assert "--arbitrator" not in em.agent_flags(dctcp)
+    cmd = pase_mod.arbitrator_command(pase)
+    assert cmd[:3] == ["arbitrator", "--listen", f"{ip}:7900"] and cmd[cmd.index("--link-mbit") + 1] == "20"
+
+
+def test_pase_keys_the_agent_has_no_flag_for_are_refused_by_name():
+    with pytest.raises(ExperimentError, match=r"host.pase.reference_rate = false: not supported on mininet"):
+        plans(PASE_TESTBED, "host.pase.reference_rate=false", no_sweep=True)
+    with pytest.raises(ExperimentError, match=r"host.pase.arbitration = \"local\": not supported on mininet"):
+        plans(PASE_TESTBED, "host.pase.arbitration=local", "host.pase.delegation=false", no_sweep=True)
+    with pytest.raises(ExperimentError, match=r"switch.ecn_basis = 'port': not supported on mininet"):
+        plans(PASE_TESTBED, "switch.ecn_basis=port", no_sweep=True)
+    (p,) = plans(PASE_TESTBED, "host.pase.probing=true", "host.pase.queues=4", no_sweep=True)
+    f = em.agent_flags(p)
+    assert "--pase-probing" in f and f[f.index("--pase-queues") + 1] == "4"

@@ -85,6 +85,14 @@ pub struct NetArgs {
     /// (its recovery timer keeps re-requesting credits, backed off).
     #[arg(long, default_value_t = flexpass_core::DEFAULT_GIVE_UP_TIMEOUT as f64 / 1e9)]
     pub give_up_s: f64,
+    /// RTO_min of the senders' windows, ms (default: the core's, 4 ms, the FlexPass
+    /// testbed's); an emulation passes the model's scaled by RTT'/RTT.
+    #[arg(long, value_name = "MS")]
+    pub rto_min_ms: Option<f64>,
+    /// Initial window of the senders' windows, packets (default: the core's, 10); an
+    /// emulation passes the model's scaled with the BDP.
+    #[arg(long, value_name = "PACKETS")]
+    pub init_cwnd: Option<f64>,
     /// `auto`: AF_XDP where it can be set up (root, an XDP-capable interface, not loopback)
     /// and is the faster path (zero-copy; or copy mode with MTU ≤ 3826 and credits one by
     /// one), else the kernel UDP socket, logged with the reason; `xdp`: AF_XDP or fail;
@@ -233,6 +241,16 @@ impl NetArgs {
         if self.busy_poll_us.is_nan() {
             return Err("--busy-poll-us must be a number".into());
         }
+        if let Some(w) = self.init_cwnd {
+            if !(w.is_finite() && (1.0..=1000.0).contains(&w)) {
+                return Err(format!("--init-cwnd must be in 1..=1000 packets, got {w}"));
+            }
+        }
+        if let Some(ms) = self.rto_min_ms {
+            if !(ms.is_finite() && (0.01..=60_000.0).contains(&ms)) {
+                return Err(format!("--rto-min-ms must be in 0.01..=60000, got {ms}"));
+            }
+        }
         if !(self.give_up_s.is_finite() && self.give_up_s >= 0.001) {
             return Err(format!(
                 "--give-up-s must be at least 0.001, got {}",
@@ -282,6 +300,8 @@ impl NetArgs {
         c.half_open_credit_share = self.half_open_credit_share;
         c.hello_cookies = self.hello_cookies;
         c.give_up_timeout = (self.give_up_s * 1e9) as u64;
+        c.rto_min = self.rto_min_ms.map(|ms| (ms * 1e6) as u64);
+        c.init_cwnd = self.init_cwnd;
         c.datapath = self.datapath;
         c.xdp_iface = self.xdp_iface.clone();
         c.xdp_queue = self.xdp_queue.clone();

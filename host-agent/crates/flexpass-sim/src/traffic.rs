@@ -121,6 +121,9 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         let dsts = resolve_hosts(w.dst.as_deref(), hosts, &format!("{at}.dst"))?;
         let capacity = match (w.load_on.as_deref(), &w.src) {
             (Some("hosts"), _) => hosts as f64 * exp.topology.link_bps(),
+            // Many-to-few (PASE's testbed: 9 clients, 1 server): the load is on the
+            // destinations' links.
+            (Some("destinations"), _) => dsts.len() as f64 * exp.topology.link_bps(),
             // Sources named: the load is on their links.
             (None, Some(_)) => srcs.len() as f64 * exp.topology.link_bps(),
             _ => built.load_capacity_bps,

@@ -134,3 +134,46 @@ fn workload_and_kernel_tcp_mistakes_are_named() {
         "{refused}"
     );
 }
+
+/// `load_on = "destinations"` (PASE's testbed: 9 clients -> 1 server): the load is offered
+/// on the destinations' links, so with one destination the arrival rate is 1/9 of what the
+/// same load on the nine sources' links draws.
+#[test]
+fn load_on_destinations_offers_the_load_on_the_destinations_links() {
+    const MANY_TO_ONE: &str = r#"
+duration_ms = 100000
+[topology]
+kind = "star"
+hosts = 10
+link_gbps = 1
+[workload]
+cdf = "pase-100-500kb"
+src = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+dst = [9]
+load = 0.5
+flows = 900
+"#;
+    let span = |text: &str| {
+        let e = src(text).experiment(&[]).unwrap();
+        let flows = flexpass_sim::build::flows(&e).unwrap();
+        assert!(flows.iter().all(|f| f.dst == 9 && f.src < 9));
+        flows.iter().map(|f| f.start).max().unwrap() as f64
+    };
+    let on_sources = span(MANY_TO_ONE);
+    let on_dst = span(&MANY_TO_ONE.replace("load = 0.5", "load = 0.5\nload_on = \"destinations\""));
+    // Same seed, same draws: the gaps scale with 1 / capacity (up to their rounding to ns).
+    assert!(
+        (on_dst / on_sources - 9.0).abs() < 1e-3,
+        "{on_dst} / {on_sources}"
+    );
+    // And the server's link is offered 0.5: 900 flows of mean 300 kB (on the wire) at 0.5 Gbit/s.
+    let expect = 900.0 * 300e3 * 1538.0 / 1448.0 * 8.0 / 0.5e9 * 1e9;
+    assert!((on_dst / expect - 1.0).abs() < 0.15, "{on_dst} vs {expect}");
+    let bad = src(&MANY_TO_ONE.replace("load = 0.5", "load = 0.5\nload_on = \"servers\""))
+        .experiment(&[])
+        .unwrap_err();
+    assert!(
+        bad.contains("load_on must be") && bad.contains("destinations"),
+        "{bad}"
+    );
+}

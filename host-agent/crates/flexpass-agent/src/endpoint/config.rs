@@ -82,6 +82,12 @@ pub struct EndpointConfig {
     /// Give-up timeout of every sender (`SenderConfig::give_up_timeout`): silence from the
     /// peer this long fails a flow.
     pub give_up_timeout: Nanos,
+    /// RTO_min of every sender's window (`DctcpConfig::rto_min`; None: the core's 4 ms). An
+    /// emulation scales it with its other times (mininet-topos' scaling rule).
+    pub rto_min: Option<Nanos>,
+    /// Initial window of every sender's window, packets (`DctcpConfig::init_cwnd`; None: the
+    /// core's 10). An emulation scales it with the BDP.
+    pub init_cwnd: Option<f64>,
     /// Kernel UDP socket or AF_XDP (docs/datapath.md); `auto` falls back to UDP, logged.
     pub datapath: DatapathMode,
     /// AF_XDP: interface (None: from the bound address or the route to `route_hint`) and
@@ -145,6 +151,8 @@ impl EndpointConfig {
             half_open_credit_share: DEFAULT_HALF_OPEN_CREDIT_SHARE,
             hello_cookies: CookieMode::Auto,
             give_up_timeout: flexpass_core::DEFAULT_GIVE_UP_TIMEOUT,
+            rto_min: None,
+            init_cwnd: None,
             datapath: DatapathMode::Udp,
             xdp_iface: None,
             xdp_queue: crate::xdp::XdpQueues::default(),

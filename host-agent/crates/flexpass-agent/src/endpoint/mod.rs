@@ -244,6 +244,13 @@ impl Endpoint {
         self.next_flow_id = id.wrapping_add(1).max(1);
         let mut cfg = (self.cfg.sender)(transport);
         cfg.give_up_timeout = self.cfg.give_up_timeout;
+        if let Some(rto_min) = self.cfg.rto_min {
+            cfg.dctcp.rto_min = rto_min;
+            cfg.dctcp.rto_max = cfg.dctcp.rto_max.max(rto_min);
+        }
+        if let Some(w) = self.cfg.init_cwnd {
+            cfg.dctcp.init_cwnd = w.max(cfg.dctcp.min_cwnd);
+        }
         cfg.dctcp.tlp |= self.cfg.tlp;
         // Segments fill the path's MTU (docs/protocol.md §9).
         cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);

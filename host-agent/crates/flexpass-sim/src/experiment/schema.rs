@@ -626,7 +626,8 @@ pub struct WorkloadSpec {
     pub load: f64,
     /// What `load` is relative to: "uplinks" (default: the ToR / leaf uplinks where the
     /// topology has them, FlexPass §6.2) or "hosts" (every host's link, as the simulators of
-    /// Homa and HPCC generate traffic: λ = load · C · hosts / mean size).
+    /// Homa and HPCC generate traffic: λ = load · C · hosts / mean size) or "destinations"
+    /// (the `dst` hosts' links: many-to-one, PASE's testbed).
     #[serde(default)]
     pub load_on: Option<String>,
     /// Who talks to whom: "any" (default: uniformly random distinct hosts) or "inter-rack"

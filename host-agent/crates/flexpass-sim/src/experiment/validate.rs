@@ -472,10 +472,13 @@ impl WorkloadSpec {
             }
         }
         check(
-            matches!(w.load_on.as_deref(), None | Some("uplinks") | Some("hosts")),
+            matches!(
+                w.load_on.as_deref(),
+                None | Some("uplinks") | Some("hosts") | Some("destinations")
+            ),
             || {
                 format!(
-                    "{at}.load_on must be \"uplinks\" or \"hosts\", got {:?}",
+                    "{at}.load_on must be \"uplinks\", \"hosts\" or \"destinations\", got {:?}",
                     w.load_on.as_deref().unwrap_or("")
                 )
             },
