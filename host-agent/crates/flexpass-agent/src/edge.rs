@@ -9,12 +9,14 @@
 //! The agent can also read the edge's counters (`status` → `credit_limit.edge`): the eBPF
 //! edge's from its pinned maps (`--nic-edge-maps`, nic/ebpf/flexpass_edge.bpf.c), the qdisc
 //! edge's from its htb credit class (`--nic-edge-dev`, `tc -s class show`; nic/flexpass_nic.py),
-//! the PNA edge's on DPDK SWX from its registers (`--nic-edge-swx`, crate::edge_swx).
+//! the PNA edge's on DPDK SWX from its registers (`--nic-edge-swx`, the submodule swx).
 
 use aya::maps::{Array, Map, MapData};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub mod swx;
 
 /// The host's NIC edge, named as in the control plane's `nics.<name>.edge`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -102,7 +104,7 @@ pub struct EdgeCounters {
     pub credits_dropped: u64,
     /// The PNA edge's per-class counters, events and per-flow credit slots.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pna: Option<crate::edge_swx::PnaDetail>,
+    pub pna: Option<swx::PnaDetail>,
 }
 
 /// The qdisc edge's credit class (nic/flexpass_nic.py: `HTB_CLASS["credit"]`).
@@ -210,7 +212,7 @@ pub fn read_counters(
     match (maps, dev, swx) {
         (Some(dir), _, _) => Some(read_edge(dir)),
         (None, Some(dev), _) => Some(read_qdisc_edge(dev)),
-        (None, None, Some(addr)) => Some(crate::edge_swx::read_swx_edge(addr)),
+        (None, None, Some(addr)) => Some(swx::read_swx_edge(addr)),
         (None, None, None) => None,
     }
 }

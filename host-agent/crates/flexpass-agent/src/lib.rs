@@ -6,7 +6,6 @@ pub mod arbitrator;
 pub mod daemon;
 pub mod datapath;
 pub mod edge;
-pub mod edge_swx;
 pub mod endpoint;
 mod flow;
 pub mod frame;

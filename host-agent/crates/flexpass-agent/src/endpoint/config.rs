@@ -120,7 +120,7 @@ pub struct EndpointConfig {
     /// `nic_edge` Qdisc.
     pub nic_edge_dev: Option<String>,
     /// The PNA edge's DPDK SWX pipeline CLI (HOST:PORT): `status` reads its registers
-    /// there (crate::edge_swx). Only with `nic_edge` Pna.
+    /// there (crate::edge::swx). Only with `nic_edge` Pna.
     pub nic_edge_swx: Option<String>,
 }
 

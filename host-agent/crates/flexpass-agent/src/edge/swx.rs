@@ -4,7 +4,7 @@
 //! after each read of the socket), as nic/dpdk_swx.py and `flexpass-ctl nic --apply`
 //! (control-plane/flexpass_cp/swx.py) talk to it. `--nic-edge pna --nic-edge-swx HOST:PORT`.
 
-use crate::edge::EdgeCounters;
+use super::EdgeCounters;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
