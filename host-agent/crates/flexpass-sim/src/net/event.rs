@@ -9,8 +9,8 @@ use crate::packet::SimPacket;
 pub(super) enum Ev {
     Arrive {
         node: u32,
-        /// `pkt.dst`, for `prefetch_next` (which must not wait for the packet itself);
-        /// `NO_DST` when it does not fit.
+        /// `pkt.short_dst()`, for `prefetch_next` (which must not wait for the packet
+        /// itself).
         dst: u16,
         pkt: Box<SimPacket>,
     },
@@ -58,14 +58,20 @@ const PREFETCH_AHEAD: usize = 2;
 /// Cache lines of a port that `prefetch_port` loads.
 const PORT_LINES: usize = 6;
 
-/// `Ev::Arrive::dst` of a host index beyond u16.
-const NO_DST: u16 = u16::MAX;
-
 impl Ev {
     pub(super) fn arrive(node: NodeId, pkt: Box<SimPacket>) -> Ev {
         Ev::Arrive {
             node: node as u32,
-            dst: u16::try_from(pkt.dst).unwrap_or(NO_DST),
+            dst: pkt.short_dst(),
+            pkt,
+        }
+    }
+
+    /// `arrive` of a packet whose `short_dst` is known (a dequeued one: not touched again).
+    pub(super) fn arrive_to(node: NodeId, dst: u16, pkt: Box<SimPacket>) -> Ev {
+        Ev::Arrive {
+            node: node as u32,
+            dst,
             pkt,
         }
     }
@@ -104,6 +110,22 @@ impl Network {
                     self.prefetch_port(*node as usize, *port as usize, line);
                 }
                 _ => {}
+            }
+            // One event ahead, an arrival at a switch whose route (prefetched one event ago)
+            // has one next hop: the egress port's first lines (`forward` and `enqueue`).
+            if let Some(Ev::Arrive { node, dst, .. }) = self.events.peek_ahead(1) {
+                let n = &self.nodes[*node as usize];
+                if n.host.is_none() {
+                    if let Some(r) = n.routes.get(usize::from(*dst)) {
+                        if r.len == 1 || self.single_path {
+                            if let Some(p) = n.ports.get(usize::from(r.first)) {
+                                let p = p as *const Port as *const u8;
+                                line(p);
+                                line(p.wrapping_add(64));
+                            }
+                        }
+                    }
+                }
             }
         }
     }
