@@ -111,22 +111,6 @@ impl Network {
                 }
                 _ => {}
             }
-            // One event ahead, an arrival at a switch whose route (prefetched one event ago)
-            // has one next hop: the egress port's first lines (`forward` and `enqueue`).
-            if let Some(Ev::Arrive { node, dst, .. }) = self.events.peek_ahead(1) {
-                let n = &self.nodes[*node as usize];
-                if n.host.is_none() {
-                    if let Some(r) = n.routes.get(usize::from(*dst)) {
-                        if r.len == 1 || self.single_path {
-                            if let Some(p) = n.ports.get(usize::from(r.first)) {
-                                let p = p as *const Port as *const u8;
-                                line(p);
-                                line(p.wrapping_add(64));
-                            }
-                        }
-                    }
-                }
-            }
         }
     }
 
