@@ -43,6 +43,13 @@ pub struct Impairment {
     pub reorder_delay: Nanos,
 }
 
+impl Impairment {
+    /// No fault is injected (the packet is delivered once, in order).
+    fn is_none(&self) -> bool {
+        self.loss <= 0.0 && self.duplicate <= 0.0 && self.reorder <= 0.0
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct LinkSpec {
     pub bps: f64,
@@ -743,7 +750,8 @@ impl Network {
             return;
         }
         match p.queue.dequeue(now, n.shared.as_mut()) {
-            Dequeued::Packet(pkt, wire_len) => {
+            Dequeued::Packet(pkt, head) => {
+                let wire_len = head.wire_len;
                 let ser = p.serialization(wire_len);
                 p.busy_until = now + ser;
                 p.tx_bytes += u64::from(wire_len);
@@ -759,8 +767,13 @@ impl Network {
                     p.tx_done_queued = true;
                     self.schedule_with(now + ser, seq, Ev::tx_done(node, port));
                 }
-                let imp = self.nodes[node].ports[port].link.impairment.clone();
-                self.deliver_over_link(peer, pkt, arrive, &imp);
+                let imp = &self.nodes[node].ports[port].link.impairment;
+                if imp.is_none() {
+                    self.schedule(arrive, Ev::arrive_to(peer, head.dst, pkt));
+                } else {
+                    let imp = imp.clone();
+                    self.deliver_over_link(peer, pkt, arrive, &imp);
+                }
             }
             Dequeued::WaitUntil(t) => {
                 if p.wake_at.is_none_or(|w| t < w) {

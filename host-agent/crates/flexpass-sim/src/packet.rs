@@ -20,6 +20,17 @@ pub struct SimPacket {
     pub path: PathHash,
 }
 
+/// `SimPacket::short_dst` of a host index beyond u16.
+pub const NO_DST: u16 = u16::MAX;
+
+impl SimPacket {
+    /// `dst` in 16 bits (`NO_DST` when it does not fit): what an event or a queue entry
+    /// carries so that the next hop's route can be prefetched without the packet.
+    pub fn short_dst(&self) -> u16 {
+        u16::try_from(self.dst).unwrap_or(NO_DST)
+    }
+}
+
 /// Hash of the sequence of switches a packet crossed. Packets from a flow's sender to its
 /// receiver accumulate it forwards (h·P + n), packets the other way backwards (h + n·P^k), so
 /// a path and its reverse hash alike: ExpressPass needs credits and data on the same path

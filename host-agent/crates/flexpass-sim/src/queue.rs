@@ -319,20 +319,50 @@ pub enum Enqueued {
 }
 
 pub enum Dequeued {
-    /// The packet and its `wire_len` (known without touching the packet, which has waited in
-    /// the queue long enough to leave the cache).
-    Packet(Box<SimPacket>, u32),
+    /// The packet and what the port needs of it (known without touching the packet, which
+    /// has waited in the queue long enough to leave the cache).
+    Packet(Box<SimPacket>, Head),
     /// Only shaped credits are waiting: try again at this time.
     WaitUntil(Nanos),
     Empty,
 }
 
-/// A queued packet with what dequeuing needs from it.
+/// A dequeued packet's fields that the port reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Head {
+    pub wire_len: u32,
+    /// `SimPacket::short_dst`.
+    pub dst: u16,
+}
+
+/// A queued packet with what dequeuing needs from it (16 bytes).
 struct Queued {
     pkt: Box<SimPacket>,
     wire_len: u32,
+    dst: u16,
     red: bool,
 }
+
+impl Queued {
+    fn new(pkt: Box<SimPacket>, red: bool) -> Self {
+        Queued {
+            wire_len: pkt.wire_len,
+            dst: pkt.short_dst(),
+            pkt,
+            red,
+        }
+    }
+
+    fn dequeued(self) -> Dequeued {
+        let head = Head {
+            wire_len: self.wire_len,
+            dst: self.dst,
+        };
+        Dequeued::Packet(self.pkt, head)
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Queued>() == 16);
 
 /// Laid out hot fields first (`repr(C)`, after the port's own: see `net::Port`).
 #[repr(C)]
@@ -546,11 +576,7 @@ impl PortQueue {
         let st = &mut self.stats[q];
         st.enqueued += 1;
         self.bytes[q] += len;
-        self.queues[q].push_back(Queued {
-            pkt,
-            wire_len: len as u32,
-            red,
-        });
+        self.queues[q].push_back(Queued::new(pkt, red));
         st.max_bytes = st.max_bytes.max(self.bytes[q]);
         st.max_packets = st.max_packets.max(self.queues[q].len());
         Enqueued::Accepted
@@ -581,10 +607,10 @@ impl PortQueue {
     }
 
     fn pop(&mut self, q: usize, shared: Option<&mut SharedBuffer>) -> Dequeued {
-        let Queued { pkt, wire_len, red } = self.queues[q]
+        let head = self.queues[q]
             .pop_front()
             .expect("caller checked non-empty");
-        let len = u64::from(wire_len);
+        let (len, red) = (u64::from(head.wire_len), head.red);
         self.bytes[q] -= len;
         self.stats[q].dequeued_bytes += len;
         if self.is_data_queue(q) {
@@ -595,7 +621,7 @@ impl PortQueue {
                 self.red_bytes -= len;
             }
         }
-        Dequeued::Packet(pkt, wire_len)
+        head.dequeued()
     }
 
     fn refill(&mut self, now: Nanos) {
@@ -631,8 +657,9 @@ impl PortQueue {
             return match (0..MAX_QUEUES).find(|&q| !self.queues[q].is_empty()) {
                 Some(q) => {
                     let popped = self.pop(q, shared);
-                    if let Dequeued::Packet(_, len) = popped {
-                        let ser = (f64::from(len) * 8.0 / self.cfg.link_bps * 1e9).round();
+                    if let Dequeued::Packet(_, head) = popped {
+                        let ser =
+                            (f64::from(head.wire_len) * 8.0 / self.cfg.link_bps * 1e9).round();
                         self.on_wire = (q, now + ser as Nanos);
                     }
                     popped

@@ -9,8 +9,8 @@ use crate::packet::SimPacket;
 pub(super) enum Ev {
     Arrive {
         node: u32,
-        /// `pkt.dst`, for `prefetch_next` (which must not wait for the packet itself);
-        /// `NO_DST` when it does not fit.
+        /// `pkt.short_dst()`, for `prefetch_next` (which must not wait for the packet
+        /// itself).
         dst: u16,
         pkt: Box<SimPacket>,
     },
@@ -58,14 +58,20 @@ const PREFETCH_AHEAD: usize = 2;
 /// Cache lines of a port that `prefetch_port` loads.
 const PORT_LINES: usize = 6;
 
-/// `Ev::Arrive::dst` of a host index beyond u16.
-const NO_DST: u16 = u16::MAX;
-
 impl Ev {
     pub(super) fn arrive(node: NodeId, pkt: Box<SimPacket>) -> Ev {
         Ev::Arrive {
             node: node as u32,
-            dst: u16::try_from(pkt.dst).unwrap_or(NO_DST),
+            dst: pkt.short_dst(),
+            pkt,
+        }
+    }
+
+    /// `arrive` of a packet whose `short_dst` is known (a dequeued one: not touched again).
+    pub(super) fn arrive_to(node: NodeId, dst: u16, pkt: Box<SimPacket>) -> Ev {
+        Ev::Arrive {
+            node: node as u32,
+            dst,
             pkt,
         }
     }

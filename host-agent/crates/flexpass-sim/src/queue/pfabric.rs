@@ -63,11 +63,7 @@ impl PortQueue {
         let st = &mut self.stats[QUEUE];
         st.enqueued += 1;
         self.bytes[QUEUE] += len;
-        self.queues[QUEUE].push_back(Queued {
-            pkt,
-            wire_len: len as u32,
-            red: false,
-        });
+        self.queues[QUEUE].push_back(Queued::new(pkt, false));
         st.max_bytes = st.max_bytes.max(self.bytes[QUEUE]);
         st.max_packets = st.max_packets.max(self.queues[QUEUE].len());
         Enqueued::Accepted
@@ -103,11 +99,11 @@ impl PortQueue {
             .iter()
             .position(|p| flow(&p.pkt) == f)
             .expect("the flow has a packet");
-        let Queued { pkt, wire_len, .. } = self.queues[QUEUE].remove(at).expect("in range");
-        let len = u64::from(wire_len);
+        let head = self.queues[QUEUE].remove(at).expect("in range");
+        let len = u64::from(head.wire_len);
         self.bytes[QUEUE] -= len;
         self.stats[QUEUE].dequeued_bytes += len;
-        Dequeued::Packet(pkt, wire_len)
+        head.dequeued()
     }
 }
 
