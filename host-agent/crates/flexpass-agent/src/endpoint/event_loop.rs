@@ -461,22 +461,7 @@ impl Endpoint {
             now,
             &mut self.stats,
         );
-        for old in dropped {
-            self.accepted.retain(|k| *k != old);
-            self.close_receiver(old);
-        }
-        let status = match verdict {
-            HelloVerdict::Admit => None,
-            HelloVerdict::Retry(cookie) => Some(HelloStatus::Retry { cookie }),
-            HelloVerdict::Refuse => Some(HelloStatus::Refused),
-        };
-        if let Some(status) = status {
-            let ack = Packet::HelloAck(HelloAck {
-                flow_id: h.flow_id,
-                transport: h.transport,
-                status,
-            });
-            self.transmit(key.0, Transmit::new(ack, h.transport), now);
+        if self.answer_hello(key.0, h, verdict, dropped, false, now) {
             return false;
         }
         let r = match Receiver::new(
@@ -748,6 +733,40 @@ impl Endpoint {
             .iter()
             .filter_map(|(&k, r)| r.timer.map(|t| ((Dir::Recv, k), t)));
         self.timers.rebuild(senders.chain(receivers));
+    }
+
+    /// After admission's verdict on a new HELLO: close the half-open flows it dropped, then
+    /// answer HELLO_ACK retry / refused (`refuse`: refused whatever the verdict). Whether it
+    /// answered (the flow is not admitted).
+    pub(super) fn answer_hello(
+        &mut self,
+        peer: SocketAddr,
+        h: &Hello,
+        verdict: HelloVerdict,
+        dropped: Vec<FlowKey>,
+        refuse: bool,
+        now: Nanos,
+    ) -> bool {
+        for old in dropped {
+            self.accepted.retain(|k| *k != old);
+            self.close_receiver(old);
+        }
+        let status = match verdict {
+            _ if refuse => {
+                self.stats.flows_refused += 1;
+                HelloStatus::Refused
+            }
+            HelloVerdict::Admit => return false,
+            HelloVerdict::Retry(cookie) => HelloStatus::Retry { cookie },
+            HelloVerdict::Refuse => HelloStatus::Refused,
+        };
+        let ack = Packet::HelloAck(HelloAck {
+            flow_id: h.flow_id,
+            transport: h.transport,
+            status,
+        });
+        self.transmit(peer, Transmit::new(ack, h.transport), now);
+        true
     }
 
     pub(super) fn transmit(&mut self, peer: SocketAddr, t: Transmit, now: Nanos) {

@@ -9,10 +9,9 @@
 //! flow) and counted.
 
 use super::Endpoint;
-use crate::admission::HelloVerdict;
 use crate::flow::FlowKey;
 use flexpass_core::{Nanos, Transmit};
-use flexpass_wire::{ConnRole, Hello, HelloAck, HelloStatus, Packet, ResetReason};
+use flexpass_wire::{ConnRole, Hello, Packet, ResetReason};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 
@@ -118,26 +117,8 @@ impl Endpoint {
         let (verdict, dropped) =
             self.admission
                 .on_new_hello(key.0, h, cookie_ok, flows, now, &mut self.stats);
-        for old in dropped {
-            self.accepted.retain(|k| *k != old);
-            self.close_receiver(old);
-        }
-        let status = match verdict {
-            _ if self.handover.handed.len() >= self.cfg.max_half_open => {
-                self.stats.flows_refused += 1;
-                Some(HelloStatus::Refused)
-            }
-            HelloVerdict::Admit => None,
-            HelloVerdict::Retry(cookie) => Some(HelloStatus::Retry { cookie }),
-            HelloVerdict::Refuse => Some(HelloStatus::Refused),
-        };
-        if let Some(status) = status {
-            let ack = Packet::HelloAck(HelloAck {
-                flow_id: h.flow_id,
-                transport: h.transport,
-                status,
-            });
-            self.transmit(key.0, Transmit::new(ack, h.transport), now);
+        let full = self.handover.handed.len() >= self.cfg.max_half_open;
+        if self.answer_hello(key.0, h, verdict, dropped, full, now) {
             return true;
         }
         self.stats.handed_over += 1;
