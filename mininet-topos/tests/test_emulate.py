@@ -329,6 +329,23 @@ def test_switch_statistics_become_the_models_queue_keys():
     assert r["bottleneck"]["queues"][1]["ecn_marked"] == 12 and r["bottleneck"]["source"] == "p4 counters"
 
 
+def test_a_pfabric_queues_pushed_out_packets_are_full_buffer_drops():
+    """pFabric's queue (the switch's legacy queue, the model's Q1) drops queued packets of
+    lower priority for an arriving one (TM reason ``pushed_out``): the model counts those in
+    data_drops_full, and so does the report."""
+    from flexpass_mininet import switch_stats as ss
+
+    cq, _, lq = ss.model_queues("flexpass")
+    assert ss.model_queues("pfabric") == [cq, lq]
+    tm = {("s0", "h0"): {"queues": [
+        {"queue": lq, "dequeued_pkts": 500, "max_depth_bytes": 15140, "max_depth_pkts": 10,
+         "dropped_pkts": {"queue_full": 2, "port_full": 0, "red": 0, "pushed_out": 37}}]}}
+    r = ss.summarize(tm, "pfabric", ("s0", "h0"), [(0.5, {lq: 3028})], (0.0, 1.0))
+    assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (39, 0, 0)
+    assert r["bottleneck"]["queues"][1]["dropped"]["pushed_out"] == 37
+    assert r["queue_summary"]["q1"] == [3028.0, 3028.0, 3028.0]
+
+
 def test_compare_puts_the_switches_drops_and_queue_next_to_the_models_in_model_bytes(tmp_path):
     """`flexpass compare MODEL EMULATION`: the drops and the bottleneck's data queue of both,
     the emulation's bytes divided by its BDP ratio (here 0.1)."""
