@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Tuple
 from . import env, pase, switch_stats
 from .env import ExperimentError
 from .fabric import Fabric
-from .scaling import FRAME, Scaled
+from .scaling import FRAME, NO_THRESHOLD_PROFILES, Scaled
 
 BACKEND = "mininet"
 #: Flows the model draws for a [workload] or a [trace]; they run as `flexpass workload --trace`.
@@ -175,7 +175,7 @@ class Plan:
             f"  scaling: C {self.experiment['_link_bps'] / 1e9:g} Gbit/s -> C' {s.link_rate_bps / 1e6:g} Mbit/s, "
             f"base RTT {self.model_rtt_us:g} us -> {s.base_rtt_s * 1e6:g} us; BDP x {s.bdp_ratio:.3g}, "
             f"time x {self.time_scale:.4g}",
-            "  switch: " + (f"buffer {s.buffer} B" if self.profile == "flashpass" else
+            "  switch: " + (f"buffer {s.buffer} B" if self.profile in NO_THRESHOLD_PROFILES else
                               f"K {s.ecn_threshold} B, red {s.red_threshold} B, buffer {s.buffer} B, w_q {s.w_q:g}")
             + f", credit queue {s.credit_queue_packets}, credit burst {s.credit_burst_packets}",
             f"  run: {self.duration_s:.2f} s (warm-up {self.warmup_s:.2f} s, samples every {self.sample_ms} ms)",

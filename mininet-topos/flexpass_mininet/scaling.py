@@ -33,7 +33,10 @@ PAPER_RED_BYTES = 100_000
 PAPER_BUFFER_BYTES = 300_000  # per data queue (switch-target FlexPassParams default)
 FRAME = 1514  # a full-size frame as BMv2 counts it (no FCS)
 K_FLOOR_FRAMES, RED_ABOVE_K_FRAMES, BUFFER_ABOVE_RED_FRAMES = 4, 3, 16
-FLASHPASS_BUFFER_FLOOR_FRAMES = 3  # a FlashPass data queue holds at least a few frames
+FLASHPASS_BUFFER_FLOOR_FRAMES = 3  # a FlashPass (or pFabric) data queue holds at least a few frames
+#: Profiles whose data queue has neither K nor a red threshold: their buffer is scaled
+#: without those floors (FlashPass's shallow buffer, pFabric's ~2 BDP, pFabric §5).
+NO_THRESHOLD_PROFILES = ("flashpass", "pfabric")
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,8 @@ class Scaled:
     credit_queue_packets: int = 8
     # ExpressPass's credit token bucket (the model's switch.credit_burst), in credits.
     credit_burst_packets: int = 2
-    # The switch profile: a FlashPass port has no K or red threshold on its data queue,
-    # so its buffer is scaled without their floors (only FLASHPASS_BUFFER_FLOOR_FRAMES).
+    # The switch profile: a FlashPass or pFabric port has no K or red threshold on its data
+    # queue, so its buffer is scaled without their floors (only FLASHPASS_BUFFER_FLOOR_FRAMES).
     profile: str = "flexpass"
 
     @property
@@ -69,7 +72,7 @@ class Scaled:
 
     @property
     def buffer(self) -> int:
-        if self.profile == "flashpass":
+        if self.profile in NO_THRESHOLD_PROFILES:
             return max(round(self.ref_buffer_bytes * self.bdp_ratio), FLASHPASS_BUFFER_FLOOR_FRAMES * FRAME)
         return max(round(self.ref_buffer_bytes * self.bdp_ratio), self.red_threshold + BUFFER_ABOVE_RED_FRAMES * FRAME)
 

@@ -7,8 +7,8 @@ BMv2 has no TM statistics, so there the P4 program's counters per port and queue
 own queue drops and depths are not visible (None).
 
 The model numbers a port's queues credits, Q1 (credit-scheduled data: FlexPass's queue, the
-one data queue of the naive and FlashPass profiles), Q2 (legacy data) — or P0…P7 with the
-PPT profile — and so does this report
+one data queue of the naive, FlashPass and pFabric profiles), Q2 (legacy data) — or P0…P7
+with the PPT profile — and so does this report
 (:func:`model_queues` maps them to the switch's queue ids).  Its keys are the model's
 (``bottleneck``, ``queue_summary``, ``data_drops_full``, ``data_drops_red``,
 ``credit_drops``), so ``flexpass compare`` reads both.
@@ -20,12 +20,14 @@ import math
 import time
 from typing import Dict, List, Optional, Tuple
 
-from flexpass_cp.config.profiles import CLASS_QUEUES, DEFAULT_BMV2_PRIORITY, PPT, ppt_qid
+from flexpass_cp.config.profiles import CLASS_QUEUES, DEFAULT_BMV2_PRIORITY, PFABRIC, PPT, ppt_qid
 from flexpass_cp.dscp import PRIORITY_LEVELS, TrafficClass
 from flexpass_cp.p4_program import PORT_QUEUE_COUNTERS, QUEUES_PER_PORT, port_queue_index
 
 #: TM drop reasons of a full buffer (the model's ``data_drops_full``); ``red`` is selective drop.
-FULL_REASONS = ("queue_full", "port_full")
+#: ``pushed_out``: a queued packet a pFabric queue dropped for an arriving one of higher
+#: priority (docs/tm-api.md) — the model counts those among its full-buffer drops too.
+FULL_REASONS = ("queue_full", "port_full", "pushed_out")
 
 
 def model_queues(profile: str) -> List[int]:
@@ -34,6 +36,8 @@ def model_queues(profile: str) -> List[int]:
     then the legacy queue where it is another (Q2)."""
     if profile == PPT:
         return [ppt_qid(p) for p in range(PRIORITY_LEVELS)]
+    if profile == PFABRIC:  # the model's layout: Q0 credits (unused), Q1 the pFabric queue
+        return [DEFAULT_BMV2_PRIORITY["credit"], DEFAULT_BMV2_PRIORITY[CLASS_QUEUES[PFABRIC][TrafficClass.LEGACY][0]]]
     classes = CLASS_QUEUES[profile]
     names = [classes[TrafficClass.CREDIT][0], classes[TrafficClass.PROACTIVE_DATA][0]]
     if classes[TrafficClass.LEGACY][0] not in names:

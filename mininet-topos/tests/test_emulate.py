@@ -283,6 +283,32 @@ def test_the_flashpass_files_run_plain_flashpass_against_a_window_transport_on_a
             assert data.ecn_threshold is None
 
 
+def test_the_pfabric_file_runs_pfabric_on_a_pfabric_queue_and_dctcp_on_an_ecn_queue():
+    """mininet-topos/experiments/pfabric-quick.toml: the same flows (two long, three short
+    started during their transfer) once with pFabric on the pFabric queue with ~2 BDP of
+    buffer (no K or red floor: pFabric has neither) and once with DCTCP on the naive
+    profile's ECN queue with a deep buffer; scaled as test_mininet_pfabric.py runs it."""
+    from flexpass_cp.config.queues import tm_settings
+    from flexpass_mininet.switch_stats import model_queues
+
+    r = em.resolve(str(EXPERIMENTS / "pfabric-quick.toml"), [])
+    ps = [em.make_plan(r, p, 20.0, 3000.0) for p in r["points"]]
+    assert [(p.profile, sorted({f.transport for f in p.flows})) for p in ps] == \
+        [("pfabric", ["pfabric"]), ("naive", ["dctcp"])]
+    assert [(f.src, f.dst, f.bytes) for f in ps[0].flows] == \
+        [("h1", "h0", 3_000_000), ("h2", "h0", 3_000_000)] + [(f"h{i}", "h0", 60_000) for i in (3, 4, 5)]
+    assert [f.start_s for f in ps[0].flows] == pytest.approx([0, 0, 0.3, 0.6, 0.9])
+    flags = em.agent_flags(ps[0])  # pFabric's window: C'·RTT = 7.5 kB
+    assert flags[flags.index("--rtt-us") + 1] == "3000" and flags[flags.index("--link-gbps") + 1] == "0.02"
+    queues = []
+    for p in ps:
+        tm = tm_settings(_switch_config(p, "flexpass_switch"), "s0")[0]
+        queues.append({q.queue: q for q in tm.queues}[model_queues(p.profile)[1]])
+    pf, dc = queues
+    assert pf.discipline == "pfabric" and pf.ecn_threshold is None and pf.buffer_bytes == 15_000
+    assert dc.discipline == "fifo" and dc.ecn_threshold == 18_000 and dc.buffer_bytes == 90_000
+
+
 def test_a_credit_burst_a_switch_cannot_pass_is_refused_by_name():
     with pytest.raises(ExperimentError, match=r"switch.credit_burst = 2.5: not supported on mininet"):
         plans(str(EXPERIMENTS / "credit-batch-quick.toml"), "switch.credit_burst=2.5", no_sweep=True)
@@ -327,6 +353,23 @@ def test_switch_statistics_become_the_models_queue_keys():
     assert r["credit_queues"]["max_depth_pkts"] is None is r["credit_queues"]["max_depth_bytes"]
     assert r["queue_summary"] is None
     assert r["bottleneck"]["queues"][1]["ecn_marked"] == 12 and r["bottleneck"]["source"] == "p4 counters"
+
+
+def test_a_pfabric_queues_pushed_out_packets_are_full_buffer_drops():
+    """pFabric's queue (the switch's legacy queue, the model's Q1) drops queued packets of
+    lower priority for an arriving one (TM reason ``pushed_out``): the model counts those in
+    data_drops_full, and so does the report."""
+    from flexpass_mininet import switch_stats as ss
+
+    cq, _, lq = ss.model_queues("flexpass")
+    assert ss.model_queues("pfabric") == [cq, lq]
+    tm = {("s0", "h0"): {"queues": [
+        {"queue": lq, "dequeued_pkts": 500, "max_depth_bytes": 15140, "max_depth_pkts": 10,
+         "dropped_pkts": {"queue_full": 2, "port_full": 0, "red": 0, "pushed_out": 37}}]}}
+    r = ss.summarize(tm, "pfabric", ("s0", "h0"), [(0.5, {lq: 3028})], (0.0, 1.0))
+    assert (r["data_drops_full"], r["data_drops_red"], r["credit_drops"]) == (39, 0, 0)
+    assert r["bottleneck"]["queues"][1]["dropped"]["pushed_out"] == 37
+    assert r["queue_summary"]["q1"] == [3028.0, 3028.0, 3028.0]
 
 
 def test_compare_puts_the_switches_drops_and_queue_next_to_the_models_in_model_bytes(tmp_path):

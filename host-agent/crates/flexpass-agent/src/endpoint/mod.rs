@@ -33,7 +33,7 @@ use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
 use bytes::Bytes;
-use flexpass_core::{FlashPassConfig, Nanos, PptConfig, Receiver, Sender, Transmit};
+use flexpass_core::{FlashPassConfig, Nanos, PFabricConfig, PptConfig, Receiver, Sender, Transmit};
 use flexpass_wire::{CreditRequest, HelloConn, Packet, Reset, ResetReason, TransportKind};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -290,6 +290,16 @@ impl Endpoint {
                     .min_rate_fraction
                     .max(FLASHPASS_MIN_RATE_FRACTION),
                 ..fp
+            };
+        }
+        if transport == TransportKind::PFabric {
+            // pFabric §4.2: line-rate start with the host path's BDP as the window, the RTO
+            // `pfabric::RTO_RTTS` base RTTs (the model's rule, flexpass-sim build.rs). The
+            // PRIO field then carries the remaining size of the flow's `size_hint` bytes.
+            cfg.pfabric = PFabricConfig {
+                bdp_bytes: (self.cfg.link_bps / 8.0 * self.cfg.base_rtt as f64 * 1e-9).ceil()
+                    as u64,
+                base_rtt: self.cfg.base_rtt.max(1),
             };
         }
         if transport == TransportKind::Pase {
@@ -717,5 +727,44 @@ mod tests {
             let fp = &ep.sender(k).unwrap().config().flashpass;
             assert!((fp.max_emulation_rate * per_packet / 1e9 - 1.0).abs() < 1e-9);
         }
+    }
+
+    /// pFabric (SIGCOMM'13 §4.1–4.2) on the agent: the window and RTO come from the host's
+    /// link and base RTT (not the core's 10 Gbit/s default), and every data packet carries
+    /// the flow's remaining size in PRIO, the field flexpass_switch ranks on.
+    #[test]
+    fn pfabric_flow_takes_the_hosts_bdp_and_sends_its_remaining_size_as_priority() {
+        let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.link_bps = 1e9;
+        cfg.base_rtt = 200_000;
+        let mut ep = Endpoint::bind(cfg).unwrap();
+        let peer = ep.local_addr().unwrap();
+        let size = 100_000u64;
+        let k = ep.open(peer, TransportKind::PFabric, size).unwrap();
+        let pf = ep.sender(k).unwrap().config().pfabric.clone();
+        assert_eq!((pf.bdp_bytes, pf.base_rtt), (25_000, 200_000));
+        ep.write(k, Bytes::from(vec![7u8; size as usize]));
+        let s = ep.senders.get_mut(&k).unwrap();
+        s.flow
+            .handle_packet(
+                0,
+                &Packet::HelloAck(HelloAck {
+                    flow_id: k.1,
+                    transport: TransportKind::PFabric,
+                    status: HelloStatus::Accepted,
+                }),
+            )
+            .unwrap();
+        let mut sent = 0u64;
+        while let Some(t) = s.flow.poll_transmit(0) {
+            if let Packet::Data(d) = &t.packet {
+                // Nothing acknowledged yet: the whole flow remains.
+                assert_eq!(d.priority, Some(size as u32));
+                sent += d.payload.len() as u64;
+            }
+        }
+        // The first window is the BDP (25 kB in full segments), not the default's 18 kB.
+        let seg = (flexpass_wire::max_payload_for_mtu(1500) - flexpass_wire::PRIORITY_LEN) as u64;
+        assert_eq!(sent, 25_000u64.div_ceil(seg) * seg);
     }
 }
