@@ -183,7 +183,7 @@ test-cpp: deps-switch
 	    echo "ran: c++ (TM: DWRR, strict priority, shaping, color admission, pFabric queue); SKIPPED flexpass_switch: BMv2/PI not installed in /usr/local" | tee -a $(SUMMARY); \
 	  elif grep -q "flexpass_switch_integration .*Skipped" build/ctest.out; then \
 	    echo "ran: c++ (TM unit tests, flexpass_switch built); SKIPPED flexpass_switch integration: needs root, netns, p4c and the python modules (run switch-target/tests/integration/run.sh for the reason)" | tee -a $(SUMMARY); \
-	  else echo "ran: c++ (TM unit tests; flexpass_switch on veth: P4Runtime+Thrift, DSCP queues, DWRR shares, credit shaper, red drop, qdepth units, TM API, pFabric queue order and drops)" >> $(SUMMARY); fi; \
+	  else echo "ran: c++ (TM unit tests; flexpass_switch on veth: P4Runtime+Thrift, DSCP queues, DWRR shares, credit shaper, red drop, qdepth units, TM API, pFabric queue order and drops, egress backlog bounded when BMv2 is slower than the TM)" >> $(SUMMARY); fi; \
 	else echo "SKIPPED c++ tier: cmake or GoogleTest (libgtest-dev) not installed" | tee -a $(SUMMARY); fi
 
 # Real kernel networking: namespaces, veth, a Linux router with htb/u32 (needs root).

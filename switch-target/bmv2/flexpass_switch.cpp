@@ -267,6 +267,7 @@ void FlexPassSwitch::egress_loop() {
     std::unique_ptr<Departure> d = output_.pop();
     if (!d) return;
     egress(std::move(*d));
+    tm_.egress_done();
   }
 }
 

@@ -50,7 +50,7 @@ class Channel {
     lock.unlock();
     can_pop_.notify_one();
   }
-  void push_unbounded(T item) {  // never blocks (TM departures)
+  void push_unbounded(T item) {  // never blocks (TM departures: the TM bounds them)
     {
       std::lock_guard<std::mutex> lock(mu_);
       q_.push_back(std::move(item));
@@ -120,6 +120,8 @@ class FlexPassSwitch : public bm::Switch {
   TransmitFn transmit_;
   std::atomic<uint64_t> next_packet_id_{0};
   Channel<std::unique_ptr<bm::Packet>> input_{1024};
+  // Departures: at most TmDefaults::egress_backlog_pkts, bounded by the TM
+  // (it holds packets back while the egress thread is behind).
   Channel<std::unique_ptr<Departure>> output_{std::numeric_limits<std::size_t>::max()};
   std::vector<std::thread> threads_;
 };

@@ -91,6 +91,9 @@ class Options {
     p_.add_string_option("tm-default-buffer-bytes", "Default buffer per queue [65536]");
     p_.add_string_option("tm-qdepth-units", "enq_qdepth/deq_qdepth units: bytes|packets [bytes]");
     p_.add_uint_option("tm-catchup-us", "Scheduler catch-up window, microseconds [1000]");
+    p_.add_uint_option("tm-egress-backlog",
+                       "Departures waiting for the egress thread before the TM holds packets "
+                       "back in its queues [64]");
   }
   bm::TargetParserBasic *parser() { return &p_; }
 
@@ -128,6 +131,8 @@ class Options {
     uint32_t catchup_us = 1000;
     uint("tm-catchup-us", &catchup_us);
     tm.catchup_ns = uint64_t{catchup_us} * 1000;
+    uint("tm-egress-backlog", &tm.egress_backlog_pkts);
+    if (tm.egress_backlog_pkts == 0) die("--tm-egress-backlog must be at least 1 (packets)");
     std::string err = flexpass::tm::validate(tm.port);
     if (err.empty()) err = flexpass::tm::validate(tm.queue);
     if (!err.empty()) die("invalid TM defaults: " + err);

@@ -252,6 +252,13 @@ Json::Value dispatch(TrafficManager &tm, const Json::Value &req) {
     const uint32_t port = req_port(req);
     if (!tm.has_port(port)) throw ApiError("no port " + std::to_string(port));
     out["stats"] = tm.with_port(port, [&](tm::EgressPort &p, uint64_t) { return stats_json(port, p); });
+    const EgressStats e = tm.egress_stats();
+    Json::Value eg;
+    eg["backlog_pkts"] = Json::UInt64(e.backlog_pkts);
+    eg["max_backlog_pkts"] = Json::UInt64(e.max_backlog_pkts);
+    eg["limit_pkts"] = Json::UInt64(e.limit_pkts);
+    eg["holds"] = Json::UInt64(e.holds);
+    out["stats"]["egress"] = eg;
   } else if (op == "clear_watermarks") {
     check_keys(req, {"port"});
     if (member(req, "port")) {

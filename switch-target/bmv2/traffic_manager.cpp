@@ -44,6 +44,8 @@ uint64_t TrafficManager::Port::clock(uint64_t now, uint64_t catchup) const {
 TrafficManager::TrafficManager(TmDefaults defaults) : defaults_(std::move(defaults)) {
   // Fail at start-up, not on the first packet, if the defaults are invalid.
   tm::EgressPort probe(defaults_.port, std::vector<tm::QueueConfig>(kQueues, defaults_.queue));
+  if (defaults_.egress_backlog_pkts == 0)
+    throw std::invalid_argument("egress backlog bound must be at least 1 packet");
   for (auto &s : slots_) s.store(nullptr);
 }
 
@@ -139,13 +141,46 @@ std::unique_ptr<bm::Packet> TrafficManager::take(std::deque<Entry> &q, uint64_t 
   return pkt;
 }
 
+// Dekker-style with egress_done(): serve() publishes held_ before it
+// re-reads the backlog, egress_done() decrements before it reads held_, so
+// either serve() sees the room or egress_done() sees held_ and kicks.
+bool TrafficManager::egress_full() {
+  const uint32_t limit = defaults_.egress_backlog_pkts;
+  if (backlog_.load() < limit) return false;
+  held_.store(true);
+  if (backlog_.load() < limit) return false;
+  holds_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void TrafficManager::egress_done() {
+  const uint32_t left = backlog_.fetch_sub(1) - 1;
+  if (left <= defaults_.egress_backlog_pkts / 2 && held_.exchange(false)) kick();
+}
+
+EgressStats TrafficManager::egress_stats() const {
+  EgressStats s;
+  s.backlog_pkts = backlog_.load(std::memory_order_relaxed);
+  s.max_backlog_pkts = max_backlog_.load(std::memory_order_relaxed);
+  s.limit_pkts = defaults_.egress_backlog_pkts;
+  s.holds = holds_.load(std::memory_order_relaxed);
+  return s;
+}
+
 uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::size_t *sent) {
   for (;;) {
+    // Egress backlog at its bound: leave the packets in the TM (the link
+    // idles, queues build, admission drops); egress_done() kicks us.
+    if (egress_full()) return kNever;
     const uint64_t t = p.clock(now, defaults_.catchup_ns);
     tm::DequeueResult d = p.tm.dequeue(t);
     switch (d.status) {
       case tm::DequeueStatus::kPacket: {
         Departure dep{take(p.fifo[d.queue], d.packet.id), port, d};
+        const uint32_t n = backlog_.fetch_add(1) + 1;  // before the consumer can see it
+        uint32_t m = max_backlog_.load(std::memory_order_relaxed);
+        while (n > m && !max_backlog_.compare_exchange_weak(m, n, std::memory_order_relaxed)) {
+        }
         sink_(std::move(dep));
         ++*sent;
         p.due_ns = d.tx_end_ns;
@@ -166,6 +201,7 @@ uint64_t TrafficManager::serve(Port &p, uint32_t port, uint64_t now, std::size_t
 
 void TrafficManager::scheduler_loop() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // precise sleeps for this thread
+  uint32_t first = 0;  // rotates, so that no port is always served first after a hold
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(sched_mu_);
@@ -176,8 +212,9 @@ void TrafficManager::scheduler_loop() {
     uint64_t wake = kNever;
     std::size_t sent = 0;
     const uint32_t n = nports_.load(std::memory_order_acquire);
+    if (n) first = (first + 1) % n;
     for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t id = order_[i];
+      const uint32_t id = order_[(first + i) % n];
       Port *p = slots_[id].load(std::memory_order_acquire);
       std::lock_guard<std::mutex> lock(p->mu);
       wake = std::min(wake, serve(*p, id, now, &sent));

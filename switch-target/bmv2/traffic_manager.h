@@ -34,6 +34,18 @@ struct TmDefaults {
   // the time it was due rather than at the wall-clock time, so OS wake-up
   // jitter does not leave the emulated link idle (long-run rates stay exact).
   uint64_t catchup_ns = 1'000'000;
+  // Bound on departures handed to the egress thread and not yet transmitted
+  // (egress_done() not yet called).  At the bound the scheduler dequeues
+  // nothing: packets wait in the TM queues, where ECN and admission apply.
+  uint32_t egress_backlog_pkts = 64;
+};
+
+// The egress backlog (switch-wide: one egress thread serves every port).
+struct EgressStats {
+  uint64_t backlog_pkts = 0;      // handed to the egress thread, not yet done
+  uint64_t max_backlog_pkts = 0;  // watermark since start
+  uint64_t limit_pkts = 0;        // TmDefaults::egress_backlog_pkts
+  uint64_t holds = 0;             // times a port was not served because of the bound
 };
 
 // A packet leaving the TM (served by the scheduler, or inline by enqueue when
@@ -89,6 +101,12 @@ class TrafficManager {
   // Wakes the scheduler (after a configuration change).
   void kick();
 
+  // Called by the consumer of the sink once per departure, when it is done
+  // with it (transmitted or dropped by the egress pipeline).  Wakes the
+  // scheduler when the backlog falls to half the bound after a hold.
+  void egress_done();
+  EgressStats egress_stats() const;
+
   const TmDefaults &defaults() const { return defaults_; }
 
  private:
@@ -113,6 +131,9 @@ class TrafficManager {
   // Serves one port (lock held) at wall-clock time now; returns when it next
   // needs service (UINT64_MAX if empty) and counts departures in *sent.
   uint64_t serve(Port &p, uint32_t port, uint64_t now, std::size_t *sent);
+  // True if the egress backlog is at its bound (then egress_done() will kick
+  // the scheduler once it has drained to half).
+  bool egress_full();
 
   const TmDefaults defaults_;
   std::array<std::atomic<Port *>, kMaxPorts> slots_{};
@@ -127,6 +148,13 @@ class TrafficManager {
   bool stop_ = false;    // guarded by sched_mu_
   Sink sink_;
   std::thread thread_;
+
+  // Egress backlog (see TmDefaults::egress_backlog_pkts).  Invariant: a
+  // departure is counted before the sink gets it and uncounted by egress_done().
+  std::atomic<uint32_t> backlog_{0};
+  std::atomic<uint32_t> max_backlog_{0};
+  std::atomic<bool> held_{false};  // a serve() found the backlog full since the last kick
+  std::atomic<uint64_t> holds_{0};
 };
 
 }  // namespace bmv2
