@@ -497,3 +497,53 @@ fn unknown_forged_or_misplaced_answers_get_a_clear_error() {
         st["api"]
     );
 }
+
+#[test]
+fn a_hello_retransmitted_after_the_answer_is_handed_again_and_needs_no_new_descriptor() {
+    let agent = Agent::start("rexmit", true);
+    let mut reg = register(&agent, PORT);
+    let mut client = opener(PORT);
+    let data = pattern(200_000, 11);
+    let key = open_conn(&mut client, agent.addr, PORT, &data);
+    let hello = next_line(&mut reg, || {
+        client.poll(Duration::from_micros(200)).unwrap()
+    });
+    // The process takes it, but its HELLO_ACK is lost: the opener retransmits its HELLO to
+    // the agent's port, which passes it on again.
+    let q = UdpSocket::bind("127.0.0.1:0").unwrap();
+    send_line(&mut reg, &answer("tcp_taken", &hello), Some(&q));
+    let again = next_line(&mut reg, || {
+        client.poll(Duration::from_micros(200)).unwrap()
+    });
+    assert_eq!(
+        (again["event"].clone(), again["flow_id"].clone()),
+        ("tcp_hello".into(), hello["flow_id"].clone())
+    );
+    assert!(client.sender(key).unwrap().stats().hello_retransmissions >= 1);
+    // Answered again without a descriptor; this time the HELLO_ACK gets through.
+    send_line(&mut reg, &answer("tcp_taken", &again), None);
+    // (The test's process opens its socket anew: the descriptor the agent kept matters only
+    // if the process dies, tested above.)
+    drop(q);
+    let mut p = Process::accept(&again);
+    let mut got = vec![];
+    let end = Instant::now() + Duration::from_secs(30);
+    while !(got.len() == data.len() && client.sender(key).unwrap().is_complete()) {
+        assert!(
+            Instant::now() < end,
+            "stalled at {} of {} bytes",
+            got.len(),
+            data.len()
+        );
+        client.poll(Duration::from_micros(100)).unwrap();
+        p.turn(&mut got);
+    }
+    assert!(
+        got == data,
+        "bytes at the process differ from those written"
+    );
+    // No error line came for the second answer.
+    let mut line = String::new();
+    assert!(reg.read_line(&mut line).is_err(), "unexpected line {line}");
+    assert_eq!(agent.endpoint_stats()["handed_over"], 1);
+}

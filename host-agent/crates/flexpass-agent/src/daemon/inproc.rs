@@ -213,6 +213,9 @@ impl Daemon {
             )
         };
         match answer {
+            // Again, for a retransmitted HELLO (the process sent its HELLO_ACK again): no
+            // descriptor this time, the first one stays.
+            Answer::Taken(key, _) if reg.taken.contains_key(&key) => {}
             Answer::Taken(key, reply) => {
                 let Some(fd) = reg.fds.pop_front() else {
                     return Err(format!(
@@ -228,9 +231,6 @@ impl Daemon {
                         "tcp_taken of peer {} flow_id {}: the descriptor sent is not a UDP socket",
                         key.0, key.1
                     ));
-                }
-                if reg.taken.contains_key(&key) {
-                    return Ok(()); // A retransmitted HELLO answered again: keep the first.
                 }
                 if !reg.pending.remove(&key) {
                     return Err(unknown("tcp_taken", key));
