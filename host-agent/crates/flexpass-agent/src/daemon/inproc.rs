@@ -21,6 +21,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Descriptors received ahead of their `tcp_taken` lines, at most.
 const MAX_QUEUED_FDS: usize = 64;
+/// Unanswered flows one registration may hold; beyond, new ones are refused (the endpoint
+/// expires its own handed entries, but only the process's answer clears them here).
+const MAX_PENDING: usize = 4096;
 
 /// One in-process listener: its port, what it was handed and what it took.
 pub(super) struct Registration {
@@ -113,7 +116,11 @@ impl Daemon {
             };
             // A retransmitted HELLO of a taken flow: the process answers it again (its
             // HELLO_ACK was lost); it stays taken.
-            if !reg.taken.contains_key(&key) {
+            if !reg.taken.contains_key(&key) && !reg.pending.contains(&key) {
+                if reg.pending.len() >= MAX_PENDING {
+                    self.ep.handed_answered(key, false);
+                    continue;
+                }
                 reg.pending.insert(key);
             }
             let line = serde_json::to_string(&event).expect("serializable");
