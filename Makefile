@@ -135,7 +135,7 @@ test: deps
 
 test-rust: deps-model
 	cd $(HOST_AGENT) && $(CARGO) build --release --workspace && $(CARGO) test --release --workspace
-	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP (PASE flows with a real arbitrator, forged answers ignored, probing in the lowest queue, delegation to per-host arbitrators; a flow moved to its HELLO_ACK's port and HELLO_ACKs from other addresses ignored; a connection handed to a process's own socket), its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
+	@echo "ran: rust (wire vectors + mutations + proptests, core unit + flow tests, model acceptance tests, agent over loopback UDP (PASE flows with a real arbitrator, forged answers ignored, probing in the lowest queue, delegation to per-host arbitrators; a flow moved to its HELLO_ACK's port and HELLO_ACKs from other addresses ignored; a connection handed to a process's own socket, and over the API: in-process listeners taken, refused, their process dead before or after the hand-over, wrong answers refused), its API incl. TCP connections, libflexpass.so in preloaded programs)" >> $(SUMMARY)
 
 test-python: deps-python
 	$(PYTHON) -m pytest -q -rs control-plane/tests nic/tests --ignore=nic/tests/test_dpdk_swx.py mininet-topos/tests/test_fabric.py mininet-topos/tests/test_emulate.py $(HOST_AGENT)/fidelity/tests

@@ -32,6 +32,12 @@ pub struct AgentArgs {
     /// (repeatable; the socket file is then mode 0660, group the first one).
     #[arg(long, value_name = "GID")]
     pub allow_gid: Vec<u32>,
+    /// Let `tcp_listen` with "inproc" hand a port's connections to the listening process,
+    /// which answers from its own UDP socket (docs/agent-api.md, "In-process listeners").
+    /// Off by default: a peer's agent older than the move rule (docs/protocol.md §11) cannot
+    /// follow such an answer.
+    #[arg(long)]
+    pub inproc_listen: bool,
     #[command(flatten)]
     pub net: NetArgs,
     #[command(flatten)]
@@ -59,6 +65,7 @@ pub fn agent(args: AgentArgs) -> Result<(), String> {
         daemon.set_peer_port(p);
     }
     daemon.set_conn_fallback(Duration::from_millis(args.conn_fallback_ms));
+    daemon.set_inproc_listen(args.inproc_listen);
     daemon
         .set_access(flexpass_agent::daemon::ApiAccess {
             allow_uids: args.allow_uid.clone(),

@@ -73,7 +73,8 @@ mod tests {
                 Request::parse(b.as_bytes()),
                 Ok(Request::TcpListen {
                     port: 65535,
-                    addr: addr.parse().unwrap()
+                    addr: addr.parse().unwrap(),
+                    inproc: false
                 }),
                 "{}",
                 b.as_str()

@@ -13,6 +13,7 @@
 
 mod access;
 mod conns;
+mod inproc;
 mod slab;
 
 pub use self::access::ApiAccess;
@@ -66,6 +67,8 @@ enum Role {
     Closing,
     /// The API connection became a TCP connection's local socket (`tcp_connect`).
     Moved,
+    /// An in-process listener's registration (`tcp_listen` with `inproc`, module inproc).
+    Registered(Box<inproc::Registration>),
 }
 
 struct Client {
@@ -140,6 +143,12 @@ pub struct Daemon {
     /// accept(2) failures, and until when the listener is left alone after one.
     accept_errors: u64,
     accept_paused_until: Option<Instant>,
+    /// `--inproc-listen`: `tcp_listen` may ask for in-process hand-over.
+    inproc_listen: bool,
+    /// Port → the client slot of its in-process registration.
+    registrations: HashMap<u16, usize>,
+    /// Taken connections reset because their process's registration ended.
+    inproc_resets: u64,
 }
 
 impl Daemon {
@@ -186,6 +195,9 @@ impl Daemon {
             bad_requests: 0,
             accept_errors: 0,
             accept_paused_until: None,
+            inproc_listen: false,
+            registrations: HashMap::new(),
+            inproc_resets: 0,
         })
     }
 
@@ -198,6 +210,18 @@ impl Daemon {
     /// speak FlexPass and the application connects with kernel TCP (default 300 ms).
     pub fn set_conn_fallback(&mut self, d: Duration) {
         self.tcp.fallback = d;
+    }
+
+    /// Let `tcp_listen` hand the port's connections to the listening process (`inproc`;
+    /// off by default: only peers that know the move rule of docs/protocol.md §11 can
+    /// follow a HELLO_ACK from the process's own port).
+    pub fn set_inproc_listen(&mut self, on: bool) {
+        self.inproc_listen = on;
+    }
+
+    /// Taken in-process connections reset because their process went away.
+    pub fn inproc_resets(&self) -> u64 {
+        self.inproc_resets
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -361,6 +385,7 @@ impl Daemon {
             let (_, i) = self.handshakes.pop_front().expect("checked");
             self.ready_clients.push(i);
         }
+        self.pass_handed();
         self.hand_out_flows();
         self.service_clients()?;
         // Clients that asked to `accept` this turn may take a waiting flow at once.
@@ -396,7 +421,7 @@ impl Daemon {
                 // Explicitly: a connection may hold a duplicate of this socket.
                 self.poller
                     .watch(c.stream.as_raw_fd(), c.interest, 0, KIND_CLIENT | i as u64);
-                self.release(c);
+                self.release(i, c);
             }
         }
         ready.clear();
@@ -440,7 +465,7 @@ impl Daemon {
         let c = self.clients.get(i).expect("live");
         let mut ev = if c.reply.is_empty() { 0 } else { poller::OUT };
         match &c.role {
-            Role::Handshake(..) | Role::Accepting => ev |= poller::IN,
+            Role::Handshake(..) | Role::Accepting | Role::Registered(_) => ev |= poller::IN,
             Role::Sending { key, eof, .. }
                 if !*eof
                     && self
@@ -516,8 +541,9 @@ impl Daemon {
     }
 
     /// Forget the network side of a client that went away.
-    fn release(&mut self, c: Client) {
+    fn release(&mut self, i: usize, c: Client) {
         match c.role {
+            Role::Registered(reg) => self.end_registration(i, *reg),
             Role::Sending { key, .. } => {
                 self.ep.close_sender(key);
             }
@@ -543,8 +569,12 @@ impl Daemon {
                 Err(_) => return false,
             }
         }
+        if matches!(c.role, Role::Registered(_)) {
+            return self.service_registration(i);
+        }
         match &mut c.role {
             Role::Closing | Role::Moved => false,
+            Role::Registered(_) => unreachable!("served above"),
             Role::Handshake(line, since) => {
                 match c.stream.read(&mut buf) {
                     // Half-closed before the end of the line: say so (the client can still
@@ -699,9 +729,25 @@ impl Daemon {
                 src,
                 transport,
             } => self.tcp_connect(i, dst, src, transport, rest),
-            Request::TcpListen { port, addr } => {
+            Request::TcpListen {
+                port,
+                addr: _,
+                inproc: true,
+            } => self.inproc_register(i, port, rest),
+            Request::TcpListen { port, addr, .. } => {
                 let r = self.tcp_listen(port, addr);
+                if matches!(r, Reply::Listening(_)) {
+                    self.inproc_unregister_port(port);
+                }
                 self.answer(i, r);
+            }
+            Request::TcpTaken { .. } | Request::TcpRefused { .. } | Request::TcpClosed { .. } => {
+                let why = format!(
+                    "{} answers a tcp_hello on an in-process registration (the API connection \
+                     of a tcp_listen with \"inproc\"), not a request of its own",
+                    req.op()
+                );
+                self.answer(i, Reply::error(why));
             }
             Request::TcpPeer { port } => {
                 let r = self.tcp_peer(port);
