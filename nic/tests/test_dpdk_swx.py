@@ -189,38 +189,7 @@ def test_flexpass_ctl_nic_apply_names_a_pipeline_that_is_not_running(tmp_path, c
     assert f"127.0.0.1:{port}" in err and "not reachable" in err, err
 
 
-AGENT = Path(__import__("os").environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
-
-
-def agent_status(tmp_path, *flags):
-    """(`status`, seconds it took) of a `flexpass agent` on loopback started with ``flags``
-    (no root)."""
-    import json
-    import os
-    import socket
-    import subprocess
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sock = str(tmp_path / f"agent{port}.sock")
-    agent = subprocess.Popen([str(AGENT), "agent", "--listen", f"127.0.0.1:{port}", "--socket", sock,
-                              "--link-gbps", "10", "--datapath", "udp", *flags],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(200):
-            if os.path.exists(sock) or agent.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert os.path.exists(sock), agent.stderr.read() if agent.poll() is not None else "no API socket"
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(30)
-            s.connect(sock)
-            t0 = time.monotonic()
-            s.sendall(b'{"op":"status"}\n')
-            return json.loads(s.makefile("rb").readline()), time.monotonic() - t0
-    finally:
-        agent.terminate()
-        agent.wait(10)
+from edge_env import AGENT, agent_status  # noqa: E402
 
 
 def flow_slot(src, dst, flow_id):

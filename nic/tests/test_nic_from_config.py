@@ -2,12 +2,7 @@
 the same tc commands and the same eBPF maps as the flags with the same numbers, the
 config's DSCP plan, and its errors naming the key.  Pure: no root."""
 
-import json
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +18,7 @@ from flexpass_cp.config.entries import nic_entries  # noqa: E402
 from flexpass_cp.entities import MeterEntry  # noqa: E402
 
 DUMBBELL = REPO / "control-plane" / "configs" / "dumbbell.yaml"
-AGENT = Path(os.environ.get("FLEXPASS_BIN", REPO / "host-agent" / "target" / "release" / "flexpass"))
+from edge_env import AGENT, agent_status  # noqa: E402
 
 
 def qdisc_print(capsys, *args):
@@ -75,27 +70,7 @@ def test_ebpf_edge_from_config_is_the_flags_edge_and_the_control_planes_meter():
 def agent_credit_limit(tmp_path, link_bps, mtu):
     """The host agent's own credit limit (`status` → credit_limit.agent_bytes_per_s) on a
     link of ``link_bps`` and ``mtu``: the agent on loopback, no root."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sock = str(tmp_path / "agent.sock")
-    agent = subprocess.Popen([str(AGENT), "agent", "--listen", f"127.0.0.1:{port}", "--socket", sock,
-                              "--link-gbps", str(link_bps / 1e9), "--mtu", str(mtu), "--datapath", "udp"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(200):
-            if os.path.exists(sock) or agent.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert os.path.exists(sock), agent.stderr.read() if agent.poll() is not None else "no API socket"
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(10)
-            s.connect(sock)
-            s.sendall(b'{"op":"status"}\n')
-            limit = json.loads(s.makefile("rb").readline())["credit_limit"]
-    finally:
-        agent.terminate()
-        agent.wait(10)
+    limit = agent_status(tmp_path, "--mtu", str(mtu), link_gbps=link_bps / 1e9)[0]["credit_limit"]
     assert limit["policed_by"] == "agent", limit
     return limit["agent_bytes_per_s"]
 

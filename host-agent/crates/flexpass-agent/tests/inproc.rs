@@ -226,6 +226,27 @@ impl Process {
     }
 }
 
+/// Run the opener and the process until the process has all of `data` and the opener's
+/// sender is complete (30 s at most); the bytes must be those written.
+fn receive_all(client: &mut Endpoint, key: FlowKey, p: &mut Process, data: &[u8]) {
+    let mut got = vec![];
+    let end = Instant::now() + Duration::from_secs(30);
+    while !(got.len() == data.len() && client.sender(key).unwrap().is_complete()) {
+        assert!(
+            Instant::now() < end,
+            "stalled at {} of {} bytes",
+            got.len(),
+            data.len()
+        );
+        client.poll(Duration::from_micros(100)).unwrap();
+        p.turn(&mut got);
+    }
+    assert!(
+        got == data,
+        "bytes at the process differ from those written"
+    );
+}
+
 fn answer(op: &str, hello: &Value) -> String {
     format!(
         "{{\"op\":\"{op}\",\"peer\":\"{}\",\"flow_id\":{}}}\n",
@@ -275,22 +296,7 @@ fn a_registered_process_takes_the_connection_and_receives_it_byte_exact() {
     assert_eq!(hello["transport"], "flexpass");
     let mut p = Process::accept(&hello);
     send_line(&mut reg, &answer("tcp_taken", &hello), Some(&p.q));
-    let mut got = vec![];
-    let end = Instant::now() + Duration::from_secs(30);
-    while !(got.len() == data.len() && client.sender(key).unwrap().is_complete()) {
-        assert!(
-            Instant::now() < end,
-            "stalled at {} of {} bytes",
-            got.len(),
-            data.len()
-        );
-        client.poll(Duration::from_micros(100)).unwrap();
-        p.turn(&mut got);
-    }
-    assert!(
-        got == data,
-        "bytes at the process differ from those written"
-    );
+    receive_all(&mut client, key, &mut p, &data);
     assert_eq!(client.sender_peer(key), p.q.local_addr().unwrap());
     assert_eq!(client.stats.peer_moved, 1);
     let st = agent.endpoint_stats();
@@ -526,22 +532,7 @@ fn a_hello_retransmitted_after_the_answer_is_handed_again_and_needs_no_new_descr
     // if the process dies, tested above.)
     drop(q);
     let mut p = Process::accept(&again);
-    let mut got = vec![];
-    let end = Instant::now() + Duration::from_secs(30);
-    while !(got.len() == data.len() && client.sender(key).unwrap().is_complete()) {
-        assert!(
-            Instant::now() < end,
-            "stalled at {} of {} bytes",
-            got.len(),
-            data.len()
-        );
-        client.poll(Duration::from_micros(100)).unwrap();
-        p.turn(&mut got);
-    }
-    assert!(
-        got == data,
-        "bytes at the process differ from those written"
-    );
+    receive_all(&mut client, key, &mut p, &data);
     // No error line came for the second answer.
     let mut line = String::new();
     assert!(reg.read_line(&mut line).is_err(), "unexpected line {line}");
