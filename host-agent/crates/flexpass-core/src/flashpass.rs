@@ -29,8 +29,8 @@ pub struct EmulationControl {
     min_target_loss: f64,
     max_target_loss: f64,
     min_samples: u64,
-    /// Periods since the last update (an update waits for `min_samples` packets or as
-    /// many periods, whichever comes first).
+    /// Periods of time since the last update (an update waits for `min_samples` packets or
+    /// as many periods, whichever comes first).
     periods: u64,
     /// Ordinary emulation packets resolved this period: credited, and lost.
     credit_in: u64,
@@ -88,8 +88,17 @@ impl EmulationControl {
     /// changes nothing and passes its counts on, for at most `min_update_samples` periods:
     /// a slow flow still updates every that many RTTs).
     pub fn update(&mut self) {
+        self.update_after(1)
+    }
+
+    /// [`EmulationControl::update`] after `elapsed` periods of time: a slow flow's timer does
+    /// not run in the periods when it has nothing in flight, yet they count towards the
+    /// `min_update_samples` periods (else a flow at the rate floor, one packet in flight per
+    /// many periods, would update once per `min_update_samples` packets and take seconds to
+    /// grow back: ×(1 + max_target_loss) per 16 packets from 1/64 of the rate).
+    pub fn update_after(&mut self, elapsed: u64) {
         let out = self.credit_in + self.lost;
-        self.periods += 1;
+        self.periods += elapsed.max(1);
         if out == 0 || (out < self.min_samples && self.periods < self.min_samples) {
             return;
         }
@@ -355,7 +364,10 @@ impl Emulation {
         self.trim(now);
         if now >= self.next_update {
             let before = self.control.updates();
-            self.control.update();
+            // The periods since the last deadline: none ran while nothing was in flight.
+            let period = self.cfg.update_period.max(self.min_rtt);
+            self.control
+                .update_after(1 + (now - self.next_update) / period);
             if self.control.updates() > before {
                 let l = self.control.last_loss();
                 if l > self.cfg.max_target_loss {
@@ -518,6 +530,48 @@ mod tests {
         ec.on_resolved(false);
         ec.update();
         assert_eq!(ec.cur_rate(), c.max_emulation_rate * c.min_rate_fraction);
+    }
+
+    /// Found on Mininet (flashpass-quick, 20 Mbit/s, 1 ms RTT): a flow at the rate floor has
+    /// one emulation packet in flight per many periods, and its Algorithm 1 timer runs only
+    /// then. Its periods are counted in time, so it updates once per packet (×1.1) and is
+    /// back at the full rate within a second, not after 16 packets per update (7 s).
+    #[test]
+    fn a_flow_at_the_rate_floor_updates_every_min_update_samples_periods_of_time() {
+        let mut c = FlashPassConfig::for_link(20e6, crate::MILLIS, 4 * crate::MILLIS);
+        c.min_update_samples = 16;
+        c.min_rate_fraction = 1.0 / 64.0;
+        let mut em = Emulation::new(&c, 0);
+        // 16 packets lost: the rate goes to the floor.
+        for i in 0..16 {
+            em.on_sent(i * 1000, false);
+        }
+        em.on_timer(100 * crate::MILLIS);
+        assert_eq!(em.control.cur_rate(), c.max_emulation_rate / 64.0);
+        // Then every packet is granted after one RTT, sent at the paced rate.
+        let mut now = 100 * crate::MILLIS;
+        let mut packets = 0;
+        while em.control.cur_rate() < c.max_emulation_rate && packets < 1000 {
+            now = now.max(em.next_send());
+            let (s, ts, _) = em.on_sent(now, false);
+            em.on_timer(now);
+            now += crate::MILLIS;
+            em.on_grant(now, s, ts);
+            em.on_timer(now);
+            packets += 1;
+        }
+        assert!(
+            em.control.cur_rate() >= c.max_emulation_rate,
+            "rate {} after {packets} packets",
+            em.control.cur_rate()
+        );
+        // From the floor: 0.98 s (an update per packet while packets are sparser than one
+        // per period); counted per timer run instead, 3.7 s.
+        assert!(
+            now < 1_600 * crate::MILLIS,
+            "back at the full rate {} ms after the floor ({packets} packets)",
+            (now - 100 * crate::MILLIS) / crate::MILLIS
+        );
     }
 
     #[test]
