@@ -151,7 +151,7 @@ test-p4:
 	else $(MAKE) --no-print-directory p4 || exit 1; \
 	  bash ptf-tests/run_ptf.sh 2>&1 | tee build/ptf.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
 	  if grep -q '^SKIPPED ptf:' build/ptf.out; then ran="v1model compiles"; notes="$$notes; $$(grep '^SKIPPED ptf:' build/ptf.out)"; \
-	  else ran="v1model + ptf (classification, credit meter and its burst for credit batches, symmetric ECMP, ECN, selective drop, legacy, malformed/TTL, the PPT, PASE and FlashPass profiles on simple_switch_grpc)"; fi; fi; \
+	  else ran="v1model + ptf (classification, credit meter and its burst for credit batches, credits charged their frame (68-byte ones at 60/68 of the rate), symmetric ECMP, ECN, selective drop, legacy, malformed/TTL, the PPT, PASE and FlashPass profiles on simple_switch_grpc)"; fi; fi; \
 	if command -v p4c-bm2-pna >/dev/null || command -v p4c-dpdk >/dev/null; then \
 	  $(MAKE) --no-print-directory p4-nic 2>&1 | tee build/p4-nic.out; status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || exit $$status; \
 	  nic=$$(for b in bmv2 dpdk; do grep -q "^SKIPPED p4-nic $$b:" build/p4-nic.out || echo -n "$$b, "; done); \

@@ -64,10 +64,11 @@ def fp_packet(dst_port, dscp, ecn=2, body=None, src="10.0.1.1", ttl=64, sport=FP
             / UDP(sport=sport, dport=FP_PORT) / body)
 
 
-def credit(dst_port, seq=0, src="10.0.1.1"):
-    # CREDIT is Not-ECT (docs/protocol.md §10).
+def credit(dst_port, seq=0, src="10.0.1.1", pad=6):
+    # CREDIT is Not-ECT (docs/protocol.md §10); 6 bytes of padding make the minimum 60-byte
+    # frame, 14 the 68-byte frame of a credit with options (§9 "Credits in frame bytes").
     return fp_packet(dst_port, DSCP.credit, ecn=0, src=src,
-                     body=FlexPass(flow_id=7) / FlexPassCredit(credit_seq=seq))
+                     body=FlexPass(flow_id=7) / FlexPassCredit(credit_seq=seq, pad=b"\0" * pad))
 
 
 def expected(pkt, out_port):
@@ -228,6 +229,52 @@ class CreditMeter(FlexPassTest):
         pkt = credit(port, seq=999)
         testutils.send_packet(self, 1, pkt)
         testutils.verify_packet(self, expected(pkt, port), port)
+
+
+class CreditMeterCountsFrameBytes(FlexPassTest):
+    """docs/protocol.md §9 "Credits in frame bytes": the switch's byte meter charges a credit
+    its frame, as the NIC edges and the agent do (nic/tests/test_nic_from_config.py), so
+    credits with 8 bytes of options (68 B) pass at 60/68 of the minimum credits' rate.
+    Credits of each size offered at twice the control plane's credits_per_second for
+    SECONDS; the meter's passes (offered - credit_dropped) against rate·60/frame·time plus
+    the burst, and the two sizes' ratio against 60/68.  BMv2 only (the Tofino model's
+    timing is not asserted)."""
+
+    SECONDS = 4.0
+
+    def offer(self, port, pad, rate, seq0):
+        """Credits of `pad` padding paced at 2·rate for SECONDS: (passed the meter, elapsed)."""
+        qid = Q["credit"]
+        before = self.counter("credit_dropped", port, qid)
+        n = int(2 * rate * self.SECONDS)
+        t0 = time.time()
+        for i in range(n):
+            delay = t0 + i / (2 * rate) - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            testutils.send_packet(self, 1, credit(port, seq=seq0 + i, pad=pad))
+        elapsed = time.time() - t0
+        self.collect(port, timeout=3, quiet=0.5)
+        return n - (self.counter("credit_dropped", port, qid) - before), elapsed
+
+    def runTest(self):
+        if TOFINO:
+            self.skipTest("meter timing is asserted on BMv2 only")
+        port = 2
+        d = derived(CFG, "s1", port)
+        rate = d.credits_per_second  # minimum credits/s, 38.5 on the 1 Mbit/s port
+        passed = {}
+        for pad, frame in ((6, 60), (14, 68)):
+            time.sleep(0.5)  # a full bucket
+            got, elapsed = self.offer(port, pad, rate, 1000 * pad)
+            want = rate * d.credit_bmv2_bytes / frame * elapsed + d.meter_burst_bytes // frame
+            print(f"\n{frame}-byte credits: {got} passed the meter in {elapsed:.2f} s, "
+                  f"expected {want:.1f} (rate {rate:.1f}/s x 60/{frame}, burst {d.meter_burst_bytes} B)")
+            self.assertLess(abs(got - want), 0.06 * want,
+                            f"{frame}-byte credits: {got} passed, the frame-byte rule says {want:.1f}")
+            passed[frame] = got / elapsed
+        ratio = passed[68] / passed[60]
+        self.assertLess(abs(ratio - 60 / 68), 0.05, f"68/60-byte pass ratio {ratio:.3f}, want {60 / 68:.3f}")
 
 
 class CreditMeterBatchBurst(FlexPassTest):
