@@ -164,7 +164,7 @@ FLAG_CONN = 0x08
 FLAG_COOKIE = 0x10
 FLAG_IDLE = 0x20
 FLAG_PRIO = 0x40  # DATA: a 4-byte priority (pFabric: remaining size) follows tsval
-FLAG_PROBE = 0x80  # REACTIVE_DATA: a PASE probe, the bare 28-byte header (protocol.md §6.2)
+FLAG_PROBE = 0x80  # REACTIVE_DATA: a probe, the bare 28-byte header (32 with PRIO: pFabric) (protocol.md §6.2)
 PROBE_SEQ = 0xFFFFFFFF  # subflow_seq of every probe, ack_seq of its answer
 PRIORITY_LEN = 4
 
@@ -307,10 +307,10 @@ def decode(buf: bytes) -> Dict[str, Any]:
         priority = struct.unpack_from("!I", buf, DATA_HEADER_LEN)[0] if flags & FLAG_PRIO else None
         payload = buf[header:]
         if flags & FLAG_PROBE:
-            if flags != FLAG_PROBE:
+            if flags & ~FLAG_PRIO != FLAG_PROBE:
                 raise FlexPassDecodeError("InvalidFlags", f"probe flags {flags:#04x}")
             if payload:
-                raise FlexPassDecodeError("LengthMismatch", f"probe of {n} bytes, not 28")
+                raise FlexPassDecodeError("LengthMismatch", f"probe of {n} bytes, not {header}")
         elif not payload and not fin:
             raise FlexPassDecodeError("EmptyPayload")
         if flow_seq + len(payload) > U64_MAX:
@@ -497,7 +497,7 @@ def encode(pkt: Dict[str, Any]) -> bytes:
         if t == T_REACTIVE_DATA and credit_seq != 0:
             raise FlexPassEncodeError("NonZeroCreditSeq", f"credit_seq {credit_seq}")
         priority = _uint(pkt, "priority", 32) if "priority" in pkt else None
-        probe = (not payload and not fin and t == T_REACTIVE_DATA and priority is None
+        probe = (not payload and not fin and t == T_REACTIVE_DATA
                  and not pkt.get("retransmission"))
         if not payload and not fin and not probe:
             raise FlexPassEncodeError("EmptyPayload")

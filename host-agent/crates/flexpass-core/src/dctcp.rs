@@ -261,6 +261,22 @@ impl DctcpWindow {
         self.cwnd = self.cwnd.min(self.cfg.max_cwnd);
     }
 
+    /// Timeouts since data was last newly acknowledged (at most 16).
+    pub fn consecutive_timeouts(&self) -> u32 {
+        self.backoff
+    }
+
+    /// The path answered without data being acknowledged (a probe's answer): the timer's
+    /// backoff, and the count of consecutive timeouts, start over.
+    pub fn reset_backoff(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// The retransmission timeout without backoff.
+    pub fn base_rto(&self) -> Nanos {
+        self.rtt.rto(&self.cfg)
+    }
+
     /// Current retransmission timeout including exponential backoff.
     pub fn rto(&self) -> Nanos {
         let base = self.rtt.rto(&self.cfg);

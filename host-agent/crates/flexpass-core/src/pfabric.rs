@@ -10,11 +10,16 @@
 //!   (BDP); no ECN; a small fixed RTO of about 3 RTTs (§5: 45 µs for the 14.6 µs fabric) so
 //!   a flow whose packets were dropped by higher-priority traffic retries soon; on a timeout
 //!   the window restarts from one packet (slow start back up to the BDP).
-//!
-//! Not modelled (yet): the probe mode after several consecutive timeouts (§4.2), where a
-//! flow sends minimum-size probes instead of data.
+//! - §4.2 probe mode: a flow whose packets keep being dropped (higher-priority traffic
+//!   holds the queue) would resend its window at every timeout. After
+//!   `PFabricConfig::probe_after_timeouts` consecutive timeouts it sends only minimum-size
+//!   probes instead, one per (un-backed-off) RTO, and resumes data with the first answer.
+//!   Here a probe is the header-only DATA of PASE's probing (flexpass-wire `FLAG_PROBE`,
+//!   `PROBE_SEQ`, with the flow's PRIO; `crate::pase::probing` holds the state), not the
+//!   paper's one-byte segment: it is as small, and its answer is told apart from data ACKs.
 
 use crate::config::{DctcpConfig, PFabricConfig};
+pub use crate::config::PFABRIC_PROBE_AFTER_TIMEOUTS as PROBE_AFTER_TIMEOUTS;
 
 /// pFabric §5: the RTO is about this many base RTTs.
 pub const RTO_RTTS: u64 = 3;
@@ -69,6 +74,7 @@ mod tests {
         let cfg = PFabricConfig {
             bdp_bytes: 18_000,
             base_rtt: 12_000,
+            ..PFabricConfig::default()
         };
         let w = window(&cfg, &DctcpConfig::default(), 1440);
         assert_eq!(w.init_cwnd, 13.0); // ceil(18000 / 1440)
@@ -78,7 +84,8 @@ mod tests {
         assert!(w.validate().is_ok());
         assert!(PFabricConfig {
             bdp_bytes: 0,
-            base_rtt: 1
+            base_rtt: 1,
+            ..PFabricConfig::default()
         }
         .validate()
         .is_err());

@@ -407,10 +407,12 @@ impl Receiver {
             });
         }
         if d.is_probe() {
-            // PASE §3.3: a header-only probe from the lowest queue. Nothing to deliver; the
-            // answer echoes it (ack_seq PROBE_SEQ) with its CE mark, which tells the sender
-            // whether the lowest queue has room.
-            if self.transport != TransportKind::Pase || d.subflow_seq != flexpass_wire::PROBE_SEQ {
+            // PASE §3.3: a header-only probe from the lowest queue; pFabric §4.2: one of
+            // probe mode. Nothing to deliver; the answer echoes it (ack_seq PROBE_SEQ) with
+            // its CE mark, which tells a PASE sender whether the lowest queue has room.
+            if !matches!(self.transport, TransportKind::Pase | TransportKind::PFabric)
+                || d.subflow_seq != flexpass_wire::PROBE_SEQ
+            {
                 return Err(Rejected::UnexpectedType(self.transport));
             }
             self.stats.ce_marked += u64::from(ce);

@@ -3,7 +3,7 @@
 //! (`prepare`). The runners (`run`, `convergence`) drive what it prepares and `report` reads
 //! the result.
 
-use crate::experiment::{Experiment, FaultKind, FlashPassSpec, PaseSpec, PptSpec};
+use crate::experiment::{Experiment, FaultKind, FlashPassSpec, PFabricSpec, PaseSpec, PptSpec};
 use crate::net::{FlowKind, FlowSpec, Network, NodeId, PaseArbitration};
 use crate::queue::{BufferLimit, PortConfig, Profile, SharedBuffer, MAX_QUEUES};
 use crate::topology::{self, Built, Links, PortFactory};
@@ -44,6 +44,7 @@ pub struct Stack {
     pub lcp_pushout: bool,
     pub ppt: PptSpec,
     pub pase: PaseSpec,
+    pub pfabric: PFabricSpec,
     pub tcp: flexpass_core::WindowCc,
     pub flashpass: FlashPassSpec,
     pub emulation_threshold: usize,
@@ -144,6 +145,7 @@ impl Stack {
             lcp_pushout: s.lcp_pushout,
             ppt: exp.host.ppt.clone(),
             pase: exp.host.pase.clone(),
+            pfabric: exp.host.pfabric.clone(),
             tcp: exp.host.tcp,
             flashpass: exp.host.flashpass.clone(),
             emulation_threshold: if s.profile == Profile::FlashPass {
@@ -287,6 +289,7 @@ impl Stack {
             c.pfabric = PFabricConfig {
                 bdp_bytes: (self.host_bps / 8.0 * self.base_rtt as f64 * 1e-9).ceil() as u64,
                 base_rtt: self.base_rtt.max(1),
+                probe_after_timeouts: self.pfabric.probe_after_timeouts,
             };
         }
         c

@@ -21,7 +21,7 @@ pub use merge::{builtin, Override, Source, BUILTIN, COMPAT_NS2, COMPAT_PRESETS};
 pub use schema::{
     ConvergenceSpec, DeploymentSpec, Experiment, FaultKind, FaultSpec, FigureSpec, FlashPassSpec,
     FlowEntry, FlowTransport, ForegroundSpec, HostRef, HostSpec, ImpairmentSpec, IncastEntry,
-    MeasureSpec, PanelSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec, WorkloadSpec,
+    MeasureSpec, PanelSpec, PFabricSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec, WorkloadSpec,
 };
 pub use topology::{
     Clos3Spec, CommonKeys, DumbbellSpec, LeafSpineSpec, ParkingLotSpec, StarSpec, ThreeDcSpec,

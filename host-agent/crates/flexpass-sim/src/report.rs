@@ -387,6 +387,12 @@ pub struct RunReport {
     /// declared earlier packets lost (`SenderStats::tlp_recoveries`).
     pub tlp_probes: u64,
     pub tlp_recoveries: u64,
+    /// pFabric's probe mode (§4.2, `host.pfabric.probe_after_timeouts`): times flows entered
+    /// it, and the header-only probes they sent (left out when none, as for other transports).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub pfabric_probe_modes: u64,
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub pfabric_probes: u64,
     /// PPT flows' two loops and the switches' priority queues (runs with PPT flows or the
     /// ppt profile).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -735,6 +741,8 @@ pub fn build(exp: &Experiment, point: &[Override], p: &Prepared, wall_seconds: f
         recovery_timeouts: sender_sum(|s| s.recovery_timeouts),
         tlp_probes: sender_sum(|s| s.tlp_probes),
         tlp_recoveries: sender_sum(|s| s.tlp_recoveries),
+        pfabric_probe_modes: sender_sum(|s| s.pfabric_probe_modes),
+        pfabric_probes: sender_sum(|s| s.pfabric_probes),
         ppt: ppt_report(net, &ports),
         flashpass: flashpass_report(net),
         pase: net.pase.as_ref().map(|p| crate::net::ArbitrationStats {
@@ -898,4 +906,8 @@ pub fn flows_csv(r: &RunReport) -> String {
         );
     }
     s
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }

@@ -395,6 +395,11 @@ fn valid_packets() -> Vec<(&'static str, &'static str, Packet)> {
             data(33, Reactive, 4000, flexpass_wire::PROBE_SEQ, 0, 4242, false, false, b""),
         ),
         (
+            "pfabric_probe",
+            "pFabric probe mode (§4.2): REACTIVE_DATA with flags PROBE and PRIO, priority 98556, no payload, subflow_seq PROBE_SEQ; 32 B",
+            pfabric_data(35, 1444, flexpass_wire::PROBE_SEQ, 98_556, false, b""),
+        ),
+        (
             "pfabric_data_fin_priority_max",
             "pFabric REACTIVE_DATA with PRIO and FIN, priority 2^32-1 (a remaining size that saturates)",
             pfabric_data(31, 0, 0, u32::MAX, true, b"end"),
@@ -1002,7 +1007,9 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, Vec<u8>, &'static str)>
             with(pf.clone(), 20, &[0, 0, 0, 1]), "NonZeroCreditSeq"),
         ("pase_probe_with_payload", "REACTIVE_DATA with flag PROBE and a payload (a probe is the bare 28-byte header)",
             with(rd.clone(), 1, &[0x80]), "LengthMismatch"),
-        ("pase_probe_with_fin", "REACTIVE_DATA with flags PROBE and FIN (a probe sets no other flag)",
+        ("pfabric_probe_with_payload", "REACTIVE_DATA with flags PROBE and PRIO and a payload (a pFabric probe is the bare 32-byte header)",
+            with(pf.clone(), 1, &[0xC0]), "LengthMismatch"),
+        ("pase_probe_with_fin", "REACTIVE_DATA with flags PROBE and FIN (a probe sets no other flag but PRIO)",
             with(fix_len(rd[..28].to_vec()), 1, &[0x81]), "InvalidFlags"),
         ("pase_probe_on_proactive", "PROACTIVE_DATA with flag PROBE (probes are REACTIVE_DATA only)",
             with(fix_len(pd[..28].to_vec()), 1, &[0x80]), "InvalidFlags"),

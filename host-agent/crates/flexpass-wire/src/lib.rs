@@ -162,9 +162,10 @@ pub const FLAG_IDLE: u8 = 0x20;
 /// flow's remaining size; docs/protocol.md §6.2).
 pub const FLAG_PRIO: u8 = 0x40;
 /// PROBE flag (REACTIVE_DATA only): a header-only probe of transport pase (PASE §3.3,
-/// probing: a flow in the lowest priority queue sends one every RTT instead of data); no
-/// payload, no FIN, PRIO or RETX, `subflow_seq` = `PROBE_SEQ`; the receiver answers with an
-/// ACK echoing `PROBE_SEQ` and the probe's CE as ECE (docs/protocol.md §6.2, §11).
+/// probing: a flow in the lowest priority queue sends one every RTT instead of data) or
+/// pfabric (probe mode after consecutive timeouts, pFabric §4.2; with PRIO); no payload, no
+/// FIN or RETX, `subflow_seq` = `PROBE_SEQ`; the receiver answers with an ACK echoing
+/// `PROBE_SEQ` and the probe's CE as ECE (docs/protocol.md §6.2, §11).
 pub const FLAG_PROBE: u8 = 0x80;
 /// The `subflow_seq` of every PASE probe and the `ack_seq` of its answer: never a data
 /// packet's (a sub-flow carries at most 2³² − 1 packets, numbered from 0).

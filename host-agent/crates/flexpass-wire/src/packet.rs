@@ -369,12 +369,13 @@ pub struct Data {
     /// remaining size in bytes, saturating at 2^32 − 1). None: no field (every transport
     /// but pFabric).
     pub priority: Option<u32>,
-    /// Payload (may be empty only when `fin`, or in a PASE probe: `is_probe`).
+    /// Payload (may be empty only when `fin`, or in a probe: `is_probe`).
     pub payload: Bytes,
 }
 
 impl Data {
-    /// A PASE probe (flag PROBE, §6.2): a header-only REACTIVE_DATA, not a FIN.
+    /// A probe (flag PROBE, §6.2; PASE's probing, pFabric's probe mode with PRIO): a
+    /// header-only REACTIVE_DATA, not a FIN.
     pub fn is_probe(&self) -> bool {
         self.payload.is_empty() && !self.fin && self.subflow == SubFlow::Reactive
     }
@@ -762,10 +763,11 @@ impl Packet {
                 if d.subflow == SubFlow::Reactive && d.credit_seq != 0 {
                     return Err(EncodeError::NonZeroCreditSeq(d.credit_seq));
                 }
-                // An empty segment is a FIN or a PASE probe (REACTIVE_DATA, nothing else set).
+                // An empty segment is a FIN or a probe (REACTIVE_DATA, nothing else set but
+                // PRIO: PASE's, pFabric's).
                 if d.payload.is_empty()
                     && !d.fin
-                    && (d.subflow != SubFlow::Reactive || d.priority.is_some() || d.retransmission)
+                    && (d.subflow != SubFlow::Reactive || d.retransmission)
                 {
                     return Err(EncodeError::EmptyPayload);
                 }
@@ -1002,8 +1004,9 @@ fn decode_inner<'a>(
             };
             let payload = buf.get(header..).unwrap_or(&[]);
             if flags & FLAG_PROBE != 0 {
-                // A PASE probe is the bare header (§6.2): nothing else set, no payload.
-                if flags != FLAG_PROBE {
+                // A probe is the bare header (§6.2), with the PRIO field for pFabric's probe
+                // mode: nothing else set, no payload.
+                if flags & !FLAG_PRIO != FLAG_PROBE {
                     return Err(DecodeError::InvalidFlags {
                         msg_type: ty.to_wire(),
                         flags,
@@ -1011,7 +1014,7 @@ fn decode_inner<'a>(
                 }
                 if !payload.is_empty() {
                     return Err(DecodeError::LengthMismatch {
-                        expected: DATA_HEADER_LEN,
+                        expected: header,
                         got: len,
                     });
                 }

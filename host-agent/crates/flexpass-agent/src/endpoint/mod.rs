@@ -300,6 +300,7 @@ impl Endpoint {
                 bdp_bytes: (self.cfg.link_bps / 8.0 * self.cfg.base_rtt as f64 * 1e-9).ceil()
                     as u64,
                 base_rtt: self.cfg.base_rtt.max(1),
+                ..PFabricConfig::default()
             };
         }
         if transport == TransportKind::Pase {

@@ -16,6 +16,9 @@
 //!
 //! "Resume when a probe's answer shows no mark" and "back to probing on a mark" are this
 //! port's reading (the design text was not at hand, docs/results-pase.md).
+//!
+//! pFabric's probe mode (`crate::pfabric`) uses the same state, started by timeouts
+//! (`Probing::start`) instead of an arbitration; its answers carry no ECE.
 
 use crate::Nanos;
 
@@ -94,6 +97,12 @@ impl Probing {
             self.state = ProbeState::Resumed;
             self.resumes += 1;
         }
+    }
+
+    /// pFabric's probe mode (`crate::pfabric`, §4.2): probing from `now` on, whatever the
+    /// state (the flow hit its consecutive timeouts); the first answer resumes data.
+    pub fn start(&mut self, now: Nanos) {
+        self.state = ProbeState::Probing { next_at: now };
     }
 
     /// An ACK of data with ECE: while resumed in the lowest queue, back to probing at once.

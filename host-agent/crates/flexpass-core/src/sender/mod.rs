@@ -160,7 +160,9 @@ impl Sender {
             tlp: TlpState::Armed,
             timers: TimerTable::default(),
             part,
-            probing: (cfg.transport == TransportKind::Pase && cfg.pase.probing)
+            probing: ((cfg.transport == TransportKind::Pase && cfg.pase.probing)
+                || (cfg.transport == TransportKind::PFabric
+                    && cfg.pfabric.probe_after_timeouts > 0))
                 .then(Probing::default),
             cfg,
         })
@@ -416,13 +418,19 @@ impl Sender {
         }
         if ack.ack_seq == PROBE_SEQ && ack.subflow == SubFlow::Reactive {
             // PASE §3.3: a probe's answer (no data packet has this sequence); without ECE
-            // it shows room in the lowest queue.
+            // it shows room in the lowest queue. pFabric §4.2: any answer ends probe mode.
             let Some(p) = self.probing.as_mut() else {
                 return Err(Rejected::UnexpectedType(self.cfg.transport));
             };
             let before = p.resumes;
             p.on_probe_answer(ack.ece);
-            self.stats.pase_probe_resumes += p.resumes - before;
+            if self.cfg.transport == TransportKind::PFabric {
+                if p.resumes > before {
+                    self.window.reset_backoff();
+                }
+            } else {
+                self.stats.pase_probe_resumes += p.resumes - before;
+            }
             self.established(now);
             return Ok(());
         }
@@ -608,7 +616,7 @@ impl Sender {
     /// else PPT's opportunistic packet.
     fn credit_or_window_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         if self.probing.is_some_and(|p| p.holds_data()) {
-            return self.pase_probe(now);
+            return self.probe(now);
         }
         let proactive_retransmission = self.part.proactive_retransmission();
         while let Some(credit_seq) = self.part.credits_mut().and_then(|c| c.queue.pop_front()) {
@@ -914,6 +922,7 @@ impl Sender {
             self.stats.losses_reactive += moved as u64;
             let next = self.reactive.next_seq();
             self.window.on_timeout(next);
+            self.pfabric_timeout(now);
         }
     }
 }

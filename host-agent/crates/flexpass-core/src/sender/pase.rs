@@ -1,13 +1,14 @@
 //! The PASE sender's part (Munir et al., SIGCOMM'14 §3.3): arbitrations from the flow's
 //! arbitrators (`crate::pase`) and, with probing, the header-only probes of a flow in the
-//! lowest queue (`crate::pase::probing`).
+//! lowest queue (`crate::pase::probing`); pFabric's probe mode (`crate::pfabric`, §4.2)
+//! sends the same probes.
 
 use super::{Handshake, Sender, TransportPart};
 use crate::pase::probing::Probing;
 use crate::pase::{Arbitration, ArbitrationError};
 use crate::{wire_timestamp, Nanos, Transmit};
 use bytes::Bytes;
-use flexpass_wire::{Data, Packet, SubFlow, TrafficClass, PROBE_SEQ};
+use flexpass_wire::{Data, Packet, SubFlow, TrafficClass, TransportKind, PROBE_SEQ};
 
 impl Sender {
     /// PASE: the arbitration the flow follows (None for other transports).
@@ -50,17 +51,31 @@ impl Sender {
         self.probing.as_ref()
     }
 
-    /// PASE §3.3: in the lowest queue, a header-only probe every RTT and no data (once
-    /// established: before, the HELLO's answer is awaited).
-    pub(super) fn pase_probe(&mut self, now: Nanos) -> Option<Transmit> {
-        let queue = self.part.arbitration()?.queue;
+    /// The header-only probe of PASE's probing (§3.3: in the lowest queue, one every RTT
+    /// and no data) and of pFabric's probe mode (§4.2: one per RTO without backoff, with
+    /// the flow's PRIO), once established (before, the HELLO's answer is awaited).
+    pub(super) fn probe(&mut self, now: Nanos) -> Option<Transmit> {
+        let pfabric = self.cfg.transport == TransportKind::PFabric;
+        let class = if pfabric {
+            None
+        } else {
+            Some(TrafficClass::Priority(self.part.arbitration()?.queue))
+        };
+        let interval = if pfabric {
+            self.window.base_rto()
+        } else {
+            self.window.rtt.srtt().unwrap_or(self.cfg.pase.base_rtt)
+        };
         let p = self.probing.as_mut()?;
         if self.handshake != Handshake::Established || !p.probe_due(now) {
             return None;
         }
-        let rtt = self.window.rtt.srtt().unwrap_or(self.cfg.pase.base_rtt);
-        p.on_probe_sent(now, rtt);
-        self.stats.pase_probes += 1;
+        p.on_probe_sent(now, interval);
+        if pfabric {
+            self.stats.pfabric_probes += 1;
+        } else {
+            self.stats.pase_probes += 1;
+        }
         let probe = Data {
             flow_id: self.flow_id,
             subflow: SubFlow::Reactive,
@@ -70,11 +85,29 @@ impl Sender {
             tsval: wire_timestamp(now),
             fin: false,
             retransmission: false,
-            priority: None,
+            priority: pfabric
+                .then(|| crate::pfabric::priority(self.flow_size, self.buf.acked_bytes())),
             payload: Bytes::new(),
         };
         let mut t = Transmit::new(Packet::Data(probe), self.cfg.transport);
-        t.class = TrafficClass::Priority(queue);
+        if let Some(class) = class {
+            t.class = class;
+        }
         Some(t)
+    }
+
+    /// pFabric §4.2: a timeout; the `probe_after_timeouts`-th in a row (no data newly
+    /// acknowledged in between) enters probe mode.
+    pub(super) fn pfabric_timeout(&mut self, now: Nanos) {
+        let n = self.cfg.pfabric.probe_after_timeouts;
+        if self.cfg.transport != TransportKind::PFabric || n == 0 {
+            return;
+        }
+        if let Some(p) = self.probing.as_mut() {
+            if !p.holds_data() && self.window.consecutive_timeouts() >= n {
+                p.start(now);
+                self.stats.pfabric_probe_modes += 1;
+            }
+        }
     }
 }

@@ -89,6 +89,12 @@ pub struct SenderStats {
     pub pase_probes: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub pase_probe_resumes: u64,
+    /// pFabric's probe mode (§4.2): times entered (after consecutive timeouts), and the
+    /// header-only probes sent in it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pfabric_probe_modes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pfabric_probes: u64,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

@@ -303,6 +303,9 @@ pub struct HostSpec {
     /// when default, so the records of runs without PASE stay as they were.
     #[serde(skip_serializing_if = "PaseSpec::is_default")]
     pub pase: PaseSpec,
+    /// pFabric senders (`[host.pfabric]`); left out of the echoed parameters when default.
+    #[serde(skip_serializing_if = "PFabricSpec::is_default")]
+    pub pfabric: PFabricSpec,
     /// Congestion control of the window transport (transport dctcp): "dctcp" (default) or
     /// "cubic" (RFC 8312, FlashPass's WAN baseline; ignores ECN).
     pub tcp: flexpass_core::WindowCc,
@@ -341,6 +344,31 @@ impl Default for FlashPassSpec {
             unscheduled: true,
             delayed_feedback: true,
         }
+    }
+}
+
+/// pFabric's end hosts (SIGCOMM'13 §4.2; `flexpass_core::pfabric`). The window (the host
+/// link's BDP) and the RTO (3 base RTTs) follow from the topology.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PFabricSpec {
+    /// Probe mode: after this many consecutive timeouts a flow sends header-only probes, one
+    /// per RTO, until one is answered (`flexpass_core::pfabric::PROBE_AFTER_TIMEOUTS`,
+    /// 5); 0: off (the flow resends its window at every timeout).
+    pub probe_after_timeouts: u32,
+}
+
+impl Default for PFabricSpec {
+    fn default() -> Self {
+        PFabricSpec {
+            probe_after_timeouts: flexpass_core::pfabric::PROBE_AFTER_TIMEOUTS,
+        }
+    }
+}
+
+impl PFabricSpec {
+    fn is_default(&self) -> bool {
+        *self == PFabricSpec::default()
     }
 }
 
@@ -472,6 +500,7 @@ impl Default for HostSpec {
             credit_jitter: None,
             ppt: PptSpec::default(),
             pase: PaseSpec::default(),
+            pfabric: PFabricSpec::default(),
             tcp: flexpass_core::WindowCc::Dctcp,
             flashpass: FlashPassSpec::default(),
         }
