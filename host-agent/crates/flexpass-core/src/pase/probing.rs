@@ -35,6 +35,13 @@ pub enum ProbeState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probing {
     pub state: ProbeState,
+    /// A probe is unanswered: the earliest time the next may leave once it is answered (its
+    /// send time + the interval). At most one probe per flow is in flight, so the probes of
+    /// many parked flows cannot fill the lowest queue themselves (they did on Mininet: 631
+    /// probes in a shared buffer, every other packet dropped); the next probe leaves one
+    /// interval after the last or at its answer, whichever is later, and after `timeout`
+    /// if the answer was lost.
+    awaiting: Option<Nanos>,
     /// Probes sent and answers received (with and without room).
     pub probes: u64,
     pub answers: u64,
@@ -45,6 +52,7 @@ impl Default for Probing {
     fn default() -> Self {
         Probing {
             state: ProbeState::Off,
+            awaiting: None,
             probes: 0,
             answers: 0,
             resumes: 0,
@@ -80,22 +88,31 @@ impl Probing {
         self.next_probe_at().is_some_and(|t| now >= t)
     }
 
-    /// A probe left at `now`; the next one is one `rtt` later.
-    pub fn on_probe_sent(&mut self, now: Nanos, rtt: Nanos) {
+    /// A probe left at `now`. The next one leaves `interval` later if this one is answered
+    /// by then, else at its answer, else (answer lost) `timeout` later.
+    pub fn on_probe_sent(&mut self, now: Nanos, interval: Nanos, timeout: Nanos) {
         if let ProbeState::Probing { .. } = self.state {
+            let interval = interval.max(1);
             self.state = ProbeState::Probing {
-                next_at: now + rtt.max(1),
+                next_at: now + timeout.max(interval),
             };
+            self.awaiting = Some(now + interval);
             self.probes += 1;
         }
     }
 
-    /// A probe's answer: without ECE it shows room and data resumes.
-    pub fn on_probe_answer(&mut self, ece: bool) {
+    /// A probe's answer at `now`: without ECE it shows room and data resumes; with ECE the
+    /// next probe may leave (one interval after this one at the earliest).
+    pub fn on_probe_answer(&mut self, now: Nanos, ece: bool) {
         self.answers += 1;
+        let earliest = self.awaiting.take();
         if !ece && self.holds_data() {
             self.state = ProbeState::Resumed;
             self.resumes += 1;
+        } else if let (ProbeState::Probing { .. }, Some(t)) = (self.state, earliest) {
+            self.state = ProbeState::Probing {
+                next_at: t.max(now),
+            };
         }
     }
 
@@ -103,12 +120,14 @@ impl Probing {
     /// state (the flow hit its consecutive timeouts); the first answer resumes data.
     pub fn start(&mut self, now: Nanos) {
         self.state = ProbeState::Probing { next_at: now };
+        self.awaiting = None;
     }
 
     /// An ACK of data with ECE: while resumed in the lowest queue, back to probing at once.
     pub fn on_data_ece(&mut self, now: Nanos) {
         if self.state == ProbeState::Resumed {
             self.state = ProbeState::Probing { next_at: now };
+            self.awaiting = None;
         }
     }
 }
@@ -124,17 +143,25 @@ mod tests {
         p.on_arbitration(true);
         assert!(p.holds_data());
         assert!(p.probe_due(0));
-        p.on_probe_sent(0, 40_000);
+        p.on_probe_sent(0, 40_000, 1_000_000);
+        // Unanswered: the next probe waits for the answer (or the timeout).
+        assert!(!p.probe_due(40_000));
+        assert!(p.probe_due(1_000_000));
+        // A marked answer: the lowest queue is full, keep probing, one interval after the
+        // last probe.
+        p.on_probe_answer(30_000, true);
+        assert!(p.holds_data());
         assert!(!p.probe_due(39_999));
         assert!(p.probe_due(40_000));
-        // A marked answer: the lowest queue is full, keep probing.
-        p.on_probe_answer(true);
-        assert!(p.holds_data());
         // The same arbitration again changes nothing.
         p.on_arbitration(true);
         assert_eq!(p.next_probe_at(), Some(40_000));
-        p.on_probe_sent(40_000, 40_000);
-        p.on_probe_answer(false);
+        p.on_probe_sent(40_000, 40_000, 1_000_000);
+        // An answer later than the interval (a queue on the way): the next probe at once.
+        p.on_probe_answer(95_000, true);
+        assert_eq!(p.next_probe_at(), Some(95_000));
+        p.on_probe_sent(95_000, 40_000, 1_000_000);
+        p.on_probe_answer(120_000, false);
         assert_eq!(p.state, ProbeState::Resumed);
         assert!(!p.holds_data());
         p.on_arbitration(true);
@@ -146,6 +173,6 @@ mod tests {
         assert_eq!(p.state, ProbeState::Off);
         p.on_data_ece(100_000);
         assert_eq!(p.state, ProbeState::Off);
-        assert_eq!((p.probes, p.answers, p.resumes), (2, 2, 1));
+        assert_eq!((p.probes, p.answers, p.resumes), (3, 3, 1));
     }
 }

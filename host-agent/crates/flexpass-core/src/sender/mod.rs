@@ -423,7 +423,7 @@ impl Sender {
                 return Err(Rejected::UnexpectedType(self.cfg.transport));
             };
             let before = p.resumes;
-            p.on_probe_answer(ack.ece);
+            p.on_probe_answer(now, ack.ece);
             if self.cfg.transport == TransportKind::PFabric {
                 if p.resumes > before {
                     self.window.reset_backoff();
@@ -432,6 +432,12 @@ impl Sender {
                 self.stats.pase_probe_resumes += p.resumes - before;
             }
             self.established(now);
+            // The answer carries the receiver's in-order point: data whose own ACKs were
+            // lost while the flow probed is acknowledged by it, not resent.
+            if ack.flow_ack <= self.buf.sent_limit() {
+                self.ack_flow_prefix(ack.flow_ack);
+                self.buf.trim();
+            }
             return Ok(());
         }
         if ack.ece && ack.subflow == SubFlow::Reactive {
@@ -508,16 +514,7 @@ impl Sender {
             }
         }
         self.events = events;
-        // The receiver's in-order point acknowledges whole segments even if their own ACKs were lost.
-        let mut acked = std::mem::take(&mut self.acked_scratch);
-        acked.clear();
-        self.buf.ack_flow_prefix(ack.flow_ack, &mut acked);
-        for (_, seg) in acked.drain(..) {
-            self.resolve_subflows(&seg);
-            self.stats.bytes_acked += seg.payload.len() as u64;
-            progress = true;
-        }
-        self.acked_scratch = acked;
+        progress |= self.ack_flow_prefix(ack.flow_ack);
         if progress && ack.subflow == SubFlow::Proactive {
             if let Some(c) = self.part.credits_mut() {
                 c.recovery_anchor = now;
@@ -526,6 +523,21 @@ impl Sender {
         self.buf.trim();
         self.ppt_on_ack(now, ack);
         Ok(())
+    }
+
+    /// The receiver's in-order point acknowledges whole segments even if their own ACKs were
+    /// lost. Returns whether that was news.
+    fn ack_flow_prefix(&mut self, flow_ack: u64) -> bool {
+        let mut acked = std::mem::take(&mut self.acked_scratch);
+        acked.clear();
+        self.buf.ack_flow_prefix(flow_ack, &mut acked);
+        let progress = !acked.is_empty();
+        for (_, seg) in acked.drain(..) {
+            self.resolve_subflows(&seg);
+            self.stats.bytes_acked += seg.payload.len() as u64;
+        }
+        self.acked_scratch = acked;
+        progress
     }
 
     /// Segment `idx` was ACKed through some transmission. Returns whether that was news.

@@ -53,7 +53,8 @@ impl Sender {
 
     /// The header-only probe of PASE's probing (§3.3: in the lowest queue, one every RTT
     /// and no data) and of pFabric's probe mode (§4.2: one per RTO without backoff, with
-    /// the flow's PRIO), once established (before, the HELLO's answer is awaited).
+    /// the flow's PRIO), once established (before, the HELLO's answer is awaited); at most
+    /// one unanswered (`Probing::on_probe_sent`).
     pub(super) fn probe(&mut self, now: Nanos) -> Option<Transmit> {
         let pfabric = self.cfg.transport == TransportKind::PFabric;
         let class = if pfabric {
@@ -61,8 +62,10 @@ impl Sender {
         } else {
             Some(TrafficClass::Priority(self.part.arbitration()?.queue))
         };
+        // The answer of a lost probe is waited for an RTO (without backoff).
+        let timeout = self.window.base_rto();
         let interval = if pfabric {
-            self.window.base_rto()
+            timeout
         } else {
             self.window.rtt.srtt().unwrap_or(self.cfg.pase.base_rtt)
         };
@@ -70,7 +73,7 @@ impl Sender {
         if self.handshake != Handshake::Established || !p.probe_due(now) {
             return None;
         }
-        p.on_probe_sent(now, interval);
+        p.on_probe_sent(now, interval, timeout);
         if pfabric {
             self.stats.pfabric_probes += 1;
         } else {
