@@ -100,8 +100,11 @@ def _leaves(d, prefix=""):
 def refused_keys(exp: dict, defaults: dict) -> List[str]:
     """The keys `exp` sets that this backend cannot honour, each with the reason."""
     out = []
+    is_pase = (exp.get("deployment") or {}).get("transport") == "pase"
     for key, value in _leaves(exp):
         if key in HONOURED or key.split(".")[0] in HONOURED:
+            continue
+        if is_pase and key in pase.HONOURED_IN_PASE:
             continue
         table = key.split(".")[0]
         default = dict(_leaves(defaults.get(table, {}), table)).get(key) if table in defaults else None

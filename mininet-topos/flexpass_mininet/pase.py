@@ -28,6 +28,10 @@ ARBITRATOR_PORT = 7900
 #: host.pase keys this backend honours (agent flags), for emulate.HONOURED.
 HONOURED = {"host.pase.queues", "host.pase.probing", "host.pase.delegation"}
 
+#: Host keys honoured in a PASE experiment only (`agent_flags` scales them for every case
+#: of it), refused elsewhere.
+HONOURED_IN_PASE = {"host.rto_min_ms", "host.init_cwnd"}
+
 #: The model's defaults of the other host.pase keys (PaseSpec::default; the resolved
 #: defaults leave the pase table out when it is all default): only other values are refused.
 DEFAULTS = {"host.pase.arbitration": "end-to-end", "host.pase.reference_rate": True,

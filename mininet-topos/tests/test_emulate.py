@@ -533,3 +533,11 @@ def test_pase_keys_the_agent_has_no_flag_for_are_refused_by_name():
     (p,) = plans(PASE_TESTBED, "host.pase.probing=true", "host.pase.queues=4", no_sweep=True)
     f = em.agent_flags(p)
     assert "--pase-probing" in f and f[f.index("--pase-queues") + 1] == "4"
+    # RTO_min and the initial window: the agents' flags in a PASE experiment (scaled) ...
+    (p,) = plans(PASE_TESTBED, "host.rto_min_ms=16", "host.init_cwnd=20", no_sweep=True)
+    f = em.agent_flags(p)
+    assert float(f[f.index("--rto-min-ms") + 1]) == pytest.approx(16 * p.time_scale)
+    assert float(f[f.index("--init-cwnd") + 1]) == max(1, round(20 * p.scaled.bdp_ratio))
+    # ... and refused by name in any other.
+    with pytest.raises(ExperimentError, match=r"host.rto_min_ms = 16.0: not supported on mininet"):
+        plans(PASE_TESTBED, "host.rto_min_ms=16", "deployment.transport=flexpass", no_sweep=True)
