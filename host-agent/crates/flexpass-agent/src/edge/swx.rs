@@ -175,7 +175,7 @@ pub fn regrd_answer(buf: &[u8], n: usize) -> Result<Option<Vec<u64>>, String> {
         return Ok(Some(Vec::new()));
     }
     let text = String::from_utf8_lossy(buf);
-    let mut values = Vec::with_capacity(n);
+    let mut values = Vec::new();
     let lines = text
         .split('\n')
         .map(|l| l.trim_start_matches("pipeline> ").trim())
