@@ -1,8 +1,8 @@
 //! Fuzz target: the NIC edge's text readers (issue 27) never panic and never turn a count
 //! that does not fit into a wrapped or clamped number. Every input is fed to both:
 //! * `flexpass_agent::edge::parse_htb_class` (`tc -s class show` of the qdisc edge): an
-//!   error always names the netdev; the answer does not depend on the classes listed
-//!   before htb class 1:10.
+//!   error always names the netdev; a rate or burst past 64 bits is an error, not
+//!   u64::MAX; the answer does not depend on the classes listed before htb class 1:10.
 //! * the DPDK SWX pipeline CLI reader (crates/flexpass-agent/src/edge/swx.rs):
 //!   `regrd_answer` for 0, k − 1, k and k + 1 reads (k: the answer's `0x` lines): once
 //!   the prompt has come, k − 1 reads are an error (out of step), k give k values and
@@ -28,7 +28,9 @@ fn htb(text: &str) {
         Ok(c) => {
             assert_eq!(c.dev.as_deref(), Some("fz0"));
             assert!(c.maps.is_none() && c.swx_cli.is_none() && c.pna.is_none());
-            assert!(c.credit_rate_bytes_per_s.is_some() && c.credit_burst_bytes.is_some());
+            // A rate or burst past 64 bits is refused, not clamped (`as u64` saturates).
+            assert!(c.credit_rate_bytes_per_s.is_some_and(|r| r != u64::MAX / 8));
+            assert!(c.credit_burst_bytes.is_some_and(|b| b != u64::MAX));
         }
         Err(e) => assert!(e.starts_with("dev fz0: "), "{e}"),
     }
