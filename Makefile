@@ -203,13 +203,14 @@ test-mininet: deps-mininet
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py mininet-topos/tests/test_mininet_emulate.py mininet-topos/tests/test_mininet_faults.py mininet-topos/tests/test_mininet_soak.py mininet-topos/tests/test_mininet_flashpass.py mininet-topos/tests/test_mininet_credit_batch.py mininet-topos/tests/test_mininet_pase.py mininet-topos/tests/test_mininet_pfabric.py && \
 	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, the model's dumbbell, incast and leaf-spine (link failure) experiments through flexpass emulate, and flexpass compare, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply; soak: 20 s of mixed traffic, byte-exact, memory and CPU series; flashpass: near-empty data queue and no data loss vs a window transport, byte-exact; credit batches of 8 respaced by the switch: no data loss, near-empty data queue; and through stock BMv2's P4 credit meter: byte-exact, credit drops bounded; PASE testbed (Fig. 13(b)): 9 clients -> 1 server, DCTCP then PASE with a rack arbitrator process and delegation, byte-exact, PASE in several priority queues; AFCTs printed, not asserted: docs/results-pase.md; pFabric: short flows past long ones through the pFabric queue, well below DCTCP's FCT, byte-exact, pushed_out drops counted)" >> $(SUMMARY); fi
 
-# Every fuzz target for 20 s (about 2 minutes with the build): the decoder and the
-# stateful targets (sender, receiver, pair; docs/fuzzing.md). The summary quotes the
+# Every fuzz target for 20 s (about 3 minutes with the build): the decoder, the
+# stateful targets (sender, receiver, pair) and the text parsers (trace, api, edge_text;
+# docs/fuzzing.md). The summary quotes the
 # executions and coverage (cov: edges, ft: features) libFuzzer reported.
 test-fuzz:
 	@if rustup toolchain list 2>/dev/null | grep -q nightly; then \
 	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20 && \
-	  echo "ran: fuzz (20 s per target, seeds from recorded exchanges: $$(cat build/fuzz/summary.txt))" >> $(SUMMARY); \
+	  echo "ran: fuzz (20 s per target, seeds from recorded exchanges, the API doc's requests and tc / SWX CLI output: $$(cat build/fuzz/summary.txt))" >> $(SUMMARY); \
 	else echo "SKIPPED fuzz tier: no nightly Rust toolchain (cargo fuzz needs it): rustup toolchain install nightly" | tee -a $(SUMMARY); fi
 
 ## demo: FlexPass vs DCTCP and ExpressPass vs DCTCP on the model; JSON + PNG under results/
@@ -282,7 +283,7 @@ figures: build-sim-fast
 	@for f in $(FIGURES); do \
 	  $(SIM_BIN) sweep $$f --out $(RESULTS)/figures/$$f $(if $(JOBS),-j $(JOBS)) || exit 1; done
 
-## fuzz: every cargo-fuzz target (decode, sender, receiver, pair) for FUZZ_SECONDS each,
+## fuzz: every cargo-fuzz target (decode, sender, receiver, pair, trace, api, edge_text) for FUZZ_SECONDS each,
 ## seeds generated first; FUZZ_TARGETS="pair" picks targets, FUZZ_COVERAGE=1 adds line coverage
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install -q cargo-fuzz

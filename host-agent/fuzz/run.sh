@@ -7,12 +7,13 @@
 #    checks that they round-trip and replay their exchange (harness tests, stable Rust).
 # 2. Runs each target under libFuzzer for SECONDS_PER_TARGET with corpus/<target> (kept
 #    between runs, not in git), its seeds and regressions/<target> (inputs that once failed,
-#    in git); logs go to build/fuzz/<target>.log.
+#    in git), and dicts/<target>.dict where there is one (the text parsers' words); logs go
+#    to build/fuzz/<target>.log.
 # 3. Prints one line per target from libFuzzer's final status line: executions, exec/s,
 #    cov (edges covered) and ft (features), and writes a one-line summary to
 #    build/fuzz/summary.txt (the test summary quotes it).
 #
-# Environment: FUZZ_TARGETS (default: all five), FUZZ_SANITIZER (default none: the code
+# Environment: FUZZ_TARGETS (default: all seven), FUZZ_SANITIZER (default none: the code
 # under test is safe Rust, and without ASan the 2-core test machine runs ~3x more inputs;
 # use `address` to look for memory errors in dependencies), FUZZ_COVERAGE=1 (also
 # `cargo fuzz coverage` over each corpus and a line-coverage report of flexpass-core and
@@ -25,7 +26,7 @@ secs=${1:-60}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 logs=$root/build/fuzz
-targets=${FUZZ_TARGETS:-decode sender receiver pair trace}
+targets=${FUZZ_TARGETS:-decode sender receiver pair trace api edge_text}
 san=${FUZZ_SANITIZER:-none}
 mkdir -p "$logs"
 cd "$here" || exit 1
@@ -44,8 +45,10 @@ for t in $targets; do
   dirs=("corpus/$t")
   [ -d "seeds/$t" ] && dirs+=("seeds/$t")
   [ -d "regressions/$t" ] && dirs+=("regressions/$t")
+  dict=()
+  [ -f "dicts/$t.dict" ] && dict=(-dict="dicts/$t.dict")
   cargo +nightly fuzz run -s "$san" -a "$t" "${dirs[@]}" -- \
-    -max_total_time="$secs" -print_final_stats=1 >"$logs/$t.log" 2>&1
+    -max_total_time="$secs" -print_final_stats=1 "${dict[@]}" >"$logs/$t.log" 2>&1
   rc=$?
   # "#123 DONE cov: 1402 ft: 8453 corp: ... exec/s: 3732 rss: 37Mb" (or the last status line).
   line=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$logs/$t.log" | tail -1)
@@ -77,11 +80,20 @@ if [ "${FUZZ_COVERAGE:-0}" = 1 ]; then
     [ -d "regressions/$t" ] && dirs+=("regressions/$t")
     cargo +nightly fuzz coverage "$t" "${dirs[@]}" >"$logs/coverage-$t.log" 2>&1 || continue
     bin=$(find target -path "*coverage*release/$t" -type f | head -1)
-    if [ "$t" = decode ]; then src=flexpass-wire; else
-      src=flexpass-core; objects+=(-object "$bin"); profiles+=("coverage/$t/coverage.profdata"); fi
+    # The code each target is about: its crate, or the parser's files.
+    crates=$root/host-agent/crates
+    case $t in
+      decode) src=flexpass-wire; files=("$crates/$src/src") ;;
+      trace) src=flexpass-workload; files=("$crates/$src/src") ;;
+      api) src=flexpass-agent/api.rs; files=("$crates/flexpass-agent/src/api.rs") ;;
+      edge_text) src="flexpass-agent/edge{,/swx}.rs"
+        files=("$crates/flexpass-agent/src/edge.rs" "$crates/flexpass-agent/src/edge/swx.rs") ;;
+      *) src=flexpass-core; files=("$crates/$src/src")
+        objects+=(-object "$bin"); profiles+=("coverage/$t/coverage.profdata") ;;
+    esac
     # TOTAL regions missed cover% functions missed exec% lines missed cover% ...
     lines=$("$tools/llvm-cov" report "$bin" -instr-profile="coverage/$t/coverage.profdata" \
-      "$root/host-agent/crates/$src/src" 2>/dev/null | awk '/^TOTAL/ {print $10}')
+      "${files[@]}" 2>/dev/null | awk '/^TOTAL/ {print $10}')
     echo "coverage $t: $src lines ${lines:-?}"
     summary+=("$t: $src lines ${lines:-?}")
   done

@@ -185,7 +185,7 @@ fn tc_rate_bits(s: &str) -> Option<u64> {
         "Tbit" => 1e12,
         _ => return None,
     };
-    Some((num.parse::<f64>().ok()? * mult).round() as u64)
+    tc_number(num, mult)
 }
 
 /// A size as `tc` prints it ("183b", "1600b", "15Kb", "1Mb"): bytes (units of 1024).
@@ -199,7 +199,13 @@ fn tc_size_bytes(s: &str) -> Option<u64> {
         "Gb" => 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
-    Some((num.parse::<f64>().ok()? * mult).round() as u64)
+    tc_number(num, mult)
+}
+
+/// `num` × `mult`, rounded; None past u64 (`as` would saturate to u64::MAX bytes/s).
+fn tc_number(num: &str, mult: f64) -> Option<u64> {
+    let v = (num.parse::<f64>().ok()? * mult).round();
+    (v < 18_446_744_073_709_551_616.0).then_some(v as u64) // 2^64
 }
 
 /// The edge counters the agent was told where to find: the eBPF edge's maps, the qdisc
@@ -301,6 +307,22 @@ mod tests {
         );
         let e = parse_htb_class("va", &HTB_SHOW.replace("2589Kbit", "2589Kbps")).unwrap_err();
         assert!(e.contains("bad rate \"2589Kbps\""), "{e}");
+        // Numbers past 64 bits are refused, not saturated (edge_text fuzz target).
+        let e = parse_htb_class("va", &HTB_SHOW.replace("2589Kbit", "18446744073709552Kbit"))
+            .unwrap_err();
+        assert!(e.contains("bad rate \"18446744073709552Kbit\""), "{e}");
+        let e = parse_htb_class("va", &HTB_SHOW.replace("183b", "16777216Tb")).unwrap_err();
+        assert!(e.contains("bad burst"), "{e}");
+        let e = parse_htb_class(
+            "va",
+            &HTB_SHOW.replace("1071 pkt", "18446744073709551616 pkt"),
+        )
+        .unwrap_err();
+        assert!(e.contains("bad packet count"), "{e}");
+        let e = parse_htb_class("va", &HTB_SHOW.replace("dropped 37", "dropped -1")).unwrap_err();
+        assert!(e.contains("bad drop count \"-1\""), "{e}");
+        assert!(tc_rate_bits("18446744073Gbit").is_some());
+        assert_eq!(tc_rate_bits("18446744074Gbit"), None);
         let e = read_qdisc_edge("fp-no-such-dev0").unwrap_err();
         assert!(e.contains("fp-no-such-dev0"), "{e}");
     }

@@ -13,6 +13,7 @@
 //! * [`sender`], [`receiver`], [`pair`]: the three targets' operations and drivers.
 //! * [`seeds`]: seed corpora from Sender ↔ Receiver exchanges over an in-memory lossy link.
 //! * [`decode_seeds`]: one message of every type for the `decode` target.
+//! * [`text_seeds`]: real inputs of the text-parser targets (`api`, `edge_text`).
 //! * [`alloc`]: a counting global allocator for the memory-bound invariant.
 //!
 //! docs/fuzzing.md lists the invariants.
@@ -26,3 +27,4 @@ pub mod receiver;
 pub mod seeds;
 pub mod sender;
 pub mod sut;
+pub mod text_seeds;

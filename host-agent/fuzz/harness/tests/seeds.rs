@@ -89,3 +89,34 @@ fn decode_seeds_cover_every_type() {
     }
     assert_eq!(types, (1..=13).collect());
 }
+
+/// The `api` target's seeds: every op of the agent's API (flexpass_agent::api::OPS) has a
+/// request line in docs/agent-api.md, in-process hand-over included.
+#[test]
+fn api_seeds_have_every_op() {
+    use flexpass_fuzz_harness::text_seeds::{api_seeds, doc_requests};
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/agent-api.md"),
+    )
+    .expect("docs/agent-api.md");
+    let lines = doc_requests(&doc);
+    for op in [
+        "connect",
+        "accept",
+        "tcp_connect",
+        "tcp_listen",
+        "tcp_peer",
+        "status",
+        "tcp_taken",
+        "tcp_refused",
+        "tcp_closed",
+    ] {
+        let key = format!("\"op\": \"{op}\"");
+        assert!(
+            lines.iter().any(|l| l.contains(&key)),
+            "no {op} line in the doc"
+        );
+    }
+    assert!(lines.iter().any(|l| l.contains("\"inproc\": true")));
+    assert!(api_seeds(&doc).len() > lines.len());
+}

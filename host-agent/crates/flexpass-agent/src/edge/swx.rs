@@ -111,7 +111,7 @@ impl SwxCli {
     }
 
     /// Read until `n` values (`0x…` lines) have come and the last read ended with the
-    /// prompt; the values in order. Anything else in the answers is an error, named.
+    /// prompt; the values in order (`regrd_answer`).
     fn answer(&mut self, n: usize) -> Result<Vec<u64>, String> {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 65536];
@@ -127,30 +127,9 @@ impl SwxCli {
                 ));
             }
             buf.extend_from_slice(&chunk[..got]);
-            if !buf.ends_with(PROMPT) {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&buf);
-            let lines: Vec<&str> = text
-                .split('\n')
-                .map(|l| l.trim_start_matches("pipeline> ").trim())
-                .filter(|l| !l.is_empty() && *l != "pipeline>")
-                .collect();
-            if n == 0 {
-                return Ok(Vec::new());
-            }
-            let values: Vec<u64> = lines
-                .iter()
-                .filter_map(|l| l.strip_prefix("0x"))
-                .filter_map(|h| u64::from_str_radix(h, 16).ok())
-                .collect();
-            if let Some(bad) = lines.iter().find(|l| !l.starts_with("0x")) {
-                return Err(format!(
-                    "the SWX pipeline at {}: regrd answered {bad:?}",
-                    self.addr
-                ));
-            }
-            if values.len() >= n {
+            if let Some(values) = regrd_answer(&buf, n)
+                .map_err(|e| format!("the SWX pipeline at {}: {e}", self.addr))?
+            {
                 return Ok(values);
             }
         }
@@ -174,11 +153,50 @@ impl SwxCli {
             let v = self
                 .answer((end - at) as usize)
                 .map_err(|e| format!("{e} (reading {array})"))?;
-            out.extend_from_slice(&v[..(end - at) as usize]);
+            out.extend_from_slice(&v);
             at = end;
         }
         Ok(out)
     }
+}
+
+/// The values the CLI answered in `buf` (everything read since the commands were sent) to
+/// `n` `regrd` commands: one `0x…` line each (cli.c: `0x%" PRIx64 "\n"`), a prompt after
+/// each read's answers. None while `buf` does not end with the prompt or holds fewer than
+/// `n` values. Any other line is an error naming it, and so is a value that is not 1–16
+/// significant hex digits (it would not fit the 64-bit cell) and more values than commands
+/// (each counter would land in another cell). With `n` 0 (the banner) anything goes.
+#[doc(hidden)] // pub for the edge_text fuzz target (host-agent/fuzz), not an API
+pub fn regrd_answer(buf: &[u8], n: usize) -> Result<Option<Vec<u64>>, String> {
+    if !buf.ends_with(PROMPT) {
+        return Ok(None);
+    }
+    if n == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let text = String::from_utf8_lossy(buf);
+    let mut values = Vec::new();
+    let lines = text
+        .split('\n')
+        .map(|l| l.trim_start_matches("pipeline> ").trim())
+        .filter(|l| !l.is_empty() && *l != "pipeline>");
+    for (k, line) in lines.enumerate() {
+        let bad = |why: &str| format!("regrd answered {line:?} (answer line {}: {why})", k + 1);
+        let Some(hex) = line.strip_prefix("0x") else {
+            return Err(bad("not a value"));
+        };
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad("not a hex number"));
+        }
+        values.push(u64::from_str_radix(hex, 16).map_err(|_| bad("more than 64 bits"))?);
+    }
+    if values.len() > n {
+        return Err(format!(
+            "regrd answered {} values to {n} reads (the answers are out of step)",
+            values.len()
+        ));
+    }
+    Ok((values.len() == n).then_some(values))
 }
 
 /// Read the PNA edge's counters from the SWX pipeline whose CLI listens at `addr`
@@ -190,6 +208,31 @@ pub fn read_swx_edge(addr: &str) -> Result<EdgeCounters, String> {
     let mut regs = BTreeMap::new();
     for (name, n) in SWX_REGISTERS {
         regs.insert(name, cli.regrd_all(name, n)?);
+    }
+    edge_from_registers(addr, &regs)
+}
+
+/// The counters in the register cells read from the pipeline at `addr` (every array of
+/// `SWX_REGISTERS`, with its size). A count that does not fit its counter (the sum of
+/// `credit_dropped` past 2⁶⁴ − 1, a `flow_credits` or `flow_credit_id` cell past its 32
+/// bits) is an error naming the register and cell, not a wrapped number.
+#[doc(hidden)] // pub for the edge_text fuzz target (host-agent/fuzz), not an API
+pub fn edge_from_registers(
+    addr: &str,
+    regs: &BTreeMap<&str, Vec<u64>>,
+) -> Result<EdgeCounters, String> {
+    let bad = |what: String| format!("the SWX pipeline at {addr}: {what}");
+    for (name, n) in SWX_REGISTERS {
+        match regs.get(name) {
+            Some(cells) if cells.len() == n as usize => {}
+            Some(cells) => {
+                return Err(bad(format!(
+                    "{name}: {} cells read, it has {n}",
+                    cells.len()
+                )))
+            }
+            None => return Err(bad(format!("{name} not read"))),
+        }
     }
     let (events, packets, bytes) = (
         &regs["nic_events_0"],
@@ -212,17 +255,32 @@ pub fn read_swx_edge(addr: &str) -> Result<EdgeCounters, String> {
             }
         }
     }
-    let flow_credits = regs["_flow_credits"]
+    // bit<32> cells (p4src/pna/include/control/credit_meter.p4).
+    let u32_cell = |name: &str, slot: usize, v: u64| {
+        u32::try_from(v).map_err(|_| bad(format!("{name}[{slot}] = {v:#x} is past its 32 bits")))
+    };
+    let mut flow_credits = Vec::new();
+    for (slot, (&c, &id)) in regs["_flow_credits"]
         .iter()
         .zip(&regs["_flow_credit_id"])
         .enumerate()
-        .filter(|(_, (c, _))| **c > 0)
-        .map(|(slot, (c, id))| FlowCredits {
-            slot: slot as u32,
-            flow_id: *id as u32,
-            credits: *c,
-        })
-        .collect();
+    {
+        if c > 0 {
+            flow_credits.push(FlowCredits {
+                slot: slot as u32,
+                flow_id: u32_cell("_flow_credit_id", slot, id)?,
+                credits: u32_cell("_flow_credits", slot, c)?.into(),
+            });
+        }
+    }
+    let mut credits_dropped = 0u64;
+    for (cell, &d) in regs["_credit_dropped"].iter().enumerate() {
+        credits_dropped = credits_dropped.checked_add(d).ok_or_else(|| {
+            bad(format!(
+                "_credit_dropped sums past 2^64 - 1 at cell {cell} ({d:#x}): not counters"
+            ))
+        })?;
+    }
     Ok(EdgeCounters {
         maps: None,
         dev: None,
@@ -230,7 +288,7 @@ pub fn read_swx_edge(addr: &str) -> Result<EdgeCounters, String> {
         credit_rate_bytes_per_s: None,
         credit_burst_bytes: None,
         credits_passed: packets[CLASS_CREDIT_GREEN],
-        credits_dropped: regs["_credit_dropped"].iter().sum(),
+        credits_dropped,
         pna: Some(PnaDetail {
             classes,
             events: EVENTS
@@ -309,5 +367,88 @@ mod tests {
         assert!(e.contains("failed") && e.contains(&addr), "{e}");
         drop(cli);
         server.join().unwrap();
+    }
+    /// Answers that would put counters in the wrong cells are refused, named by their line
+    /// (edge_text fuzz target): a value past 64 bits, or an empty or signed one, was
+    /// skipped, so the next value took its cell; more values than reads were cut off.
+    #[test]
+    fn regrd_answers_out_of_range_or_out_of_step_are_named() {
+        let ok = regrd_answer(b"0x0\n0x3\npipeline> 0xffffffffffffffff\npipeline> ", 3);
+        assert_eq!(ok, Ok(Some(vec![0, 3, u64::MAX])));
+        assert_eq!(regrd_answer(b"0x0\n0x3\npipeline> ", 3), Ok(None));
+        assert_eq!(regrd_answer(b"0x0\n0x3\n", 2), Ok(None), "no prompt yet");
+        assert_eq!(
+            regrd_answer(b"\nWelcome!\n\npipeline> ", 0),
+            Ok(Some(vec![]))
+        );
+        for (bad, why) in [
+            ("0x10000000000000000", "more than 64 bits"),
+            ("0x", "not a hex number"),
+            ("0x+5", "not a hex number"),
+            ("0x5 7", "not a hex number"),
+            ("Command \"regrd\" failed.", "not a value"),
+        ] {
+            let text = format!("0x1\n{bad}\n0x2\npipeline> ");
+            let e = regrd_answer(text.as_bytes(), 3).unwrap_err();
+            assert!(
+                e.contains(&format!("{bad:?}")) && e.contains("answer line 2") && e.contains(why),
+                "{e}"
+            );
+        }
+        let e = regrd_answer(b"0x1\n0x2\n0x3\npipeline> ", 2).unwrap_err();
+        assert!(e.contains("3 values to 2 reads"), "{e}");
+    }
+
+    fn registers() -> BTreeMap<&'static str, Vec<u64>> {
+        SWX_REGISTERS
+            .iter()
+            .map(|&(name, n)| (name, vec![0; n as usize]))
+            .collect()
+    }
+
+    /// Counts that do not fit their counter are an error naming register and cell, not a
+    /// wrapped sum (a release build wrapped, a debug build panicked) or a truncated id.
+    #[test]
+    fn register_cells_past_their_counters_are_named() {
+        let mut regs = registers();
+        regs.get_mut("_credit_dropped").unwrap()[3] = 5;
+        regs.get_mut("_credit_dropped").unwrap()[9] = 7;
+        regs.get_mut("_flow_credits").unwrap()[12] = 4;
+        regs.get_mut("_flow_credit_id").unwrap()[12] = u32::MAX.into();
+        regs.get_mut("class_packets_0").unwrap()[CLASS_CREDIT_GREEN] = 4;
+        let c = edge_from_registers("h:1", &regs).unwrap();
+        assert_eq!((c.credits_passed, c.credits_dropped), (4, 12));
+        let flows = &c.pna.as_ref().unwrap().flow_credits;
+        assert_eq!(
+            flows,
+            &[FlowCredits {
+                slot: 12,
+                flow_id: u32::MAX,
+                credits: 4
+            }]
+        );
+
+        let mut over = regs.clone();
+        over.get_mut("_credit_dropped").unwrap()[9] = u64::MAX - 4;
+        let e = edge_from_registers("h:1", &over).unwrap_err();
+        assert!(
+            e.contains("h:1") && e.contains("_credit_dropped") && e.contains("cell 9"),
+            "{e}"
+        );
+        let mut id = regs.clone();
+        id.get_mut("_flow_credit_id").unwrap()[12] = 1 << 32;
+        let e = edge_from_registers("h:1", &id).unwrap_err();
+        assert!(e.contains("_flow_credit_id[12] = 0x100000000"), "{e}");
+        let mut credits = regs.clone();
+        credits.get_mut("_flow_credits").unwrap()[12] = 1 << 32;
+        let e = edge_from_registers("h:1", &credits).unwrap_err();
+        assert!(e.contains("_flow_credits[12]"), "{e}");
+        let mut short = regs.clone();
+        short.get_mut("class_bytes_0").unwrap().pop();
+        let e = edge_from_registers("h:1", &short).unwrap_err();
+        assert!(e.contains("class_bytes_0: 31 cells read, it has 32"), "{e}");
+        regs.remove("nic_events_0");
+        let e = edge_from_registers("h:1", &regs).unwrap_err();
+        assert!(e.contains("nic_events_0 not read"), "{e}");
     }
 }
