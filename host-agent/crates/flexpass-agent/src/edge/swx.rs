@@ -8,7 +8,7 @@ use super::EdgeCounters;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
 /// The pipeline's name in nic/dpdk_swx.py's and flexpass_cp.swx's CLI scripts.
@@ -68,6 +68,58 @@ pub struct FlowCredits {
     pub slot: u32,
     pub flow_id: u32,
     pub credits: u64,
+    /// The peer (IP:port) of this agent's receiver whose credits the slot counts: its flow
+    /// id is the slot's last one and its (host address, peer address, flow id) hash to the
+    /// slot (`flow_slot`); absent when no receiver of this agent matches (another host's
+    /// flow, a flow that ended, or two flows sharing the slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<String>,
+}
+
+/// The slot of the PNA program's per-flow credit registers (`flow_slot` in
+/// p4src/pna/include/control/credit_meter.p4): src ^ dst ^ flow_id folded to 12 bits. XOR
+/// is symmetric, so either end's view gives the same slot.
+pub fn flow_slot(src: Ipv4Addr, dst: Ipv4Addr, flow_id: u32) -> u32 {
+    let x = u32::from(src) ^ u32::from(dst) ^ flow_id;
+    (x ^ (x >> 12) ^ (x >> 24)) & (FLOW_SLOTS - 1)
+}
+
+/// Name this agent's receivers in the slots that counted their credits. `local` is the
+/// address the agent's socket is bound to; when it is unspecified, the source address the
+/// host's routes pick towards each peer (the credits' source) is used.
+pub fn match_receivers(
+    detail: &mut PnaDetail,
+    local: Option<IpAddr>,
+    receivers: impl Iterator<Item = (SocketAddr, u32)>,
+) {
+    let mut by_slot: BTreeMap<(u32, u32), SocketAddr> = BTreeMap::new();
+    let mut source: BTreeMap<Ipv4Addr, Option<Ipv4Addr>> = BTreeMap::new();
+    for (peer, flow_id) in receivers {
+        let SocketAddr::V4(p) = peer else { continue };
+        let src = match local {
+            Some(IpAddr::V4(a)) if !a.is_unspecified() => Some(a),
+            _ => *source
+                .entry(*p.ip())
+                .or_insert_with(|| source_towards(*p.ip())),
+        };
+        if let Some(src) = src {
+            by_slot.insert((flow_slot(src, *p.ip(), flow_id), flow_id), peer);
+        }
+    }
+    for f in &mut detail.flow_credits {
+        f.receiver = by_slot.get(&(f.slot, f.flow_id)).map(|p| p.to_string());
+    }
+}
+
+/// The source address this host's routes use towards `peer` (a connected UDP socket's
+/// local address: no packet is sent).
+fn source_towards(peer: Ipv4Addr) -> Option<Ipv4Addr> {
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    s.connect((peer, 9)).ok()?;
+    match s.local_addr().ok()?.ip() {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    }
 }
 
 /// What `status` shows of the PNA edge beyond the common counters.
@@ -270,6 +322,7 @@ pub fn edge_from_registers(
                 slot: slot as u32,
                 flow_id: u32_cell("_flow_credit_id", slot, id)?,
                 credits: u32_cell("_flow_credits", slot, c)?.into(),
+                receiver: None,
             });
         }
     }
@@ -304,6 +357,89 @@ pub fn edge_from_registers(
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    /// The slot function is the P4 program's: values computed by nic/tests/test_dpdk_swx.py's
+    /// `flow_slot` (Python), the same fold.
+    #[test]
+    fn flow_slots_are_the_pna_programs() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert_eq!(flow_slot(ip("10.0.1.1"), ip("10.0.2.1"), 7), 775);
+        assert_eq!(
+            flow_slot(ip("10.0.2.1"), ip("10.0.1.1"), 7),
+            775,
+            "symmetric"
+        );
+        assert_eq!(
+            flow_slot(ip("192.168.7.3"), ip("10.0.0.9"), 0xdead_beef),
+            2474
+        );
+        assert_eq!(flow_slot(ip("127.0.0.1"), ip("127.0.0.1"), 1), 1);
+    }
+
+    /// A slot names the agent's receiver whose credits it counts (slot and flow id both
+    /// match); another host's flow, or a receiver whose flow id is not the slot's last, is
+    /// not named.
+    #[test]
+    fn slots_name_the_agents_receivers() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let local = ip("10.0.2.1");
+        let ours: SocketAddr = "10.0.1.1:7890".parse().unwrap();
+        let slot = |peer: &str, id| flow_slot(local, ip(peer), id);
+        let mut d = PnaDetail {
+            classes: BTreeMap::new(),
+            events: BTreeMap::new(),
+            flow_credits: vec![
+                FlowCredits {
+                    slot: slot("10.0.1.1", 7),
+                    flow_id: 7,
+                    credits: 40,
+                    receiver: None,
+                },
+                // Same slot index as another flow id would give: not ours.
+                FlowCredits {
+                    slot: slot("10.0.1.1", 8),
+                    flow_id: 9,
+                    credits: 3,
+                    receiver: None,
+                },
+                FlowCredits {
+                    slot: slot("10.0.3.1", 5),
+                    flow_id: 5,
+                    credits: 2,
+                    receiver: None,
+                },
+            ],
+        };
+        let receivers = [
+            (ours, 7),
+            (ours, 8),
+            ("10.0.1.1:40000".parse().unwrap(), 11),
+        ];
+        match_receivers(&mut d, Some(IpAddr::V4(local)), receivers.into_iter());
+        let named: Vec<_> = d
+            .flow_credits
+            .iter()
+            .map(|f| f.receiver.as_deref())
+            .collect();
+        assert_eq!(named, [Some("10.0.1.1:7890"), None, None]);
+        // Bound to 0.0.0.0: the route's source address towards the peer (loopback here).
+        let lo: SocketAddr = "127.0.0.1:7890".parse().unwrap();
+        d.flow_credits = vec![FlowCredits {
+            slot: flow_slot(ip("127.0.0.1"), ip("127.0.0.1"), 21),
+            flow_id: 21,
+            credits: 1,
+            receiver: None,
+        }];
+        match_receivers(
+            &mut d,
+            Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            [(lo, 21)].into_iter(),
+        );
+        assert_eq!(
+            d.flow_credits[0].receiver.as_deref(),
+            Some("127.0.0.1:7890")
+        );
+    }
 
     #[test]
     fn a_pipeline_that_is_not_running_is_named_by_its_address() {
@@ -424,7 +560,8 @@ mod tests {
             &[FlowCredits {
                 slot: 12,
                 flow_id: u32::MAX,
-                credits: 4
+                credits: 4,
+                receiver: None,
             }]
         );
 

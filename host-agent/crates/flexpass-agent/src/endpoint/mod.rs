@@ -543,11 +543,15 @@ impl Endpoint {
             self.cfg.nic_edge_dev.as_deref(),
             self.cfg.nic_edge_swx.as_deref(),
         );
-        let (counters, error) = match read {
+        let (mut counters, error) = match read {
             Some(Ok(c)) => (Some(c), None),
             Some(Err(e)) => (None, Some(e)),
             None => (None, None),
         };
+        if let Some(pna) = counters.as_mut().and_then(|c| c.pna.as_mut()) {
+            let local = self.local_addr().ok().map(|a| a.ip());
+            crate::edge::swx::match_receivers(pna, local, self.receivers.keys().copied());
+        }
         let policed = self.shaper.police_credits_out;
         CreditLimitStatus {
             policed_by: if policed { "agent" } else { "edge" },
