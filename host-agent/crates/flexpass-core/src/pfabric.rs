@@ -18,8 +18,8 @@
 //!   `PROBE_SEQ`, with the flow's PRIO; `crate::pase::probing` holds the state), not the
 //!   paper's one-byte segment: it is as small, and its answer is told apart from data ACKs.
 
-use crate::config::{DctcpConfig, PFabricConfig};
 pub use crate::config::PFABRIC_PROBE_AFTER_TIMEOUTS as PROBE_AFTER_TIMEOUTS;
+use crate::config::{DctcpConfig, PFabricConfig};
 
 /// pFabric §5: the RTO is about this many base RTTs.
 pub const RTO_RTTS: u64 = 3;

@@ -139,7 +139,10 @@ fn probe_mode_after_consecutive_timeouts_probes_and_resumes_at_once() {
                 Fate::after(10 * MICROS)
             }
         });
-        assert!(pair.run(100_000 * MICROS, |p| p.s.is_complete()), "the flow completes");
+        assert!(
+            pair.run(100_000 * MICROS, |p| p.s.is_complete()),
+            "the flow completes"
+        );
         assert_eq!(pair.delivered, data, "byte-exact");
         // What the sender put on the wire during the outage, and when data got through again.
         let during: Vec<_> = pair
@@ -164,17 +167,26 @@ fn probe_mode_after_consecutive_timeouts_probes_and_resumes_at_once() {
     assert!(probes.len() as u64 >= 10 && st.pfabric_probes >= probes.len() as u64);
     for p in &probes {
         assert_eq!(p.subflow_seq, flexpass_wire::PROBE_SEQ);
-        assert!(p.priority.is_some_and(|x| u64::from(x) <= size), "a probe has the flow's PRIO");
+        assert!(
+            p.priority.is_some_and(|x| u64::from(x) <= size),
+            "a probe has the flow's PRIO"
+        );
     }
     // Once in probe mode, only probes: the data sent in the outage is the first window and
     // one packet per timeout before the fifth.
     let resent = during.iter().filter(|d| !d.payload.is_empty()).count();
     assert!(resent <= 12 + 5, "{resent} data packets in the outage");
     let rto = RTO_RTTS * 20 * MICROS;
-    assert!(resumed_after <= rto + 20 * MICROS, "data again {resumed_after} ns after the outage");
+    assert!(
+        resumed_after <= rto + 20 * MICROS,
+        "data again {resumed_after} ns after the outage"
+    );
     let (off, during_off, resumed_off) = run(0);
     assert_eq!((off.pfabric_probe_modes, off.pfabric_probes), (0, 0));
-    assert!(during_off.iter().all(|d| !d.payload.is_empty()), "no probes when off");
+    assert!(
+        during_off.iter().all(|d| !d.payload.is_empty()),
+        "no probes when off"
+    );
     assert!(
         resumed_off > 4 * resumed_after,
         "without probe mode data comes back after the backed-off RTO: {resumed_off} vs {resumed_after} ns"
