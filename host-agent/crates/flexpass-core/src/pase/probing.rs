@@ -38,9 +38,9 @@ pub struct Probing {
     /// A probe is unanswered: the earliest time the next may leave once it is answered (its
     /// send time + the interval). At most one probe per flow is in flight, so the probes of
     /// many parked flows cannot fill the lowest queue themselves (they did on Mininet: 631
-    /// probes filled the port's shared buffer, the other queues' packets were dropped); the next probe leaves one
-    /// interval after the last or at its answer, whichever is later, and after `timeout`
-    /// if the answer was lost.
+    /// probes filled the port's shared buffer and the other queues' packets were dropped);
+    /// the next probe leaves one interval after the last or at its answer, whichever is
+    /// later, and after `timeout` if the answer was lost.
     awaiting: Option<Nanos>,
     /// Probes sent and answers received (with and without room).
     pub probes: u64,
