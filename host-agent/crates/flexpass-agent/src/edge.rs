@@ -202,10 +202,11 @@ fn tc_size_bytes(s: &str) -> Option<u64> {
     tc_number(num, mult)
 }
 
-/// `num` × `mult`, rounded; None past u64 (`as` would saturate to u64::MAX bytes/s).
+/// `num` × `mult`, rounded; None below 0 or past u64 (`as` would saturate to 0 or
+/// u64::MAX bytes/s).
 fn tc_number(num: &str, mult: f64) -> Option<u64> {
     let v = (num.parse::<f64>().ok()? * mult).round();
-    (v < 18_446_744_073_709_551_616.0).then_some(v as u64) // 2^64
+    (0.0..18_446_744_073_709_551_616.0).contains(&v).then_some(v as u64) // [0, 2^64)
 }
 
 /// The edge counters the agent was told where to find: the eBPF edge's maps, the qdisc
@@ -323,6 +324,7 @@ mod tests {
         assert!(e.contains("bad drop count \"-1\""), "{e}");
         assert!(tc_rate_bits("18446744073Gbit").is_some());
         assert_eq!(tc_rate_bits("18446744074Gbit"), None);
+        assert_eq!(tc_rate_bits("-2Kbit"), None, "negative, not 0");
         let e = read_qdisc_edge("fp-no-such-dev0").unwrap_err();
         assert!(e.contains("fp-no-such-dev0"), "{e}");
     }
