@@ -79,8 +79,10 @@ def emulate_main(argv) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="as flexpass sim --set")
     ap.add_argument("--no-sweep", action="store_true", help="one run with the file's keys, ignoring its [sweep]")
     ap.add_argument("--switch", default="flexpass_switch", choices=sorted(env.SWITCH_BINARIES))
-    ap.add_argument("--link-mbps", type=float, default=20.0, help="scaled link rate C' (Mbit/s)")
-    ap.add_argument("--rtt-us", type=float, default=1000.0, help="base RTT of the emulated path (µs)")
+    ap.add_argument("--link-mbps", type=float, default=None,
+                    help="scaled link rate C' (Mbit/s; default: the file's emulation.link_mbps, else 20)")
+    ap.add_argument("--rtt-us", type=float, default=None,
+                    help="base RTT of the emulated path (µs; default: the file's emulation.rtt_us, else 1000)")
     ap.add_argument("--out", type=Path, default=env.REPO / "results" / "emulate",
                     help="results: result.json and flows.csv (a sweep: one folder per point)")
     ap.add_argument("--dry-run", action="store_true", help="print the scaled plan and stop (no root needed)")

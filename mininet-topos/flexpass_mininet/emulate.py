@@ -75,7 +75,7 @@ HONOURED = {
     "host.flashpass.unscheduled",
     "deployment.fraction", "deployment.transport",
     "measure.sample_us", "measure.warmup_ms", "measure.monitor", "measure.small_flow_kb",
-    "flow", "incast", "fault", "workload", "trace",
+    "flow", "incast", "fault", "workload", "trace", "emulation",
 } | pase.HONOURED
 #: Why a section cannot run here (the rest: "no agent flag or switch setting for it").
 WHY = {
@@ -268,9 +268,20 @@ def build_fabric(topo: dict, hosts: int) -> Tuple[Fabric, int, Dict[Tuple[str, s
     raise ExperimentError(f"topology.kind = {kind!r}: not supported on {BACKEND} (kinds: {', '.join(TOPOLOGY_KINDS)})")
 
 
-def make_plan(resolved: dict, point: dict, link_mbps: float, rtt_us: float) -> Plan:
-    """The emulation of one point of a resolved experiment (``flexpass sim --resolve``)."""
+#: The emulated link rate C' (Mbit/s) and base RTT (µs) when neither the command line nor
+#: the experiment's ``[emulation]`` gives them.
+DEFAULT_LINK_MBPS, DEFAULT_RTT_US = 20.0, 1000.0
+
+
+def make_plan(resolved: dict, point: dict, link_mbps: Optional[float] = None,
+              rtt_us: Optional[float] = None) -> Plan:
+    """The emulation of one point of a resolved experiment (``flexpass sim --resolve``), at
+    C' = ``link_mbps`` and base RTT ``rtt_us``; each not given comes from the experiment's
+    ``[emulation]``, else the defaults."""
     exp, derived = point["experiment"], point["derived"]
+    scale = exp.get("emulation") or {}
+    link_mbps = link_mbps or scale.get("link_mbps") or DEFAULT_LINK_MBPS
+    rtt_us = rtt_us or scale.get("rtt_us") or DEFAULT_RTT_US
     if exp["topology"]["kind"] not in TOPOLOGY_KINDS:
         raise ExperimentError(f"{resolved['name']}: topology.kind = {exp['topology']['kind']!r}: not supported on "
                               f"{BACKEND} (kinds: {', '.join(TOPOLOGY_KINDS)})")

@@ -292,7 +292,7 @@ def test_the_pfabric_file_runs_pfabric_on_a_pfabric_queue_and_dctcp_on_an_ecn_qu
     from flexpass_mininet.switch_stats import model_queues
 
     r = em.resolve(str(EXPERIMENTS / "pfabric-quick.toml"), [])
-    ps = [em.make_plan(r, p, 20.0, 3000.0) for p in r["points"]]
+    ps = [em.make_plan(r, p) for p in r["points"]]  # the file's [emulation]: 20 Mbit/s, 3 ms
     assert [(p.profile, sorted({f.transport for f in p.flows})) for p in ps] == \
         [("pfabric", ["pfabric"]), ("naive", ["dctcp"])]
     assert [(f.src, f.dst, f.bytes) for f in ps[0].flows] == \
@@ -541,3 +541,23 @@ def test_pase_keys_the_agent_has_no_flag_for_are_refused_by_name():
     # ... and refused by name in any other.
     with pytest.raises(ExperimentError, match=r"host.rto_min_ms = 16.0: not supported on mininet"):
         plans(PASE_TESTBED, "host.rto_min_ms=16", "deployment.transport=flexpass", no_sweep=True)
+
+
+def test_the_files_emulation_scale_is_the_default_and_the_command_line_wins():
+    """[emulation] link_mbps / rtt_us: the scale when `--link-mbps` / `--rtt-us` are not
+    given; the command line overrides each; the model ignores the section; a bad value is
+    refused naming the key."""
+    r = em.resolve(str(EXPERIMENTS / "pfabric-quick.toml"), [], no_sweep=True)
+    (point,) = r["points"]
+    p = em.make_plan(r, point)
+    assert (p.scaled.link_rate_bps, p.scaled.base_rtt_s) == (20e6, 3e-3)
+    p = em.make_plan(r, point, 50.0)
+    assert (p.scaled.link_rate_bps, p.scaled.base_rtt_s) == (50e6, 3e-3)
+    p = em.make_plan(r, point, None, 1000.0)
+    assert (p.scaled.link_rate_bps, p.scaled.base_rtt_s) == (20e6, 1e-3)
+    # A file without the section: the defaults.
+    r = em.resolve(str(EXPERIMENTS / "flashpass-quick.toml"), [], no_sweep=True)
+    plain = em.make_plan(r, r["points"][0])
+    assert (plain.scaled.link_rate_bps, plain.scaled.base_rtt_s) == (20e6, 1e-3)
+    with pytest.raises(ExperimentError, match=r"emulation.rtt_us must be > 0, got -1"):
+        em.resolve(str(EXPERIMENTS / "pfabric-quick.toml"), ["emulation.rtt_us=-1"])

@@ -39,13 +39,13 @@ SKIP = "; ".join(_problems)
 pytestmark = pytest.mark.skipif(bool(SKIP), reason=SKIP)
 
 QUICK = env.REPO / "mininet-topos" / "experiments" / "pase-testbed-quick.toml"
-#: C' (Mbit/s): pase-testbed.toml says why 50 and not the default 20.
-LINK_MBPS = 50.0
 
 
 def test_pase_and_dctcp_on_the_testbed_are_byte_exact_and_pase_uses_its_queues(tmp_path):
     r = em.resolve(str(QUICK), [])
-    plans = [em.make_plan(r, p, LINK_MBPS, 1000.0) for p in r["points"]]
+    # At the file's [emulation] scale (C' 50 Mbit/s: pase-testbed.toml says why).
+    plans = [em.make_plan(r, p) for p in r["points"]]
+    assert plans[0].scaled.link_rate_bps == 50e6
     runs = {}
     for i, plan in enumerate(plans):
         res = em.run(plan, "flexpass_switch", tmp_path / str(i))

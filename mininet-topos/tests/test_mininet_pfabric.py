@@ -39,15 +39,13 @@ QUICK = env.REPO / "mininet-topos" / "experiments" / "pfabric-quick.toml"
 #: 0.34-0.66 (median 0.36; docs/results-pase.md, "pFabric on Mininet"); a short flow alone
 #: on the link takes 24 ms, about 0.2 of DCTCP's.
 SHORT_FCT_RATIO = 0.8
-#: C' (Mbit/s) and the base RTT the agents are told (µs): pFabric's window is C'·RTT (BDP)
-#: and its RTO 3 RTTs; at the default 1 ms a full frame's serialization (0.6 ms a hop) and
-#: BMv2's own delay make the window of 2 frames a fraction of the path's, and the RTO spurious.
-LINK_MBPS, RTT_US = 20.0, 3000.0
 
 
 def test_pfabric_short_flows_overtake_long_ones_where_dctcp_shares_the_link(tmp_path):
     r = em.resolve(str(QUICK), [])
-    plans = [em.make_plan(r, p, LINK_MBPS, RTT_US) for p in r["points"]]
+    # At the file's [emulation] scale (20 Mbit/s, 3 ms: it says why).
+    plans = [em.make_plan(r, p) for p in r["points"]]
+    assert (plans[0].scaled.link_rate_bps, plans[0].scaled.base_rtt_s) == (20e6, 3e-3)
     runs = {}
     for i, plan in enumerate(plans):
         res = em.run(plan, "flexpass_switch", tmp_path / str(i))

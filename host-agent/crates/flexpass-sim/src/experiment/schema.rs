@@ -59,6 +59,28 @@ pub struct Experiment {
     /// Figures drawn from the sweep's runs.
     #[serde(default, rename = "figure")]
     pub figures: Vec<FigureSpec>,
+    /// The scale an emulation backend runs this experiment at (`[emulation]`); the model
+    /// ignores it. Left out of the echoed parameters when unset.
+    #[serde(default, skip_serializing_if = "EmulationSpec::is_unset")]
+    pub emulation: EmulationSpec,
+}
+
+/// `[emulation]`: the emulated link rate C' and base RTT `flexpass emulate` scales this
+/// experiment to (mininet-topos/flexpass_mininet/scaling.py), when its `--link-mbps` /
+/// `--rtt-us` are not given (default 20 Mbit/s, 1000 µs). A file whose transports need a
+/// particular scale (pFabric's window is C'·RTT; PASE's flows need C' for the 16-frame
+/// floor) says so here instead of in a command line.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EmulationSpec {
+    pub link_mbps: Option<f64>,
+    pub rtt_us: Option<f64>,
+}
+
+impl EmulationSpec {
+    fn is_unset(&self) -> bool {
+        *self == EmulationSpec::default()
+    }
 }
 
 fn one() -> u64 {

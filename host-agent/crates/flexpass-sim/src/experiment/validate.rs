@@ -38,6 +38,12 @@ impl Experiment {
         if let Some(d) = self.duration_ms {
             positive(d, "duration_ms")?;
         }
+        if let Some(v) = self.emulation.link_mbps {
+            positive(v, "emulation.link_mbps")?;
+        }
+        if let Some(v) = self.emulation.rtt_us {
+            positive(v, "emulation.rtt_us")?;
+        }
         self.topology.validate()?;
         self.switch.validate(self.topology.mtu())?;
         self.host.validate()?;
