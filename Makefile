@@ -214,8 +214,9 @@ test-fuzz:
 	else echo "SKIPPED fuzz tier: no nightly Rust toolchain (cargo fuzz needs it): rustup toolchain install nightly" | tee -a $(SUMMARY); fi
 
 ## demo: FlexPass vs DCTCP and ExpressPass vs DCTCP on the model; JSON + PNG under results/
-## demo TARGET=mininet [SWITCH=flexpass_switch|simple_switch]: the same (FlexPass Fig. 9) on
-## BMv2 in Mininet (root); results under results/mininet/
+## demo TARGET=mininet [SWITCH=flexpass_switch|simple_switch]: the same two experiment files on
+## BMv2 in Mininet (root), each beside the model's run (flexpass compare); results under
+## results/mininet/
 TARGET ?= model
 SWITCH ?= flexpass_switch
 demo: build
@@ -234,7 +235,13 @@ demo-mininet: deps-mininet
 	@[ "$$(id -u)" = 0 ] || { echo "demo TARGET=mininet: needs root (Mininet creates namespaces and veths): sudo make demo TARGET=mininet"; exit 2; }
 	@$(MAKE) --no-print-directory p4
 	@if [ "$(SWITCH)" = flexpass_switch ]; then $(MAKE) --no-print-directory switch-target >/dev/null; fi
-	cd mininet-topos && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m flexpass_mininet fig9 --switch $(SWITCH) --out $(CURDIR)/$(RESULTS)/mininet
+	@for s in flexpass-vs-dctcp expresspass-vs-dctcp; do \
+	  d=$(RESULTS)/mininet/$$s; rm -rf $$d; \
+	  $(BIN) sim $$s --out $$d/model >/dev/null || exit 1; \
+	  $(BIN) emulate $$s --switch $(SWITCH) --out $$d/emulate || exit 1; \
+	  $(BIN) compare $$d/model $$d/emulate || exit 1; \
+	done
+	@echo "results: $(RESULTS)/mininet/{flexpass,expresspass}-vs-dctcp/{model,emulate}/ (result.json, queue.png; emulate/compare.png: model vs Mininet)"
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput

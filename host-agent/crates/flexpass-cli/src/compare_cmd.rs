@@ -22,6 +22,8 @@ pub struct CompareArgs {
 /// One run as compared: its label, its time scale, its byte scale (an emulation's BDP ratio:
 /// emulated bytes / model bytes), and its report.
 struct Run {
+    /// "model", or the emulation backend's name ("mininet").
+    backend: String,
     label: String,
     scale: f64,
     bytes_scale: f64,
@@ -61,6 +63,7 @@ fn load(dir: &Path) -> Result<Run, String> {
         .filter(|r| *r > 0.0 && r.is_finite())
         .unwrap_or(1.0);
     Ok(Run {
+        backend: backend.to_string(),
         label: format!("{backend} ({})", dir.display()),
         scale,
         bytes_scale,
@@ -336,7 +339,7 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
             print_table(&rows, ["", "A", "B", "B / A"]);
         }
         println!();
-        figure.push((point.clone(), fa, fb));
+        figure.push((point.clone(), fa, fb, [ra.backend.clone(), rb.backend.clone()]));
     }
     let path = a.plot.clone().unwrap_or_else(|| a.b.join("compare.png"));
     draw(&figure, &path)?;
@@ -344,7 +347,8 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
     Ok(())
 }
 
-type Point = (String, Vec<Flow>, Vec<Flow>);
+/// A point of the figure: its name, A's and B's flows, and A's and B's backends.
+type Point = (String, Vec<Flow>, Vec<Flow>, [String; 2]);
 
 /// Per point: model-time FCT (or share, for long-lived flows) of every flow, A beside B.
 fn draw(points: &[Point], path: &Path) -> Result<(), String> {
@@ -352,7 +356,7 @@ fn draw(points: &[Point], path: &Path) -> Result<(), String> {
     let root = BitMapBackend::new(path, (1000, 360 * rows as u32)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    for ((point, fa, fb), area) in points.iter().zip(root.split_evenly((rows, 1))) {
+    for ((point, fa, fb, backends), area) in points.iter().zip(root.split_evenly((rows, 1))) {
         let shares = fa.iter().chain(fb).all(|f| f.fct_us.is_none());
         let value = |f: &Flow| {
             if shares {
@@ -389,13 +393,25 @@ fn draw(points: &[Point], path: &Path) -> Result<(), String> {
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..n + 1.0, 0.0..top)
             .map_err(|e| err(&e))?;
+        // One tick per flow id (the bars' centre), none between.
+        let flow_tick = |x: &f64| {
+            let id = x.round();
+            if (x - id).abs() < 1e-9 && (1.0..=n).contains(&id) {
+                format!("{id:.0}")
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
             .x_desc("flow")
+            .x_labels(n as usize + 2)
+            .x_label_formatter(&flow_tick)
             .disable_x_mesh()
             .draw()
             .map_err(|e| err(&e))?;
-        for (k, (flows, label)) in [(fa, "A"), (fb, "B")].into_iter().enumerate() {
+        let labels = [format!("A: {}", backends[0]), format!("B: {}", backends[1])];
+        for (k, (flows, label)) in [(fa, &labels[0]), (fb, &labels[1])].into_iter().enumerate() {
             let c = crate::plot::color(k);
             let off = if k == 0 { -0.18 } else { 0.18 };
             chart
@@ -404,7 +420,7 @@ fn draw(points: &[Point], path: &Path) -> Result<(), String> {
                     value(f).map(|y| Rectangle::new([(x - 0.16, 0.0), (x + 0.16, y)], c.filled()))
                 }))
                 .map_err(|e| err(&e))?
-                .label(label)
+                .label(label.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
         chart
