@@ -421,7 +421,8 @@ pub struct PaseSpec {
     #[serde(skip_serializing_if = "is_zero_u64")]
     pub delegation_period_us: u64,
     /// Probing (§3.3): a flow in the lowest queue sends a header-only probe every RTT
-    /// instead of data, and resumes data when a probe's answer is not ECN-marked.
+    /// instead of data (at most one unanswered), and resumes data when a probe's answer is
+    /// not ECN-marked.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub probing: bool,
     /// The arbitration messages: "packets" (requests and answers cross the links hop by hop,
