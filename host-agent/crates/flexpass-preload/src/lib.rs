@@ -43,7 +43,7 @@ use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_un, sock
 use policy::Policy;
 use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use text::Buf;
 
@@ -63,11 +63,11 @@ const QUERY_TIMEOUT_MS: i64 = 2_000;
 macro_rules! real_fn {
     ($get:ident, $sym:literal, fn($($a:ty),*) -> $r:ty) => {
         unsafe fn $get() -> Option<unsafe extern "C" fn($($a),*) -> $r> {
-            static P: AtomicUsize = AtomicUsize::new(0);
-            let mut p = P.load(Ordering::Relaxed);
+            static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
             if p == 0 {
                 p = libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) as usize;
-                P.store(p, Ordering::Relaxed);
+                P.store(p, std::sync::atomic::Ordering::Relaxed);
             }
             if p == 0 {
                 None
@@ -182,8 +182,8 @@ fn config() -> &'static Config {
 
 macro_rules! debug {
     ($($arg:tt)*) => {
-        if config().log {
-            let mut b: Buf<400> = Buf::new();
+        if $crate::config().log {
+            let mut b: $crate::text::Buf<400> = $crate::text::Buf::new();
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("flexpass[{}]: ", unsafe { libc::getpid() }));
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!($($arg)*));
             b.push(b"\n");
@@ -191,6 +191,12 @@ macro_rules! debug {
         }
     };
 }
+
+pub(crate) use debug;
+
+// After the macros they use.
+mod inproc;
+mod io;
 
 static AGENT_DOWN_LOGGED: AtomicBool = AtomicBool::new(false);
 /// Peers (IPv4) whose fallback to kernel TCP this process has logged.
@@ -717,6 +723,14 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         set_errno(saved);
         return r;
     }
+    if inproc::enabled() {
+        if let Some(target) = self_connect_target(st.ss_family as c_int, addr.as_str(), port) {
+            if inproc::listen::register(fd, port, addr.as_str(), target) {
+                set_errno(saved);
+                return r;
+            }
+        }
+    }
     let mut req: Buf<160> = Buf::new();
     request::tcp_listen(&mut req, port, addr.as_str());
     let mut reply: Buf<256> = Buf::new();
@@ -726,6 +740,38 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     }
     set_errno(saved);
     r
+}
+
+/// Where the library reaches a listener bound to `addr` (in-process connections queue
+/// there as loopback connections): its IPv4 address, or 127.0.0.1 for a wildcard.
+fn self_connect_target(family: c_int, addr: &str, port: u16) -> Option<SocketAddrV4> {
+    let ip = match (family, addr) {
+        (_, "0.0.0.0") | (libc::AF_INET6, "::") => Ipv4Addr::LOCALHOST,
+        (libc::AF_INET, a) => a.parse().ok()?,
+        (_, a) => a.strip_prefix("::ffff:")?.parse().ok()?,
+    };
+    Some(SocketAddrV4::new(ip, port))
+}
+
+/// After accept: an in-process connection (FLEXPASS_INPROC) takes the place of its
+/// loopback stand-in; a loopback connection from the agent gets the real remote address.
+unsafe fn after_accept(
+    conn_fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    cap: socklen_t,
+    flags: c_int,
+) {
+    if inproc::enabled() {
+        if let Some(remote) = inproc::listen::on_accept(conn_fd, flags) {
+            if !addr.is_null() && !len.is_null() && cap as usize >= size_of::<libc::sa_family_t>() {
+                let v6 = (*addr).sa_family as c_int == libc::AF_INET6;
+                write_inet4(remote, v6, addr, len, cap);
+            }
+            return;
+        }
+    }
+    fix_accepted(conn_fd, addr, len, cap);
 }
 
 /// After accept: a loopback connection from the agent gets the real remote address.
@@ -760,7 +806,7 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
     let r = real(fd, addr, len);
     if r >= 0 {
         let saved = errno();
-        fix_accepted(r, addr, len, cap);
+        after_accept(r, addr, len, cap, 0);
         set_errno(saved);
     }
     r
@@ -780,7 +826,7 @@ pub unsafe extern "C" fn accept4(
     let r = real(fd, addr, len, flags);
     if r >= 0 {
         let saved = errno();
-        fix_accepted(r, addr, len, cap);
+        after_accept(r, addr, len, cap, flags);
         set_errno(saved);
     }
     r
@@ -837,6 +883,10 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
         return enosys();
     };
     let cap = if len.is_null() { 0 } else { *len };
+    if let Some((remote, _, v6)) = inproc::names(fd) {
+        write_inet4(remote, v6, addr, len, cap);
+        return 0;
+    }
     let r = real(fd, addr, len);
     if r == 0 && cap as usize >= size_of::<libc::sa_family_t>() {
         let saved = errno();
@@ -852,6 +902,10 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
         return enosys();
     };
     let cap = if len.is_null() { 0 } else { *len };
+    if let Some((_, local, v6)) = inproc::names(fd) {
+        write_inet4(local, v6, addr, len, cap);
+        return 0;
+    }
     let r = real(fd, addr, len);
     if r == 0 && cap as usize >= size_of::<libc::sa_family_t>() {
         let saved = errno();
@@ -881,6 +935,13 @@ pub unsafe extern "C" fn getsockopt(
     let Some(real) = real_getsockopt() else {
         return enosys();
     };
+    if level != libc::SOL_SOCKET
+        || matches!(name, libc::SO_TYPE | libc::SO_PROTOCOL | libc::SO_DOMAIN)
+    {
+        if let Some((_, _, v6)) = inproc::names(fd) {
+            return conn_sockopt(v6, level, name, val, len);
+        }
+    }
     let r = real(fd, level, name, val, len);
     let saved = errno();
     let interesting = if level == libc::SOL_SOCKET {
@@ -899,10 +960,25 @@ pub unsafe extern "C" fn getsockopt(
         set_errno(saved);
         return r;
     };
+    let r = conn_sockopt(n.v6, level, name, val, len);
+    set_errno(saved);
+    r
+}
+
+/// getsockopt on a FlexPass socket (client AF_UNIX stream or in-process UDP socket): what
+/// a TCP socket would answer.
+unsafe fn conn_sockopt(
+    v6: bool,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_DOMAIN) => {
-            put_int(val, len, if n.v6 { libc::AF_INET6 } else { libc::AF_INET })
+            put_int(val, len, if v6 { libc::AF_INET6 } else { libc::AF_INET })
         }
+        (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(val, len, libc::SOCK_STREAM),
         (libc::SOL_SOCKET, _) => put_int(val, len, libc::IPPROTO_TCP),
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             if !val.is_null() && !len.is_null() {
@@ -927,7 +1003,6 @@ pub unsafe extern "C" fn getsockopt(
             }
         }
     }
-    set_errno(saved);
     0
 }
 
@@ -948,7 +1023,7 @@ pub unsafe extern "C" fn setsockopt(
     }
     let saved = errno();
     if matches!(saved, libc::EOPNOTSUPP | libc::ENOPROTOOPT | libc::EINVAL)
-        && client_name(fd).is_some()
+        && (client_name(fd).is_some() || inproc::is_conn(fd))
     {
         // TCP/IP options have no meaning on the local leg of a FlexPass connection.
         debug!("fd {fd}: option {level}/{name} ignored on a FlexPass socket");

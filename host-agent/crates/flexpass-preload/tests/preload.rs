@@ -55,6 +55,11 @@ struct Agent {
 
 impl Agent {
     fn start(dir: &Path, name: &str, peer_port: Option<u16>) -> Agent {
+        Agent::start_with(dir, name, peer_port, false)
+    }
+
+    /// `inproc`: the agent hands connections to in-process listeners (`--inproc-listen`).
+    fn start_with(dir: &Path, name: &str, peer_port: Option<u16>, inproc: bool) -> Agent {
         let sock = dir.join(name);
         let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.link_bps = 1e9;
@@ -64,6 +69,7 @@ impl Agent {
         if let Some(p) = peer_port {
             d.set_peer_port(p);
         }
+        d.set_inproc_listen(inproc);
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = Arc::clone(&stop);
         let thread = Some(std::thread::spawn(move || d.run(&s2).unwrap()));
@@ -171,6 +177,58 @@ fn preloaded_programs_talk_over_flexpass_through_two_agents() {
     let st = a.status();
     assert_eq!(st["tcp"]["opened_flexpass"], 1, "{st}");
     assert_eq!(b.status()["tcp"]["accepted_flexpass"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// FLEXPASS_INPROC=1 on the answering side: the server process takes the connection from
+/// its agent (`tcp_hello`), runs the flows on its own UDP socket, and the opening agent
+/// follows its HELLO_ACK there; bytes exact both ways, the addresses the programs see
+/// are the programs' own.
+#[test]
+fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
+    let (Some(lib), Some(py)) = (library(), python()) else {
+        eprintln!("SKIPPED: libflexpass.so or python3 not found");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = Agent::start_with(&dir, "b.sock", None, true);
+    let a = Agent::start(&dir, "a.sock", Some(b.port));
+    let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER)
+        .env("FLEXPASS_INPROC", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT)
+        .arg(port.trim())
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(srv.wait().unwrap().success());
+    let line = String::from_utf8(cli.stdout).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f.len(), 9, "{line}");
+    assert_eq!(f[1], format!("127.0.0.1:{}", port.trim()), "{line}");
+    assert_eq!(
+        (f[5], f[6]),
+        (f[0], f[0]),
+        "the server sees the client: {line}"
+    );
+    assert_eq!((f[2], f[3]), (f[7], f[8]), "bytes exact: {line}");
+    let (sa, sb) = (a.status(), b.status());
+    assert_eq!(sa["tcp"]["opened_flexpass"], 1, "{sa}");
+    // The answering agent handed the flow over instead of accepting it, and the opener
+    // moved its flow to the process's socket.
+    assert_eq!(sb["endpoint"]["handed_over"], 1, "{sb}");
+    assert_eq!(sb["tcp"]["accepted_flexpass"], 0, "{sb}");
+    assert_eq!(sa["endpoint"]["peer_moved"], 1, "{sa}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

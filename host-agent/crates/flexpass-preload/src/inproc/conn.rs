@@ -1,0 +1,250 @@
+//! One FlexPass connection served in the application's process: its UDP socket, the open
+//! flow's `Receiver` and the reply flow's `Sender` (docs/datapath.md, "Next step: the core
+//! in the application's process"). Every method runs with the connection's lock held, by
+//! an application thread (read/write) or by the timer thread.
+//!
+//! Readiness stays the kernel's: the application's fd is a dup of `own`, so poll/epoll see
+//! the socket. Bytes the core holds for the application while the socket is empty (a read
+//! that took part of a chunk, data drained by a write or by the timer thread) would not
+//! wake a poller: the connection then sends an empty datagram to its own address (the
+//! doorbell), which makes the socket readable until a drain consumes it.
+
+use super::sys;
+use bytes::Bytes;
+use flexpass_core::{Nanos, Receiver, Sender};
+use flexpass_wire::{DscpPlan, Packet};
+use libc::c_int;
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+
+/// Bytes the application may have written and not yet acknowledged (its socket buffer).
+pub const SEND_LIMIT: u64 = 4 << 20;
+/// Socket buffers of a connection's UDP socket: data the core has not drained yet.
+pub const SOCKET_BUFFER: c_int = 4 << 20;
+
+pub struct Conn {
+    /// The library's descriptor of the socket (the application's fd is a dup of it).
+    pub own: c_int,
+    /// The flow's peer: the opening host's UDP address (agent or process).
+    pub peer: SocketAddrV4,
+    /// This socket's own address (the doorbell's destination and source).
+    pub local: SocketAddrV4,
+    /// What getpeername / getsockname show the application.
+    pub app_remote: SocketAddrV4,
+    pub app_local: SocketAddrV4,
+    pub v6: bool,
+    /// The open flow (peer → application) and the reply flow (application → peer).
+    pub rx: Receiver,
+    pub tx: Sender,
+    /// The registration that handed the connection over (tcp_closed goes there).
+    pub reg: Arc<super::listen::Registration>,
+    /// In-order bytes taken from the receiver, not yet read by the application.
+    ready: VecDeque<Bytes>,
+    /// A doorbell datagram is in the socket.
+    doorbell: bool,
+    /// The application closed its descriptor: the library finishes the flows alone.
+    pub app_closed: Option<Nanos>,
+    pub wr_shut: bool,
+    dscp: DscpPlan,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    pub ignored: u64,
+}
+
+impl Conn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        own: c_int,
+        peer: SocketAddrV4,
+        local: SocketAddrV4,
+        app_remote: SocketAddrV4,
+        app_local: SocketAddrV4,
+        v6: bool,
+        rx: Receiver,
+        tx: Sender,
+        reg: Arc<super::listen::Registration>,
+    ) -> Conn {
+        Conn {
+            own,
+            peer,
+            local,
+            app_remote,
+            app_local,
+            v6,
+            rx,
+            tx,
+            reg,
+            ready: VecDeque::new(),
+            doorbell: false,
+            app_closed: None,
+            wr_shut: false,
+            dscp: DscpPlan::default(),
+            rbuf: vec![0; 65_536],
+            wbuf: Vec::with_capacity(9_100),
+            ignored: 0,
+        }
+    }
+
+    /// Hand every datagram waiting in the socket to the core (never blocks).
+    pub fn drain(&mut self, now: Nanos) {
+        let mut held = false;
+        while let Some((n, src, tos)) = sys::recv_dgram(self.own, &mut self.rbuf) {
+            if src == self.local && n == 0 {
+                self.doorbell = false;
+                continue;
+            }
+            if src != self.peer {
+                // A flow's peer is where its HELLO (and our HELLO_ACK) went: nothing else
+                // speaks for it (docs/protocol.md §11).
+                self.ignored += 1;
+                continue;
+            }
+            let Ok(p) = Packet::decode(&self.rbuf[..n]) else {
+                self.ignored += 1;
+                continue;
+            };
+            let ce = tos & 3 == 3;
+            if let Packet::Reset(_) = p {
+                // RESET goes either way: to the flow we send, or the one we receive.
+                if p.flow_id() == self.tx.flow_id() {
+                    let _ = self.tx.handle_packet(now, &p);
+                }
+                if p.flow_id() == self.rx.flow_id() {
+                    let _ = self.rx.handle_packet(now, &p, ce);
+                }
+            } else if p.is_sender_to_receiver() {
+                if matches!(p, Packet::Data(_)) && !held {
+                    // One ACK per receive batch (as the agent's loop).
+                    self.rx.set_ack_hold(true);
+                    held = true;
+                }
+                let _ = self.rx.handle_packet(now, &p, ce);
+            } else {
+                let _ = self.tx.handle_packet(now, &p);
+            }
+        }
+        if held {
+            self.rx.set_ack_hold(false);
+        }
+        while let Some(b) = self.rx.read() {
+            self.ready.push_back(b);
+        }
+    }
+
+    /// Fire due timers and send what the core has to send.
+    pub fn flush(&mut self, now: Nanos) {
+        for _ in 0..256 {
+            match self.rx.poll_timeout() {
+                Some(t) if t <= now => self.rx.handle_timeout(now),
+                _ => break,
+            }
+        }
+        for _ in 0..256 {
+            match self.tx.poll_timeout() {
+                Some(t) if t <= now => self.tx.handle_timeout(now),
+                _ => break,
+            }
+        }
+        while let Some(t) = self.rx.poll_transmit(now) {
+            self.send(&t);
+        }
+        while let Some(t) = self.tx.poll_transmit(now) {
+            self.send(&t);
+        }
+        while let Some(b) = self.rx.read() {
+            self.ready.push_back(b);
+        }
+    }
+
+    fn send(&mut self, t: &flexpass_core::Transmit) {
+        self.wbuf.clear();
+        t.packet.encode(&mut self.wbuf);
+        let tos = (self.dscp.dscp(t.class) << 2) | t.ecn as u8;
+        sys::send_dgram(self.own, &self.wbuf, self.peer, tos);
+    }
+
+    /// The earliest timer of either flow.
+    pub fn deadline(&mut self) -> Option<Nanos> {
+        match (self.rx.poll_timeout(), self.tx.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn ready_len(&self) -> usize {
+        self.ready.iter().map(|b| b.len()).sum()
+    }
+
+    /// Copy ready bytes into `out`; `peek` leaves them.
+    pub fn take(&mut self, out: &mut [u8], peek: bool) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while n < out.len() {
+            let Some(b) = self.ready.get_mut(i) else {
+                break;
+            };
+            let k = b.len().min(out.len() - n);
+            out[n..n + k].copy_from_slice(&b[..k]);
+            n += k;
+            if peek {
+                i += 1;
+            } else if k == b.len() {
+                self.ready.pop_front();
+            } else {
+                *b = b.slice(k..);
+            }
+        }
+        n
+    }
+
+    /// Drop what the application will never read (it closed its descriptor).
+    pub fn discard_ready(&mut self) {
+        self.ready.clear();
+    }
+
+    /// The peer closed its direction and the application read everything.
+    pub fn at_eof(&self) -> bool {
+        self.ready.is_empty() && self.rx.is_finished()
+    }
+
+    pub fn was_reset(&self) -> bool {
+        self.rx.was_reset() || self.tx.error().is_some()
+    }
+
+    /// Before returning to the application: bytes held while the socket is empty ring the
+    /// doorbell, so that a poller sees them.
+    pub fn ring_if_held(&mut self) {
+        if !self.ready.is_empty() && !self.doorbell {
+            self.doorbell = sys::send_dgram(self.own, &[], self.local, 0);
+        }
+    }
+
+    /// Both flows are over (the application closed, FIN acknowledged, the peer's flow
+    /// ended), or the connection was reset, or the peer kept its side open 10 s after close.
+    pub fn done(&mut self, now: Nanos) -> bool {
+        let Some(closed) = self.app_closed else {
+            return false;
+        };
+        let tx_done = self.tx.is_complete() || self.tx.error().is_some();
+        let rx_done = self.rx.is_complete() || self.rx.was_reset();
+        (tx_done && rx_done) || now.saturating_sub(closed) > 10_000_000_000
+    }
+
+    /// The application is done writing (shutdown(SHUT_WR) or close): FIN after the data.
+    pub fn finish(&mut self) {
+        if !self.wr_shut {
+            self.wr_shut = true;
+            self.tx.finish();
+        }
+    }
+
+    pub fn write(&mut self, data: &[u8]) -> usize {
+        let room = SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) as usize;
+        let n = room.min(data.len());
+        if n > 0 {
+            self.tx.write(Bytes::copy_from_slice(&data[..n]));
+        }
+        n
+    }
+}
