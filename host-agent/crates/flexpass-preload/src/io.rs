@@ -103,12 +103,21 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
                 return n as ssize_t;
             }
             if g.at_eof() {
+                g.end_told = true;
                 return 0;
             }
             if g.was_reset() {
+                g.end_told = true;
+                crate::debug!(
+                    "{}: connection reset (open flow reset: {}, reply flow: {:?})",
+                    g.app_remote,
+                    g.rx.was_reset(),
+                    g.tx.error()
+                );
                 return fail(libc::ECONNRESET);
             }
             if nb {
+                g.ring_if_held();
                 return fail(libc::EAGAIN);
             }
             let wait = g
@@ -128,7 +137,7 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
     }
     let nb = nonblocking(fd, flags);
     loop {
-        let (own, wait) = {
+        let (ctl, wait) = {
             let Ok(mut g) = c.lock() else {
                 return fail(libc::EIO);
             };
@@ -145,6 +154,9 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             }
             let n = g.write(data);
             g.flush(now);
+            if g.tx.pending_bytes() > 0 && !g.watched {
+                inproc::timer::wake(); // bytes wait for credits: the timer thread watches ctl
+            }
             if n > 0 || nb {
                 g.ring_if_held();
                 return if n > 0 {
@@ -156,9 +168,10 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             let wait = g
                 .deadline()
                 .map_or(MAX_WAIT_NS, |d| d.saturating_sub(now).max(1));
-            (g.own, wait.min(MAX_WAIT_NS))
+            (g.ctl, wait.min(MAX_WAIT_NS))
         };
-        sys::wait(own, libc::POLLIN, wait);
+        // Credits and ACKs make room: they come on the library's socket.
+        sys::wait(ctl, libc::POLLIN, wait);
     }
 }
 

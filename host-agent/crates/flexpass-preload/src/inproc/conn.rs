@@ -24,8 +24,14 @@ pub const SEND_LIMIT: u64 = 4 << 20;
 pub const SOCKET_BUFFER: c_int = 4 << 20;
 
 pub struct Conn {
-    /// The library's descriptor of the socket (the application's fd is a dup of it).
+    /// The library's descriptor of the application's socket (the application's fd is a dup
+    /// of it): the open flow's data, RESET and the doorbell arrive here, so it is readable
+    /// only when the application has something to read (sys::socket_pair).
     pub own: c_int,
+    /// The library's socket on the same address: the flows' control (credits, ACKs, …).
+    pub ctl: c_int,
+    /// The timer thread watches `ctl` (it does while the reply flow has bytes to send).
+    pub watched: bool,
     /// The flow's peer: the opening host's UDP address (agent or process).
     pub peer: SocketAddrV4,
     /// This socket's own address (the doorbell's destination and source).
@@ -43,6 +49,8 @@ pub struct Conn {
     ready: VecDeque<Bytes>,
     /// A doorbell datagram is in the socket.
     doorbell: bool,
+    /// The application was told the peer's FIN (read returned 0) or the reset (an error).
+    pub end_told: bool,
     /// The application closed its descriptor: the library finishes the flows alone.
     pub app_closed: Option<Nanos>,
     pub wr_shut: bool,
@@ -55,7 +63,7 @@ pub struct Conn {
 impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        own: c_int,
+        (own, ctl): (c_int, c_int),
         peer: SocketAddrV4,
         local: SocketAddrV4,
         app_remote: SocketAddrV4,
@@ -67,6 +75,8 @@ impl Conn {
     ) -> Conn {
         Conn {
             own,
+            ctl,
+            watched: false,
             peer,
             local,
             app_remote,
@@ -77,6 +87,7 @@ impl Conn {
             reg,
             ready: VecDeque::new(),
             doorbell: false,
+            end_told: false,
             app_closed: None,
             wr_shut: false,
             dscp: DscpPlan::default(),
@@ -86,10 +97,31 @@ impl Conn {
         }
     }
 
-    /// Hand every datagram waiting in the socket to the core (never blocks).
+    /// Hand every datagram waiting in both sockets to the core (never blocks).
     pub fn drain(&mut self, now: Nanos) {
         let mut held = false;
-        while let Some((n, src, tos)) = sys::recv_dgram(self.own, &mut self.rbuf) {
+        self.drain_one(self.own, now, &mut held);
+        self.drain_one(self.ctl, now, &mut held);
+        if held {
+            self.rx.set_ack_hold(false);
+        }
+        while let Some(b) = self.rx.read() {
+            self.ready.push_back(b);
+        }
+    }
+
+    /// Only the library's socket (the timer thread: the application's data stays in its
+    /// socket, which keeps it readable).
+    pub fn drain_ctl(&mut self, now: Nanos) {
+        let mut held = false;
+        self.drain_one(self.ctl, now, &mut held);
+        if held {
+            self.rx.set_ack_hold(false);
+        }
+    }
+
+    fn drain_one(&mut self, fd: c_int, now: Nanos, held: &mut bool) {
+        while let Some((n, src, tos)) = sys::recv_dgram(fd, &mut self.rbuf) {
             if src == self.local && n == 0 {
                 self.doorbell = false;
                 continue;
@@ -114,21 +146,15 @@ impl Conn {
                     let _ = self.rx.handle_packet(now, &p, ce);
                 }
             } else if p.is_sender_to_receiver() {
-                if matches!(p, Packet::Data(_)) && !held {
+                if matches!(p, Packet::Data(_)) && !*held {
                     // One ACK per receive batch (as the agent's loop).
                     self.rx.set_ack_hold(true);
-                    held = true;
+                    *held = true;
                 }
                 let _ = self.rx.handle_packet(now, &p, ce);
             } else {
                 let _ = self.tx.handle_packet(now, &p);
             }
-        }
-        if held {
-            self.rx.set_ack_hold(false);
-        }
-        while let Some(b) = self.rx.read() {
-            self.ready.push_back(b);
         }
     }
 
@@ -212,10 +238,13 @@ impl Conn {
         self.rx.was_reset() || self.tx.error().is_some()
     }
 
-    /// Before returning to the application: bytes held while the socket is empty ring the
-    /// doorbell, so that a poller sees them.
+    /// Before returning to the application: bytes held while the socket is empty, or the
+    /// end of the peer's flow (FIN or RESET) not yet read, ring the doorbell, so that a
+    /// poller sees them.
     pub fn ring_if_held(&mut self) {
-        if !self.ready.is_empty() && !self.doorbell {
+        let held =
+            !self.ready.is_empty() || (!self.end_told && (self.at_eof() || self.was_reset()));
+        if held && !self.doorbell {
             self.doorbell = sys::send_dgram(self.own, &[], self.local, 0);
         }
     }

@@ -284,27 +284,23 @@ fn hello(
 /// Make the connection and queue it at the listener; None: refused.
 fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Shared, u32)> {
     let (ip, mtu) = route_to(h.peer)?;
-    let own = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if own < 0 {
-        return None;
-    }
-    let local = (sys::bind(own, SocketAddrV4::new(ip, 0)) == 0)
-        .then(|| sys::name(own))
-        .flatten();
-    let Some(local) = local else {
+    let (own, ctl, local) = sys::socket_pair(ip)?;
+    let close_both = || {
         sys::close(own);
-        return None;
+        sys::close(ctl);
     };
-    sys::set_int(own, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-    sys::set_int(own, libc::SOL_SOCKET, libc::SO_RCVBUF, SOCKET_BUFFER);
-    sys::set_int(own, libc::SOL_SOCKET, libc::SO_SNDBUF, SOCKET_BUFFER);
+    for fd in [own, ctl] {
+        sys::set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, SOCKET_BUFFER);
+        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, SOCKET_BUFFER);
+    }
     let (rcfg, scfg) = configs(h.transport, mtu);
     let now = now();
     let reply = reply_flow_id();
     let flows = Receiver::new(h.flow_id, h.transport, &rcfg)
         .and_then(|rx| Ok((rx, Sender::new(reply, scfg, 0, now)?)));
     let Ok((mut rx, mut tx)) = flows else {
-        sys::close(own);
+        close_both();
         return None;
     };
     let _ = rx.handle_packet(now, &h.packet, false);
@@ -313,7 +309,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         ..h.conn
     });
     let c: Shared = Arc::new(Mutex::new(Conn::new(
-        own,
+        (own, ctl),
         h.peer,
         local,
         SocketAddrV4::new(*h.peer.ip(), h.conn.src_port),
@@ -324,7 +320,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         Arc::clone(reg),
     )));
     if !queue_at_listener(&c, target) {
-        sys::close(own);
+        close_both();
         return None;
     }
     if let Ok(mut g) = c.lock() {
@@ -401,7 +397,9 @@ pub fn on_accept(fd: c_int, flags: c_int) -> Option<SocketAddrV4> {
         e
     };
     let (own, remote) = {
-        let g = c.lock().ok()?;
+        let mut g = c.lock().ok()?;
+        // An AF_INET6 listener (dual stack) gives v4-mapped names, as for its other peers.
+        g.v6 = st.ss_family as c_int == libc::AF_INET6;
         (g.own, g.app_remote)
     };
     let cloexec = if flags & libc::SOCK_CLOEXEC != 0 {

@@ -233,3 +233,100 @@ pub fn wait(fd: c_int, events: i16, ns: u64) -> bool {
 pub fn close_result(fd: c_int) -> c_int {
     unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) as c_int }
 }
+
+/// Which socket of a connection's pair a datagram goes to, by its message type (the low
+/// nibble of byte 0, docs/protocol.md §3): data and RESET to the application's socket
+/// (index 0), everything else (credits, ACKs, HELLO, CREDIT_REQUEST/STOP…) to the
+/// library's (index 1). An empty datagram (the doorbell) fails the load: index 0.
+const STEER: [libc::sock_filter; 7] = [
+    libc::sock_filter {
+        code: 0x30,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }, // ldb [0]
+    libc::sock_filter {
+        code: 0x54,
+        jt: 0,
+        jf: 0,
+        k: 0x0f,
+    }, // and #0xf
+    libc::sock_filter {
+        code: 0x15,
+        jt: 3,
+        jf: 0,
+        k: 2,
+    }, // PROACTIVE_DATA
+    libc::sock_filter {
+        code: 0x15,
+        jt: 2,
+        jf: 0,
+        k: 3,
+    }, // REACTIVE_DATA
+    libc::sock_filter {
+        code: 0x15,
+        jt: 1,
+        jf: 0,
+        k: 9,
+    }, // RESET
+    libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 1,
+    }, // ret #1
+    libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }, // ret #0
+];
+
+fn udp_socket() -> c_int {
+    unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
+}
+
+/// A connection's two UDP sockets on one address of `ip` (a SO_REUSEPORT group steered by
+/// STEER): the application's (data: readable means bytes or the end for the application,
+/// as a TCP socket) and the library's (the flows' control). None if no port could be had.
+pub fn socket_pair(ip: Ipv4Addr) -> Option<(c_int, c_int, SocketAddrV4)> {
+    for _ in 0..8 {
+        // A port nobody uses: a port-0 bind with SO_REUSEPORT could join another group.
+        let probe = udp_socket();
+        if probe < 0 {
+            return None;
+        }
+        let at = (bind(probe, SocketAddrV4::new(ip, 0)) == 0)
+            .then(|| name(probe))
+            .flatten();
+        close(probe);
+        let at = at?;
+        let (a, b) = (udp_socket(), udp_socket());
+        if a >= 0 && b >= 0 {
+            set_int(a, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
+            set_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
+            if bind(a, at) == 0 && bind(b, at) == 0 {
+                let prog = libc::sock_fprog {
+                    len: STEER.len() as u16,
+                    filter: STEER.as_ptr() as *mut libc::sock_filter,
+                };
+                let r = unsafe {
+                    libc::setsockopt(
+                        a,
+                        libc::SOL_SOCKET,
+                        libc::SO_ATTACH_REUSEPORT_CBPF,
+                        (&prog as *const libc::sock_fprog).cast(),
+                        size_of::<libc::sock_fprog>() as socklen_t,
+                    )
+                };
+                if r == 0 {
+                    return Some((a, b, at));
+                }
+            }
+        }
+        close(a);
+        close(b);
+    }
+    None
+}

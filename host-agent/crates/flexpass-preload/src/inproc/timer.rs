@@ -1,31 +1,37 @@
-//! One thread per process for the connections' timers: credit pacing of the open flows'
-//! receivers, the reply flows' retransmission and handshake timers, and connections the
-//! application closed (their FIN still to be acknowledged). It drains a connection's
-//! socket only when it has work on it (a due timer, or the application closed it); the
-//! data calls do the rest, in the application's threads.
+//! One thread per process for what no application call does: the connections' timers
+//! (credit pacing of the open flows' receivers, the reply flows' retransmission and
+//! handshake timers), the credits of a reply flow whose bytes wait for them while the
+//! application is elsewhere (it watches the library's socket `ctl` of such connections),
+//! and connections the application closed (their FIN still to be acknowledged). Data
+//! arriving for the application wakes the application, not this thread.
 
-use super::{now, Shared};
+use super::{now, sys, Shared};
 use flexpass_core::Nanos;
-use std::sync::{Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use libc::c_int;
+use std::sync::{Mutex, OnceLock};
 
-/// Longest sleep with connections open (a closed connection's ACKs wait at most this).
-const IDLE_TICK: Nanos = 2_000_000;
+/// Longest sleep (a closed connection's ACKs wait at most CLOSED_TICK).
+const IDLE_TICK: Nanos = 20_000_000;
+const CLOSED_TICK: Nanos = 2_000_000;
+/// Retry of a connection an application call holds.
+const BUSY_RETRY: Nanos = 50_000;
 
 struct Timers {
     conns: Mutex<Vec<Shared>>,
-    wake: Condvar,
+    /// Written to wake the thread (a new connection, a close, bytes waiting for credits).
+    event: c_int,
 }
 
 fn timers() -> &'static Timers {
     static T: OnceLock<Timers> = OnceLock::new();
     T.get_or_init(|| {
+        let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         let _ = std::thread::Builder::new()
             .name("flexpass-timer".into())
             .spawn(run);
         Timers {
             conns: Mutex::new(Vec::new()),
-            wake: Condvar::new(),
+            event,
         }
     })
 }
@@ -35,34 +41,62 @@ pub fn add(c: Shared) {
     if let Ok(mut v) = t.conns.lock() {
         v.push(c);
     }
-    t.wake.notify_one();
+    wake();
 }
 
 pub fn wake() {
-    timers().wake.notify_one();
+    let one: u64 = 1;
+    unsafe {
+        libc::syscall(
+            libc::SYS_write,
+            timers().event as libc::c_long,
+            &one as *const u64,
+            8 as libc::c_long,
+        );
+    }
 }
 
 fn run() {
     let t = timers();
     let mut list: Vec<Shared> = Vec::new();
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    // Which connection each watched pollfd (after the eventfd) belongs to.
+    let mut owner: Vec<usize> = Vec::new();
+    let mut readable: Vec<bool> = Vec::new();
     loop {
         list.clear();
         if let Ok(v) = t.conns.lock() {
             list.extend(v.iter().cloned());
         }
+        readable.clear();
+        readable.resize(list.len(), false);
+        for (f, &i) in fds.iter().skip(1).zip(&owner) {
+            if f.revents != 0 && i < readable.len() {
+                readable[i] = true;
+            }
+        }
+        fds.clear();
+        owner.clear();
+        fds.push(libc::pollfd {
+            fd: t.event,
+            events: libc::POLLIN,
+            revents: 0,
+        });
         let now = now();
-        let mut next = now + IDLE_TICK * 10;
+        let mut next = now + IDLE_TICK;
         let mut ended = Vec::new();
         for (i, c) in list.iter().enumerate() {
             let Ok(mut g) = c.try_lock() else {
-                next = next.min(now + 50_000); // an application call holds it
+                next = next.min(now + BUSY_RETRY); // an application call holds it
                 continue;
             };
-            let due = g.deadline();
-            if g.app_closed.is_some() || due.is_some_and(|d| d <= now) {
-                g.drain(now);
+            let due = g.deadline().is_some_and(|d| d <= now);
+            if due || readable[i] || g.app_closed.is_some() {
                 if g.app_closed.is_some() {
+                    g.drain(now);
                     g.discard_ready();
+                } else {
+                    g.drain_ctl(now);
                 }
                 g.flush(now);
                 g.ring_if_held();
@@ -75,28 +109,63 @@ fn run() {
                 next = next.min(d);
             }
             if g.app_closed.is_some() {
-                next = next.min(now + IDLE_TICK);
+                next = next.min(now + CLOSED_TICK);
+            }
+            g.watched = g.tx.pending_bytes() > 0 || g.app_closed.is_some();
+            if g.watched {
+                fds.push(libc::pollfd {
+                    fd: g.ctl,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                owner.push(i);
             }
         }
-        for &i in ended.iter().rev() {
-            end(&list[i]);
-        }
-        let Ok(mut v) = t.conns.lock() else { return };
         if !ended.is_empty() {
-            v.retain(|c| !ended.iter().any(|&i| std::sync::Arc::ptr_eq(c, &list[i])));
+            if let Ok(mut v) = t.conns.lock() {
+                v.retain(|c| !ended.iter().any(|&i| std::sync::Arc::ptr_eq(c, &list[i])));
+            }
+            for &i in &ended {
+                end(&list[i]);
+            }
+            // Indices moved: look at everything again at once.
+            fds.truncate(1);
+            owner.clear();
+            continue;
         }
         let wait = next.saturating_sub(super::now());
-        if wait > 0 {
-            let _ = t.wake.wait_timeout(v, Duration::from_nanos(wait));
+        let ts = libc::timespec {
+            tv_sec: (wait / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+        };
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            );
+        }
+        if fds[0].revents != 0 {
+            let mut v = 0u64;
+            unsafe {
+                libc::syscall(
+                    libc::SYS_read,
+                    t.event as libc::c_long,
+                    &mut v as *mut u64,
+                    8 as libc::c_long,
+                );
+            }
         }
     }
 }
 
-/// A finished connection: its socket closed, the agent told (tcp_closed frees the
+/// A finished connection: its sockets closed, the agent told (tcp_closed frees the
 /// descriptor it kept).
 fn end(c: &Shared) {
     let Ok(g) = c.lock() else { return };
-    super::sys::close(g.own);
+    sys::close(g.own);
+    sys::close(g.ctl);
     g.reg
         .answer("tcp_closed", g.peer, g.rx.flow_id(), None, None);
     crate::debug!("{}: connection ended", g.app_remote);
