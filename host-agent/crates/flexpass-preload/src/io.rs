@@ -109,9 +109,9 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
             if g.was_reset() {
                 g.end_told = true;
                 crate::debug!(
-                    "{}: connection reset (open flow reset: {}, reply flow: {:?})",
+                    "{}: connection reset (received flow reset: {:?}, sent flow: {:?})",
                     g.app_remote,
-                    g.rx.was_reset(),
+                    g.rx.as_ref().map(|r| r.was_reset()),
                     g.tx.error()
                 );
                 return fail(libc::ECONNRESET);

@@ -11,8 +11,8 @@
 
 use super::sys;
 use bytes::Bytes;
-use flexpass_core::{Nanos, Receiver, Sender};
-use flexpass_wire::{DscpPlan, Packet};
+use flexpass_core::{Nanos, Receiver, ReceiverConfig, Sender};
+use flexpass_wire::{ConnRole, DscpPlan, Packet};
 use libc::c_int;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -40,11 +40,17 @@ pub struct Conn {
     pub app_remote: SocketAddrV4,
     pub app_local: SocketAddrV4,
     pub v6: bool,
-    /// The open flow (peer → application) and the reply flow (application → peer).
-    pub rx: Receiver,
+    /// The flow the application receives (answering side: the open flow; opening side:
+    /// the reply flow, once its HELLO came) and the one it sends.
+    pub rx: Option<Receiver>,
     pub tx: Sender,
-    /// The registration that handed the connection over (tcp_closed goes there).
-    pub reg: Arc<super::listen::Registration>,
+    /// Opening side: the reply flow's receiver is made from its HELLO with this
+    /// configuration, for this conn_id.
+    pub reply_rx: Option<(u32, ReceiverConfig)>,
+    /// Opening side, until the HELLO_ACK: where the HELLO went (the move rule applies).
+    pub hello_to: Option<SocketAddrV4>,
+    /// Answering side: the registration that handed the connection over (tcp_closed).
+    pub reg: Option<Arc<super::listen::Registration>>,
     /// In-order bytes taken from the receiver, not yet read by the application.
     ready: VecDeque<Bytes>,
     /// A doorbell datagram is in the socket.
@@ -69,9 +75,9 @@ impl Conn {
         app_remote: SocketAddrV4,
         app_local: SocketAddrV4,
         v6: bool,
-        rx: Receiver,
+        rx: Option<Receiver>,
         tx: Sender,
-        reg: Arc<super::listen::Registration>,
+        reg: Option<Arc<super::listen::Registration>>,
     ) -> Conn {
         Conn {
             own,
@@ -84,6 +90,8 @@ impl Conn {
             v6,
             rx,
             tx,
+            reply_rx: None,
+            hello_to: None,
             reg,
             ready: VecDeque::new(),
             doorbell: false,
@@ -97,17 +105,13 @@ impl Conn {
         }
     }
 
-    /// Hand every datagram waiting in both sockets to the core (never blocks).
+    /// Hand every datagram waiting in both sockets to the core (never blocks). The
+    /// control socket first: a reply flow's HELLO before its data.
     pub fn drain(&mut self, now: Nanos) {
         let mut held = false;
-        self.drain_one(self.own, now, &mut held);
         self.drain_one(self.ctl, now, &mut held);
-        if held {
-            self.rx.set_ack_hold(false);
-        }
-        while let Some(b) = self.rx.read() {
-            self.ready.push_back(b);
-        }
+        self.drain_one(self.own, now, &mut held);
+        self.release(held);
     }
 
     /// Only the library's socket (the timer thread: the application's data stays in its
@@ -115,8 +119,47 @@ impl Conn {
     pub fn drain_ctl(&mut self, now: Nanos) {
         let mut held = false;
         self.drain_one(self.ctl, now, &mut held);
-        if held {
-            self.rx.set_ack_hold(false);
+        self.release(held);
+    }
+
+    fn release(&mut self, held: bool) {
+        if let Some(rx) = self.rx.as_mut() {
+            if held {
+                rx.set_ack_hold(false);
+            }
+            while let Some(b) = rx.read() {
+                self.ready.push_back(b);
+            }
+        }
+    }
+
+    /// A datagram from `src`, not the flow's peer: while the HELLO_ACK is awaited, an
+    /// accepted one from another port of the address moves the connection there
+    /// (flexpass_core::peer); anything else is ignored.
+    fn moved_by(&mut self, src: SocketAddrV4, p: &Packet) -> bool {
+        let (Some(to), Packet::HelloAck(a)) = (self.hello_to, p) else {
+            return false;
+        };
+        if a.flow_id != self.tx.flow_id()
+            || !flexpass_core::peer::hello_ack_moves(to.into(), src.into(), a)
+        {
+            return false;
+        }
+        self.peer = src;
+        self.hello_to = None;
+        true
+    }
+
+    /// Opening side: the reply flow's HELLO makes its receiver.
+    fn reply_hello(&mut self, p: &Packet) {
+        let (Packet::Hello(h), Some((conn_id, cfg))) = (p, &self.reply_rx) else {
+            return;
+        };
+        let ok = h
+            .conn
+            .is_some_and(|c| c.conn_id == *conn_id && c.role == ConnRole::Reply);
+        if ok && self.rx.is_none() {
+            self.rx = Receiver::new(h.flow_id, h.transport, cfg).ok();
         }
     }
 
@@ -126,44 +169,54 @@ impl Conn {
                 self.doorbell = false;
                 continue;
             }
-            if src != self.peer {
-                // A flow's peer is where its HELLO (and our HELLO_ACK) went: nothing else
-                // speaks for it (docs/protocol.md §11).
-                self.ignored += 1;
-                continue;
-            }
             let Ok(p) = Packet::decode(&self.rbuf[..n]) else {
                 self.ignored += 1;
                 continue;
             };
+            if src != self.peer && !self.moved_by(src, &p) {
+                // A flow's peer is where its HELLO went, or where its HELLO_ACK came
+                // from: nothing else speaks for it (docs/protocol.md §11).
+                self.ignored += 1;
+                continue;
+            }
             let ce = tos & 3 == 3;
             if let Packet::Reset(_) = p {
                 // RESET goes either way: to the flow we send, or the one we receive.
                 if p.flow_id() == self.tx.flow_id() {
                     let _ = self.tx.handle_packet(now, &p);
                 }
-                if p.flow_id() == self.rx.flow_id() {
-                    let _ = self.rx.handle_packet(now, &p, ce);
+                if let Some(rx) = self.rx.as_mut().filter(|r| r.flow_id() == p.flow_id()) {
+                    let _ = rx.handle_packet(now, &p, ce);
                 }
             } else if p.is_sender_to_receiver() {
+                self.reply_hello(&p);
+                let Some(rx) = self.rx.as_mut() else {
+                    self.ignored += 1;
+                    continue;
+                };
                 if matches!(p, Packet::Data(_)) && !*held {
                     // One ACK per receive batch (as the agent's loop).
-                    self.rx.set_ack_hold(true);
+                    rx.set_ack_hold(true);
                     *held = true;
                 }
-                let _ = self.rx.handle_packet(now, &p, ce);
+                let _ = rx.handle_packet(now, &p, ce);
             } else {
                 let _ = self.tx.handle_packet(now, &p);
+                if self.tx.is_established() || self.tx.error().is_some() {
+                    self.hello_to = None;
+                }
             }
         }
     }
 
     /// Fire due timers and send what the core has to send.
     pub fn flush(&mut self, now: Nanos) {
-        for _ in 0..256 {
-            match self.rx.poll_timeout() {
-                Some(t) if t <= now => self.rx.handle_timeout(now),
-                _ => break,
+        if let Some(rx) = self.rx.as_mut() {
+            for _ in 0..256 {
+                match rx.poll_timeout() {
+                    Some(t) if t <= now => rx.handle_timeout(now),
+                    _ => break,
+                }
             }
         }
         for _ in 0..256 {
@@ -172,15 +225,13 @@ impl Conn {
                 _ => break,
             }
         }
-        while let Some(t) = self.rx.poll_transmit(now) {
+        while let Some(t) = self.rx.as_mut().and_then(|rx| rx.poll_transmit(now)) {
             self.send(&t);
         }
         while let Some(t) = self.tx.poll_transmit(now) {
             self.send(&t);
         }
-        while let Some(b) = self.rx.read() {
-            self.ready.push_back(b);
-        }
+        self.release(false);
     }
 
     fn send(&mut self, t: &flexpass_core::Transmit) {
@@ -192,7 +243,10 @@ impl Conn {
 
     /// The earliest timer of either flow.
     pub fn deadline(&mut self) -> Option<Nanos> {
-        match (self.rx.poll_timeout(), self.tx.poll_timeout()) {
+        match (
+            self.rx.as_ref().and_then(|r| r.poll_timeout()),
+            self.tx.poll_timeout(),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -231,11 +285,11 @@ impl Conn {
 
     /// The peer closed its direction and the application read everything.
     pub fn at_eof(&self) -> bool {
-        self.ready.is_empty() && self.rx.is_finished()
+        self.ready.is_empty() && self.rx.as_ref().is_some_and(|r| r.is_finished())
     }
 
     pub fn was_reset(&self) -> bool {
-        self.rx.was_reset() || self.tx.error().is_some()
+        self.rx.as_ref().is_some_and(|r| r.was_reset()) || self.tx.error().is_some()
     }
 
     /// Before returning to the application: bytes held while the socket is empty, or the
@@ -256,7 +310,10 @@ impl Conn {
             return false;
         };
         let tx_done = self.tx.is_complete() || self.tx.error().is_some();
-        let rx_done = self.rx.is_complete() || self.rx.was_reset();
+        let rx_done = self
+            .rx
+            .as_ref()
+            .is_none_or(|r| r.is_complete() || r.was_reset());
         (tx_done && rx_done) || now.saturating_sub(closed) > 10_000_000_000
     }
 

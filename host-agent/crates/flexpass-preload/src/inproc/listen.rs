@@ -50,8 +50,8 @@ impl Registration {
 
 /// Loopback connections to the application's listener not accepted yet, by source port.
 static PENDING_COUNT: AtomicUsize = AtomicUsize::new(0);
-fn pending() -> &'static Mutex<HashMap<u16, (Shared, c_int)>> {
-    static P: OnceLock<Mutex<HashMap<u16, (Shared, c_int)>>> = OnceLock::new();
+fn pending() -> &'static Mutex<HashMap<u16, Shared>> {
+    static P: OnceLock<Mutex<HashMap<u16, Shared>>> = OnceLock::new();
     P.get_or_init(Default::default)
 }
 
@@ -259,7 +259,9 @@ fn hello(
         // A retransmitted HELLO (our HELLO_ACK was lost): the same answer again.
         if let Ok(mut g) = c.lock() {
             let now = now();
-            let _ = g.rx.handle_packet(now, &h.packet, false);
+            if let Some(rx) = g.rx.as_mut() {
+                let _ = rx.handle_packet(now, &h.packet, false);
+            }
             g.flush(now);
         }
         reg.answer("tcp_taken", h.peer, h.flow_id, None, None);
@@ -276,6 +278,12 @@ fn hello(
             );
         }
         None => {
+            crate::debug!(
+                "{}: connection refused (flow {}, errno {})",
+                h.peer,
+                h.flow_id,
+                sys::errno()
+            );
             reg.answer("tcp_refused", h.peer, h.flow_id, None, None);
         }
     }
@@ -283,8 +291,14 @@ fn hello(
 
 /// Make the connection and queue it at the listener; None: refused.
 fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Shared, u32)> {
-    let (ip, mtu) = route_to(h.peer)?;
-    let (own, ctl, local) = sys::socket_pair(ip)?;
+    let Some((ip, mtu)) = route_to(h.peer) else {
+        crate::debug!("{}: no route", h.peer);
+        return None;
+    };
+    let Some((own, ctl, local)) = sys::socket_pair(ip) else {
+        crate::debug!("{}: no socket pair on {ip}", h.peer);
+        return None;
+    };
     let close_both = || {
         sys::close(own);
         sys::close(ctl);
@@ -315,11 +329,12 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         SocketAddrV4::new(*h.peer.ip(), h.conn.src_port),
         SocketAddrV4::new(ip, h.conn.dst_port),
         false,
-        rx,
+        Some(rx),
         tx,
-        Arc::clone(reg),
+        Some(Arc::clone(reg)),
     )));
     if !queue_at_listener(&c, target) {
+        crate::debug!("{}: the listener's accept queue did not take it", h.peer);
         close_both();
         return None;
     }
@@ -352,21 +367,25 @@ fn queue_at_listener(c: &Shared, target: SocketAddrV4) -> bool {
         return false;
     };
     if let Ok(mut p) = pending().lock() {
-        p.insert(port, (Arc::clone(c), l));
+        p.insert(port, Arc::clone(c));
         PENDING_COUNT.fetch_add(1, Ordering::Relaxed);
     }
     let r = sys::connect(l, target);
-    let ok = r == 0
+    let connected = r == 0
         || (sys::errno() == libc::EINPROGRESS
             && sys::wait(l, libc::POLLOUT, ACCEPT_WAIT_NS)
             && sys::get_int(l, libc::SOL_SOCKET, libc::SO_ERROR) == Some(0));
-    if !ok {
-        if let Some((_, l)) = pending().lock().ok().and_then(|mut p| p.remove(&port)) {
-            PENDING_COUNT.fetch_sub(1, Ordering::Relaxed);
-            sys::close(l);
-        }
-    }
-    ok
+    // The stand-in has done its work once queued: a connection closed by its client stays
+    // in the accept queue (and accept() replaces it at once).
+    sys::close(l);
+    // Not connected: refused, unless accept() took it already.
+    connected || pending_take(port).is_none()
+}
+
+fn pending_take(port: u16) -> Option<Shared> {
+    let c = pending().lock().ok()?.remove(&port)?;
+    PENDING_COUNT.fetch_sub(1, Ordering::Relaxed);
+    Some(c)
 }
 
 /// After accept(2) returned `fd`: if it is the loopback stand-in of a handed connection,
@@ -390,12 +409,7 @@ pub fn on_accept(fd: c_int, flags: c_int) -> Option<SocketAddrV4> {
         return None;
     }
     let (from, _) = unsafe { crate::inet4_of((&st as *const libc::sockaddr_storage).cast(), len)? };
-    let (c, l) = {
-        let mut p = pending().lock().ok()?;
-        let e = p.remove(&from.port())?;
-        PENDING_COUNT.fetch_sub(1, Ordering::Relaxed);
-        e
-    };
+    let c = pending_take(from.port())?;
     let (own, remote) = {
         let mut g = c.lock().ok()?;
         // An AF_INET6 listener (dual stack) gives v4-mapped names, as for its other peers.
@@ -409,7 +423,6 @@ pub fn on_accept(fd: c_int, flags: c_int) -> Option<SocketAddrV4> {
     };
     unsafe {
         if libc::dup3(own, fd, cloexec) < 0 {
-            sys::close(l);
             return None;
         }
         // O_NONBLOCK belongs to the open file (shared with `own`; the library's own calls
@@ -422,7 +435,6 @@ pub fn on_accept(fd: c_int, flags: c_int) -> Option<SocketAddrV4> {
         };
         libc::fcntl(fd, libc::F_SETFL, fl);
     }
-    sys::close(l);
     insert(fd, c);
     crate::debug!("{remote}: accepted in this process (fd {fd})");
     Some(remote)

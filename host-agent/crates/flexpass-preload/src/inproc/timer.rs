@@ -166,7 +166,8 @@ fn end(c: &Shared) {
     let Ok(g) = c.lock() else { return };
     sys::close(g.own);
     sys::close(g.ctl);
-    g.reg
-        .answer("tcp_closed", g.peer, g.rx.flow_id(), None, None);
+    if let (Some(reg), Some(rx)) = (&g.reg, &g.rx) {
+        reg.answer("tcp_closed", g.peer, rx.flow_id(), None, None);
+    }
     crate::debug!("{}: connection ended", g.app_remote);
 }
