@@ -99,15 +99,15 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
             // ACKs and credits after the bytes reached the application.
             g.flush(now);
             if n > 0 {
-                g.ring_if_held();
+                g.settle(now);
                 return n as ssize_t;
             }
             if g.at_eof() {
-                g.end_told = true;
+                g.settle(now);
                 return 0;
             }
             if g.was_reset() {
-                g.end_told = true;
+                g.settle(now);
                 crate::debug!(
                     "{}: connection reset (received flow reset: {:?}, sent flow: {:?})",
                     g.app_remote,
@@ -144,6 +144,7 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             let now = inproc::now();
             g.drain(now);
             if g.was_reset() {
+                g.ring_if_held(); // a poller sees the reset (readable), as on TCP
                 return fail(libc::ECONNRESET);
             }
             if g.wr_shut {
@@ -220,6 +221,7 @@ unsafe fn conn_recv_iov(
         } else {
             let Ok(mut g) = c.lock() else { break };
             let n = g.take(out, flags & libc::MSG_PEEK != 0);
+            g.settle(inproc::now());
             total += n as ssize_t;
             if n < out.len() {
                 break;

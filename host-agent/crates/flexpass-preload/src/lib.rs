@@ -639,6 +639,11 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return real(fd, addr, len);
     };
     let saved = errno();
+    if inproc::is_conn(fd) {
+        // A second connect on an in-process connection (non-blocking completion check).
+        set_errno(libc::EISCONN);
+        return -1;
+    }
     if !config().policy.client(dst) {
         return real(fd, addr, len);
     }
@@ -661,7 +666,21 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return real(fd, addr, len);
     }
     let nonblocking = libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0;
-    match via_agent(fd, dst, v6) {
+    let verdict = if inproc::opening() {
+        match inproc::open::connect(fd, dst, v6) {
+            inproc::open::Opened::FlexPass => {
+                debug!("→ {dst}: over FlexPass in this process (fd {fd})");
+                Verdict::FlexPass
+            }
+            inproc::open::Opened::Direct(reason) => {
+                log_fallback(dst, reason);
+                Verdict::Direct
+            }
+        }
+    } else {
+        via_agent(fd, dst, v6)
+    };
+    match verdict {
         Verdict::FlexPass => {
             if nonblocking {
                 // As kernel TCP: in progress, and the socket is already writable with

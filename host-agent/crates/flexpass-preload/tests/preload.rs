@@ -180,22 +180,23 @@ fn preloaded_programs_talk_over_flexpass_through_two_agents() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// FLEXPASS_INPROC=1 on the answering side: the server process takes the connection from
-/// its agent (`tcp_hello`), runs the flows on its own UDP socket, and the opening agent
-/// follows its HELLO_ACK there; bytes exact both ways, the addresses the programs see
-/// are the programs' own.
-#[test]
-fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
+/// The transport in the programs' processes (docs/datapath.md, "Next step: the core in
+/// the application's process"). `open`: the client opens in-process too (FLEXPASS_INPROC=1),
+/// else through its agent (FLEXPASS_INPROC=listen). The server process takes the
+/// connection from its agent (`tcp_hello`) and runs the flows on its own UDP socket; the
+/// opener follows its HELLO_ACK there. Bytes exact both ways, the addresses the programs
+/// see are the programs' own.
+fn in_process(open: bool) {
     let (Some(lib), Some(py)) = (library(), python()) else {
         eprintln!("SKIPPED: libflexpass.so or python3 not found");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-{}-{open}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let b = Agent::start_with(&dir, "b.sock", None, true);
     let a = Agent::start(&dir, "a.sock", Some(b.port));
     let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER)
-        .env("FLEXPASS_INPROC", "1")
+        .env("FLEXPASS_INPROC", "listen")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -203,6 +204,8 @@ fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
     let mut port = String::new();
     out.read_line(&mut port).unwrap();
     let cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT)
+        .env("FLEXPASS_INPROC", if open { "1" } else { "listen" })
+        .env("FLEXPASS_PEER_PORT", b.port.to_string())
         .arg(port.trim())
         .output()
         .unwrap();
@@ -223,12 +226,69 @@ fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
     );
     assert_eq!((f[2], f[3]), (f[7], f[8]), "bytes exact: {line}");
     let (sa, sb) = (a.status(), b.status());
-    assert_eq!(sa["tcp"]["opened_flexpass"], 1, "{sa}");
-    // The answering agent handed the flow over instead of accepting it, and the opener
-    // moved its flow to the process's socket.
+    // The answering agent handed the flow over instead of accepting it.
     assert_eq!(sb["endpoint"]["handed_over"], 1, "{sb}");
     assert_eq!(sb["tcp"]["accepted_flexpass"], 0, "{sb}");
-    assert_eq!(sa["endpoint"]["peer_moved"], 1, "{sa}");
+    if open {
+        // The opening agent carried nothing: the client process did.
+        assert_eq!(sa["tcp"]["opened_flexpass"], 0, "{sa}");
+        assert_eq!(sa["endpoint"]["datagrams_out"], 0, "{sa}");
+    } else {
+        // The opening agent moved its flow to the process's socket.
+        assert_eq!(sa["tcp"]["opened_flexpass"], 1, "{sa}");
+        assert_eq!(sa["endpoint"]["peer_moved"], 1, "{sa}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
+    in_process(false);
+}
+
+#[test]
+fn both_programs_run_the_connection_in_their_own_processes() {
+    in_process(true);
+}
+
+/// FLEXPASS_INPROC=1 towards a port nobody serves over FlexPass (the peer's agent answers
+/// RESET): kernel TCP, said once.
+#[test]
+fn an_in_process_opener_falls_back_to_kernel_tcp() {
+    let (Some(lib), Some(py)) = (library(), python()) else {
+        eprintln!("SKIPPED: libflexpass.so or python3 not found");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-fb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = Agent::start(&dir, "b.sock", None);
+    let mut srv = Command::new(py)
+        .arg("-c")
+        .arg(SERVER)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let cli = preloaded(py, &lib, &b.sock, "loopback", CLIENT)
+        .env("FLEXPASS_INPROC", "1")
+        .env("FLEXPASS_PEER_PORT", b.port.to_string())
+        .arg(port.trim())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cli.stderr);
+    assert!(cli.status.success(), "{err}");
+    assert!(srv.wait().unwrap().success());
+    assert_eq!(err.matches("kernel TCP").count(), 1, "{err}");
+    assert!(err.contains("does not serve the port"), "{err}");
+    let line = String::from_utf8(cli.stdout).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        (f[2], f[3]),
+        (f[7], f[8]),
+        "bytes exact over kernel TCP: {line}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -55,8 +55,6 @@ pub struct Conn {
     ready: VecDeque<Bytes>,
     /// A doorbell datagram is in the socket.
     doorbell: bool,
-    /// The application was told the peer's FIN (read returned 0) or the reset (an error).
-    pub end_told: bool,
     /// The application closed its descriptor: the library finishes the flows alone.
     pub app_closed: Option<Nanos>,
     pub wr_shut: bool,
@@ -95,7 +93,6 @@ impl Conn {
             reg,
             ready: VecDeque::new(),
             doorbell: false,
-            end_told: false,
             app_closed: None,
             wr_shut: false,
             dscp: DscpPlan::default(),
@@ -293,14 +290,24 @@ impl Conn {
     }
 
     /// Before returning to the application: bytes held while the socket is empty, or the
-    /// end of the peer's flow (FIN or RESET) not yet read, ring the doorbell, so that a
-    /// poller sees them.
+    /// end of the peer's flow (FIN or RESET), ring the doorbell, so that a poller sees
+    /// them (the end stays readable, as on a TCP socket).
     pub fn ring_if_held(&mut self) {
-        let held =
-            !self.ready.is_empty() || (!self.end_told && (self.at_eof() || self.was_reset()));
+        let held = !self.ready.is_empty() || self.at_eof() || self.was_reset();
         if held && !self.doorbell {
             self.doorbell = sys::send_dgram(self.own, &[], self.local, 0);
         }
+    }
+
+    /// Before returning to the application after a read: a doorbell still in the socket
+    /// when nothing is held any more would make the fd readable with nothing to read (a
+    /// blocking read after poll would then wait): it is consumed (with whatever came
+    /// since); then the doorbell rings again if something is held.
+    pub fn settle(&mut self, now: Nanos) {
+        if self.doorbell && self.ready.is_empty() {
+            self.drain(now);
+        }
+        self.ring_if_held();
     }
 
     /// Both flows are over (the application closed, FIN acknowledged, the peer's flow

@@ -173,7 +173,7 @@ fn unhex(s: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The host's address towards `peer` and the route's MTU.
-fn route_to(peer: SocketAddrV4) -> Option<(Ipv4Addr, usize)> {
+pub(super) fn route_to(peer: SocketAddrV4) -> Option<(Ipv4Addr, usize)> {
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
         return None;
@@ -194,7 +194,8 @@ fn route_to(peer: SocketAddrV4) -> Option<(Ipv4Addr, usize)> {
 
 static NEXT_REPLY_ID: AtomicU32 = AtomicU32::new(0);
 
-fn reply_flow_id() -> u32 {
+/// A flow id for a flow this process opens (a reply flow, or an opening connection's).
+pub(super) fn new_flow_id() -> u32 {
     if NEXT_REPLY_ID.load(Ordering::Relaxed) == 0 {
         let seed = (std::process::id() << 12) ^ (now() as u32) | 1;
         let _ = NEXT_REPLY_ID.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
@@ -203,7 +204,7 @@ fn reply_flow_id() -> u32 {
 }
 
 /// The flows' configuration, as the agent's `EndpointConfig` makes it.
-fn configs(t: TransportKind, mtu: usize) -> (ReceiverConfig, SenderConfig) {
+pub(super) fn configs(t: TransportKind, mtu: usize) -> (ReceiverConfig, SenderConfig) {
     let p = params();
     let share = if t == TransportKind::FlexPass {
         p.w_q
@@ -310,7 +311,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
     }
     let (rcfg, scfg) = configs(h.transport, mtu);
     let now = now();
-    let reply = reply_flow_id();
+    let reply = new_flow_id();
     let flows = Receiver::new(h.flow_id, h.transport, &rcfg)
         .and_then(|rx| Ok((rx, Sender::new(reply, scfg, 0, now)?)));
     let Ok((mut rx, mut tx)) = flows else {

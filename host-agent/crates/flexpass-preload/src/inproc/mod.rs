@@ -1,20 +1,25 @@
 //! The transport in the application's process (#28; docs/datapath.md, "Next step: the
 //! core in the application's process"), behind `FLEXPASS_INPROC=1` (off by default).
 //!
+//! FLEXPASS_INPROC=1: both sides; FLEXPASS_INPROC=listen: the listening side only (the
+//! opening side through the agent, as without the switch).
+//!
 //! Built: the listening side. `listen()` on a FlexPass port holds an in-process
 //! registration with the agent (`tcp_listen` + `inproc`, agent `--inproc-listen`); each
 //! `tcp_hello` becomes a connection with its own UDP socket, the open flow's `Receiver`
 //! and the reply flow's `Sender` (listen.rs); `accept()` returns a descriptor onto which
 //! that socket is dup3'd; the data calls run the core inline (io.rs in the crate root);
-//! one timer thread per process (timer.rs). The opening side still goes through the
-//! agent (the AF_UNIX stream), whose flows follow the HELLO_ACK to the process's socket.
+//! one timer thread per process (timer.rs). The opening side (open.rs): connect() sends
+//! the HELLO from the connection's own sockets and follows the HELLO_ACK (the move rule).
 //!
-//! Environment: FLEXPASS_INPROC=1 turns it on; FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US and
+//! Environment: FLEXPASS_INPROC turns it on; FLEXPASS_PEER_PORT is the peer agents' UDP
+//! port (default 7890); FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US and
 //! FLEXPASS_W_Q give the flows the agent's `--link-gbps`, `--rtt-us`, `--w-q` (defaults
 //! 10, 100, 0.5: the agent's); the MTU is the route's (IP_MTU).
 
 pub mod conn;
 pub mod listen;
+pub mod open;
 pub mod sys;
 pub mod timer;
 
@@ -29,7 +34,10 @@ use std::time::Instant;
 pub type Shared = Arc<Mutex<Conn>>;
 
 struct Params {
+    /// The listening side in-process (FLEXPASS_INPROC=1 or `listen`).
     on: bool,
+    /// The opening side too (FLEXPASS_INPROC=1).
+    open: bool,
     link_bps: f64,
     base_rtt: Nanos,
     w_q: f64,
@@ -42,7 +50,8 @@ fn env_f64(name: &str) -> Option<f64> {
 fn params() -> &'static Params {
     static P: OnceLock<Params> = OnceLock::new();
     P.get_or_init(|| Params {
-        on: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1"),
+        on: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1" || v == "listen"),
+        open: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1"),
         link_bps: env_f64("FLEXPASS_LINK_GBPS").unwrap_or(10.0) * 1e9,
         base_rtt: (env_f64("FLEXPASS_RTT_US").unwrap_or(100.0) * 1e3) as Nanos,
         w_q: env_f64("FLEXPASS_W_Q").unwrap_or(0.5),
@@ -51,6 +60,11 @@ fn params() -> &'static Params {
 
 pub fn enabled() -> bool {
     params().on
+}
+
+/// connect() opens in-process too.
+pub fn opening() -> bool {
+    params().open
 }
 
 /// The core's clock: nanoseconds since the first use in this process.

@@ -39,9 +39,58 @@ fn timers() -> &'static Timers {
 pub fn add(c: Shared) {
     let t = timers();
     if let Ok(mut v) = t.conns.lock() {
+        if v.is_empty() {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| unsafe {
+                OWNER.store(libc::getpid(), std::sync::atomic::Ordering::Relaxed);
+                libc::atexit(at_exit);
+            });
+        }
         v.push(c);
     }
     wake();
+}
+
+/// The process whose timer thread drives the connections (a forked child inherits the
+/// atexit handler, not the thread).
+static OWNER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Longest wait at exit for the connections' written bytes to be acknowledged.
+const EXIT_LINGER: Nanos = 10_000_000_000;
+
+/// The process exits: what it wrote is still in its connections' send buffers (a kernel
+/// TCP socket outlives its process; these do not). Every connection is closed as close()
+/// would, and exit waits until their bytes and FIN are acknowledged (at most EXIT_LINGER)
+/// while this thread keeps driving them.
+extern "C" fn at_exit() {
+    if unsafe { libc::getpid() } != OWNER.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let t = timers();
+    let list: Vec<Shared> = t.conns.lock().map(|v| v.clone()).unwrap_or_default();
+    let start = now();
+    for c in &list {
+        if let Ok(mut g) = c.lock() {
+            if g.app_closed.is_none() {
+                g.app_closed = Some(start);
+                g.finish();
+                g.discard_ready();
+                g.flush(start);
+            }
+        }
+    }
+    wake();
+    while now().saturating_sub(start) < EXIT_LINGER {
+        let pending = list.iter().any(|c| {
+            c.lock()
+                .map(|g| g.tx.error().is_none() && !g.tx.is_complete())
+                .unwrap_or(false)
+        });
+        if !pending {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 pub fn wake() {
