@@ -158,6 +158,7 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             if g.tx.pending_bytes() > 0 && !g.watched {
                 inproc::timer::wake(); // bytes wait for credits: the timer thread watches ctl
             }
+
             if n > 0 || nb {
                 g.ring_if_held();
                 return if n > 0 {

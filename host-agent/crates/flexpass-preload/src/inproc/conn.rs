@@ -58,6 +58,8 @@ pub struct Conn {
     /// The application closed its descriptor: the library finishes the flows alone.
     pub app_closed: Option<Nanos>,
     pub wr_shut: bool,
+    /// The sockets are closed and the agent told (timer::end, once).
+    pub ended: bool,
     dscp: DscpPlan,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
@@ -95,6 +97,7 @@ impl Conn {
             doorbell: false,
             app_closed: None,
             wr_shut: false,
+            ended: false,
             dscp: DscpPlan::default(),
             rbuf: vec![0; 65_536],
             wbuf: Vec::with_capacity(9_100),
@@ -294,7 +297,9 @@ impl Conn {
     /// them (the end stays readable, as on a TCP socket).
     pub fn ring_if_held(&mut self) {
         let held = !self.ready.is_empty() || self.at_eof() || self.was_reset();
-        if held && !self.doorbell {
+        // Not by the flag alone: a doorbell is dropped like any datagram when the socket's
+        // buffer is full (then the socket is readable anyway).
+        if held && !sys::readable(self.own) {
             self.doorbell = sys::send_dgram(self.own, &[], self.local, 0);
         }
     }

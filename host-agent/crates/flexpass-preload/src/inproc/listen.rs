@@ -306,8 +306,8 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
     };
     for fd in [own, ctl] {
         sys::set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, SOCKET_BUFFER);
-        sys::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, SOCKET_BUFFER);
+        sys::set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
+        sys::set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
     }
     let (rcfg, scfg) = configs(h.transport, mtu);
     let now = now();

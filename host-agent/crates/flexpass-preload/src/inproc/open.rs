@@ -74,8 +74,8 @@ pub fn connect(fd: c_int, dst: SocketAddrV4, v6: bool) -> Opened {
     };
     for s in [own, ctl] {
         sys::set_int(s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-        sys::set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, SOCKET_BUFFER);
-        sys::set_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, SOCKET_BUFFER);
+        sys::set_buffer(s, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
+        sys::set_buffer(s, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
     }
     let t = transport();
     let (rcfg, scfg) = configs(t, mtu);

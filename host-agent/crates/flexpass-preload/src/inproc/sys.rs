@@ -330,3 +330,25 @@ pub fn socket_pair(ip: Ipv4Addr) -> Option<(c_int, c_int, SocketAddrV4)> {
     }
     None
 }
+
+/// Whether `fd` has something to read now.
+pub fn readable(fd: c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+/// A socket buffer of `bytes` (SO_RCVBUF / SO_SNDBUF), beyond net.core.*mem_max where the
+/// process may (the *FORCE options need CAP_NET_ADMIN).
+pub fn set_buffer(fd: c_int, opt: c_int, force: c_int, bytes: c_int) {
+    if get_int(fd, libc::SOL_SOCKET, opt).is_some_and(|v| v >= bytes) {
+        return;
+    }
+    set_int(fd, libc::SOL_SOCKET, force, bytes);
+    if get_int(fd, libc::SOL_SOCKET, opt).is_none_or(|v| v < bytes) {
+        set_int(fd, libc::SOL_SOCKET, opt, bytes);
+    }
+}

@@ -1,8 +1,8 @@
 //! One thread per process for what no application call does: the connections' timers
-//! (credit pacing of the open flows' receivers, the reply flows' retransmission and
-//! handshake timers), the credits of a reply flow whose bytes wait for them while the
-//! application is elsewhere (it watches the library's socket `ctl` of such connections),
-//! and connections the application closed (their FIN still to be acknowledged). Data
+//! (credit pacing of the receivers, the senders' retransmission and handshake timers),
+//! the credits of a sender whose bytes wait for them while the application is elsewhere
+//! (it watches the library's socket `ctl` of such connections), and connections the
+//! application closed (their FIN still to be acknowledged). Data
 //! arriving for the application wakes the application, not this thread.
 
 use super::{now, sys, Shared};
@@ -91,6 +91,21 @@ extern "C" fn at_exit() {
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    // Connections that ended both ways are closed now, with `tcp_closed` ahead of the
+    // registration's end: else the agent would reset them from the sockets it keeps, and
+    // a RESET can reach the peer before its program has read the last bytes. The others
+    // (bytes unread here, or not acknowledged in time) are reset by the agent, as TCP
+    // answers a close with unread data.
+    let now = now();
+    for c in &list {
+        let finished = c.lock().map(|mut g| g.done(now)).unwrap_or(false);
+        if finished {
+            if let Ok(mut v) = t.conns.lock() {
+                v.retain(|x| !std::sync::Arc::ptr_eq(x, c));
+            }
+            end(c);
+        }
+    }
 }
 
 pub fn wake() {
@@ -160,6 +175,9 @@ fn run() {
             if g.app_closed.is_some() {
                 next = next.min(now + CLOSED_TICK);
             }
+            // The control socket of a connection whose bytes wait for credits (the program
+            // may be elsewhere); the others are drained by the program's calls and here
+            // when a timer is due.
             g.watched = g.tx.pending_bytes() > 0 || g.app_closed.is_some();
             if g.watched {
                 fds.push(libc::pollfd {
@@ -212,7 +230,10 @@ fn run() {
 /// A finished connection: its sockets closed, the agent told (tcp_closed frees the
 /// descriptor it kept).
 fn end(c: &Shared) {
-    let Ok(g) = c.lock() else { return };
+    let Ok(mut g) = c.lock() else { return };
+    if std::mem::replace(&mut g.ended, true) {
+        return;
+    }
     sys::close(g.own);
     sys::close(g.ctl);
     if let (Some(reg), Some(rx)) = (&g.reg, &g.rx) {
