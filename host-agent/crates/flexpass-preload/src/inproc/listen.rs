@@ -29,6 +29,31 @@ pub struct Registration {
     pub fd: c_int,
     pub port: u16,
     write: Mutex<()>,
+    /// Taken connections not ended yet, and whether the program closed the listener: the
+    /// registration ends only when both say so, since its end makes the agent reset every
+    /// taken connection (closing a TCP listener leaves its accepted connections alone).
+    live: AtomicUsize,
+    listener_closed: std::sync::atomic::AtomicBool,
+    /// The agent's side ended and the descriptor is closed (by `serve`).
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl Registration {
+    /// A taken connection ended (after its `tcp_closed`).
+    pub fn conn_ended(&self) {
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.end_if_unused();
+        }
+    }
+
+    fn end_if_unused(&self) {
+        if self.listener_closed.load(Ordering::Acquire)
+            && self.live.load(Ordering::Acquire) == 0
+            && !self.gone.load(Ordering::Acquire)
+        {
+            unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+        }
+    }
 }
 
 impl Registration {
@@ -73,6 +98,9 @@ pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool 
         fd: reg,
         port,
         write: Mutex::new(()),
+        live: AtomicUsize::new(0),
+        listener_closed: std::sync::atomic::AtomicBool::new(false),
+        gone: std::sync::atomic::AtomicBool::new(false),
     });
     if let Ok(mut l) = listeners().lock() {
         if l.insert(fd, Arc::clone(&reg)).is_none() {
@@ -116,7 +144,8 @@ unsafe fn open_registration(port: u16, addr: &str) -> Option<c_int> {
     Some(s)
 }
 
-/// The listener `fd` is closed: its registration ends (the port goes back to the agent).
+/// The listener `fd` is closed: its registration ends (the port goes back to the agent)
+/// once its taken connections ended.
 pub fn on_listener_close(fd: c_int) {
     if LISTENERS.load(Ordering::Relaxed) == 0 {
         return;
@@ -124,7 +153,10 @@ pub fn on_listener_close(fd: c_int) {
     let r = listeners().lock().ok().and_then(|mut l| l.remove(&fd));
     if let Some(r) = r {
         LISTENERS.fetch_sub(1, Ordering::Relaxed);
-        unsafe { libc::shutdown(r.fd, libc::SHUT_RDWR) };
+        // New connections are refused from now on; the registration ends with the last
+        // taken connection.
+        r.listener_closed.store(true, Ordering::Release);
+        r.end_if_unused();
     }
 }
 
@@ -157,6 +189,7 @@ fn serve(reg: Arc<Registration>, target: SocketAddrV4) {
         }
     }
     crate::debug!("registration of port {} ended", reg.port);
+    reg.gone.store(true, Ordering::Release);
     sys::close(reg.fd);
 }
 
@@ -268,6 +301,10 @@ fn hello(
         reg.answer("tcp_taken", h.peer, h.flow_id, None, None);
         return;
     }
+    if reg.listener_closed.load(Ordering::Acquire) {
+        reg.answer("tcp_refused", h.peer, h.flow_id, None, None);
+        return;
+    }
     match take(reg, &h, target) {
         Some((c, reply)) => {
             taken.insert((h.peer, h.flow_id), Arc::downgrade(&c));
@@ -342,6 +379,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
     if let Ok(mut g) = c.lock() {
         g.flush(now); // HELLO_ACK and the reply flow's HELLO, from this socket
     }
+    reg.live.fetch_add(1, Ordering::AcqRel);
     reg.answer("tcp_taken", h.peer, h.flow_id, Some(reply), Some(own));
     Some((c, reply))
 }

@@ -238,6 +238,7 @@ fn end(c: &Shared) {
     sys::close(g.ctl);
     if let (Some(reg), Some(rx)) = (&g.reg, &g.rx) {
         reg.answer("tcp_closed", g.peer, rx.flow_id(), None, None);
+        reg.conn_ended();
     }
     crate::debug!("{}: connection ended", g.app_remote);
 }
