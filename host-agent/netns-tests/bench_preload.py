@@ -22,7 +22,9 @@ redis, curl, pingpong) runs only those ratio rows. BENCH_BASELINE_BIN=path/to/fl
 libflexpass.so beside it) adds a third column to each ratio row, measured in the same
 alternation: the programs through that build's agents (on UDP port 7990) and library, so an
 old and a new build are compared on the same veth in one run; each run through libflexpass
-then starts its own agents. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+then starts its own agents. BENCH_INPROC=1 adds another column: the programs with the
+transport in their own processes (FLEXPASS_INPROC=1 on both ends, the agents with
+--inproc-listen). The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
 results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
@@ -65,7 +67,19 @@ ROWS = [x.strip() for x in os.environ.get("BENCH_ROWS", "iperf1500,iperf9000,red
 # baseline build ("base"), through BIN (True).
 BASE_BIN = Path(os.environ["BENCH_BASELINE_BIN"]) if os.environ.get("BENCH_BASELINE_BIN") else None
 BASE_PORT = "7990"
-VARIANTS = [False] + (["base"] if BASE_BIN else []) + [True]
+# BENCH_INPROC=1 adds a variant with the transport in the programs' processes (FLEXPASS_INPROC=1
+# on both ends, agents with --inproc-listen; docs/datapath.md, "The core in the application's
+# process"): "inproc", "inproc_ratio" in the JSON.
+INPROC = os.environ.get("BENCH_INPROC") == "1"
+VARIANTS = [False] + (["base"] if BASE_BIN else []) + [True] + (["inproc"] if INPROC else [])
+
+
+def inproc_env():
+    """FLEXPASS_INPROC=1 and the agents' link settings (RATIO_ARGS) for the library's flows."""
+    a = RATIO_ARGS
+    get = (lambda flag, d: a[a.index(flag) + 1] if flag in a else d)
+    return dict(os.environ, FLEXPASS_INPROC="1", FLEXPASS_LINK_GBPS=get("--link-gbps", "10"),
+                FLEXPASS_RTT_US=get("--rtt-us", "100"))
 
 
 def sh(*a, check=True):
@@ -81,6 +95,8 @@ def ns(host, *cmd, run=False, **kw):
         argv += [str(BASE_BIN), "run", "--agent-socket", str(TMP / f"{host}-base.sock"), "--"]
     elif run:
         argv += [str(BIN), "run", "--agent-socket", str(TMP / f"{host}.sock"), "--"]
+    if run == "inproc":
+        kw["env"] = inproc_env()
     return subprocess.Popen(argv + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -157,7 +173,8 @@ def start_agents(link, batch=1, args=None, build=True):
                      "--listen", f"0.0.0.0:{BASE_PORT}", *net) for h in IP]
         socks = [f"{h}-base.sock" for h in IP]
     else:
-        agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net) for h in IP]
+        extra = ["--inproc-listen"] if INPROC else []
+        agents = [ns(h, str(BIN), "agent", "--socket", str(TMP / f"{h}.sock"), *net, *extra) for h in IP]
         socks = [f"{h}.sock" for h in IP]
     for name in socks:
         for _ in range(100):
@@ -200,6 +217,11 @@ def compare(runs):
          "kernel_tcp_min_max": [round(k[0], 3), round(k[-1], 3)],
          "libflexpass_min_max": [round(f[0], 3), round(f[-1], 3)],
          "ratio": round(mf / mk, 3) if mk else None}
+    if runs.get("inproc"):
+        i = sorted(runs["inproc"])
+        mi = i[len(i) // 2]
+        r.update({"inproc": round(mi, 3), "inproc_min_max": [round(i[0], 3), round(i[-1], 3)],
+                  "inproc_ratio": round(mi / mk, 3) if mk else None})
     if runs.get("base"):
         b = sorted(runs["base"])
         mb = b[len(b) // 2]
@@ -323,6 +345,18 @@ def carried(agents, sock="a.sock"):
     return t["opened_flexpass"]
 
 
+def handed_over():
+    """Connections b's agent handed to in-process listeners (BENCH_INPROC): the in-process
+    rows must have some, else their servers went through the agent."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(str(TMP / "b.sock"))
+    s.sendall(b'{"op":"status"}\n')
+    n = json.loads(s.makefile().readline())["endpoint"]["handed_over"]
+    s.close()
+    return n
+
+
 def set_mtu(mtu):
     for h in IP:
         sh("ip", "-n", f"{P}{h}", "link", "set", f"{P}v{h}", "mtu", str(mtu))
@@ -346,6 +380,8 @@ def ratios():
             r[key] = compare(side_by_side(iperf_once, args))
             if not BASE_BIN:
                 r[key]["connections_over_flexpass"] = carried(agents)
+            if INPROC:
+                r[key]["inproc_handed_over"] = handed_over()
         finally:
             stop_agents(agents)
             set_mtu(1500)
@@ -380,6 +416,8 @@ def ratios():
             goals["pingpong_1byte_p50_us"] = ("<=", 1.5)
         if not BASE_BIN:
             r["connections_over_flexpass"] = carried(agents)
+        if INPROC:
+            r["inproc_handed_over"] = handed_over()
     finally:
         stop_agents(agents)
     for key, (cmp, goal) in goals.items():
@@ -388,6 +426,8 @@ def ratios():
         row["met"] = row["ratio"] >= goal if cmp == ">=" else row["ratio"] <= goal
         base = (f", baseline build {row['baseline_libflexpass']} (ratio {row['baseline_ratio']})"
                 if "baseline_ratio" in row else "")
+        if "inproc_ratio" in row:
+            base += f", in-process {row['inproc']} (ratio {row['inproc_ratio']})"
         print(f"libflexpass bench: {key}: kernel TCP {row['kernel_tcp']}, libflexpass {row['libflexpass']}, "
               f"ratio {row['ratio']} (goal {cmp} {goal}: {'met' if row['met'] else 'NOT met'}){base}", flush=True)
     return r

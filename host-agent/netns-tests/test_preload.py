@@ -66,10 +66,10 @@ class Hosts:
             sh("ip", "-n", f"{PREFIX}{h}", "addr", "add", f"{IP[h]}/24", "dev", dev)
             sh("ip", "-n", f"{PREFIX}{h}", "link", "set", dev, "up")
 
-    def agent(self, host):
+    def agent(self, host, extra=()):
         log = open(self.tmp / f"agent-{host}.log", "w")
         p = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{host}", str(BIN), "agent", "--socket",
-                              str(self.sock[host]), "--log-level", "debug", *NET_ARGS],
+                              str(self.sock[host]), "--log-level", "debug", *NET_ARGS, *extra],
                              stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         for _ in range(100):

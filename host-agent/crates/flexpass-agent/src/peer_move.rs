@@ -3,11 +3,14 @@
 //! HELLO was sent to (the answering host's process that owns the flow); every later
 //! datagram of the flow goes to that port, and the flow hears only that port.
 //!
+//! The rule itself is flexpass_core::peer (shared with the library's in-process opening
+//! side); this module keeps the table of flows that wait for their HELLO_ACK or moved.
+//!
 //! A flow keeps its key (peer the HELLO went to, flow id): the application's handle does
 //! not change. Only moved flows and flows waiting for their HELLO_ACK have entries here.
 
 use crate::flow::FlowKey;
-use flexpass_wire::{HelloStatus, Packet};
+use flexpass_wire::Packet;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -99,7 +102,7 @@ impl PeerMoves {
             return Route::Unknown;
         };
         let key = (hello_to, wire.1);
-        if hello_to.ip() != wire.0.ip() || ack.status != HelloStatus::Accepted || !exists(key) {
+        if !flexpass_core::peer::hello_ack_moves(hello_to, wire.0, ack) || !exists(key) {
             return Route::Ignored;
         }
         self.awaiting.remove(&wire.1);
@@ -117,7 +120,7 @@ impl PeerMoves {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flexpass_wire::{HelloAck, TransportKind};
+    use flexpass_wire::{HelloAck, HelloStatus, TransportKind};
 
     fn ack(flow_id: u32, status: HelloStatus) -> Packet {
         Packet::HelloAck(HelloAck {

@@ -28,6 +28,7 @@
 //!   sub-flow scheduler (credit → Lost, else Pending, else Sent-as-reactive).
 //! - [`ack_tracker`]: receiver-side per-sub-flow cumulative ACK + SACK generation.
 //! - [`reassembly`]: receiver reassembly by flow sequence, in-order delivery.
+//! - [`peer`]: the rule that moves an opening flow to where its HELLO_ACK came from.
 //! - [`sender`] / [`receiver`]: the per-flow state machines that tie these together,
 //!   including the credit request / stop state machine (ExpressPass Fig. 7).
 
@@ -40,6 +41,7 @@ pub mod flow_scheduling;
 pub mod lcp;
 pub mod pacer;
 pub mod pase;
+pub mod peer;
 pub mod pfabric;
 pub mod reassembly;
 pub mod receiver;

@@ -23,6 +23,10 @@
 //!   values (SO_DOMAIN AF_INET, SO_PROTOCOL TCP, TCP_CONGESTION "flexpass", TCP_INFO
 //!   established).
 //!
+//! With FLEXPASS_INPROC=1 (or `listen`: the listening side only), connections run the
+//! transport in this process instead (module inproc: the core inline in the data calls,
+//! which io.rs hooks; docs/datapath.md, "The core in the application's process").
+//!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
 //! port, every non-loopback IPv4 destination), FLEXPASS_AGENT_SOCKET (default
 //! /run/flexpass/agent.sock), FLEXPASS_TRANSPORT (flexpass | expresspass | dctcp | ppt | flashpass | pfabric | pase),
@@ -31,7 +35,8 @@
 //!
 //! Rules kept by every hook: no heap allocation (stack buffers and core::fmt only), no
 //! locks (atomics), errno preserved on the pass-through paths, and the real functions
-//! come from dlsym(RTLD_NEXT).
+//! come from dlsym(RTLD_NEXT). The in-process connections (FLEXPASS_INPROC) allocate and
+//! lock, on their own descriptors only; other descriptors cost one atomic load.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -43,7 +48,7 @@ use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_un, sock
 use policy::Policy;
 use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use text::Buf;
 
@@ -63,11 +68,11 @@ const QUERY_TIMEOUT_MS: i64 = 2_000;
 macro_rules! real_fn {
     ($get:ident, $sym:literal, fn($($a:ty),*) -> $r:ty) => {
         unsafe fn $get() -> Option<unsafe extern "C" fn($($a),*) -> $r> {
-            static P: AtomicUsize = AtomicUsize::new(0);
-            let mut p = P.load(Ordering::Relaxed);
+            static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
             if p == 0 {
                 p = libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) as usize;
-                P.store(p, Ordering::Relaxed);
+                P.store(p, std::sync::atomic::Ordering::Relaxed);
             }
             if p == 0 {
                 None
@@ -182,8 +187,8 @@ fn config() -> &'static Config {
 
 macro_rules! debug {
     ($($arg:tt)*) => {
-        if config().log {
-            let mut b: Buf<400> = Buf::new();
+        if $crate::config().log {
+            let mut b: $crate::text::Buf<400> = $crate::text::Buf::new();
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("flexpass[{}]: ", unsafe { libc::getpid() }));
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!($($arg)*));
             b.push(b"\n");
@@ -191,6 +196,13 @@ macro_rules! debug {
         }
     };
 }
+
+pub(crate) use debug;
+
+// After the macros they use.
+mod inproc;
+mod io;
+mod sockopt;
 
 static AGENT_DOWN_LOGGED: AtomicBool = AtomicBool::new(false);
 /// Peers (IPv4) whose fallback to kernel TCP this process has logged.
@@ -633,6 +645,11 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return real(fd, addr, len);
     };
     let saved = errno();
+    if inproc::is_conn(fd) {
+        // A second connect on an in-process connection (non-blocking completion check).
+        set_errno(libc::EISCONN);
+        return -1;
+    }
     if !config().policy.client(dst) {
         return real(fd, addr, len);
     }
@@ -655,7 +672,21 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return real(fd, addr, len);
     }
     let nonblocking = libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0;
-    match via_agent(fd, dst, v6) {
+    let verdict = if inproc::opening() {
+        match inproc::open::connect(fd, dst, v6) {
+            inproc::open::Opened::FlexPass => {
+                debug!("→ {dst}: over FlexPass in this process (fd {fd})");
+                Verdict::FlexPass
+            }
+            inproc::open::Opened::Direct(reason) => {
+                log_fallback(dst, reason);
+                Verdict::Direct
+            }
+        }
+    } else {
+        via_agent(fd, dst, v6)
+    };
+    match verdict {
         Verdict::FlexPass => {
             if nonblocking {
                 // As kernel TCP: in progress, and the socket is already writable with
@@ -717,6 +748,14 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         set_errno(saved);
         return r;
     }
+    if inproc::enabled() {
+        if let Some(target) = self_connect_target(st.ss_family as c_int, addr.as_str(), port) {
+            if inproc::listen::register(fd, port, addr.as_str(), target) {
+                set_errno(saved);
+                return r;
+            }
+        }
+    }
     let mut req: Buf<160> = Buf::new();
     request::tcp_listen(&mut req, port, addr.as_str());
     let mut reply: Buf<256> = Buf::new();
@@ -726,6 +765,38 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     }
     set_errno(saved);
     r
+}
+
+/// Where the library reaches a listener bound to `addr` (in-process connections queue
+/// there as loopback connections): its IPv4 address, or 127.0.0.1 for a wildcard.
+fn self_connect_target(family: c_int, addr: &str, port: u16) -> Option<SocketAddrV4> {
+    let ip = match (family, addr) {
+        (_, "0.0.0.0") | (libc::AF_INET6, "::") => Ipv4Addr::LOCALHOST,
+        (libc::AF_INET, a) => a.parse().ok()?,
+        (_, a) => a.strip_prefix("::ffff:")?.parse().ok()?,
+    };
+    Some(SocketAddrV4::new(ip, port))
+}
+
+/// After accept: an in-process connection (FLEXPASS_INPROC) takes the place of its
+/// loopback stand-in; a loopback connection from the agent gets the real remote address.
+unsafe fn after_accept(
+    conn_fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    cap: socklen_t,
+    flags: c_int,
+) {
+    if inproc::enabled() {
+        if let Some(remote) = inproc::listen::on_accept(conn_fd, flags) {
+            if !addr.is_null() && !len.is_null() && cap as usize >= size_of::<libc::sa_family_t>() {
+                let v6 = (*addr).sa_family as c_int == libc::AF_INET6;
+                write_inet4(remote, v6, addr, len, cap);
+            }
+            return;
+        }
+    }
+    fix_accepted(conn_fd, addr, len, cap);
 }
 
 /// After accept: a loopback connection from the agent gets the real remote address.
@@ -760,7 +831,7 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
     let r = real(fd, addr, len);
     if r >= 0 {
         let saved = errno();
-        fix_accepted(r, addr, len, cap);
+        after_accept(r, addr, len, cap, 0);
         set_errno(saved);
     }
     r
@@ -780,7 +851,7 @@ pub unsafe extern "C" fn accept4(
     let r = real(fd, addr, len, flags);
     if r >= 0 {
         let saved = errno();
-        fix_accepted(r, addr, len, cap);
+        after_accept(r, addr, len, cap, flags);
         set_errno(saved);
     }
     r
@@ -837,6 +908,10 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
         return enosys();
     };
     let cap = if len.is_null() { 0 } else { *len };
+    if let Some((remote, _, v6)) = inproc::names(fd) {
+        write_inet4(remote, v6, addr, len, cap);
+        return 0;
+    }
     let r = real(fd, addr, len);
     if r == 0 && cap as usize >= size_of::<libc::sa_family_t>() {
         let saved = errno();
@@ -852,109 +927,15 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
         return enosys();
     };
     let cap = if len.is_null() { 0 } else { *len };
+    if let Some((_, local, v6)) = inproc::names(fd) {
+        write_inet4(local, v6, addr, len, cap);
+        return 0;
+    }
     let r = real(fd, addr, len);
     if r == 0 && cap as usize >= size_of::<libc::sa_family_t>() {
         let saved = errno();
         names(fd, addr, len, cap, false);
         set_errno(saved);
     }
-    r
-}
-
-unsafe fn put_int(val: *mut c_void, len: *mut socklen_t, v: c_int) {
-    if val.is_null() || len.is_null() {
-        return;
-    }
-    let n = (*len as usize).min(size_of::<c_int>());
-    std::ptr::copy_nonoverlapping((&v as *const c_int).cast::<u8>(), val.cast::<u8>(), n);
-    *len = n as socklen_t;
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn getsockopt(
-    fd: c_int,
-    level: c_int,
-    name: c_int,
-    val: *mut c_void,
-    len: *mut socklen_t,
-) -> c_int {
-    let Some(real) = real_getsockopt() else {
-        return enosys();
-    };
-    let r = real(fd, level, name, val, len);
-    let saved = errno();
-    let interesting = if level == libc::SOL_SOCKET {
-        r == 0 && (name == libc::SO_DOMAIN || name == libc::SO_PROTOCOL)
-    } else {
-        r != 0
-            && matches!(
-                level,
-                libc::IPPROTO_TCP | libc::IPPROTO_IP | libc::IPPROTO_IPV6
-            )
-    };
-    if !interesting {
-        return r;
-    }
-    let Some(n) = client_name(fd) else {
-        set_errno(saved);
-        return r;
-    };
-    match (level, name) {
-        (libc::SOL_SOCKET, libc::SO_DOMAIN) => {
-            put_int(val, len, if n.v6 { libc::AF_INET6 } else { libc::AF_INET })
-        }
-        (libc::SOL_SOCKET, _) => put_int(val, len, libc::IPPROTO_TCP),
-        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
-            if !val.is_null() && !len.is_null() {
-                let s = b"flexpass\0";
-                let k = (*len as usize).min(s.len());
-                std::ptr::copy_nonoverlapping(s.as_ptr(), val.cast::<u8>(), k);
-                *len = k as socklen_t;
-            }
-        }
-        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => put_int(val, len, 1444),
-        (libc::IPPROTO_TCP, libc::TCP_INFO) => {
-            if !val.is_null() && !len.is_null() {
-                std::ptr::write_bytes(val.cast::<u8>(), 0, *len as usize);
-                if *len > 0 {
-                    *val.cast::<u8>() = 1; // tcpi_state = TCP_ESTABLISHED
-                }
-            }
-        }
-        _ => {
-            if !val.is_null() && !len.is_null() {
-                std::ptr::write_bytes(val.cast::<u8>(), 0, *len as usize);
-            }
-        }
-    }
-    set_errno(saved);
-    0
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn setsockopt(
-    fd: c_int,
-    level: c_int,
-    name: c_int,
-    val: *const c_void,
-    len: socklen_t,
-) -> c_int {
-    let Some(real) = real_setsockopt() else {
-        return enosys();
-    };
-    let r = real(fd, level, name, val, len);
-    if r == 0 {
-        return r;
-    }
-    let saved = errno();
-    if matches!(saved, libc::EOPNOTSUPP | libc::ENOPROTOOPT | libc::EINVAL)
-        && client_name(fd).is_some()
-    {
-        // TCP/IP options have no meaning on the local leg of a FlexPass connection.
-        debug!("fd {fd}: option {level}/{name} ignored on a FlexPass socket");
-        set_errno(saved);
-        return 0;
-    }
-    set_errno(saved);
     r
 }

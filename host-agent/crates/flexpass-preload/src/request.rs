@@ -33,6 +33,34 @@ pub fn tcp_peer<const N: usize>(out: &mut Buf<N>, port: u16) {
     let _ = writeln!(out, "{{\"op\":\"tcp_peer\",\"port\":{port}}}");
 }
 
+/// `tcp_listen` with `inproc`: this API connection becomes the port's registration
+/// (docs/agent-api.md, "In-process listeners").
+pub fn tcp_listen_inproc<const N: usize>(out: &mut Buf<N>, port: u16, addr: &str) {
+    let _ = writeln!(
+        out,
+        "{{\"op\":\"tcp_listen\",\"port\":{port},\"addr\":\"{addr}\",\"inproc\":true}}"
+    );
+}
+
+/// An answer to a `tcp_hello` on a registration: `op` is `tcp_taken` (with `reply_flow_id`),
+/// `tcp_refused` or `tcp_closed`.
+pub fn hello_answer<const N: usize>(
+    out: &mut Buf<N>,
+    op: &str,
+    peer: SocketAddrV4,
+    flow_id: u32,
+    reply_flow_id: Option<u32>,
+) {
+    let _ = write!(
+        out,
+        "{{\"op\":\"{op}\",\"peer\":\"{peer}\",\"flow_id\":{flow_id}"
+    );
+    if let Some(r) = reply_flow_id {
+        let _ = write!(out, ",\"reply_flow_id\":{r}");
+    }
+    let _ = writeln!(out, "}}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +107,27 @@ mod tests {
                 "{}",
                 b.as_str()
             );
+        }
+        let mut b: Buf<160> = Buf::new();
+        tcp_listen_inproc(&mut b, 5201, "0.0.0.0");
+        assert_eq!(
+            Request::parse(b.as_bytes()),
+            Ok(Request::TcpListen {
+                port: 5201,
+                addr: "0.0.0.0".parse().unwrap(),
+                inproc: true
+            })
+        );
+        let peer: SocketAddrV4 = "255.255.255.255:65535".parse().unwrap();
+        for (op, reply) in [
+            ("tcp_taken", Some(u32::MAX)),
+            ("tcp_refused", None),
+            ("tcp_closed", None),
+        ] {
+            let mut b: Buf<160> = Buf::new();
+            hello_answer(&mut b, op, peer, u32::MAX, reply);
+            let r = Request::parse(b.as_bytes());
+            assert!(r.is_ok(), "{}: {r:?}", b.as_str());
         }
         let mut b: Buf<96> = Buf::new();
         tcp_peer(&mut b, 40312);

@@ -64,6 +64,16 @@ pub fn json_str<'a>(r: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     Some(&r[at..at + end])
 }
 
+/// The unsigned number after `key` (e.g. `"flow_id":`).
+pub fn json_u64(r: &[u8], key: &[u8]) -> Option<u64> {
+    let at = find(r, key)? + key.len();
+    let end = r[at..]
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(r.len() - at);
+    std::str::from_utf8(&r[at..at + end]).ok()?.parse().ok()
+}
+
 /// `a.b.c.d:port`.
 pub fn parse_v4(s: &[u8]) -> Option<SocketAddrV4> {
     let colon = s.iter().rposition(|&c| c == b':')?;

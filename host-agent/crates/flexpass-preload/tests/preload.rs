@@ -55,6 +55,11 @@ struct Agent {
 
 impl Agent {
     fn start(dir: &Path, name: &str, peer_port: Option<u16>) -> Agent {
+        Agent::start_with(dir, name, peer_port, false)
+    }
+
+    /// `inproc`: the agent hands connections to in-process listeners (`--inproc-listen`).
+    fn start_with(dir: &Path, name: &str, peer_port: Option<u16>, inproc: bool) -> Agent {
         let sock = dir.join(name);
         let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
         cfg.link_bps = 1e9;
@@ -64,6 +69,7 @@ impl Agent {
         if let Some(p) = peer_port {
             d.set_peer_port(p);
         }
+        d.set_inproc_listen(inproc);
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = Arc::clone(&stop);
         let thread = Some(std::thread::spawn(move || d.run(&s2).unwrap()));
@@ -171,6 +177,118 @@ fn preloaded_programs_talk_over_flexpass_through_two_agents() {
     let st = a.status();
     assert_eq!(st["tcp"]["opened_flexpass"], 1, "{st}");
     assert_eq!(b.status()["tcp"]["accepted_flexpass"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The transport in the programs' processes (docs/datapath.md, "Next step: the core in
+/// the application's process"). `open`: the client opens in-process too (FLEXPASS_INPROC=1),
+/// else through its agent (FLEXPASS_INPROC=listen). The server process takes the
+/// connection from its agent (`tcp_hello`) and runs the flows on its own UDP socket; the
+/// opener follows its HELLO_ACK there. Bytes exact both ways, the addresses the programs
+/// see are the programs' own.
+fn in_process(open: bool) {
+    let (Some(lib), Some(py)) = (library(), python()) else {
+        eprintln!("SKIPPED: libflexpass.so or python3 not found");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-{}-{open}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = Agent::start_with(&dir, "b.sock", None, true);
+    let a = Agent::start(&dir, "a.sock", Some(b.port));
+    let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER)
+        .env("FLEXPASS_INPROC", "listen")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT)
+        .env("FLEXPASS_INPROC", if open { "1" } else { "listen" })
+        .env("FLEXPASS_PEER_PORT", b.port.to_string())
+        .arg(port.trim())
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(srv.wait().unwrap().success());
+    let line = String::from_utf8(cli.stdout).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f.len(), 9, "{line}");
+    assert_eq!(f[1], format!("127.0.0.1:{}", port.trim()), "{line}");
+    assert_eq!(
+        (f[5], f[6]),
+        (f[0], f[0]),
+        "the server sees the client: {line}"
+    );
+    assert_eq!((f[2], f[3]), (f[7], f[8]), "bytes exact: {line}");
+    let (sa, sb) = (a.status(), b.status());
+    // The answering agent handed the flow over instead of accepting it.
+    assert_eq!(sb["endpoint"]["handed_over"], 1, "{sb}");
+    assert_eq!(sb["tcp"]["accepted_flexpass"], 0, "{sb}");
+    if open {
+        // The opening agent carried nothing: the client process did.
+        assert_eq!(sa["tcp"]["opened_flexpass"], 0, "{sa}");
+        assert_eq!(sa["endpoint"]["datagrams_out"], 0, "{sa}");
+    } else {
+        // The opening agent moved its flow to the process's socket.
+        assert_eq!(sa["tcp"]["opened_flexpass"], 1, "{sa}");
+        assert_eq!(sa["endpoint"]["peer_moved"], 1, "{sa}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_in_process_listener_serves_the_connection_on_its_own_socket() {
+    in_process(false);
+}
+
+#[test]
+fn both_programs_run_the_connection_in_their_own_processes() {
+    in_process(true);
+}
+
+/// FLEXPASS_INPROC=1 towards a port nobody serves over FlexPass (the peer's agent answers
+/// RESET): kernel TCP, said once.
+#[test]
+fn an_in_process_opener_falls_back_to_kernel_tcp() {
+    let (Some(lib), Some(py)) = (library(), python()) else {
+        eprintln!("SKIPPED: libflexpass.so or python3 not found");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("fp-preload-inproc-fb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let b = Agent::start(&dir, "b.sock", None);
+    let mut srv = Command::new(py)
+        .arg("-c")
+        .arg(SERVER)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let cli = preloaded(py, &lib, &b.sock, "loopback", CLIENT)
+        .env("FLEXPASS_INPROC", "1")
+        .env("FLEXPASS_PEER_PORT", b.port.to_string())
+        .arg(port.trim())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cli.stderr);
+    assert!(cli.status.success(), "{err}");
+    assert!(srv.wait().unwrap().success());
+    assert_eq!(err.matches("kernel TCP").count(), 1, "{err}");
+    assert!(err.contains("does not serve the port"), "{err}");
+    let line = String::from_utf8(cli.stdout).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        (f[2], f[3]),
+        (f[7], f[8]),
+        "bytes exact over kernel TCP: {line}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

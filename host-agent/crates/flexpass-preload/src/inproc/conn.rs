@@ -1,0 +1,348 @@
+//! One FlexPass connection served in the application's process: its UDP socket, the open
+//! flow's `Receiver` and the reply flow's `Sender` (docs/datapath.md, "Next step: the core
+//! in the application's process"). Every method runs with the connection's lock held, by
+//! an application thread (read/write) or by the timer thread.
+//!
+//! Readiness stays the kernel's: the application's fd is a dup of `own`, so poll/epoll see
+//! the socket. Bytes the core holds for the application while the socket is empty (a read
+//! that took part of a chunk, data drained by a write or by the timer thread) would not
+//! wake a poller: the connection then sends an empty datagram to its own address (the
+//! doorbell), which makes the socket readable until a drain consumes it.
+
+use super::sys;
+use bytes::Bytes;
+use flexpass_core::{Nanos, Receiver, ReceiverConfig, Sender};
+use flexpass_wire::{ConnRole, DscpPlan, Packet};
+use libc::c_int;
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+
+/// Bytes the application may have written and not yet acknowledged (its socket buffer).
+pub const SEND_LIMIT: u64 = 4 << 20;
+/// Socket buffers of a connection's UDP socket: data the core has not drained yet.
+pub const SOCKET_BUFFER: c_int = 4 << 20;
+
+pub struct Conn {
+    /// The library's descriptor of the application's socket (the application's fd is a dup
+    /// of it): the open flow's data, RESET and the doorbell arrive here, so it is readable
+    /// only when the application has something to read (sys::socket_pair).
+    pub own: c_int,
+    /// The library's socket on the same address: the flows' control (credits, ACKs, …).
+    pub ctl: c_int,
+    /// The timer thread watches `ctl` (it does while the reply flow has bytes to send).
+    pub watched: bool,
+    /// The flow's peer: the opening host's UDP address (agent or process).
+    pub peer: SocketAddrV4,
+    /// This socket's own address (the doorbell's destination and source).
+    pub local: SocketAddrV4,
+    /// What getpeername / getsockname show the application.
+    pub app_remote: SocketAddrV4,
+    pub app_local: SocketAddrV4,
+    pub v6: bool,
+    /// The flow the application receives (answering side: the open flow; opening side:
+    /// the reply flow, once its HELLO came) and the one it sends.
+    pub rx: Option<Receiver>,
+    pub tx: Sender,
+    /// Opening side: the reply flow's receiver is made from its HELLO with this
+    /// configuration, for this conn_id.
+    pub reply_rx: Option<(u32, ReceiverConfig)>,
+    /// Opening side, until the HELLO_ACK: where the HELLO went (the move rule applies).
+    pub hello_to: Option<SocketAddrV4>,
+    /// Answering side: the registration that handed the connection over (tcp_closed).
+    pub reg: Option<Arc<super::listen::Registration>>,
+    /// In-order bytes taken from the receiver, not yet read by the application.
+    ready: VecDeque<Bytes>,
+    /// A doorbell datagram is in the socket.
+    doorbell: bool,
+    /// The application closed its descriptor: the library finishes the flows alone.
+    pub app_closed: Option<Nanos>,
+    pub wr_shut: bool,
+    /// The sockets are closed and the agent told (timer::end, once).
+    pub ended: bool,
+    dscp: DscpPlan,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    pub ignored: u64,
+}
+
+impl Conn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        (own, ctl): (c_int, c_int),
+        peer: SocketAddrV4,
+        local: SocketAddrV4,
+        app_remote: SocketAddrV4,
+        app_local: SocketAddrV4,
+        v6: bool,
+        rx: Option<Receiver>,
+        tx: Sender,
+        reg: Option<Arc<super::listen::Registration>>,
+    ) -> Conn {
+        Conn {
+            own,
+            ctl,
+            watched: false,
+            peer,
+            local,
+            app_remote,
+            app_local,
+            v6,
+            rx,
+            tx,
+            reply_rx: None,
+            hello_to: None,
+            reg,
+            ready: VecDeque::new(),
+            doorbell: false,
+            app_closed: None,
+            wr_shut: false,
+            ended: false,
+            dscp: DscpPlan::default(),
+            rbuf: vec![0; 65_536],
+            wbuf: Vec::with_capacity(9_100),
+            ignored: 0,
+        }
+    }
+
+    /// Hand every datagram waiting in both sockets to the core (never blocks). The
+    /// control socket first: a reply flow's HELLO before its data.
+    pub fn drain(&mut self, now: Nanos) {
+        let mut held = false;
+        self.drain_one(self.ctl, now, &mut held);
+        self.drain_one(self.own, now, &mut held);
+        self.release(held);
+    }
+
+    /// Only the library's socket (the timer thread: the application's data stays in its
+    /// socket, which keeps it readable).
+    pub fn drain_ctl(&mut self, now: Nanos) {
+        let mut held = false;
+        self.drain_one(self.ctl, now, &mut held);
+        self.release(held);
+    }
+
+    fn release(&mut self, held: bool) {
+        if let Some(rx) = self.rx.as_mut() {
+            if held {
+                rx.set_ack_hold(false);
+            }
+            while let Some(b) = rx.read() {
+                self.ready.push_back(b);
+            }
+        }
+    }
+
+    /// A datagram from `src`, not the flow's peer: while the HELLO_ACK is awaited, an
+    /// accepted one from another port of the address moves the connection there
+    /// (flexpass_core::peer); anything else is ignored.
+    fn moved_by(&mut self, src: SocketAddrV4, p: &Packet) -> bool {
+        let (Some(to), Packet::HelloAck(a)) = (self.hello_to, p) else {
+            return false;
+        };
+        if a.flow_id != self.tx.flow_id()
+            || !flexpass_core::peer::hello_ack_moves(to.into(), src.into(), a)
+        {
+            return false;
+        }
+        self.peer = src;
+        self.hello_to = None;
+        true
+    }
+
+    /// Opening side: the reply flow's HELLO makes its receiver.
+    fn reply_hello(&mut self, p: &Packet) {
+        let (Packet::Hello(h), Some((conn_id, cfg))) = (p, &self.reply_rx) else {
+            return;
+        };
+        let ok = h
+            .conn
+            .is_some_and(|c| c.conn_id == *conn_id && c.role == ConnRole::Reply);
+        if ok && self.rx.is_none() {
+            self.rx = Receiver::new(h.flow_id, h.transport, cfg).ok();
+        }
+    }
+
+    fn drain_one(&mut self, fd: c_int, now: Nanos, held: &mut bool) {
+        while let Some((n, src, tos)) = sys::recv_dgram(fd, &mut self.rbuf) {
+            if src == self.local && n == 0 {
+                self.doorbell = false;
+                continue;
+            }
+            let Ok(p) = Packet::decode(&self.rbuf[..n]) else {
+                self.ignored += 1;
+                continue;
+            };
+            if src != self.peer && !self.moved_by(src, &p) {
+                // A flow's peer is where its HELLO went, or where its HELLO_ACK came
+                // from: nothing else speaks for it (docs/protocol.md §11).
+                self.ignored += 1;
+                continue;
+            }
+            let ce = tos & 3 == 3;
+            if let Packet::Reset(_) = p {
+                // RESET goes either way: to the flow we send, or the one we receive.
+                if p.flow_id() == self.tx.flow_id() {
+                    let _ = self.tx.handle_packet(now, &p);
+                }
+                if let Some(rx) = self.rx.as_mut().filter(|r| r.flow_id() == p.flow_id()) {
+                    let _ = rx.handle_packet(now, &p, ce);
+                }
+            } else if p.is_sender_to_receiver() {
+                self.reply_hello(&p);
+                let Some(rx) = self.rx.as_mut() else {
+                    self.ignored += 1;
+                    continue;
+                };
+                if matches!(p, Packet::Data(_)) && !*held {
+                    // One ACK per receive batch (as the agent's loop).
+                    rx.set_ack_hold(true);
+                    *held = true;
+                }
+                let _ = rx.handle_packet(now, &p, ce);
+            } else {
+                let _ = self.tx.handle_packet(now, &p);
+                if self.tx.is_established() || self.tx.error().is_some() {
+                    self.hello_to = None;
+                }
+            }
+        }
+    }
+
+    /// Fire due timers and send what the core has to send.
+    pub fn flush(&mut self, now: Nanos) {
+        if let Some(rx) = self.rx.as_mut() {
+            for _ in 0..256 {
+                match rx.poll_timeout() {
+                    Some(t) if t <= now => rx.handle_timeout(now),
+                    _ => break,
+                }
+            }
+        }
+        for _ in 0..256 {
+            match self.tx.poll_timeout() {
+                Some(t) if t <= now => self.tx.handle_timeout(now),
+                _ => break,
+            }
+        }
+        while let Some(t) = self.rx.as_mut().and_then(|rx| rx.poll_transmit(now)) {
+            self.send(&t);
+        }
+        while let Some(t) = self.tx.poll_transmit(now) {
+            self.send(&t);
+        }
+        self.release(false);
+    }
+
+    fn send(&mut self, t: &flexpass_core::Transmit) {
+        self.wbuf.clear();
+        t.packet.encode(&mut self.wbuf);
+        let tos = (self.dscp.dscp(t.class) << 2) | t.ecn as u8;
+        sys::send_dgram(self.own, &self.wbuf, self.peer, tos);
+    }
+
+    /// The earliest timer of either flow.
+    pub fn deadline(&mut self) -> Option<Nanos> {
+        match (
+            self.rx.as_ref().and_then(|r| r.poll_timeout()),
+            self.tx.poll_timeout(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn ready_len(&self) -> usize {
+        self.ready.iter().map(|b| b.len()).sum()
+    }
+
+    /// Copy ready bytes into `out`; `peek` leaves them.
+    pub fn take(&mut self, out: &mut [u8], peek: bool) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while n < out.len() {
+            let Some(b) = self.ready.get_mut(i) else {
+                break;
+            };
+            let k = b.len().min(out.len() - n);
+            out[n..n + k].copy_from_slice(&b[..k]);
+            n += k;
+            if peek {
+                i += 1;
+            } else if k == b.len() {
+                self.ready.pop_front();
+            } else {
+                *b = b.slice(k..);
+            }
+        }
+        n
+    }
+
+    /// Drop what the application will never read (it closed its descriptor).
+    pub fn discard_ready(&mut self) {
+        self.ready.clear();
+    }
+
+    /// The peer closed its direction and the application read everything.
+    pub fn at_eof(&self) -> bool {
+        self.ready.is_empty() && self.rx.as_ref().is_some_and(|r| r.is_finished())
+    }
+
+    pub fn was_reset(&self) -> bool {
+        self.rx.as_ref().is_some_and(|r| r.was_reset()) || self.tx.error().is_some()
+    }
+
+    /// Before returning to the application: bytes held while the socket is empty, or the
+    /// end of the peer's flow (FIN or RESET), ring the doorbell, so that a poller sees
+    /// them (the end stays readable, as on a TCP socket).
+    pub fn ring_if_held(&mut self) {
+        let held = !self.ready.is_empty() || self.at_eof() || self.was_reset();
+        // Not by the flag alone: a doorbell is dropped like any datagram when the socket's
+        // buffer is full (then the socket is readable anyway).
+        if held && !sys::readable(self.own) {
+            self.doorbell = sys::send_dgram(self.own, &[], self.local, 0);
+        }
+    }
+
+    /// Before returning to the application after a read: a doorbell still in the socket
+    /// when nothing is held any more would make the fd readable with nothing to read (a
+    /// blocking read after poll would then wait): it is consumed (with whatever came
+    /// since); then the doorbell rings again if something is held.
+    pub fn settle(&mut self, now: Nanos) {
+        if self.doorbell && self.ready.is_empty() {
+            self.drain(now);
+        }
+        self.ring_if_held();
+    }
+
+    /// Both flows are over (the application closed, FIN acknowledged, the peer's flow
+    /// ended), or the connection was reset, or the peer kept its side open 10 s after close.
+    pub fn done(&mut self, now: Nanos) -> bool {
+        let Some(closed) = self.app_closed else {
+            return false;
+        };
+        let tx_done = self.tx.is_complete() || self.tx.error().is_some();
+        let rx_done = self
+            .rx
+            .as_ref()
+            .is_none_or(|r| r.is_complete() || r.was_reset());
+        (tx_done && rx_done) || now.saturating_sub(closed) > 10_000_000_000
+    }
+
+    /// The application is done writing (shutdown(SHUT_WR) or close): FIN after the data.
+    pub fn finish(&mut self) {
+        if !self.wr_shut {
+            self.wr_shut = true;
+            self.tx.finish();
+        }
+    }
+
+    pub fn write(&mut self, data: &[u8]) -> usize {
+        let room = SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) as usize;
+        let n = room.min(data.len());
+        if n > 0 {
+            self.tx.write(Bytes::copy_from_slice(&data[..n]));
+        }
+        n
+    }
+}

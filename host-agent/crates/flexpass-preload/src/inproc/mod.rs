@@ -1,0 +1,144 @@
+//! The transport in the application's process (#28; docs/datapath.md, "Next step: the
+//! core in the application's process"), behind `FLEXPASS_INPROC=1` (off by default).
+//!
+//! FLEXPASS_INPROC=1: both sides; FLEXPASS_INPROC=listen: the listening side only (the
+//! opening side through the agent, as without the switch).
+//!
+//! Built: the listening side. `listen()` on a FlexPass port holds an in-process
+//! registration with the agent (`tcp_listen` + `inproc`, agent `--inproc-listen`); each
+//! `tcp_hello` becomes a connection with its own UDP socket, the open flow's `Receiver`
+//! and the reply flow's `Sender` (listen.rs); `accept()` returns a descriptor onto which
+//! that socket is dup3'd; the data calls run the core inline (io.rs in the crate root);
+//! one timer thread per process (timer.rs). The opening side (open.rs): connect() sends
+//! the HELLO from the connection's own sockets and follows the HELLO_ACK (the move rule).
+//!
+//! Environment: FLEXPASS_INPROC turns it on; FLEXPASS_PEER_PORT is the peer agents' UDP
+//! port (default 7890); FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US and
+//! FLEXPASS_W_Q give the flows the agent's `--link-gbps`, `--rtt-us`, `--w-q` (defaults
+//! 10, 100, 0.5: the agent's); the MTU is the route's (IP_MTU).
+
+pub mod conn;
+pub mod listen;
+pub mod open;
+pub mod sys;
+pub mod timer;
+
+use conn::Conn;
+use flexpass_core::Nanos;
+use libc::c_int;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Instant;
+
+pub type Shared = Arc<Mutex<Conn>>;
+
+struct Params {
+    /// The listening side in-process (FLEXPASS_INPROC=1 or `listen`).
+    on: bool,
+    /// The opening side too (FLEXPASS_INPROC=1).
+    open: bool,
+    link_bps: f64,
+    base_rtt: Nanos,
+    w_q: f64,
+}
+
+fn env_f64(name: &str) -> Option<f64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+fn params() -> &'static Params {
+    static P: OnceLock<Params> = OnceLock::new();
+    P.get_or_init(|| Params {
+        on: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1" || v == "listen"),
+        open: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1"),
+        link_bps: env_f64("FLEXPASS_LINK_GBPS").unwrap_or(10.0) * 1e9,
+        base_rtt: (env_f64("FLEXPASS_RTT_US").unwrap_or(100.0) * 1e3) as Nanos,
+        w_q: env_f64("FLEXPASS_W_Q").unwrap_or(0.5),
+    })
+}
+
+pub fn enabled() -> bool {
+    params().on
+}
+
+/// connect() opens in-process too.
+pub fn opening() -> bool {
+    params().open
+}
+
+/// The core's clock: nanoseconds since the first use in this process.
+pub fn now() -> Nanos {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as Nanos
+}
+
+/// Connections by the application's descriptor. `COUNT` is the fast path of every hooked
+/// data call: 0 means no descriptor of this process is an in-process connection.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+fn table() -> &'static RwLock<HashMap<c_int, Shared>> {
+    static T: OnceLock<RwLock<HashMap<c_int, Shared>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+pub fn lookup(fd: c_int) -> Option<Shared> {
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    table().read().ok()?.get(&fd).cloned()
+}
+
+pub fn is_conn(fd: c_int) -> bool {
+    lookup(fd).is_some()
+}
+
+/// getpeername / getsockname of a connection: (remote, local, AF_INET6).
+pub fn names(fd: c_int) -> Option<(std::net::SocketAddrV4, std::net::SocketAddrV4, bool)> {
+    let c = lookup(fd)?;
+    let g = c.lock().ok()?;
+    Some((g.app_remote, g.app_local, g.v6))
+}
+
+fn insert(fd: c_int, c: Shared) {
+    if let Ok(mut t) = table().write() {
+        if t.insert(fd, c).is_none() {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn remove(fd: c_int) -> Option<Shared> {
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let c = table().write().ok()?.remove(&fd);
+    if c.is_some() {
+        COUNT.fetch_sub(1, Ordering::Relaxed);
+    }
+    c
+}
+
+/// The application closes `fd`: if it is a connection, the library finishes its flows
+/// (FIN after the written bytes) on its own descriptor, and the timer thread ends it.
+pub fn on_close(fd: c_int) {
+    if let Some(c) = remove(fd) {
+        if let Ok(mut g) = c.lock() {
+            let now = now();
+            g.app_closed = Some(now);
+            g.finish();
+            g.discard_ready();
+            g.flush(now);
+        }
+        timer::wake();
+    }
+}
+
+/// shutdown(2) on a connection: SHUT_WR / SHUT_RDWR end the reply flow with its FIN.
+pub fn on_shutdown(c: &Shared, how: c_int) {
+    if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+        if let Ok(mut g) = c.lock() {
+            g.finish();
+            g.flush(now());
+        }
+    }
+}

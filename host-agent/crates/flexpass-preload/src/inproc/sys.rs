@@ -1,0 +1,354 @@
+//! System calls of the in-process datapath, made directly (`syscall(2)`): the library
+//! exports read/write/recv/send/close/connect itself, so calling those symbols from here
+//! would enter its own hooks.
+
+use libc::{c_int, c_void, sockaddr_in, socklen_t};
+use std::mem::size_of;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+pub fn sin(a: SocketAddrV4) -> sockaddr_in {
+    let mut s: sockaddr_in = unsafe { std::mem::zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = a.port().to_be();
+    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    s
+}
+
+pub fn from_sin(s: &sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+        u16::from_be(s.sin_port),
+    )
+}
+
+pub fn errno() -> c_int {
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn close(fd: c_int) {
+    unsafe {
+        libc::syscall(libc::SYS_close, fd as libc::c_long);
+    }
+}
+
+pub fn connect(fd: c_int, to: SocketAddrV4) -> c_int {
+    let s = sin(to);
+    unsafe {
+        libc::syscall(
+            libc::SYS_connect,
+            fd as libc::c_long,
+            &s as *const sockaddr_in,
+            size_of::<sockaddr_in>() as libc::c_long,
+        ) as c_int
+    }
+}
+
+pub fn bind(fd: c_int, at: SocketAddrV4) -> c_int {
+    let s = sin(at);
+    unsafe {
+        libc::bind(
+            fd,
+            (&s as *const sockaddr_in).cast(),
+            size_of::<sockaddr_in>() as socklen_t,
+        )
+    }
+}
+
+/// getsockname of an AF_INET socket.
+pub fn name(fd: c_int) -> Option<SocketAddrV4> {
+    let mut s: sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<sockaddr_in>() as socklen_t;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getsockname,
+            fd as libc::c_long,
+            &mut s as *mut sockaddr_in,
+            &mut len as *mut socklen_t,
+        )
+    };
+    (r == 0 && s.sin_family as c_int == libc::AF_INET).then(|| from_sin(&s))
+}
+
+pub fn set_int(fd: c_int, level: c_int, opt: c_int, v: c_int) {
+    unsafe {
+        libc::syscall(
+            libc::SYS_setsockopt,
+            fd as libc::c_long,
+            level as libc::c_long,
+            opt as libc::c_long,
+            &v as *const c_int,
+            size_of::<c_int>() as libc::c_long,
+        );
+    }
+}
+
+pub fn get_int(fd: c_int, level: c_int, opt: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut len = size_of::<c_int>() as socklen_t;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getsockopt,
+            fd as libc::c_long,
+            level as libc::c_long,
+            opt as libc::c_long,
+            &mut v as *mut c_int,
+            &mut len as *mut socklen_t,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
+/// One datagram, non-blocking: (length, source, IP TOS byte).
+pub fn recv_dgram(fd: c_int, buf: &mut [u8]) -> Option<(usize, SocketAddrV4, u8)> {
+    let mut from: sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut from as *mut sockaddr_in).cast();
+    msg.msg_namelen = size_of::<sockaddr_in>() as socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = size_of::<[u64; 8]>();
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_recvmsg,
+            fd as libc::c_long,
+            &mut msg as *mut libc::msghdr,
+            libc::MSG_DONTWAIT as libc::c_long,
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    let mut tos = 0u8;
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
+                tos = *libc::CMSG_DATA(c);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some((n as usize, from_sin(&from), tos))
+}
+
+/// One datagram to `to` with the IP TOS byte `tos` (DSCP and ECN of the core's marking).
+pub fn send_dgram(fd: c_int, data: &[u8], to: SocketAddrV4, tos: u8) -> bool {
+    let mut dst = sin(to);
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut c_void,
+        iov_len: data.len(),
+    };
+    let mut cbuf = [0u64; 4];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut dst as *mut sockaddr_in).cast();
+    msg.msg_namelen = size_of::<sockaddr_in>() as socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    unsafe {
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::IPPROTO_IP;
+        (*c).cmsg_type = libc::IP_TOS;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as usize;
+        *(libc::CMSG_DATA(c) as *mut c_int) = tos as c_int;
+        libc::syscall(
+            libc::SYS_sendmsg,
+            fd as libc::c_long,
+            &msg as *const libc::msghdr,
+            (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as libc::c_long,
+        ) >= 0
+    }
+}
+
+/// A line and at most one descriptor (SCM_RIGHTS) in one sendmsg; all of it or false.
+pub fn send_line(fd: c_int, line: &[u8], pass: Option<c_int>) -> bool {
+    let mut iov = libc::iovec {
+        iov_base: line.as_ptr() as *mut c_void,
+        iov_len: line.len(),
+    };
+    let mut cbuf = [0u64; 4];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    unsafe {
+        if let Some(p) = pass {
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as usize;
+            *(libc::CMSG_DATA(c) as *mut c_int) = p;
+        }
+        let n = libc::syscall(
+            libc::SYS_sendmsg,
+            fd as libc::c_long,
+            &msg as *const libc::msghdr,
+            libc::MSG_NOSIGNAL as libc::c_long,
+        );
+        n == line.len() as libc::c_long
+    }
+}
+
+/// Blocking read(2) of up to `buf.len()` bytes (0: end of stream, <0: error).
+pub fn read(fd: c_int, buf: &mut [u8]) -> isize {
+    loop {
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_read,
+                fd as libc::c_long,
+                buf.as_mut_ptr(),
+                buf.len() as libc::c_long,
+            )
+        } as isize;
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return n;
+    }
+}
+
+/// Wait until `fd` has `events` or `ns` nanoseconds passed.
+pub fn wait(fd: c_int, events: i16, ns: u64) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) > 0 }
+}
+
+/// close(2) with its result (the fallback of the `close` hook).
+pub fn close_result(fd: c_int) -> c_int {
+    unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) as c_int }
+}
+
+/// Which socket of a connection's pair a datagram goes to, by its message type (the low
+/// nibble of byte 0, docs/protocol.md §3): data and RESET to the application's socket
+/// (index 0), everything else (credits, ACKs, HELLO, CREDIT_REQUEST/STOP…) to the
+/// library's (index 1). An empty datagram (the doorbell) fails the load: index 0.
+const STEER: [libc::sock_filter; 7] = [
+    libc::sock_filter {
+        code: 0x30,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }, // ldb [0]
+    libc::sock_filter {
+        code: 0x54,
+        jt: 0,
+        jf: 0,
+        k: 0x0f,
+    }, // and #0xf
+    libc::sock_filter {
+        code: 0x15,
+        jt: 3,
+        jf: 0,
+        k: 2,
+    }, // PROACTIVE_DATA
+    libc::sock_filter {
+        code: 0x15,
+        jt: 2,
+        jf: 0,
+        k: 3,
+    }, // REACTIVE_DATA
+    libc::sock_filter {
+        code: 0x15,
+        jt: 1,
+        jf: 0,
+        k: 9,
+    }, // RESET
+    libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 1,
+    }, // ret #1
+    libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }, // ret #0
+];
+
+fn udp_socket() -> c_int {
+    unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
+}
+
+/// A connection's two UDP sockets on one address of `ip` (a SO_REUSEPORT group steered by
+/// STEER): the application's (data: readable means bytes or the end for the application,
+/// as a TCP socket) and the library's (the flows' control). None if no port could be had.
+pub fn socket_pair(ip: Ipv4Addr) -> Option<(c_int, c_int, SocketAddrV4)> {
+    for _ in 0..8 {
+        // A port nobody uses: a port-0 bind with SO_REUSEPORT could join another group.
+        let probe = udp_socket();
+        if probe < 0 {
+            return None;
+        }
+        let at = (bind(probe, SocketAddrV4::new(ip, 0)) == 0)
+            .then(|| name(probe))
+            .flatten();
+        close(probe);
+        let at = at?;
+        let (a, b) = (udp_socket(), udp_socket());
+        if a >= 0 && b >= 0 {
+            set_int(a, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
+            set_int(b, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1);
+            if bind(a, at) == 0 && bind(b, at) == 0 {
+                let prog = libc::sock_fprog {
+                    len: STEER.len() as u16,
+                    filter: STEER.as_ptr() as *mut libc::sock_filter,
+                };
+                let r = unsafe {
+                    libc::setsockopt(
+                        a,
+                        libc::SOL_SOCKET,
+                        libc::SO_ATTACH_REUSEPORT_CBPF,
+                        (&prog as *const libc::sock_fprog).cast(),
+                        size_of::<libc::sock_fprog>() as socklen_t,
+                    )
+                };
+                if r == 0 {
+                    return Some((a, b, at));
+                }
+            }
+        }
+        close(a);
+        close(b);
+    }
+    None
+}
+
+/// Whether `fd` has something to read now.
+pub fn readable(fd: c_int) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+/// A socket buffer of `bytes` (SO_RCVBUF / SO_SNDBUF), beyond net.core.*mem_max where the
+/// process may (the *FORCE options need CAP_NET_ADMIN).
+pub fn set_buffer(fd: c_int, opt: c_int, force: c_int, bytes: c_int) {
+    if get_int(fd, libc::SOL_SOCKET, opt).is_some_and(|v| v >= bytes) {
+        return;
+    }
+    set_int(fd, libc::SOL_SOCKET, force, bytes);
+    if get_int(fd, libc::SOL_SOCKET, opt).is_none_or(|v| v < bytes) {
+        set_int(fd, libc::SOL_SOCKET, opt, bytes);
+    }
+}

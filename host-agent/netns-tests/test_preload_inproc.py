@@ -1,0 +1,242 @@
+"""Unmodified programs with the transport in the serving process (FLEXPASS_INPROC=1, #28).
+
+Same topology and programs as test_preload.py (a 10.81.0.1 ---- veth ---- b 10.81.0.2),
+with b's agent started with `--inproc-listen` and every program run with
+FLEXPASS_INPROC=1: a server's listener registers in-process, the agent hands each
+connection's HELLO to it (`tcp_hello`), and the flows then run between a's agent and the
+server's own UDP socket (docs/datapath.md, "Next step: the core in the application's
+process"). Each test runs twice: servers in-process and clients through a's agent
+(FLEXPASS_INPROC=listen), and both sides in-process (FLEXPASS_INPROC=1: no agent on the
+data path at all). Checked: bytes exact both ways,
+the addresses the programs see, that b's agent handed the connections over and carried
+none itself, fallback (no `--inproc-listen`, no agent), and a server killed mid-transfer:
+the client gets an error within seconds and b's agent frees the port and the flows.
+
+Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
+"""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import test_preload as tp
+from test_preload import IP, finish, flexpass_conns, need, sha_file
+
+pytestmark = pytest.mark.skipif(tp.SKIP is not None, reason=f"SKIPPED netns tier: {tp.SKIP}")
+
+# The library's flows get the agents' link settings (test_preload.NET_ARGS).
+INPROC_ENV = {"FLEXPASS_LINK_GBPS": "1", "FLEXPASS_RTT_US": "100"}
+
+
+class InprocHosts(tp.Hosts):
+    """Agents that hand connections to in-process listeners; programs with the switch on:
+    `mode` "listen" (servers in-process, clients through their agent) or "1" (both)."""
+
+    inproc_listen = True
+
+    def __init__(self, tmp, mode):
+        super().__init__(tmp)
+        self.mode = mode
+        self.both = mode == "1"
+
+    def agent(self, host, extra=()):
+        return super().agent(host, extra=(*(("--inproc-listen",) if self.inproc_listen else ()), *extra))
+
+    def run(self, host, *cmd, env=None, **kw):
+        return super().run(host, *cmd, env=dict(INPROC_ENV, FLEXPASS_INPROC=self.mode, **(env or {})), **kw)
+
+
+@pytest.fixture(params=["listen", "1"], ids=["listen-only", "both-sides"])
+def hosts(tmp_path, request):
+    n = InprocHosts(tmp_path, request.param)
+    try:
+        n.up()
+        yield n
+    finally:
+        n.down()
+
+
+@pytest.fixture
+def agents(hosts):
+    hosts.agent("a")
+    hosts.agent("b")
+    return hosts
+
+
+def assert_in_process(agents, conns):
+    """b's agent handed `conns` connections over and carried none; a's agent moved its flows
+    to the server's socket, or (both sides in-process) carried nothing."""
+    a, b = agents.status("a"), agents.status("b")
+    assert b["endpoint"]["handed_over"] >= conns, b["endpoint"]
+    assert b["tcp"]["accepted_flexpass"] == 0, b["tcp"]
+    assert a["tcp"]["direct"] == 0, a["tcp"]
+    if agents.both:
+        assert a["tcp"]["opened_flexpass"] == 0 and a["endpoint"]["datagrams_out"] == 0, a
+    else:
+        assert a["endpoint"]["peer_moved"] >= conns, a["endpoint"]
+    return a, b
+
+
+def test_nc_byte_exact_both_ways(agents, tmp_path):
+    """nc closes its listener right after accept(): the connection goes on (as with TCP)."""
+    need("nc")
+    up, down = os.urandom(3_000_000), os.urandom(2_000_000)
+    (tmp_path / "up.bin").write_bytes(up)
+    (tmp_path / "down.bin").write_bytes(down)
+    got_up, got_down = tmp_path / "got_up.bin", tmp_path / "got_down.bin"
+    with open(got_up, "wb") as sink, open(tmp_path / "down.bin", "rb") as src:
+        srv = agents.run("b", "nc", "-n", "-v", "-l", "-N", "9000", stdin=src, stdout=sink)
+        agents.wait_port("b", 9000)
+        with open(tmp_path / "up.bin", "rb") as f, open(got_down, "wb") as out:
+            cli = agents.run("a", "nc", "-n", "-N", IP["b"], "9000", stdin=f, stdout=out)
+            finish(cli, 60)
+        _, err = finish(srv, 60)
+    assert sha_file(got_up) == hashlib.sha256(up).hexdigest(), "client → server bytes differ"
+    assert sha_file(got_down) == hashlib.sha256(down).hexdigest(), "server → client bytes differ"
+    assert f"Connection received on {IP['a']}" in err.decode(), err
+    a, _ = assert_in_process(agents, 1)
+    if not agents.both:
+        [c] = flexpass_conns(a, "client")
+        assert (c["bytes_sent"], c["bytes_received"]) == (len(up), len(down)), c
+
+
+# Servers in-process only: the program's client side uses dup(2), a forked-and-exec'd child
+# writing on the inherited socket and sendfile(2), none of which an in-process opening
+# connection supports yet (docs/datapath.md, "what is built").
+@pytest.mark.parametrize("hosts", ["listen"], indirect=True)
+def test_socket_api_of_real_programs(agents, tmp_path):
+    """test_preload's socket-API program; its server (AF_INET6 dual stack) in-process."""
+    app = tmp_path / "app.py"
+    app.write_text(tp.APP)
+    part2 = tmp_path / "part2.bin"
+    part2.write_bytes(os.urandom(700_000))
+    srv = agents.run("b", sys.executable, str(app), "server", "9100", stdout=subprocess.PIPE)
+    agents.wait_port("b", 9100)
+    out, _ = finish(agents.run("a", sys.executable, str(app), "client", "9100", IP["b"], str(part2)), 60)
+    finish(srv, 30)
+    (my_ip, my_port, seen_ip, seen_port, peer_ip, local_ip, local_port, n, digest, sent_digest,
+     sent) = out.decode().split()
+    assert seen_ip == peer_ip == f"::ffff:{my_ip}" and seen_port == my_port, out
+    assert local_ip == f"::ffff:{IP['b']}" and local_port == "9100", out
+    assert int(n) == int(sent) and digest == sent_digest, out
+    assert_in_process(agents, 1)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["client-sends", "server-sends-R"])
+def test_iperf3_both_directions(agents, reverse):
+    need("iperf3")
+    r = tp.iperf(agents, reverse)
+    assert "error" not in r, r.get("error")
+    received = r["end"]["sum_received"]["bytes"]
+    assert received > 1_000_000, r["end"]
+    print(f"iperf3, server in-process{' -R' if reverse else ''}: "
+          f"{r['end']['sum_received']['bits_per_second'] / 1e6:.0f} Mbit/s")
+    a, _ = assert_in_process(agents, 2)        # control and data connections
+    if not agents.both:
+        conns = flexpass_conns(a, "client")
+        moved = sum(c["bytes_received"] if reverse else c["bytes_sent"] for c in conns)
+        assert moved >= received, (moved, received)
+
+
+def test_curl_100mb_from_http_server(agents, tmp_path):
+    need("curl")
+    www = tmp_path / "www"
+    www.mkdir()
+    blob = www / "blob.bin"
+    with open(blob, "wb") as f:
+        for _ in range(100):
+            f.write(os.urandom(1 << 20))
+    srv = agents.run("b", sys.executable, "-m", "http.server", "8000", "--bind", "0.0.0.0", "--directory",
+                     str(www), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    agents.wait_port("b", 8000)
+    got = tmp_path / "got.bin"
+    finish(agents.run("a", "curl", "-sS", "--fail", "-o", str(got), f"http://{IP['b']}:8000/blob.bin"), 180)
+    srv.terminate()
+    assert sha_file(got) == sha_file(blob)
+    a, _ = assert_in_process(agents, 1)
+    if not agents.both:
+        assert sum(c["bytes_received"] for c in flexpass_conns(a, "client")) >= 100 << 20
+
+
+def test_without_inproc_listen_the_agent_serves_the_port(hosts, tmp_path):
+    """b's agent without --inproc-listen refuses the registration: the library says so and
+    registers the port the usual way (loopback leg through the agent)."""
+    hosts.inproc_listen = False
+    hosts.agent("a")
+    hosts.agent("b")
+    data = os.urandom(500_000)
+    (tmp_path / "in.bin").write_bytes(data)
+    out = tmp_path / "out.bin"
+    with open(out, "wb") as sink:
+        srv = hosts.run("b", "nc", "-n", "-l", "-N", "9000", stdout=sink)
+        hosts.wait_port("b", 9000)
+        with open(tmp_path / "in.bin", "rb") as f:
+            finish(hosts.run("a", "nc", "-n", "-N", IP["b"], "9000", stdin=f), 60)
+        _, err = finish(srv, 60)
+    assert sha_file(out) == hashlib.sha256(data).hexdigest()
+    assert "no in-process registration" in err.decode() and "--inproc-listen" in err.decode(), err
+    a, b = hosts.status("a"), hosts.status("b")
+    assert b["tcp"]["accepted_flexpass"] == 1 and b["endpoint"]["handed_over"] == 0, b
+    assert a["tcp"]["opened_flexpass"] == (0 if hosts.both else 1), a["tcp"]
+
+
+def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):
+    """No agent on b: the in-process switch changes nothing, kernel TCP as before."""
+    hosts.agent("a")
+    (tmp_path / "s.py").write_text(tp.FALLBACK_SERVER)
+    (tmp_path / "c.py").write_text(tp.FALLBACK_CLIENT)
+    srv = hosts.run("b", sys.executable, str(tmp_path / "s.py"))
+    hosts.wait_port("b", 9200)
+    t = time.time()
+    out, err = finish(hosts.run("a", sys.executable, str(tmp_path / "c.py"), IP["b"]), 60)
+    elapsed = time.time() - t
+    finish(srv, 30)
+    assert out.decode().strip() == "ok"
+    lines = [ln for ln in err.decode().splitlines() if "kernel TCP" in ln]
+    assert len(lines) == 1 and IP["b"] in lines[0] and "does not speak FlexPass" in lines[0], err
+    # Through a's agent (listen-only) or from the client process itself (both sides).
+    assert hosts.status("a")["tcp"]["direct"] == (0 if hosts.both else 3)
+    assert elapsed < 10, elapsed                # one fallback wait, then cached
+
+
+SLOW_SERVER = r'''
+import socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("0.0.0.0", 9400)); l.listen()
+c, _ = l.accept()
+print("accepted", flush=True)
+while True:
+    if not c.recv(65536): break
+    time.sleep(0.01)
+'''
+
+
+def test_a_server_killed_mid_transfer_frees_the_agents_state(agents, tmp_path):
+    """SIGKILL of the serving process mid-transfer: its registration ends, b's agent resets
+    the connection from the socket it kept (the client gets an error within seconds, not at
+    its 30 s give-up), no flow or connection is left in either agent."""
+    need("nc")
+    (tmp_path / "s.py").write_text(SLOW_SERVER)
+    srv = agents.run("b", sys.executable, str(tmp_path / "s.py"))
+    agents.wait_port("b", 9400)
+    cli = agents.run("a", "sh", "-c", f"head -c 200000000 /dev/zero | nc -n -N {IP['b']} 9400")
+    assert srv.stdout.readline().decode().strip() == "accepted"
+    time.sleep(1.0)
+    assert cli.poll() is None, "the transfer ended before the kill"
+    srv.send_signal(signal.SIGKILL)
+    srv.wait(10)
+    t = time.time()
+    cli.communicate(timeout=20)
+    assert time.time() - t < 10, "the client waited for its give-up timeout"
+    deadline = time.time() + 10
+    while True:
+        a, b = agents.status("a"), agents.status("b")
+        if b["flows"]["receivers"] == 0 and b["flows"]["senders"] == 0 and a["tcp"]["open"] == 0:
+            break
+        assert time.time() < deadline, (a["tcp"], b["tcp"], b["flows"])
+        time.sleep(0.2)
+    assert b["endpoint"]["handed_over"] == 1, b["endpoint"]
