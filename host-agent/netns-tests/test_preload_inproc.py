@@ -144,20 +144,7 @@ def test_iperf3_both_directions(agents, reverse):
 
 
 def test_curl_100mb_from_http_server(agents, tmp_path):
-    need("curl")
-    www = tmp_path / "www"
-    www.mkdir()
-    blob = www / "blob.bin"
-    with open(blob, "wb") as f:
-        for _ in range(100):
-            f.write(os.urandom(1 << 20))
-    srv = agents.run("b", sys.executable, "-m", "http.server", "8000", "--bind", "0.0.0.0", "--directory",
-                     str(www), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    agents.wait_port("b", 8000)
-    got = tmp_path / "got.bin"
-    finish(agents.run("a", "curl", "-sS", "--fail", "-o", str(got), f"http://{IP['b']}:8000/blob.bin"), 180)
-    srv.terminate()
-    assert sha_file(got) == sha_file(blob)
+    tp.curl_100mb(agents, tmp_path)
     a, _ = assert_in_process(agents, 1)
     if not agents.both:
         assert sum(c["bytes_received"] for c in flexpass_conns(a, "client")) >= 100 << 20

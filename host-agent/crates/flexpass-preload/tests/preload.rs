@@ -137,6 +137,25 @@ fn preloaded(py: &str, lib: &Path, agent: &Path, policy: &str, script: &str) -> 
     c
 }
 
+/// Start the server (`srv`, printing its port first), run the client against that port
+/// (`cli`), and check both exited well. Returns the client's line, split (client: me peer
+/// n sha | server: accept-peer getpeername n sha), and its stderr.
+fn exchange(mut srv: Command, mut cli: Command) -> (Vec<String>, String) {
+    let mut srv = srv.stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut port = String::new();
+    out.read_line(&mut port).unwrap();
+    let cli = cli.arg(port.trim()).output().unwrap();
+    let err = String::from_utf8_lossy(&cli.stderr).into_owned();
+    assert!(cli.status.success(), "{err}");
+    assert!(srv.wait().unwrap().success());
+    let line = String::from_utf8(cli.stdout).unwrap();
+    let f: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    assert_eq!(f.len(), 9, "{line}");
+    assert_eq!(f[1], format!("127.0.0.1:{}", port.trim()), "{line}");
+    (f, err)
+}
+
 #[test]
 fn preloaded_programs_talk_over_flexpass_through_two_agents() {
     let (Some(lib), Some(py)) = (library(), python()) else {
@@ -147,33 +166,13 @@ fn preloaded_programs_talk_over_flexpass_through_two_agents() {
     std::fs::create_dir_all(&dir).unwrap();
     let b = Agent::start(&dir, "b.sock", None);
     let a = Agent::start(&dir, "a.sock", Some(b.port));
-    let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut port = String::new();
-    out.read_line(&mut port).unwrap();
-    let cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT)
-        .arg(port.trim())
-        .output()
-        .unwrap();
-    assert!(
-        cli.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cli.stderr)
+    let (f, _) = exchange(
+        preloaded(py, &lib, &b.sock, "loopback", SERVER),
+        preloaded(py, &lib, &a.sock, "loopback", CLIENT),
     );
-    assert!(srv.wait().unwrap().success());
-    let line = String::from_utf8(cli.stdout).unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    // client: me peer n sha | server: accept-peer getpeername n sha
-    assert_eq!(f.len(), 9, "{line}");
-    let (me, peer) = (f[0], f[1]);
-    assert_eq!(peer, format!("127.0.0.1:{}", port.trim()), "{line}");
     // The server saw the client's own address (not the agent's 127.0.0.2 connection).
-    assert_eq!(f[5], me, "{line}");
-    assert_eq!(f[6], me, "{line}");
-    assert_eq!((f[2], f[3]), (f[7], f[8]), "bytes exact: {line}");
+    assert_eq!((&f[5], &f[6]), (&f[0], &f[0]), "{f:?}");
+    assert_eq!((&f[2], &f[3]), (&f[7], &f[8]), "bytes exact: {f:?}");
     let st = a.status();
     assert_eq!(st["tcp"]["opened_flexpass"], 1, "{st}");
     assert_eq!(b.status()["tcp"]["accepted_flexpass"], 1);
@@ -195,36 +194,18 @@ fn in_process(open: bool) {
     std::fs::create_dir_all(&dir).unwrap();
     let b = Agent::start_with(&dir, "b.sock", None, true);
     let a = Agent::start(&dir, "a.sock", Some(b.port));
-    let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER)
-        .env("FLEXPASS_INPROC", "listen")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut port = String::new();
-    out.read_line(&mut port).unwrap();
-    let cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT)
-        .env("FLEXPASS_INPROC", if open { "1" } else { "listen" })
-        .env("FLEXPASS_PEER_PORT", b.port.to_string())
-        .arg(port.trim())
-        .output()
-        .unwrap();
-    assert!(
-        cli.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cli.stderr)
-    );
-    assert!(srv.wait().unwrap().success());
-    let line = String::from_utf8(cli.stdout).unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(f.len(), 9, "{line}");
-    assert_eq!(f[1], format!("127.0.0.1:{}", port.trim()), "{line}");
+    let mut srv = preloaded(py, &lib, &b.sock, "loopback", SERVER);
+    srv.env("FLEXPASS_INPROC", "listen");
+    let mut cli = preloaded(py, &lib, &a.sock, "loopback", CLIENT);
+    cli.env("FLEXPASS_INPROC", if open { "1" } else { "listen" })
+        .env("FLEXPASS_PEER_PORT", b.port.to_string());
+    let (f, _) = exchange(srv, cli);
     assert_eq!(
-        (f[5], f[6]),
-        (f[0], f[0]),
-        "the server sees the client: {line}"
+        (&f[5], &f[6]),
+        (&f[0], &f[0]),
+        "the server sees the client: {f:?}"
     );
-    assert_eq!((f[2], f[3]), (f[7], f[8]), "bytes exact: {line}");
+    assert_eq!((&f[2], &f[3]), (&f[7], &f[8]), "bytes exact: {f:?}");
     let (sa, sb) = (a.status(), b.status());
     // The answering agent handed the flow over instead of accepting it.
     assert_eq!(sb["endpoint"]["handed_over"], 1, "{sb}");
@@ -262,32 +243,18 @@ fn an_in_process_opener_falls_back_to_kernel_tcp() {
     let dir = std::env::temp_dir().join(format!("fp-preload-inproc-fb-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let b = Agent::start(&dir, "b.sock", None);
-    let mut srv = Command::new(py)
-        .arg("-c")
-        .arg(SERVER)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut port = String::new();
-    out.read_line(&mut port).unwrap();
-    let cli = preloaded(py, &lib, &b.sock, "loopback", CLIENT)
-        .env("FLEXPASS_INPROC", "1")
-        .env("FLEXPASS_PEER_PORT", b.port.to_string())
-        .arg(port.trim())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&cli.stderr);
-    assert!(cli.status.success(), "{err}");
-    assert!(srv.wait().unwrap().success());
+    let mut srv = Command::new(py);
+    srv.arg("-c").arg(SERVER);
+    let mut cli = preloaded(py, &lib, &b.sock, "loopback", CLIENT);
+    cli.env("FLEXPASS_INPROC", "1")
+        .env("FLEXPASS_PEER_PORT", b.port.to_string());
+    let (f, err) = exchange(srv, cli);
     assert_eq!(err.matches("kernel TCP").count(), 1, "{err}");
     assert!(err.contains("does not serve the port"), "{err}");
-    let line = String::from_utf8(cli.stdout).unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(
-        (f[2], f[3]),
-        (f[7], f[8]),
-        "bytes exact over kernel TCP: {line}"
+        (&f[2], &f[3]),
+        (&f[7], &f[8]),
+        "bytes exact over kernel TCP: {f:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
