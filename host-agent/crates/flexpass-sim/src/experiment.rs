@@ -10,6 +10,7 @@
 //! `merge`: sources, `extends`, `--set` and presets merged into one table and parsed;
 //! `validate`: the checks serde cannot express.
 
+mod host_transports;
 mod merge;
 mod schema;
 #[cfg(test)]
@@ -21,7 +22,8 @@ pub use merge::{builtin, Override, Source, BUILTIN, COMPAT_NS2, COMPAT_PRESETS};
 pub use schema::{
     ConvergenceSpec, DeploymentSpec, Experiment, FaultKind, FaultSpec, FigureSpec, FlashPassSpec,
     FlowEntry, FlowTransport, ForegroundSpec, HostRef, HostSpec, ImpairmentSpec, IncastEntry,
-    MeasureSpec, PanelSpec, PFabricSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec, WorkloadSpec,
+    MeasureSpec, PFabricSpec, PanelSpec, PaseSpec, PptSpec, SweepSpec, SwitchSpec, TraceSpec,
+    WorkloadSpec,
 };
 pub use topology::{
     Clos3Spec, CommonKeys, DumbbellSpec, LeafSpineSpec, ParkingLotSpec, StarSpec, ThreeDcSpec,
