@@ -109,9 +109,11 @@ class Hosts:
         raise RuntimeError(f"nothing listens on {host}:{port}")
 
     def down(self):
-        stop_processes(reversed(self.procs))
-        for h in IP:
-            sh("ip", "netns", "del", f"{PREFIX}{h}", check=False)
+        try:
+            stop_processes(reversed(self.procs))
+        finally:  # the namespaces go even if a process would not end
+            for h in IP:
+                sh("ip", "netns", "del", f"{PREFIX}{h}", check=False)
 
 
 @pytest.fixture
