@@ -116,14 +116,18 @@ class Hosts:
                 sh("ip", "netns", "del", f"{PREFIX}{h}", check=False)
 
 
-@pytest.fixture
-def hosts(tmp_path):
-    n = Hosts(tmp_path)
+def up_for_the_test(n):
+    """The hosts `n` for one test (a fixture's body: `yield from`), taken down after it."""
     try:
         n.up()
         yield n
     finally:
         n.down()
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    yield from up_for_the_test(Hosts(tmp_path))
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import time
 import pytest
 
 import test_preload as tp
-from test_preload import IP, finish, flexpass_conns, need, sha_file
+from test_preload import IP, agents, finish, flexpass_conns, need, sha_file  # noqa: F401 (agents: fixture)
 
 pytestmark = pytest.mark.skipif(tp.SKIP is not None, reason=f"SKIPPED netns tier: {tp.SKIP}")
 
@@ -53,19 +53,7 @@ class InprocHosts(tp.Hosts):
 
 @pytest.fixture(params=["listen", "1"], ids=["listen-only", "both-sides"])
 def hosts(tmp_path, request):
-    n = InprocHosts(tmp_path, request.param)
-    try:
-        n.up()
-        yield n
-    finally:
-        n.down()
-
-
-@pytest.fixture
-def agents(hosts):
-    hosts.agent("a")
-    hosts.agent("b")
-    return hosts
+    yield from tp.up_for_the_test(InprocHosts(tmp_path, request.param))
 
 
 def assert_in_process(agents, conns):

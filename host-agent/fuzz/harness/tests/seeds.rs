@@ -100,17 +100,7 @@ fn api_seeds_have_every_op() {
     )
     .expect("docs/agent-api.md");
     let lines = doc_requests(&doc);
-    for op in [
-        "connect",
-        "accept",
-        "tcp_connect",
-        "tcp_listen",
-        "tcp_peer",
-        "status",
-        "tcp_taken",
-        "tcp_refused",
-        "tcp_closed",
-    ] {
+    for op in flexpass_agent::api::OPS {
         let key = format!("\"op\": \"{op}\"");
         assert!(
             lines.iter().any(|l| l.contains(&key)),
