@@ -24,7 +24,8 @@ alternation: the programs through that build's agents (on UDP port 7990) and lib
 old and a new build are compared on the same veth in one run; each run through libflexpass
 then starts its own agents. BENCH_INPROC=1 adds another column: the programs with the
 transport in their own processes (FLEXPASS_INPROC=1 on both ends, the agents with
---inproc-listen). The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+--inproc-listen; the library's settings come from the environment, e.g.
+FLEXPASS_CREDIT_BATCH=8). GRO is on on the veth pair unless BENCH_VETH_GRO=0. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
 results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
@@ -58,6 +59,10 @@ TMP = Path(f"/tmp/{P}")
 # The agents of the ratio rows (#28's acceptance): default settings but the base RTT.
 RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").split()
 REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
+# GRO on the veth pair (as on a physical NIC, where it is on by default): the receiving
+# side then takes runs of UDP datagrams, and the programs' sockets (UDP_GRO) get them
+# coalesced. BENCH_VETH_GRO=0 leaves veth's default (off). Kernel TCP runs on the same pair.
+VETH_GRO = os.environ.get("BENCH_VETH_GRO", "1") != "0"
 PINGS = int(os.environ.get("BENCH_PINGS", "5000"))
 CURL_MB = int(os.environ.get("BENCH_CURL_MB", "100"))
 ROWS = [x.strip() for x in os.environ.get("BENCH_ROWS", "iperf1500,iperf9000,redis,curl,pingpong").split(",")
@@ -441,6 +446,7 @@ def main():
         print(f"SKIPPED libflexpass bench: {BIN} or libflexpass.so not built")
         return 0
     agents = []
+    gro = VETH_GRO and not missing("ethtool")
     try:
         TMP.mkdir(exist_ok=True)
         for h in IP:
@@ -451,7 +457,10 @@ def main():
             sh("ip", "link", "set", f"{P}v{h}", "netns", f"{P}{h}")
             sh("ip", "-n", f"{P}{h}", "addr", "add", f"{IP[h]}/24", "dev", f"{P}v{h}")
             sh("ip", "-n", f"{P}{h}", "link", "set", f"{P}v{h}", "up")
-        summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ratios": ratios()}
+            if gro:
+                sh("ip", "netns", "exec", f"{P}{h}", "ethtool", "-K", f"{P}v{h}", "gro", "on")
+        summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "veth_gro": gro,
+                   "ratios": ratios()}
         if os.environ.get("BENCH_LIMITS", "1") != "0" and not missing("iperf3"):
             limits(summary)
         print("libflexpass bench:", json.dumps(summary))

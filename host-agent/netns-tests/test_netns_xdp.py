@@ -284,7 +284,7 @@ def test_no_frame_is_dropped_for_want_of_a_receive_buffer(mtu_pair, transport, b
     thousands of frames per run there (#28): this test's 1500/expresspass case lost 95 594
     frames at the sender's empty fill ring."""
     pair = mtu_pair
-    size = 100_000_000
+    size = 50_000_000
     net = ["--link-gbps", "10", "--rtt-us", "50", "--datapath", "xdp", "--mtu", "auto",
            "--credit-batch", str(batch)]
     sent, got, snd, rcv = sustained_transfer(pair, transport, size, net, send_timeout_s=100)
@@ -318,7 +318,7 @@ def test_a_receiver_that_cannot_keep_up_drops_credits_not_data(pair, datapath):
     the excess in our runs). ExpressPass: every data packet is credit-scheduled (a FlexPass
     flow's reactive sub-flow, loss-based on this path without ECN marks, may lose packets
     there by design)."""
-    size = 100_000_000
+    size = 50_000_000
     net = ["--link-gbps", "10", "--rtt-us", "50", "--datapath", datapath]
     before = udp_rcvbuf_errors(B)
     sent, got, _, st = sustained_transfer(pair, "expresspass", size, net, send_timeout_s=60)

@@ -16,6 +16,7 @@ use flexpass_wire::{ConnRole, DscpPlan, Packet};
 use libc::c_int;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Bytes the application may have written and not yet acknowledged (its socket buffer).
@@ -61,10 +62,33 @@ pub struct Conn {
     /// The sockets are closed and the agent told (timer::end, once).
     pub ended: bool,
     dscp: DscpPlan,
-    rbuf: Vec<u8>,
+    /// Datagrams queued by `send`: the run being built, back to back.
     wbuf: Vec<u8>,
+    run: Option<Run>,
     pub ignored: u64,
 }
+
+/// The datagrams in `Conn::wbuf`: `count` of one kind and TOS, all `segment` bytes but
+/// the last (`short` once one is shorter: nothing may follow it).
+struct Run {
+    kind: std::mem::Discriminant<Packet>,
+    tos: u8,
+    segment: usize,
+    count: usize,
+    short: bool,
+}
+
+thread_local! {
+    /// This thread's receive buffers (every connection it drains uses them in turn).
+    static RX: std::cell::RefCell<sys::RxBatch> = std::cell::RefCell::new(sys::RxBatch::new());
+}
+
+/// Most segments the kernel takes in one UDP GSO send (UDP_MAX_SEGMENTS), and the largest
+/// UDP payload of one.
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 65_000;
+/// UDP GSO works here (cleared for the process at the first refusal).
+static GSO: AtomicBool = AtomicBool::new(true);
 
 impl Conn {
     #[allow(clippy::too_many_arguments)]
@@ -99,8 +123,8 @@ impl Conn {
             wr_shut: false,
             ended: false,
             dscp: DscpPlan::default(),
-            rbuf: vec![0; 65_536],
-            wbuf: Vec::with_capacity(9_100),
+            wbuf: Vec::with_capacity(GSO_MAX_BYTES + 9_100),
+            run: None,
             ignored: 0,
         }
     }
@@ -164,64 +188,105 @@ impl Conn {
     }
 
     fn drain_one(&mut self, fd: c_int, now: Nanos, held: &mut bool) {
-        while let Some((n, src, tos)) = sys::recv_dgram(fd, &mut self.rbuf) {
-            if src == self.local && n == 0 {
-                self.doorbell = false;
-                continue;
-            }
-            let Ok(p) = Packet::decode(&self.rbuf[..n]) else {
-                self.ignored += 1;
-                continue;
+        RX.with(|cell| {
+            let Ok(mut batch) = cell.try_borrow_mut() else {
+                return; // not re-entered: nothing in a batch's handling reads a socket
             };
-            if src != self.peer && !self.moved_by(src, &p) {
-                // A flow's peer is where its HELLO went, or where its HELLO_ACK came
-                // from: nothing else speaks for it (docs/protocol.md §11).
-                self.ignored += 1;
-                continue;
+            loop {
+                let n = batch.recv(fd);
+                for i in 0..n {
+                    let (data, src, tos, segment) = batch.get(i);
+                    if data.is_empty() {
+                        if src == self.local {
+                            self.doorbell = false;
+                        } else {
+                            self.ignored += 1;
+                        }
+                        continue;
+                    }
+                    // A coalesced run (UDP_GRO) is the datagrams that were sent, back to back.
+                    let step = if segment == 0 { data.len() } else { segment };
+                    for d in data.chunks(step) {
+                        self.handle_datagram(d, src, tos, now, held);
+                    }
+                }
+                if n < sys::RX_BATCH {
+                    break;
+                }
             }
-            let ce = tos & 3 == 3;
-            if let Packet::Reset(_) = p {
-                // RESET goes either way: to the flow we send, or the one we receive.
-                if p.flow_id() == self.tx.flow_id() {
-                    let _ = self.tx.handle_packet(now, &p);
-                }
-                if let Some(rx) = self.rx.as_mut().filter(|r| r.flow_id() == p.flow_id()) {
-                    let _ = rx.handle_packet(now, &p, ce);
-                }
-            } else if p.is_sender_to_receiver() {
-                self.reply_hello(&p);
-                let Some(rx) = self.rx.as_mut() else {
-                    self.ignored += 1;
-                    continue;
-                };
-                if matches!(p, Packet::Data(_)) && !*held {
-                    // One ACK per receive batch (as the agent's loop).
-                    rx.set_ack_hold(true);
-                    *held = true;
-                }
-                let _ = rx.handle_packet(now, &p, ce);
-            } else {
+        })
+    }
+
+    fn handle_datagram(
+        &mut self,
+        datagram: &[u8],
+        src: SocketAddrV4,
+        tos: u8,
+        now: Nanos,
+        held: &mut bool,
+    ) {
+        let Ok(p) = Packet::decode(datagram) else {
+            self.ignored += 1;
+            return;
+        };
+        if src != self.peer && !self.moved_by(src, &p) {
+            // A flow's peer is where its HELLO went, or where its HELLO_ACK came from:
+            // nothing else speaks for it (docs/protocol.md §11).
+            self.ignored += 1;
+            return;
+        }
+        let ce = tos & 3 == 3;
+        if let Packet::Reset(_) = p {
+            // RESET goes either way: to the flow we send, or the one we receive.
+            if p.flow_id() == self.tx.flow_id() {
                 let _ = self.tx.handle_packet(now, &p);
-                if self.tx.is_established() || self.tx.error().is_some() {
-                    self.hello_to = None;
-                }
+            }
+            if let Some(rx) = self.rx.as_mut().filter(|r| r.flow_id() == p.flow_id()) {
+                let _ = rx.handle_packet(now, &p, ce);
+            }
+        } else if p.is_sender_to_receiver() {
+            self.reply_hello(&p);
+            let Some(rx) = self.rx.as_mut() else {
+                self.ignored += 1;
+                return;
+            };
+            if matches!(p, Packet::Data(_)) && !*held {
+                // One ACK per receive batch (as the agent's loop).
+                rx.set_ack_hold(true);
+                *held = true;
+            }
+            let _ = rx.handle_packet(now, &p, ce);
+        } else {
+            let _ = self.tx.handle_packet(now, &p);
+            if self.tx.is_established() || self.tx.error().is_some() {
+                self.hello_to = None;
             }
         }
     }
 
     /// Fire due timers and send what the core has to send.
     pub fn flush(&mut self, now: Nanos) {
+        // A due time that a timeout does not move (a credit due: poll_transmit sends it)
+        // ends the loop: calling again would change nothing.
         if let Some(rx) = self.rx.as_mut() {
+            let mut last = None;
             for _ in 0..256 {
                 match rx.poll_timeout() {
-                    Some(t) if t <= now => rx.handle_timeout(now),
+                    Some(t) if t <= now && last != Some(t) => {
+                        last = Some(t);
+                        rx.handle_timeout(now);
+                    }
                     _ => break,
                 }
             }
         }
+        let mut last = None;
         for _ in 0..256 {
             match self.tx.poll_timeout() {
-                Some(t) if t <= now => self.tx.handle_timeout(now),
+                Some(t) if t <= now && last != Some(t) => {
+                    last = Some(t);
+                    self.tx.handle_timeout(now);
+                }
                 _ => break,
             }
         }
@@ -231,14 +296,76 @@ impl Conn {
         while let Some(t) = self.tx.poll_transmit(now) {
             self.send(&t);
         }
+        self.send_run();
         self.release(false);
     }
 
+    /// Queue `t`: consecutive datagrams of one kind, TOS and size (the last may be
+    /// shorter) leave together as one UDP GSO send (`send_run`), as the agent's socket.
     fn send(&mut self, t: &flexpass_core::Transmit) {
-        self.wbuf.clear();
-        t.packet.encode(&mut self.wbuf);
         let tos = (self.dscp.dscp(t.class) << 2) | t.ecn as u8;
-        sys::send_dgram(self.own, &self.wbuf, self.peer, tos);
+        let kind = std::mem::discriminant(&t.packet);
+        let start = self.wbuf.len();
+        t.packet.encode(&mut self.wbuf);
+        let len = self.wbuf.len() - start;
+        let joins = self.run.as_ref().is_some_and(|r| {
+            r.kind == kind
+                && r.tos == tos
+                && !r.short
+                && len <= r.segment
+                && r.count < GSO_MAX_SEGMENTS
+                && self.wbuf.len() <= GSO_MAX_BYTES
+        });
+        if !joins && self.run.is_some() {
+            // Send what was queued before this datagram, then start a run with it.
+            let pending = self.wbuf.split_off(start);
+            self.send_run();
+            self.wbuf = pending;
+        }
+        match self.run.as_mut() {
+            Some(r) if joins => {
+                r.count += 1;
+                r.short = len < r.segment;
+            }
+            _ => {
+                self.run = Some(Run {
+                    kind,
+                    tos,
+                    segment: len,
+                    count: 1,
+                    short: false,
+                })
+            }
+        }
+    }
+
+    /// Write the queued run: one GSO send of its datagrams, or (one datagram, or GSO
+    /// refused by the kernel: then never again in this process) each on its own.
+    fn send_run(&mut self) {
+        let Some(r) = self.run.take() else {
+            return;
+        };
+        let gso = r.count > 1 && GSO.load(Ordering::Relaxed) && r.segment > 0;
+        if gso {
+            let sent = sys::send_run(self.own, &self.wbuf, self.peer, r.tos, r.segment as u16);
+            if sent >= 0 || !matches!(-sent as c_int, libc::EIO | libc::EINVAL | libc::EOPNOTSUPP) {
+                // Sent, or dropped as a datagram would be (a full buffer).
+                self.wbuf.clear();
+                return;
+            }
+            GSO.store(false, Ordering::Relaxed);
+        }
+        let step = r.segment.max(1);
+        for d in self.wbuf.chunks(step) {
+            sys::send_dgram(self.own, d, self.peer, r.tos);
+        }
+        if r.segment == 0 {
+            // Empty datagrams: `chunks` yields none.
+            for _ in 0..r.count {
+                sys::send_dgram(self.own, &[], self.peer, r.tos);
+            }
+        }
+        self.wbuf.clear();
     }
 
     /// The earliest timer of either flow.

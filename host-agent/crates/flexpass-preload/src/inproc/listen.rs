@@ -244,7 +244,8 @@ pub(super) fn configs(t: TransportKind, mtu: usize) -> (ReceiverConfig, SenderCo
     } else {
         1.0
     };
-    let credit = CreditConfig::for_link_mtu(p.link_bps, share, p.base_rtt, mtu);
+    let mut credit = CreditConfig::for_link_mtu(p.link_bps, share, p.base_rtt, mtu);
+    credit.batch = p.credit_batch;
     let mut r = ReceiverConfig::new(credit);
     r.credit_window_segment = flexpass_wire::max_payload_for_mtu(mtu) as u64;
     r.feedback_backoff = true;
@@ -333,7 +334,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         crate::debug!("{}: no route", h.peer);
         return None;
     };
-    let Some((own, ctl, local)) = sys::socket_pair(ip) else {
+    let Some((own, ctl, local)) = sys::socket_pair(ip, SOCKET_BUFFER) else {
         crate::debug!("{}: no socket pair on {ip}", h.peer);
         return None;
     };
@@ -341,11 +342,6 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         sys::close(own);
         sys::close(ctl);
     };
-    for fd in [own, ctl] {
-        sys::set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-        sys::set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
-        sys::set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
-    }
     let (rcfg, scfg) = configs(h.transport, mtu);
     let now = now();
     let reply = new_flow_id();

@@ -41,6 +41,8 @@ struct Params {
     link_bps: f64,
     base_rtt: Nanos,
     w_q: f64,
+    /// Credits paced per batch (the agent's --credit-batch; docs/datapath.md "Credit batches").
+    credit_batch: u32,
 }
 
 fn env_f64(name: &str) -> Option<f64> {
@@ -55,6 +57,7 @@ fn params() -> &'static Params {
         link_bps: env_f64("FLEXPASS_LINK_GBPS").unwrap_or(10.0) * 1e9,
         base_rtt: (env_f64("FLEXPASS_RTT_US").unwrap_or(100.0) * 1e3) as Nanos,
         w_q: env_f64("FLEXPASS_W_Q").unwrap_or(0.5),
+        credit_batch: env_f64("FLEXPASS_CREDIT_BATCH").map_or(1, |b| b.clamp(1.0, 64.0) as u32),
     })
 }
 

@@ -69,14 +69,9 @@ pub fn connect(fd: c_int, dst: SocketAddrV4, v6: bool) -> Opened {
     let Some((ip, mtu)) = route_to(dst) else {
         return Opened::Direct("no route");
     };
-    let Some((own, ctl, local)) = sys::socket_pair(ip) else {
+    let Some((own, ctl, local)) = sys::socket_pair(ip, SOCKET_BUFFER) else {
         return Opened::Direct("no UDP port");
     };
-    for s in [own, ctl] {
-        sys::set_int(s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-        sys::set_buffer(s, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
-        sys::set_buffer(s, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
-    }
     let t = transport();
     let (rcfg, scfg) = configs(t, mtu);
     let id = new_flow_id();
