@@ -9,8 +9,9 @@ process"). Each test runs twice: servers in-process and clients through a's agen
 (FLEXPASS_INPROC=listen), and both sides in-process (FLEXPASS_INPROC=1: no agent on the
 data path at all). Checked: bytes exact both ways,
 the addresses the programs see, that b's agent handed the connections over and carried
-none itself, fallback (no `--inproc-listen`, no agent), and a server killed mid-transfer:
-the client gets an error within seconds and b's agent frees the port and the flows.
+none itself, fallback (no `--inproc-listen`, no agent), a server killed mid-transfer:
+the client gets an error within seconds and b's agent frees the port and the flows, and a
+listener that registers again with a restarted agent.
 
 Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
 """
@@ -215,3 +216,59 @@ def test_a_server_killed_mid_transfer_frees_the_agents_state(agents, tmp_path):
         assert time.time() < deadline, (a["tcp"], b["tcp"], b["flows"])
         time.sleep(0.2)
     assert b["endpoint"]["handed_over"] == 1, b["endpoint"]
+
+
+# A server taking `count` connections one after the other (each: read to the end, answer
+# the SHA-256), and a client sending 1 MB and checking the answer.
+SEQUENTIAL = r'''
+import hashlib, socket, sys
+port = int(sys.argv[2])
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen()
+    for _ in range(int(sys.argv[3])):
+        c, _ = l.accept(); h = hashlib.sha256()
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d)
+        c.sendall(h.hexdigest().encode()); c.close()
+else:
+    data = bytes(range(256)) * 4000
+    s = socket.create_connection((sys.argv[3], port), timeout=20)
+    s.sendall(data); s.shutdown(socket.SHUT_WR)
+    assert s.makefile("rb").read() == hashlib.sha256(data).hexdigest().encode()
+    print("ok")
+'''
+
+
+def test_a_listener_registers_again_after_its_agent_restarts(agents, tmp_path):
+    """b's agent is killed and a new one started under a listening server: the library sees
+    its registration end and registers the port with the new agent (docs/agent-api.md,
+    "Agent restart"), so the next connection is handed to the server's process again,
+    byte-exact. Before, the port stayed with no registration until the program listened
+    again: every later opener fell back to kernel TCP."""
+    app = tmp_path / "seq.py"
+    app.write_text(SEQUENTIAL)
+    srv = agents.run("b", sys.executable, str(app), "server", "9520", "2")
+    agents.wait_port("b", 9520)
+
+    def connect_once():
+        out, _ = finish(agents.run("a", sys.executable, str(app), "client", "9520", IP["b"]), 60)
+        assert out.strip() == b"ok"
+
+    connect_once()
+    assert agents.status("b")["endpoint"]["handed_over"] == 1
+    old = agents.procs[1]  # the agents fixture starts a's agent, then b's
+    old.kill()
+    old.wait()
+    agents.sock["b"].unlink()
+    agents.agent("b")
+    deadline = time.time() + 10
+    while 9520 not in agents.status("b")["tcp"]["inproc_listening"]:
+        assert time.time() < deadline, "the port was not registered again"
+        time.sleep(0.05)
+    connect_once()
+    finish(srv, 30)
+    b = agents.status("b")
+    assert b["endpoint"]["handed_over"] == 1 and b["tcp"]["accepted_flexpass"] == 0, b

@@ -405,6 +405,8 @@ pub struct TcpStatus {
     pub aborted: u64,
     /// Ports served over FlexPass (`tcp_listen`), ascending.
     pub listening: Vec<u16>,
+    /// Ports registered by in-process listeners (`tcp_listen` with `inproc`), ascending.
+    pub inproc_listening: Vec<u16>,
     /// Peers taken not to speak FlexPass (connections to them use kernel TCP for a while).
     pub no_agent_peers: Vec<IpAddr>,
     /// The `open` connections' records (`outcome` "open").

@@ -193,6 +193,7 @@ fn sample_status() -> Status {
         tcp: TcpStatus {
             open: 1,
             listening: vec![5201],
+            inproc_listening: vec![6379],
             no_agent_peers: vec!["10.0.0.3".parse().unwrap()],
             conns: vec![sample_record("open")],
             closed: vec![sample_record("aborted: reset by the peer")],

@@ -497,6 +497,8 @@ impl Daemon {
             .collect();
         let mut listening: Vec<u16> = t.listens.keys().copied().collect();
         listening.sort_unstable();
+        let mut inproc_listening: Vec<u16> = self.registrations.keys().copied().collect();
+        inproc_listening.sort_unstable();
         let mut no_agent_peers: Vec<_> = t.no_agent.keys().copied().collect();
         no_agent_peers.sort_unstable();
         Status {
@@ -509,6 +511,7 @@ impl Daemon {
                 refused: t.refused,
                 aborted: t.aborted,
                 listening,
+                inproc_listening,
                 no_agent_peers,
                 conns,
                 closed: t.records.iter().cloned().collect(),

@@ -18,23 +18,26 @@ use flexpass_wire::{ConnRole, HelloConn, Packet, TransportKind};
 use libc::c_int;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// How long a handed connection waits for the listener's accept queue.
 const ACCEPT_WAIT_NS: u64 = 200_000_000;
 
-/// A listener's registration: the API connection the agent's events come on.
+/// A listener's registration: the API connection the agent's events come on (a new one
+/// after an agent restart: `serve` registers again).
 pub struct Registration {
-    pub fd: c_int,
+    fd: AtomicI32,
     pub port: u16,
+    /// The listener's address, as registered.
+    addr: String,
     write: Mutex<()>,
     /// Taken connections not ended yet, and whether the program closed the listener: the
     /// registration ends only when both say so, since its end makes the agent reset every
     /// taken connection (closing a TCP listener leaves its accepted connections alone).
     live: AtomicUsize,
     listener_closed: std::sync::atomic::AtomicBool,
-    /// The agent's side ended and the descriptor is closed (by `serve`).
+    /// The registration ended for good and the descriptor is closed (by `serve`).
     gone: std::sync::atomic::AtomicBool,
 }
 
@@ -51,7 +54,13 @@ impl Registration {
             && self.live.load(Ordering::Acquire) == 0
             && !self.gone.load(Ordering::Acquire)
         {
-            unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+            // Under `write`: `serve` closes and replaces the descriptor under it too, so
+            // this never reaches a number the program reused.
+            let _g = self.write.lock();
+            let fd = self.fd.load(Ordering::Acquire);
+            if fd >= 0 {
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            }
         }
     }
 }
@@ -69,7 +78,8 @@ impl Registration {
         let mut b: Buf<200> = Buf::new();
         crate::request::hello_answer(&mut b, op, peer, flow_id, reply_flow_id);
         let _g = self.write.lock();
-        sys::send_line(self.fd, b.as_bytes(), pass)
+        let fd = self.fd.load(Ordering::Acquire);
+        fd >= 0 && sys::send_line(fd, b.as_bytes(), pass)
     }
 }
 
@@ -91,12 +101,13 @@ fn listeners() -> &'static Mutex<HashMap<c_int, Arc<Registration>>> {
 /// the agent is not running or refuses (e.g. without `--inproc-listen`): the caller then
 /// registers it the usual way.
 pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool {
-    let Some(reg) = (unsafe { open_registration(port, addr) }) else {
+    let Some(reg) = (unsafe { open_registration(port, addr, false) }) else {
         return false;
     };
     let reg = Arc::new(Registration {
-        fd: reg,
+        fd: AtomicI32::new(reg),
         port,
+        addr: addr.to_string(),
         write: Mutex::new(()),
         live: AtomicUsize::new(0),
         listener_closed: std::sync::atomic::AtomicBool::new(false),
@@ -113,11 +124,15 @@ pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool 
     spawned.is_ok()
 }
 
-unsafe fn open_registration(port: u16, addr: &str) -> Option<c_int> {
+/// The registration's API connection, or None; `again`: after an agent restart (no
+/// agent yet is said nowhere: `serve` tries again).
+unsafe fn open_registration(port: u16, addr: &str, again: bool) -> Option<c_int> {
     let s = match crate::agent_stream(None) {
         Ok(s) => s,
         Err(e) => {
-            crate::log_agent_down(e);
+            if !again {
+                crate::log_agent_down(e);
+            }
             return None;
         }
     };
@@ -160,13 +175,52 @@ pub fn on_listener_close(fd: c_int) {
     }
 }
 
-/// The registration's events, one line each, until the agent or the listener goes away.
+/// First wait before registering again after the agent went away, and the longest.
+const REREGISTER_FIRST_NS: u64 = 50_000_000;
+const REREGISTER_MAX_NS: u64 = 2_000_000_000;
+
+/// The registration's events until the listener is closed: when the agent goes away
+/// (restart), the port is registered again with the next agent, retried with backoff
+/// while the listener is open (docs/agent-api.md, "Agent restart"). Connections taken
+/// before go on; their `tcp_closed` then names flows the new agent does not know (it
+/// answers with an error line, logged at debug).
 fn serve(reg: Arc<Registration>, target: SocketAddrV4) {
+    loop {
+        events(&reg, target);
+        {
+            let _g = reg.write.lock();
+            sys::close(reg.fd.swap(-1, Ordering::AcqRel));
+        }
+        let mut wait = REREGISTER_FIRST_NS;
+        let fd = loop {
+            if reg.listener_closed.load(Ordering::Acquire) {
+                crate::debug!("registration of port {} ended", reg.port);
+                reg.gone.store(true, Ordering::Release);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_nanos(wait));
+            if let Some(fd) = unsafe { open_registration(reg.port, &reg.addr, true) } {
+                break fd;
+            }
+            wait = (wait * 2).min(REREGISTER_MAX_NS);
+        };
+        crate::debug!("port {}: registered again", reg.port);
+        {
+            let _g = reg.write.lock();
+            reg.fd.store(fd, Ordering::Release);
+        }
+        // The listener may have been closed meanwhile, with nothing taken left.
+        reg.end_if_unused();
+    }
+}
+
+/// The events of one registration, one line each, until its connection ends.
+fn events(reg: &Arc<Registration>, target: SocketAddrV4) {
     let mut taken: HashMap<(SocketAddrV4, u32), Weak<Mutex<Conn>>> = HashMap::new();
     let mut line: Vec<u8> = Vec::with_capacity(4096);
     let mut buf = vec![0u8; 16_384];
     loop {
-        let n = sys::read(reg.fd, &mut buf);
+        let n = sys::read(reg.fd.load(Ordering::Acquire), &mut buf);
         if n <= 0 {
             break;
         }
@@ -177,7 +231,7 @@ fn serve(reg: Arc<Registration>, target: SocketAddrV4) {
             }
             if text::contains(&line, b"\"event\":\"tcp_hello\"") {
                 taken.retain(|_, w| w.strong_count() > 0);
-                hello(&reg, &line, target, &mut taken);
+                hello(reg, &line, target, &mut taken);
             } else if !line.is_empty() {
                 crate::debug!(
                     "registration of port {}: {}",
@@ -188,9 +242,6 @@ fn serve(reg: Arc<Registration>, target: SocketAddrV4) {
             line.clear();
         }
     }
-    crate::debug!("registration of port {} ended", reg.port);
-    reg.gone.store(true, Ordering::Release);
-    sys::close(reg.fd);
 }
 
 fn unhex(s: &[u8]) -> Option<Vec<u8>> {
