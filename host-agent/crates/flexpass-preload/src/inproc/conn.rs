@@ -204,10 +204,13 @@ impl Conn {
                         }
                         continue;
                     }
-                    // A coalesced run (UDP_GRO) is the datagrams that were sent, back to back.
+                    // A coalesced run (UDP_GRO) is the datagrams that were sent, back to back;
+                    // one copy of the message, whose slices the payloads keep.
                     let step = if segment == 0 { data.len() } else { segment };
-                    for d in data.chunks(step) {
-                        self.handle_datagram(d, src, tos, now, held);
+                    let msg = Bytes::copy_from_slice(data);
+                    for at in (0..msg.len()).step_by(step) {
+                        let d = msg.slice(at..(at + step).min(msg.len()));
+                        self.handle_datagram(&d, src, tos, now, held);
                     }
                 }
                 if n < sys::RX_BATCH {
@@ -219,13 +222,13 @@ impl Conn {
 
     fn handle_datagram(
         &mut self,
-        datagram: &[u8],
+        datagram: &Bytes,
         src: SocketAddrV4,
         tos: u8,
         now: Nanos,
         held: &mut bool,
     ) {
-        let Ok(p) = Packet::decode(datagram) else {
+        let Ok(p) = Packet::decode_bytes(datagram) else {
             self.ignored += 1;
             return;
         };
