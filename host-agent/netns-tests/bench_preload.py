@@ -25,7 +25,7 @@ old and a new build are compared on the same veth in one run; each run through l
 then starts its own agents. BENCH_INPROC=1 adds another column: the programs with the
 transport in their own processes (FLEXPASS_INPROC=1 on both ends, the agents with
 --inproc-listen; the library's settings come from the environment, e.g.
-FLEXPASS_CREDIT_BATCH=8). GRO is on on the veth pair unless BENCH_VETH_GRO=0. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
+FLEXPASS_CREDIT_BATCH=8). BENCH_VETH_GRO=1 turns GRO on on the veth pair. The JSON goes to stdout (one line) and to BENCH_JSON if set (`make bench`:
 results/bench/preload.json). Needs root; skips loudly otherwise.
 """
 
@@ -59,10 +59,12 @@ TMP = Path(f"/tmp/{P}")
 # The agents of the ratio rows (#28's acceptance): default settings but the base RTT.
 RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").split()
 REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
-# GRO on the veth pair (as on a physical NIC, where it is on by default): the receiving
-# side then takes runs of UDP datagrams, and the programs' sockets (UDP_GRO) get them
-# coalesced. BENCH_VETH_GRO=0 leaves veth's default (off). Kernel TCP runs on the same pair.
-VETH_GRO = os.environ.get("BENCH_VETH_GRO", "1") != "0"
+# BENCH_VETH_GRO=1: GRO on the veth pair (as on a physical NIC, where it is on by default):
+# the receiving side then takes runs of UDP datagrams, and the programs' sockets (UDP_GRO)
+# get them coalesced. Kernel TCP runs on the same pair. Off by default (veth's default):
+# veth's GRO goes through NAPI, which raised kernel TCP's 1-byte ping-pong p50 from ~15 to
+# ~50 us here (docs/datapath.md, "Batching").
+VETH_GRO = os.environ.get("BENCH_VETH_GRO", "0") == "1"
 PINGS = int(os.environ.get("BENCH_PINGS", "5000"))
 CURL_MB = int(os.environ.get("BENCH_CURL_MB", "100"))
 ROWS = [x.strip() for x in os.environ.get("BENCH_ROWS", "iperf1500,iperf9000,redis,curl,pingpong").split(",")
