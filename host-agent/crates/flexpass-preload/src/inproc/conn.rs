@@ -123,7 +123,7 @@ impl Conn {
             wr_shut: false,
             ended: false,
             dscp: DscpPlan::default(),
-            wbuf: Vec::with_capacity(GSO_MAX_BYTES + 9_100),
+            wbuf: Vec::with_capacity(GSO_MAX_BYTES),
             run: None,
             ignored: 0,
         }
@@ -308,23 +308,21 @@ impl Conn {
     fn send(&mut self, t: &flexpass_core::Transmit) {
         let tos = (self.dscp.dscp(t.class) << 2) | t.ecn as u8;
         let kind = std::mem::discriminant(&t.packet);
-        let start = self.wbuf.len();
-        t.packet.encode(&mut self.wbuf);
-        let len = self.wbuf.len() - start;
+        let len = t.packet.encoded_len();
         let joins = self.run.as_ref().is_some_and(|r| {
             r.kind == kind
                 && r.tos == tos
                 && !r.short
                 && len <= r.segment
                 && r.count < GSO_MAX_SEGMENTS
-                && self.wbuf.len() <= GSO_MAX_BYTES
+                && self.wbuf.len() + len <= GSO_MAX_BYTES
         });
-        if !joins && self.run.is_some() {
-            // Send what was queued before this datagram, then start a run with it.
-            let pending = self.wbuf.split_off(start);
-            self.send_run();
-            self.wbuf = pending;
+        if !joins {
+            self.send_run(); // what was queued before this datagram
         }
+        let start = self.wbuf.len();
+        t.packet.encode(&mut self.wbuf);
+        debug_assert_eq!(self.wbuf.len() - start, len);
         match self.run.as_mut() {
             Some(r) if joins => {
                 r.count += 1;
@@ -348,7 +346,8 @@ impl Conn {
         let Some(r) = self.run.take() else {
             return;
         };
-        let gso = r.count > 1 && GSO.load(Ordering::Relaxed) && r.segment > 0;
+        // Every encoded packet has a header: segment > 0.
+        let gso = r.count > 1 && GSO.load(Ordering::Relaxed);
         if gso {
             let sent = sys::send_run(self.own, &self.wbuf, self.peer, r.tos, r.segment as u16);
             if sent >= 0 || !matches!(-sent as c_int, libc::EIO | libc::EINVAL | libc::EOPNOTSUPP) {
@@ -358,15 +357,8 @@ impl Conn {
             }
             GSO.store(false, Ordering::Relaxed);
         }
-        let step = r.segment.max(1);
-        for d in self.wbuf.chunks(step) {
+        for d in self.wbuf.chunks(r.segment) {
             sys::send_dgram(self.own, d, self.peer, r.tos);
-        }
-        if r.segment == 0 {
-            // Empty datagrams: `chunks` yields none.
-            for _ in 0..r.count {
-                sys::send_dgram(self.own, &[], self.peer, r.tos);
-            }
         }
         self.wbuf.clear();
     }
