@@ -124,8 +124,8 @@ pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool 
     spawned.is_ok()
 }
 
-/// The registration's API connection, or None; `again`: after an agent restart (no
-/// agent yet is said nowhere: `serve` tries again).
+/// The registration's API connection, or None. `again`: a retry after the agent went
+/// away (`serve` keeps trying): a failure is not printed, so no line per retry.
 unsafe fn open_registration(port: u16, addr: &str, again: bool) -> Option<c_int> {
     let s = match crate::agent_stream(None) {
         Ok(s) => s,
@@ -144,6 +144,10 @@ unsafe fn open_registration(port: u16, addr: &str, again: bool) -> Option<c_int>
         || !text::contains(reply.as_bytes(), b"\"ok\":true")
     {
         sys::close(s);
+        if again {
+            crate::debug!("port {port}: not registered again yet: {}", reply.as_str().trim_end());
+            return None;
+        }
         let mut b: Buf<700> = Buf::new();
         let _ = core::fmt::Write::write_fmt(
             &mut b,
