@@ -50,12 +50,21 @@ deps-apps:
 	  ( $(call APT_INSTALL,iperf3 curl redis-server redis-tools netcat-openbsd) ); fi
 
 # Debian's Mininet runs under /usr/bin/python3 (flexpass emulate runs its runner there): the
-# runners' plots need matplotlib in that interpreter too.
+# runners' plots need matplotlib in that interpreter too, and the control plane they drive
+# the switches with needs scapy, gRPC, protobuf and p4runtime there (pip: Debian has no
+# p4runtime, and its protobuf is older than p4runtime's; pip puts them in /usr/local, beside
+# Debian's own packages, hence --break-system-packages; the control plane uses pure-Python
+# protobuf, as the import check does).
+RUNNER_PY_MODULES = scapy grpc google.protobuf p4.v1.p4runtime_pb2
+RUNNER_PY_PACKAGES = scapy grpcio protobuf p4runtime
 deps-mininet: deps-python
 	@if [ "$$(id -u)" = 0 ] && { ! command -v mn >/dev/null || ! command -v ethtool >/dev/null || ! command -v ping >/dev/null \
 	  || ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; }; then \
 	  echo "deps: installing Mininet, ethtool, ping and matplotlib (for /usr/bin/python3) for the Mininet topologies (apt)"; \
-	  ( $(call APT_INSTALL,mininet ethtool iputils-ping python3-matplotlib) ); fi
+	  ( $(call APT_INSTALL,mininet ethtool iputils-ping python3-matplotlib python3-pip) ); fi
+	@if [ "$$(id -u)" = 0 ] && [ -x /usr/bin/python3 ] && ! PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python /usr/bin/python3 -c "$(foreach m,$(RUNNER_PY_MODULES),import $(m);)" 2>/dev/null; then \
+	  echo "deps: installing $(RUNNER_PY_PACKAGES) for /usr/bin/python3 (the Mininet runners' control plane; pip)"; \
+	  /usr/bin/python3 -m pip install -q --break-system-packages $(RUNNER_PY_PACKAGES); fi
 
 deps-xdp:
 	@if [ "$$(id -u)" = 0 ] && ! command -v clang >/dev/null && ! compgen -c clang- | grep -qE '^clang-1[4-9]$$'; then \
@@ -201,7 +210,7 @@ test-mininet: deps-mininet
 	@reason=$$(cd mininet-topos/tests && FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -c 'import test_mininet_e2e as t; print(t.SKIP or "")'); \
 	if [ -n "$$reason" ]; then echo "SKIPPED mininet tier: $$reason" | tee -a $(SUMMARY); \
 	else FLEXPASS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q mininet-topos/tests/test_mininet_e2e.py mininet-topos/tests/test_mininet_emulate.py mininet-topos/tests/test_mininet_faults.py mininet-topos/tests/test_mininet_soak.py mininet-topos/tests/test_mininet_flashpass.py mininet-topos/tests/test_mininet_credit_batch.py mininet-topos/tests/test_mininet_pase.py mininet-topos/tests/test_mininet_pfabric.py && \
-	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, the model's dumbbell, incast and leaf-spine (link failure) experiments through flexpass emulate, and flexpass compare, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply; soak: 20 s of mixed traffic, byte-exact, memory and CPU series; flashpass: near-empty data queue and no data loss vs a window transport, byte-exact; credit batches of 8 respaced by the switch: no data loss, near-empty data queue; and through stock BMv2's P4 credit meter: byte-exact, credit drops bounded; PASE testbed (Fig. 13(b)): 9 clients -> 1 server, DCTCP then PASE with a rack arbitrator process and delegation, byte-exact, PASE in several priority queues; AFCTs printed, not asserted: docs/results-pase.md; pFabric: short flows past long ones through the pFabric queue, well below DCTCP's FCT, byte-exact, pushed_out drops counted)" >> $(SUMMARY); fi
+	  echo "ran: mininet (flexpass_switch: FlexPass vs DCTCP shares and Q1 bound, the model's dumbbell, incast and leaf-spine (link failure) experiments through flexpass emulate, and flexpass compare, naive ExpressPass starves DCTCP, incast without timeouts, leaf-spine path symmetry; faults: spine link down/up, leaf restart and controller restart under running flows, byte-exact, symmetric groups, idempotent apply; soak: 20 s of mixed traffic, byte-exact, memory and CPU series; flashpass: near-empty data queue and no data loss vs a window transport, byte-exact; credit batches of 8 respaced by the switch: no data loss, near-empty data queue; a sender stalled for 60 ms drops its stale credits, no data lost; and through stock BMv2's P4 credit meter: byte-exact, credit drops bounded; PASE testbed (Fig. 13(b)): 9 clients -> 1 server, DCTCP then PASE with a rack arbitrator process and delegation, byte-exact, PASE in several priority queues; AFCTs printed, not asserted: docs/results-pase.md; pFabric: short flows past long ones through the pFabric queue, well below DCTCP's FCT, byte-exact, pushed_out drops counted)" >> $(SUMMARY); fi
 
 # Every fuzz target for 20 s (about 3 minutes with the build): the decoder, the
 # stateful targets (sender, receiver, pair) and the text parsers (trace, api, edge_text;

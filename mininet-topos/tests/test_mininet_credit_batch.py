@@ -29,6 +29,7 @@ queue behind it at 9 (B + 1, the file's second case). There:
 Each test is skipped with the reason when something is missing (like test_mininet_e2e.py).
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -51,17 +52,67 @@ SHAPER = 'sweep.cases=[{ "switch.credit_burst" = 2.0 }]'
 METER = 'sweep.cases=[{ "switch.credit_burst" = 9.0, "switch.credit_queue" = 9 }]'
 
 
-def emulate_points(out, *args):
-    """`flexpass emulate` on the file; {credit batch: result.json} of its points."""
+def emulate_points(out, *args, during=None):
+    """`flexpass emulate` on the file; {credit batch: result.json} of its points. `during`,
+    if given, is called with the emulate process while it runs (in a thread)."""
     import json
     import subprocess
+    import threading
 
-    r = subprocess.run([str(env.FLEXPASS_BIN), "emulate", str(EXPERIMENT), *args, "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    print(r.stdout[-4000:])
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    p = subprocess.Popen([str(env.FLEXPASS_BIN), "emulate", str(EXPERIMENT), *args, "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if during:
+        threading.Thread(target=during, args=(p,), daemon=True).start()
+    try:
+        stdout, stderr = p.communicate(timeout=900)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    print(stdout[-4000:])
+    assert p.returncode == 0, stdout[-4000:] + stderr[-4000:]
     results = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
     return {int(x["point"].rsplit("host.credit_batch=", 1)[1]): x for x in results}
+
+
+def senders_under(pid):
+    """The `flexpass send` processes among `pid`'s descendants (this test's own)."""
+    found = []
+    try:
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return found
+    for k in kids:
+        try:
+            argv = Path(f"/proc/{k}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[0].endswith(b"flexpass") and argv[1] == b"send":
+            found.append(k)
+        found += senders_under(k)
+    return found
+
+
+def stall_one_sender(stall_s, points=2):
+    """For `during`: once both senders of a point run, SIGSTOP one for `stall_s`, then let it
+    go on; once per point. The stopped sender's credits queue in its socket meanwhile."""
+    import os
+    import signal
+    import time
+
+    def run(proc):
+        for _ in range(points):
+            while proc.poll() is None and len(senders_under(proc.pid)) < 2:
+                time.sleep(0.02)
+            time.sleep(0.8)  # both flows under way
+            victims = senders_under(proc.pid)
+            if not victims:
+                return
+            os.kill(victims[0], signal.SIGSTOP)
+            time.sleep(stall_s)
+            os.kill(victims[0], signal.SIGCONT)
+            while proc.poll() is None and senders_under(proc.pid):
+                time.sleep(0.02)
+    return run
 
 
 def goodput_bps(result):
@@ -90,6 +141,26 @@ def test_credit_batches_are_respaced_by_the_switch_without_data_loss(tmp_path):
         cq = r["credit_queues"]
         assert cq["dequeued_pkts"] > 0 and cq["max_depth_bytes"] <= CREDIT_BUFFER, (batch, cq)
     assert goodput_bps(runs[8]) >= 0.8 * goodput_bps(runs[1]), (goodput_bps(runs[1]), goodput_bps(runs[8]))
+
+
+@pytest.mark.skipif(bool(SKIP), reason=SKIP)
+def test_a_stalled_sender_drops_its_stale_credits_not_data(tmp_path):
+    """One of the two senders stopped for 60 ms mid-flow (SIGSTOP; a loaded host's loop can
+    stall that long): the credits that reached it meanwhile wait in its socket and are all
+    read at once. Before, it answered each with data, 40 packets at once into the receiver's
+    39-packet buffer: 38 and 78 data packets dropped (the CI failure of this file's first
+    test). Now its incoming credit bucket passes what the network could have delivered back
+    to back (16 credits at this scale, host-agent/crates/flexpass-agent/src/shaper.rs
+    `credit_in_burst`) and drops the rest as beyond the link's rate: no data dropped, every
+    flow byte-exact, the receiver's credit feedback sees the credits lost."""
+    runs = emulate_points(tmp_path, "--set", SHAPER, during=stall_one_sender(0.06))
+    assert sorted(runs) == [1, 8]
+    for batch, r in runs.items():
+        assert all_delivered(r), (batch, r["flows"])
+        assert (r["data_drops_full"], r["data_drops_red"]) == (0, 0), (batch, r["bottleneck"])
+    stale = [sum(int(x) for x in re.findall(r'"credits_in_rate_limited":(\d+)', p.read_text()))
+             for p in sorted(tmp_path.glob("*/flow*-send.err"))]
+    assert sum(stale) > 0, stale  # the stall happened, and its credits were dropped
 
 
 @pytest.mark.skipif(bool(SKIP_STOCK), reason=SKIP_STOCK)

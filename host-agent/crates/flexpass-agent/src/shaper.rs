@@ -59,10 +59,25 @@ pub(crate) fn credit_burst_bytes(credit_batch: u32) -> f64 {
     2.0 * credit_batch as f64 * ethernet_frame_len(CREDIT_MSG_MAX) as f64
 }
 
-/// Depth of the incoming credit bucket (credits): what a loop stall of ~300 µs at 10 Gbit/s
-/// queues in the socket (credits are timed when read, and coalesced reads hand the loop up
-/// to 64 at once); the long-run rate is what the bucket bounds.
-const CREDIT_IN_BURST: f64 = 256.0;
+/// Depth of the incoming credit bucket (credits; `credit_in_burst`): the credits of a loop
+/// stall of `CREDIT_IN_STALL_NS` at the link's credit rate, within
+/// [`CREDIT_IN_BURST_MIN`, `CREDIT_IN_BURST_MAX`]. Credits are timed when read: after a
+/// longer stall of this host's loop, the credits queued in the socket meanwhile would leave
+/// as one burst of data that the receiver's downlink cannot take (on Mininet at 20 Mbit/s a
+/// sender stopped for 60 ms sent 40 packets at once into a 39-packet buffer and lost 38).
+/// Those beyond the depth are dropped as beyond the link's rate, and the receiver's credit
+/// feedback sees them lost (ExpressPass: credits are dropped, data is not).
+const CREDIT_IN_STALL_NS: f64 = 5e6;
+/// At 10 Gbit/s (~770 000 credits/s) the cap: ~300 µs, what coalesced reads hand the loop.
+const CREDIT_IN_BURST_MAX: f64 = 256.0;
+/// What arrives back to back from the network: ExpressPass's 8-credit queue and its
+/// 2-credit bucket, with room (and two batches of B + 1 where credits come in batches).
+const CREDIT_IN_BURST_MIN: f64 = 16.0;
+
+pub(crate) fn credit_in_burst(credits_per_s: f64, credit_batch: u32) -> f64 {
+    let min = CREDIT_IN_BURST_MIN.max(2.0 * f64::from(credit_batch + 1));
+    (credits_per_s * CREDIT_IN_STALL_NS / 1e9).clamp(min, CREDIT_IN_BURST_MAX.max(min))
+}
 
 /// Receive backlog (share of the datapath's receive buffer not read yet; AF_XDP: of the
 /// fullest queue's receive frames) above which this host sends no credits. At a quarter of
@@ -138,10 +153,10 @@ impl HostShaper {
                 credit_bytes_per_second(link_bps, mtu),
                 credit_burst_bytes(credit_batch),
             ),
-            credits_in: TokenBucket::new(
-                credit_rate_for_link_mtu(link_bps, 1.0, mtu),
-                CREDIT_IN_BURST,
-            ),
+            credits_in: {
+                let per_s = credit_rate_for_link_mtu(link_bps, 1.0, mtu);
+                TokenBucket::new(per_s, credit_in_burst(per_s, credit_batch))
+            },
             emulation: EmulationQueue::new(link_bps, mtu),
             host_behind: false,
         }
@@ -265,6 +280,21 @@ mod tests {
             }
             assert!(!h.admit_out(&credit, 20_000_000, || 0.5, &mut stats));
             assert_eq!(stats.credits_dropped_rx_backlog, 1);
+        }
+    }
+
+    /// After a 60 ms stall of the sender's loop, at most the bucket's depth of the credits
+    /// read at once pass: at 20 Mbit/s (Mininet's scale) 16, not the 256 that bound only
+    /// 10 Gbit/s (where the depth stays 256); batches of B raise the floor to 2(B + 1).
+    #[test]
+    fn credits_read_after_a_stall_pass_at_most_the_depth_the_network_can_deliver() {
+        for (link, batch, depth) in [(20e6, 1, 16.0), (20e6, 8, 18.0), (10e9, 1, 256.0), (1e9, 1, 256.0)] {
+            let mut h = HostShaper::new(link, 1500, batch, true);
+            assert_eq!(h.credits_in.depth, depth, "{link} B={batch}");
+            // 60 ms of credits at the link's credit rate, all read at one instant.
+            let queued = (credit_rate_for_link_mtu(link, 1.0, 1500) * 0.06) as usize;
+            let passed = (0..queued).filter(|_| h.admit_credit_in(60_000_000)).count();
+            assert_eq!(passed as f64, depth.min(queued as f64), "{link} B={batch}");
         }
     }
 }
