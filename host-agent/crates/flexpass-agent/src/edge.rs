@@ -206,7 +206,9 @@ fn tc_size_bytes(s: &str) -> Option<u64> {
 /// u64::MAX bytes/s).
 fn tc_number(num: &str, mult: f64) -> Option<u64> {
     let v = (num.parse::<f64>().ok()? * mult).round();
-    (0.0..18_446_744_073_709_551_616.0).contains(&v).then_some(v as u64) // [0, 2^64)
+    (0.0..18_446_744_073_709_551_616.0)
+        .contains(&v)
+        .then_some(v as u64) // [0, 2^64)
 }
 
 /// The edge counters the agent was told where to find: the eBPF edge's maps, the qdisc

@@ -288,12 +288,19 @@ mod tests {
     /// 10 Gbit/s (where the depth stays 256); batches of B raise the floor to 2(B + 1).
     #[test]
     fn credits_read_after_a_stall_pass_at_most_the_depth_the_network_can_deliver() {
-        for (link, batch, depth) in [(20e6, 1, 16.0), (20e6, 8, 18.0), (10e9, 1, 256.0), (1e9, 1, 256.0)] {
+        for (link, batch, depth) in [
+            (20e6, 1, 16.0),
+            (20e6, 8, 18.0),
+            (10e9, 1, 256.0),
+            (1e9, 1, 256.0),
+        ] {
             let mut h = HostShaper::new(link, 1500, batch, true);
             assert_eq!(h.credits_in.depth, depth, "{link} B={batch}");
             // 60 ms of credits at the link's credit rate, all read at one instant.
             let queued = (credit_rate_for_link_mtu(link, 1.0, 1500) * 0.06) as usize;
-            let passed = (0..queued).filter(|_| h.admit_credit_in(60_000_000)).count();
+            let passed = (0..queued)
+                .filter(|_| h.admit_credit_in(60_000_000))
+                .count();
             assert_eq!(passed as f64, depth.min(queued as f64), "{link} B={batch}");
         }
     }

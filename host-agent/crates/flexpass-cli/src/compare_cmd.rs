@@ -339,7 +339,12 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
             print_table(&rows, ["", "A", "B", "B / A"]);
         }
         println!();
-        figure.push((point.clone(), fa, fb, [ra.backend.clone(), rb.backend.clone()]));
+        figure.push((
+            point.clone(),
+            fa,
+            fb,
+            [ra.backend.clone(), rb.backend.clone()],
+        ));
     }
     let path = a.plot.clone().unwrap_or_else(|| a.b.join("compare.png"));
     draw(&figure, &path)?;

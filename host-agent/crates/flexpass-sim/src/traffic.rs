@@ -147,7 +147,7 @@ pub fn generate(exp: &Experiment, built: &Built) -> Result<Vec<FlowSpec>, String
         };
         let mut t = start;
         let mut n = 0;
-        while w.flows.map_or(true, |f| n < f) {
+        while w.flows.is_none_or(|f| n < f) {
             let gap = next_gap_ns(&mut rng, w.load * (1.0 - fg_fraction), capacity, mean_wire);
             if t.saturating_add(gap) >= until {
                 break;

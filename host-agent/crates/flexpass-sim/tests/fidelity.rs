@@ -91,8 +91,7 @@ fn a_trace_with_a_host_the_topology_lacks_is_refused_by_name() {
     let err = Source::load("ns2-large-scale")
         .unwrap()
         .experiment(&o)
-        .err()
-        .expect("four columns");
+        .expect_err("four columns");
     assert!(
         err.contains("trace.file") && err.contains("line 1"),
         "{err}"

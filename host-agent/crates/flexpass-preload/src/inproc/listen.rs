@@ -145,7 +145,10 @@ unsafe fn open_registration(port: u16, addr: &str, again: bool) -> Option<c_int>
     {
         sys::close(s);
         if again {
-            crate::debug!("port {port}: not registered again yet: {}", reply.as_str().trim_end());
+            crate::debug!(
+                "port {port}: not registered again yet: {}",
+                reply.as_str().trim_end()
+            );
             return None;
         }
         let mut b: Buf<700> = Buf::new();
