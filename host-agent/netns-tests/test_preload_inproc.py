@@ -11,7 +11,8 @@ data path at all). Checked: bytes exact both ways,
 the addresses the programs see, that b's agent handed the connections over and carried
 none itself, fallback (no `--inproc-listen`, no agent), a server killed mid-transfer:
 the client gets an error within seconds and b's agent frees the port and the flows, and a
-listener that registers again with a restarted agent.
+listener that registers again with a restarted agent, and a connection that lives on in a
+duplicate of its descriptor.
 
 Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
 """
@@ -94,9 +95,9 @@ def test_nc_byte_exact_both_ways(agents, tmp_path):
         assert (c["bytes_sent"], c["bytes_received"]) == (len(up), len(down)), c
 
 
-# Servers in-process only: the program's client side uses dup(2), a forked-and-exec'd child
-# writing on the inherited socket and sendfile(2), none of which an in-process opening
-# connection supports yet (docs/datapath.md, "what is built").
+# Servers in-process only: the program's client side also uses a forked-and-exec'd child
+# writing on the inherited socket and sendfile(2), which an in-process opening connection
+# does not support yet (docs/datapath.md, "what is built"; dup(2) it does).
 @pytest.mark.parametrize("hosts", ["listen"], indirect=True)
 def test_socket_api_of_real_programs(agents, tmp_path):
     """test_preload's socket-API program; its server (AF_INET6 dual stack) in-process."""
@@ -272,3 +273,48 @@ def test_a_listener_registers_again_after_its_agent_restarts(agents, tmp_path):
     finish(srv, 30)
     b = agents.status("b")
     assert b["endpoint"]["handed_over"] == 1 and b["tcp"]["accepted_flexpass"] == 0, b
+
+
+# Both ends work on duplicates of their sockets (dup(2)) and close the originals first:
+# the connection lives on in the duplicate, and ends when the last descriptor closes.
+DUPED = r'''
+import hashlib, os, socket, sys
+port = int(sys.argv[2])
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    d = os.dup(c.fileno()); c.close()
+    h = hashlib.sha256()
+    while True:
+        b = os.read(d, 65536)
+        if not b: break
+        h.update(b)
+    os.write(d, h.hexdigest().encode()); os.close(d)
+else:
+    data = os.urandom(3_000_000)
+    s = socket.create_connection((sys.argv[3], port), timeout=20)
+    s.settimeout(None)                   # blocking (a timeout is O_NONBLOCK underneath)
+    d = os.dup(s.fileno()); s.close()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(d, view):]
+    t = socket.socket(fileno=d)          # the duplicate as a socket object (no new dup)
+    t.shutdown(socket.SHUT_WR)
+    assert t.makefile("rb").read() == hashlib.sha256(data).hexdigest().encode()
+    print("ok")
+'''
+
+
+def test_a_connection_lives_on_in_its_duplicate(agents, tmp_path):
+    """dup(2) of a connection's descriptor is the same connection: closing the original
+    does not end it (before, its FIN went out and the duplicate was a bare UDP socket);
+    the bytes written on the duplicate arrive byte-exact, and closing the last descriptor
+    ends it."""
+    app = tmp_path / "duped.py"
+    app.write_text(DUPED)
+    srv = agents.run("b", sys.executable, str(app), "server", "9530")
+    agents.wait_port("b", 9530)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9530", IP["b"]), 60)
+    finish(srv, 30)
+    assert out.strip() == b"ok", err
+    assert_in_process(agents, 1)

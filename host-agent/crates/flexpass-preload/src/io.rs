@@ -54,6 +54,11 @@ real_fn!(
     fn(c_int, *const iovec, c_int) -> ssize_t
 );
 real_fn!(real_close, "close", fn(c_int) -> c_int);
+real_fn!(real_dup, "dup", fn(c_int) -> c_int);
+real_fn!(real_dup2, "dup2", fn(c_int, c_int) -> c_int);
+real_fn!(real_dup3, "dup3", fn(c_int, c_int, c_int) -> c_int);
+real_fn!(real_fcntl, "fcntl", fn(c_int, c_int, libc::c_ulong) -> c_int);
+real_fn!(real_fcntl64, "fcntl64", fn(c_int, c_int, libc::c_ulong) -> c_int);
 real_fn!(real_shutdown, "shutdown", fn(c_int, c_int) -> c_int);
 real_fn!(
     real_read_chk,
@@ -445,6 +450,80 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         Some(f) => f(fd),
         None => sys::close_result(fd),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let r = match real_dup() {
+        Some(f) => f(fd),
+        None => fail(libc::ENOSYS) as c_int,
+    };
+    if r >= 0 && inproc::enabled() {
+        inproc::on_dup(fd, r);
+    }
+    r
+}
+
+/// fcntl(2) and its 64-bit-offset name (what programs built with _FILE_OFFSET_BITS=64,
+/// CPython among them, call): F_DUPFD / F_DUPFD_CLOEXEC duplicate as dup does (CPython's
+/// os.dup is F_DUPFD_CLOEXEC). The third argument is passed on as the register it came in
+/// (x86-64 and aarch64 pass a variadic int or pointer as a plain one); commands without
+/// one ignore it.
+unsafe fn fcntl_with(
+    real: Option<unsafe extern "C" fn(c_int, c_int, libc::c_ulong) -> c_int>,
+    fd: c_int,
+    cmd: c_int,
+    arg: libc::c_ulong,
+) -> c_int {
+    let r = match real {
+        Some(f) => f(fd, cmd, arg),
+        None => fail(libc::ENOSYS) as c_int,
+    };
+    if r >= 0 && (cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC) && inproc::enabled() {
+        inproc::on_dup(fd, r);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    fcntl_with(real_fcntl(), fd, cmd, arg)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    fcntl_with(real_fcntl64().or(real_fcntl()), fd, cmd, arg)
+}
+
+/// dup2 / dup3 onto `new`: the kernel closes what `new` was (a connection: as close), then
+/// `new` is a duplicate of `old`.
+unsafe fn dup_onto(old: c_int, new: c_int, r: c_int) -> c_int {
+    if r >= 0 && old != new && inproc::enabled() {
+        let saved = errno();
+        inproc::on_close(new);
+        inproc::listen::on_listener_close(new);
+        inproc::on_dup(old, new);
+        set_errno(saved);
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    let r = match real_dup2() {
+        Some(f) => f(old, new),
+        None => fail(libc::ENOSYS) as c_int,
+    };
+    dup_onto(old, new, r)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    let r = match real_dup3() {
+        Some(f) => f(old, new, flags),
+        None => fail(libc::ENOSYS) as c_int,
+    };
+    dup_onto(old, new, r)
 }
 
 #[no_mangle]

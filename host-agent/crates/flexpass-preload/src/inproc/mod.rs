@@ -121,10 +121,25 @@ fn remove(fd: c_int) -> Option<Shared> {
     c
 }
 
-/// The application closes `fd`: if it is a connection, the library finishes its flows
-/// (FIN after the written bytes) on its own descriptor, and the timer thread ends it.
+/// `new` is a duplicate of `old` (dup, dup2, dup3): if `old` is a connection, so is `new`,
+/// the same one (the kernel's descriptor is a dup of the same socket).
+pub fn on_dup(old: c_int, new: c_int) {
+    if let Some(c) = lookup(old) {
+        insert(new, c);
+    }
+}
+
+/// The application closes `fd`: if it is a connection and no other descriptor of the
+/// process is (a dup), the library finishes its flows (FIN after the written bytes) on its
+/// own descriptor, and the timer thread ends it.
 pub fn on_close(fd: c_int) {
     if let Some(c) = remove(fd) {
+        let duplicated = table()
+            .read()
+            .is_ok_and(|t| t.values().any(|o| Arc::ptr_eq(o, &c)));
+        if duplicated {
+            return;
+        }
         if let Ok(mut g) = c.lock() {
             let now = now();
             g.app_closed = Some(now);
