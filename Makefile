@@ -254,7 +254,8 @@ demo-mininet: deps-mininet
 
 ## bench: criterion benchmarks (per-credit decision, codec, simulated events/s), the
 ## model on FlexPass §6.2's 192-host Clos (bench-model), the agent on a veth pair (goodput
-## vs kernel TCP, CPU per packet, credit pacing error; root), programs through libflexpass vs
+## vs kernel TCP, CPU per packet, credit pacing error; root), programs through libflexpass (and with
+## the transport in their own processes, FLEXPASS_INPROC=1) vs
 ## kernel TCP (root: iperf3 at MTU 1500/9000, redis-benchmark, curl, 1-byte ping-pong;
 ## results/bench/preload.json), the NIC edge's PNA program on DPDK's SWX pipeline vs BMv2
 ## pna_nic packets/s (results/bench/nic-swx.txt; where DPDK's pipeline example is) and
