@@ -61,9 +61,8 @@ RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").sp
 REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
 # BENCH_VETH_GRO=1: GRO on the veth pair (as on a physical NIC, where it is on by default):
 # the receiving side then takes runs of UDP datagrams, and the programs' sockets (UDP_GRO)
-# get them coalesced. Kernel TCP runs on the same pair. Off by default (veth's default):
-# veth's GRO goes through NAPI, which raised kernel TCP's 1-byte ping-pong p50 from ~15 to
-# ~50 us here (docs/datapath.md, "Batching").
+# get them coalesced. Kernel TCP runs on the same pair. Off by default (veth's default), so
+# the rows compare with the earlier runs (docs/datapath.md, "Batching").
 VETH_GRO = os.environ.get("BENCH_VETH_GRO", "0") == "1"
 PINGS = int(os.environ.get("BENCH_PINGS", "5000"))
 CURL_MB = int(os.environ.get("BENCH_CURL_MB", "100"))
