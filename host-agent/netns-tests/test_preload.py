@@ -339,25 +339,37 @@ for i in range(3):
 print("ok")
 '''
 
-FALLBACK_SERVER = r'''
-import hashlib, socket
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("0.0.0.0", 9200)); l.listen()
-for i in range(3):
-    c, _ = l.accept(); h = hashlib.sha256()
-    while True:
-        d = c.recv(65536)
-        if not d: break
-        h.update(d)
-    c.sendall(h.hexdigest().encode()); c.close()
+# `server PORT COUNT`: takes COUNT connections one after the other, reads each to its end
+# and answers the SHA-256 of what came. `client PORT HOST`: sends 1 MB, half-closes, checks
+# the answer, prints ok.
+SHA_ROUNDTRIP = r'''
+import hashlib, socket, sys
+port = int(sys.argv[2])
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen()
+    for _ in range(int(sys.argv[3])):
+        c, _ = l.accept(); h = hashlib.sha256()
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d)
+        c.sendall(h.hexdigest().encode()); c.close()
+else:
+    data = bytes(range(256)) * 4000
+    s = socket.create_connection((sys.argv[3], port), timeout=20)
+    s.sendall(data); s.shutdown(socket.SHUT_WR)
+    assert s.makefile("rb").read() == hashlib.sha256(data).hexdigest().encode()
+    print("ok")
 '''
 
 
 def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):
     hosts.agent("a")                            # b runs no agent: it does not speak FlexPass
-    (tmp_path / "s.py").write_text(FALLBACK_SERVER)
+    (tmp_path / "s.py").write_text(SHA_ROUNDTRIP)
     (tmp_path / "c.py").write_text(FALLBACK_CLIENT)
     # The server runs under flexpass run too: with no agent the library stays kernel TCP.
-    srv = hosts.run("b", sys.executable, str(tmp_path / "s.py"))
+    srv = hosts.run("b", sys.executable, str(tmp_path / "s.py"), "server", "9200", "3")
     hosts.wait_port("b", 9200)
     t = time.time()
     out, err = finish(hosts.run("a", sys.executable, str(tmp_path / "c.py"), IP["b"]), 60)

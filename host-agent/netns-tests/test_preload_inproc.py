@@ -165,9 +165,9 @@ def test_without_inproc_listen_the_agent_serves_the_port(hosts, tmp_path):
 def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):
     """No agent on b: the in-process switch changes nothing, kernel TCP as before."""
     hosts.agent("a")
-    (tmp_path / "s.py").write_text(tp.FALLBACK_SERVER)
+    (tmp_path / "s.py").write_text(tp.SHA_ROUNDTRIP)
     (tmp_path / "c.py").write_text(tp.FALLBACK_CLIENT)
-    srv = hosts.run("b", sys.executable, str(tmp_path / "s.py"))
+    srv = hosts.run("b", sys.executable, str(tmp_path / "s.py"), "server", "9200", "3")
     hosts.wait_port("b", 9200)
     t = time.time()
     out, err = finish(hosts.run("a", sys.executable, str(tmp_path / "c.py"), IP["b"]), 60)
@@ -219,30 +219,6 @@ def test_a_server_killed_mid_transfer_frees_the_agents_state(agents, tmp_path):
     assert b["endpoint"]["handed_over"] == 1, b["endpoint"]
 
 
-# A server taking `count` connections one after the other (each: read to the end, answer
-# the SHA-256), and a client sending 1 MB and checking the answer.
-SEQUENTIAL = r'''
-import hashlib, socket, sys
-port = int(sys.argv[2])
-if sys.argv[1] == "server":
-    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind(("0.0.0.0", port)); l.listen()
-    for _ in range(int(sys.argv[3])):
-        c, _ = l.accept(); h = hashlib.sha256()
-        while True:
-            d = c.recv(65536)
-            if not d: break
-            h.update(d)
-        c.sendall(h.hexdigest().encode()); c.close()
-else:
-    data = bytes(range(256)) * 4000
-    s = socket.create_connection((sys.argv[3], port), timeout=20)
-    s.sendall(data); s.shutdown(socket.SHUT_WR)
-    assert s.makefile("rb").read() == hashlib.sha256(data).hexdigest().encode()
-    print("ok")
-'''
-
-
 def test_a_listener_registers_again_after_its_agent_restarts(agents, tmp_path):
     """b's agent is killed and a new one started under a listening server: the library sees
     its registration end and registers the port with the new agent (docs/agent-api.md,
@@ -250,7 +226,7 @@ def test_a_listener_registers_again_after_its_agent_restarts(agents, tmp_path):
     byte-exact. Before, the port stayed with no registration until the program listened
     again: every later opener fell back to kernel TCP."""
     app = tmp_path / "seq.py"
-    app.write_text(SEQUENTIAL)
+    app.write_text(tp.SHA_ROUNDTRIP)
     srv = agents.run("b", sys.executable, str(app), "server", "9520", "2")
     agents.wait_port("b", 9520)
 

@@ -26,7 +26,7 @@ import time
 import pytest
 
 from floodnet import BIN
-from test_preload import IP, NET_ARGS, PREFIX, SKIP, agents, finish, flexpass_conns, hosts  # noqa: F401
+from test_preload import IP, NET_ARGS, PREFIX, SHA_ROUNDTRIP, SKIP, agents, finish, flexpass_conns, hosts  # noqa: F401
 
 pytestmark = pytest.mark.skipif(SKIP is not None, reason=f"SKIPPED netns tier: {SKIP}")
 
@@ -181,26 +181,6 @@ def restart_agent(net, host, log_name):
     raise AssertionError(f"restarted agent on {host} does not answer: {(net.tmp / log_name).read_text()}")
 
 
-ONESHOT = r'''
-import hashlib, socket, sys
-port = int(sys.argv[2])
-if sys.argv[1] == "server":
-    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept(); h = hashlib.sha256()
-    while True:
-        d = c.recv(65536)
-        if not d: break
-        h.update(d)
-    c.sendall(h.hexdigest().encode()); c.close()
-else:
-    data = bytes(range(256)) * 4000
-    s = socket.create_connection((sys.argv[3], port), timeout=20)
-    s.sendall(data); s.shutdown(socket.SHUT_WR)
-    assert s.makefile("rb").read() == hashlib.sha256(data).hexdigest().encode()
-    print("ok")
-'''
-
-
 @pytest.mark.parametrize("restarted", ["a", "b"], ids=["client-agent", "server-agent"])
 def test_an_agent_restarted_under_a_connection_fails_it_instead_of_hanging(agents, tmp_path, restarted):
     """SIGKILL the agent of one host while a connection streams both ways, start a new one
@@ -223,8 +203,8 @@ def test_an_agent_restarted_under_a_connection_fails_it_instead_of_hanging(agent
     # A new connection through the restarted agent, over FlexPass (the server program
     # registers its port with the agent running now).
     app = tmp_path / "oneshot.py"
-    app.write_text(ONESHOT)
-    srv = agents.run("b", sys.executable, str(app), "server", "9501")
+    app.write_text(SHA_ROUNDTRIP)
+    srv = agents.run("b", sys.executable, str(app), "server", "9501", "1")
     agents.wait_port("b", 9501)
     out, _ = finish(agents.run("a", sys.executable, str(app), "client", "9501", IP["b"]), 60)
     finish(srv, 30)
