@@ -157,23 +157,34 @@ pub fn arbitrate(
     out: &mut Vec<(u32, Arbitration)>,
 ) {
     flows.sort_by_key(|f| (f.remaining, f.flow));
-    let lowest = queues.saturating_sub(1);
     let mut adh = 0.0f64;
     for f in flows.iter() {
-        let reference_rate_bps = if adh < capacity_bps {
-            f.demand_bps.min(capacity_bps - adh)
-        } else {
-            base_rate_bps
-        };
-        let queue = ((adh / capacity_bps).floor() as u64).min(u64::from(lowest)) as u8;
-        out.push((
-            f.flow,
-            Arbitration {
-                queue,
-                reference_rate_bps,
-            },
-        ));
+        let a = arbitrate_flow(capacity_bps, queues, base_rate_bps, adh, f.demand_bps);
+        out.push((f.flow, a));
         adh += f.demand_bps;
+    }
+}
+
+/// Algorithm 1's step for one flow of `demand_bps` with `adh_bps` of demand ahead of it (the
+/// flows with less remaining, ties by flow id): an arbitrator that answers one flow at a
+/// time from its table (the model's, answering each update as it arrives).
+pub fn arbitrate_flow(
+    capacity_bps: f64,
+    queues: u8,
+    base_rate_bps: f64,
+    adh_bps: f64,
+    demand_bps: f64,
+) -> Arbitration {
+    let lowest = queues.saturating_sub(1);
+    let reference_rate_bps = if adh_bps < capacity_bps {
+        demand_bps.min(capacity_bps - adh_bps)
+    } else {
+        base_rate_bps
+    };
+    let queue = ((adh_bps / capacity_bps).floor() as u64).min(u64::from(lowest)) as u8;
+    Arbitration {
+        queue,
+        reference_rate_bps,
     }
 }
 

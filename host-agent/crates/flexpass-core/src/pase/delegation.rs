@@ -14,7 +14,7 @@
 //! equal part of what is left, else C in proportion to demand. Invariant: the shares sum to
 //! C (to rounding) whenever there is a child, and a child's share never exceeds C.
 
-use super::{arbitrate, Arbitration, FlowDemand};
+use super::{arbitrate, arbitrate_flow, Arbitration, FlowDemand};
 use crate::Nanos;
 use std::collections::BTreeMap;
 
@@ -65,16 +65,30 @@ pub fn arbitrate_virtual(
         return;
     }
     flows.sort_by_key(|f| (f.remaining, f.flow));
-    let lowest = queues.saturating_sub(1);
     out.extend(flows.iter().map(|f| {
         (
             f.flow,
-            Arbitration {
-                queue: lowest,
-                reference_rate_bps: base_rate_bps,
-            },
+            arbitrate_virtual_flow(0.0, queues, base_rate_bps, 0.0, 0.0),
         )
     }));
+}
+
+/// `arbitrate_virtual` for one flow with `adh_bps` of demand ahead of it on the virtual link
+/// (as `pase::arbitrate_flow`).
+pub fn arbitrate_virtual_flow(
+    share_bps: f64,
+    queues: u8,
+    base_rate_bps: f64,
+    adh_bps: f64,
+    demand_bps: f64,
+) -> Arbitration {
+    if share_bps > 0.0 {
+        return arbitrate_flow(share_bps, queues, base_rate_bps, adh_bps, demand_bps);
+    }
+    Arbitration {
+        queue: queues.saturating_sub(1),
+        reference_rate_bps: base_rate_bps,
+    }
 }
 
 /// One parent link's delegation: the shares in force and when they are next divided.

@@ -1,22 +1,25 @@
-//! PASE's arbitrators in the model (SIGCOMM'14 §3.1): one per link, each running
-//! `flexpass_core::pase::arbitrate` (Algorithm 1) over the PASE flows that cross it, once per
-//! arbitration interval (one base RTT). End-to-end arbitration combines the path's links
-//! (host → ToR → aggregation → core and down; minimum rate, lowest queue); local-only asks the
-//! sender's host link alone. A new flow gets its local arbitration at once (§3.1: no
-//! arbitration latency for the first RTT), the end-to-end answer one interval later.
+//! PASE's arbitrators in the model (SIGCOMM'14 §3.1): one per link, each running Algorithm 1
+//! (`flexpass_core::pase`) over the PASE flows that cross it. End-to-end arbitration combines
+//! the path's links (host → ToR → aggregation → core and down; minimum rate, lowest queue);
+//! local-only asks the sender's host link alone. Every arbitration interval (one base RTT)
+//! each flow sends one update to each of its arbitrators and gets one answer; the arbitrator
+//! of the i-th link of the path sits i links away (the host link's is the host itself). A new
+//! flow gets its local arbitration at once (§3.1: no arbitration latency for the first RTT).
 //!
-//! Messages: every interval each flow sends one update to each of its arbitrators and gets
-//! one answer. The arbitrator of the i-th link of the path sits i links away (the host link's
-//! is the host itself), so the pair crosses 2·i links. By default they are packets queued
-//! behind data in P0 (`arbitration_packets.rs`): the decision applies when the last answer
-//! is back. With `host.pase.messages = "counted"` they are only counted (`messages`,
-//! `link_bytes` as 84-byte frames) and the answer arrives after the propagation delay there
-//! and back to the farthest arbitrator.
+//! Two modes. By default (`host.pase.messages = "packets"`, `arbitration_packets.rs`) the
+//! messages are packets queued behind data in P0, and each arbitrator keeps soft state of the
+//! flows it heard from and answers each update when it arrives, from its table as it is
+//! then; a new flow sends its updates at once. With `"counted"` (this file) the arbitrators
+//! decide at the round for all active flows at once, from the flows' state then; the
+//! messages are only counted (`messages`, `link_bytes` as 84-byte frames, the pair crossing
+//! 2·i links) and the answer arrives after the propagation delay there and back to the
+//! farthest arbitrator; a new flow's end-to-end answer comes with the next round.
 //!
 //! Early pruning (§3.1, Fig. 11): the arbitrators are asked level by level up the path (the
 //! i-th link is level i); with `early_pruning_queues` = k > 0 a flow whose combined queue
 //! after a level is k or lower-priority asks no further (an upper arbitrator could only push
-//! it lower still) and keeps the arbitration so far.
+//! it lower still) and keeps the arbitration so far. (Packets: the update goes up the path
+//! from arbitrator to arbitrator, and the one that finds it low keeps it.)
 //!
 //! Delegation (§3.1, Fig. 11; `flexpass_core::pase::delegation`), with `delegation` on: the
 //! arbitrator of every link above a flow's first switch (the path's level 2 and up) is a
@@ -26,9 +29,10 @@
 //! arbitrates its own flows over its virtual link within the flow's exchange with it. So a
 //! flow's update and answer reach only its ToR; the division costs one report and one answer
 //! per (parent link, child) per period, crossing the links between them (level − 1 each
-//! way).
+//! way). The division is made at the round (both modes); with packets, from the demand in
+//! the children's tables (the flows each heard from on the parent link).
 
-use super::arbitration_packets::{request_wire_bytes, response_wire_bytes, InFlight};
+use super::arbitration_packets::InFlight;
 use super::{Ev, Network, NodeId};
 use crate::packet::HostId;
 use flexpass_core::pase::delegation::{arbitrate_virtual, ChildDemand, Delegation};
@@ -60,7 +64,7 @@ pub struct PaseArbitration {
     pub packets: bool,
     pub(super) in_flight: InFlight,
     /// The parent links' divisions in force.
-    delegations: BTreeMap<Link, Delegation>,
+    pub(super) delegations: BTreeMap<Link, Delegation>,
     pub stats: ArbitrationStats,
     ticking: bool,
     /// Indices of the PASE flows started and not yet complete (pruned every round), so a
@@ -130,7 +134,18 @@ impl PaseArbitration {
 }
 
 /// A link of a path: the transmitting node and its egress port.
-type Link = (NodeId, usize);
+pub(super) type Link = (NodeId, usize);
+
+/// Delegation: a child's demand report to a parent link for the division.
+pub(super) struct Report {
+    pub link: Link,
+    pub child: NodeId,
+    pub demand_bps: f64,
+    /// Links between child and parent.
+    pub hops: usize,
+    /// One of the child's flows on the link (the report is routed as its packets).
+    pub flow: u32,
+}
 
 impl Network {
     /// The egress ports a flow's data crosses from `src` to `dst` (ECMP as `route`).
@@ -148,26 +163,35 @@ impl Network {
         out
     }
 
+    /// A PASE flow's remaining bytes (None once complete).
+    pub(super) fn pase_remaining(&self, i: usize) -> Option<u64> {
+        let f = &self.flows[i];
+        let s = f.sender.as_ref()?;
+        (s.transport() == TransportKind::Pase && !s.is_complete()).then(|| {
+            let size = f.spec.size.unwrap_or(u64::MAX);
+            size.saturating_sub(s.acked_bytes())
+        })
+    }
+
     /// The active PASE flows: (flow index, remaining bytes); the finished ones leave the
-    /// list.
-    fn pase_flows(&mut self) -> Vec<(usize, u64)> {
-        let Some(arb) = self.pase.as_mut() else {
+    /// list into `finished`.
+    pub(super) fn pase_flows(&mut self, finished: &mut Vec<usize>) -> Vec<(usize, u64)> {
+        let Some(mut active) = self.pase.as_mut().map(|a| std::mem::take(&mut a.active)) else {
             return vec![];
         };
-        let flows = &self.flows;
-        let remaining = |i: usize| {
-            let f = &flows[i];
-            let s = f.sender.as_ref()?;
-            (s.transport() == TransportKind::Pase && !s.is_complete()).then(|| {
-                let size = f.spec.size.unwrap_or(u64::MAX);
-                size.saturating_sub(s.acked_bytes())
-            })
-        };
-        arb.active.retain(|&i| remaining(i).is_some());
-        arb.active
-            .iter()
-            .filter_map(|&i| remaining(i).map(|r| (i, r)))
-            .collect()
+        let mut out = Vec::with_capacity(active.len());
+        active.retain(|&i| match self.pase_remaining(i) {
+            Some(r) => {
+                out.push((i, r));
+                true
+            }
+            None => {
+                finished.push(i);
+                false
+            }
+        });
+        self.pase.as_mut().expect("checked").active = active;
+        out
     }
 
     /// Algorithm 1 on every link in `by_link`; each flow's decisions combined.
@@ -203,11 +227,27 @@ impl Network {
         }
         let (queues, base, ticking, interval) =
             (arb.queues, arb.base_rate_bps, arb.ticking, arb.interval);
+        let packets = arb.packets;
         self.pase.as_mut().expect("checked").active.push(flow);
+        if !ticking {
+            self.pase.as_mut().expect("checked").ticking = true;
+            let at = self.now + interval;
+            self.schedule(at, Ev::Arbitrate);
+        }
+        if packets {
+            // Its host answers at once; its updates go up now.
+            let remaining = self.pase_remaining(flow).unwrap_or(0);
+            let (a, sent) = self.ask_arbitrators(flow, remaining);
+            if !sent {
+                self.arbitration_applied_now(flow as u32);
+            }
+            self.apply_arbitration(flow, a);
+            return;
+        }
         let src = self.flows[flow].spec.src;
         let host_link = (self.hosts[src], 0usize);
         let mut link_flows = vec![];
-        for (i, remaining) in self.pase_flows() {
+        for (i, remaining) in self.pase_flows(&mut vec![]) {
             if self.flows[i].spec.src == src {
                 let demand_bps = self.nodes[host_link.0].ports[0].link.bps;
                 link_flows.push(FlowDemand {
@@ -221,36 +261,48 @@ impl Network {
         if let Some(&a) = decided.get(&(flow as u32)) {
             self.apply_arbitration(flow, a);
         }
-        if !ticking {
-            self.pase.as_mut().expect("checked").ticking = true;
+    }
+
+    /// One arbitration round: with packets, every active flow's host sends its updates
+    /// (`ask_round`); counted, the arbitrators decide for every active flow now
+    /// (`decide_round`). Rounds stop when no PASE flow is active; the next one to start
+    /// restarts them.
+    pub(super) fn arbitration_round(&mut self) {
+        let Some(arb) = self.pase.as_ref() else {
+            return;
+        };
+        let interval = arb.interval;
+        let any = if arb.packets {
+            self.ask_round()
+        } else {
+            self.decide_round()
+        };
+        let arb = self.pase.as_mut().expect("checked");
+        arb.stats.rounds += 1;
+        self.forget_lost_arbitration_messages();
+        let arb = self.pase.as_mut().expect("checked");
+        arb.ticking = any;
+        if arb.ticking {
             let at = self.now + interval;
             self.schedule(at, Ev::Arbitrate);
         }
     }
 
-    /// One arbitration round over every active PASE flow, level by level up the paths
-    /// (early pruning between levels); answers delivered after their round trip to the
-    /// farthest arbitrator asked.
-    pub(super) fn arbitration_round(&mut self) {
-        let Some(arb) = self.pase.as_ref() else {
-            return;
-        };
-        let (end_to_end, queues, base, interval, prune) = (
+    /// Counted messages: the arbitrators decide for every active PASE flow at the round,
+    /// level by level up the paths (early pruning between levels); answers delivered after
+    /// their round trip to the farthest arbitrator asked. Returns whether any flow is active.
+    fn decide_round(&mut self) -> bool {
+        let arb = self.pase.as_ref().expect("checked by the caller");
+        let (end_to_end, queues, base, prune) = (
             arb.end_to_end,
             arb.queues,
             arb.base_rate_bps,
-            arb.interval,
             arb.early_pruning_queues,
         );
         let delegation = arb.delegation_period.filter(|_| end_to_end);
-        let packets = arb.packets;
-        // Wire bytes of an update and its answer (84-byte frames when only counted).
-        let pair_bytes = if packets {
-            request_wire_bytes() + response_wire_bytes()
-        } else {
-            2 * MESSAGE_WIRE_BYTES
-        };
-        let active = self.pase_flows();
+        // Wire bytes of an update and its answer: 84-byte frames.
+        let pair_bytes = 2 * MESSAGE_WIRE_BYTES;
+        let active = self.pase_flows(&mut vec![]);
         // Per flow: its links, its demand (the host link's rate), the one-way delay to the
         // next level's arbitrator and to the farthest asked, and whether it still goes up.
         struct Asking {
@@ -261,8 +313,6 @@ impl Network {
             one_way: Nanos,
             farthest: Nanos,
             going_up: bool,
-            /// Levels ≥ 1 asked (their arbitrators are links away).
-            asked: Vec<usize>,
         }
         let mut asking: Vec<Asking> = active
             .iter()
@@ -283,7 +333,6 @@ impl Network {
                     one_way: 0,
                     farthest: 0,
                     going_up: true,
-                    asked: vec![],
                 }
             })
             .collect();
@@ -314,9 +363,6 @@ impl Network {
                 // The level's arbitrator is `level` links away: update and answer.
                 messages += 2;
                 link_bytes += level as u64 * pair_bytes;
-                if level > 0 {
-                    a.asked.push(level);
-                }
                 a.farthest = a.one_way;
                 a.one_way += self.nodes[n].ports[p].link.delay;
                 by_link.entry((n, p)).or_default().push(demand);
@@ -325,7 +371,17 @@ impl Network {
                 break;
             }
             if let Some(period) = delegation {
-                let (m, b) = self.delegate_links(&by_child, level, period, pair_bytes, packets);
+                let reports: Vec<Report> = by_child
+                    .iter()
+                    .map(|(&(link, child), flows)| Report {
+                        link,
+                        child,
+                        demand_bps: flows.iter().map(|f| f.demand_bps).sum(),
+                        hops: level - 1,
+                        flow: flows[0].flow,
+                    })
+                    .collect();
+                let (m, b) = self.delegate_links(&reports, period, pair_bytes, false);
                 messages += m;
                 link_bytes += b;
                 let arb = self.pase.as_mut().expect("checked");
@@ -361,71 +417,33 @@ impl Network {
         }
         let delays: BTreeMap<u32, Nanos> =
             asking.iter().map(|a| (a.flow, 2 * a.farthest)).collect();
-        let by_packet: BTreeMap<u32, (Vec<usize>, u64, f64)> = if packets {
-            asking
-                .iter_mut()
-                .filter(|a| !a.asked.is_empty())
-                .map(|a| {
-                    (
-                        a.flow,
-                        (std::mem::take(&mut a.asked), a.remaining, a.demand_bps),
-                    )
-                })
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
         for (flow, a) in decided {
-            if let Some((levels, remaining, demand)) = by_packet.get(&flow) {
-                self.send_arbitration_updates(flow as usize, a, levels, *remaining, *demand);
-                continue;
-            }
-            if packets {
-                // Answered at the host itself: in force now, over older rounds on their way.
-                self.arbitration_applied_now(flow);
-            }
             let at = self.now + delays[&flow];
-            let ev = Ev::Arbitration {
-                flow,
-                queue: a.queue,
-                rate_kbps: (a.reference_rate_bps / 1e3)
-                    .round()
-                    .clamp(1.0, u32::MAX as f64) as u32,
-            };
-            self.schedule(at, ev);
+            self.schedule(at, Ev::arbitration(flow, a));
         }
         let arb = self.pase.as_mut().expect("checked");
-        arb.stats.rounds += 1;
         arb.stats.messages += messages;
         arb.stats.link_bytes += link_bytes;
         arb.stats.pruned += pruned;
-        self.forget_lost_arbitration_messages();
-        let arb = self.pase.as_mut().expect("checked");
-        // Rounds stop when no PASE flow is active; the next one to start restarts them.
-        arb.ticking = !active.is_empty();
-        if arb.ticking {
-            let at = self.now + interval;
-            self.schedule(at, Ev::Arbitrate);
-        }
+        !active.is_empty()
     }
 
-    /// Delegation: every parent link of `by_child` whose period is up (or that has none
-    /// yet) is divided among its children from their demand now. Returns the messages and
-    /// link bytes: per child one report and one answer, `level` − 1 links each way (sent as
-    /// packets with `packets`; the division applies at once either way).
-    fn delegate_links(
+    /// Delegation: every parent link of `reports` whose period is up (or that has none yet)
+    /// is divided among its children from their demand now. Returns the messages and link
+    /// bytes: per child one report and one answer, `hops` links each way (sent as packets
+    /// with `packets`; the division applies at once either way).
+    pub(super) fn delegate_links(
         &mut self,
-        by_child: &BTreeMap<(Link, NodeId), Vec<FlowDemand>>,
-        level: usize,
+        reports: &[Report],
         period: Nanos,
         pair_bytes: u64,
         packets: bool,
     ) -> (u64, u64) {
         let mut demands: BTreeMap<Link, Vec<ChildDemand>> = BTreeMap::new();
-        for (&(link, child), flows) in by_child {
-            demands.entry(link).or_default().push(ChildDemand {
-                child: child as u32,
-                demand_bps: flows.iter().map(|f| f.demand_bps).sum(),
+        for r in reports {
+            demands.entry(r.link).or_default().push(ChildDemand {
+                child: r.child as u32,
+                demand_bps: r.demand_bps,
             });
         }
         let now = self.now;
@@ -433,7 +451,7 @@ impl Network {
         let capacities: Vec<(Link, f64)> = demands.keys().map(|l| (*l, capacity(l))).collect();
         let arb = self.pase.as_mut().expect("checked");
         let (mut messages, mut bytes) = (0u64, 0u64);
-        let mut reports = vec![];
+        let mut sends = vec![];
         for (link, c) in capacities {
             let d = arb
                 .delegations
@@ -441,21 +459,19 @@ impl Network {
                 .or_insert_with(|| Delegation::new(c, period));
             if d.due(now) {
                 let children = d.update(now, &demands[&link]) as u64;
+                let of_link = || reports.iter().filter(move |r| r.link == link);
+                let hops = of_link().next().map_or(0, |r| r.hops) as u64;
                 arb.stats.delegations += 1;
                 messages += 2 * children;
-                bytes += children * (level as u64 - 1) * pair_bytes;
+                bytes += children * hops * pair_bytes;
                 if packets {
                     // Each child's report, routed as one of its flows on the link.
-                    reports.extend(
-                        by_child
-                            .range((link, 0)..=(link, NodeId::MAX))
-                            .filter_map(|(&(_, child), f)| Some((child, f.first()?.flow))),
-                    );
+                    sends.extend(of_link().map(|r| (r.child, r.flow, r.hops)));
                 }
             }
         }
-        for (child, flow) in reports {
-            self.send_delegation_report(child, flow as usize, level - 1);
+        for (child, flow, hops) in sends {
+            self.send_delegation_report(child, flow as usize, hops);
         }
         (messages, bytes)
     }

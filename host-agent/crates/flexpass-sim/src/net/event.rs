@@ -76,6 +76,17 @@ impl Ev {
         }
     }
 
+    /// PASE: arbitration `a` for flow `flow` (its rate in kbit/s, to keep the event small).
+    pub(super) fn arbitration(flow: u32, a: flexpass_core::pase::Arbitration) -> Ev {
+        Ev::Arbitration {
+            flow,
+            queue: a.queue,
+            rate_kbps: (a.reference_rate_bps / 1e3)
+                .round()
+                .clamp(1.0, u32::MAX as f64) as u32,
+        }
+    }
+
     pub(super) fn tx_done(node: NodeId, port: usize) -> Ev {
         Ev::TxDone {
             node: node as u32,
