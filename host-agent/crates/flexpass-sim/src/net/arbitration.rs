@@ -75,7 +75,8 @@ pub struct PaseArbitration {
 /// Arbitration overhead over the run.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct ArbitrationStats {
-    /// Update and answer messages.
+    /// Update and answer messages (packets: an update counts once per arbitrator it
+    /// reaches, crossing the one link from the one below; a release likewise, unanswered).
     pub messages: u64,
     /// Their wire bytes summed over the links each crossed.
     pub link_bytes: u64,
@@ -98,8 +99,9 @@ pub struct ArbitrationStats {
     pub probes: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub probe_resumes: u64,
-    /// Messages as packets: rounds whose answers all came back, the time from the updates
-    /// to the last answer (mean, max), and messages that never arrived; absent when counted.
+    /// Messages as packets: asks (a flow's updates of a round, or at its start) whose
+    /// answers all came back, the time from the update to the last answer (mean, max), and
+    /// messages that never arrived; absent when counted.
     #[serde(skip_serializing_if = "is_zero")]
     pub decisions_by_packet: u64,
     #[serde(skip_serializing_if = "is_zero")]

@@ -294,6 +294,8 @@ impl Network {
                 .or_default()
                 .refresh(now, expire, flow as u32, remaining, demand);
         let a = arbitrate_flow(capacity, arb.queues, arb.base_rate_bps, adh, demand);
+        // The host's own update and answer: counted, on no link.
+        arb.stats.messages += 2;
         let ask = f.next_ask;
         f.next_ask += 1;
         let prune = arb.early_pruning_queues;
