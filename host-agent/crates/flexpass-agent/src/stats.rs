@@ -8,6 +8,9 @@ pub struct EndpointStats {
     pub datagrams_in: u64,
     pub datagrams_out: u64,
     pub malformed: u64,
+    /// Empty datagrams: another agent's first-contact probe (it learns from an ICMP port
+    /// unreachable whether an agent runs here; `tcp.rs` `start_probe`), not malformed.
+    pub probes: u64,
     pub unknown_flow: u64,
     pub rejected_by_flow: u64,
     pub credits_rate_limited: u64,

@@ -206,12 +206,15 @@ fn hostile_datagrams_are_counted_and_the_flow_survives() {
             (server, truncated.clone()),
             (server, oversized),
             (client, truncated),
+            // Another agent's first-contact probe: counted as such, not as malformed.
+            (server, Vec::new()),
         ] {
             let _ = attacker.send_to(&bytes, dst);
         }
     });
     assert_eq!(Sha256::digest(&got), Sha256::digest(&data));
     assert!(server.stats.malformed > 0, "{:?}", server.stats);
+    assert!(server.stats.probes > 0, "{:?}", server.stats);
     assert!(
         client.stats.malformed > 0 && client.stats.unknown_flow > 0,
         "{:?}",

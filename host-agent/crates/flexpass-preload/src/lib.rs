@@ -710,19 +710,69 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     let Some(real) = real_listen() else {
         return enosys();
     };
-    let r = real(fd, backlog);
-    if r != 0 {
-        return r;
-    }
     let saved = errno();
     let mut st: libc::sockaddr_storage = std::mem::zeroed();
-    let Some(len) = own_name(fd, &mut st) else {
+    let bound = own_name(fd, &mut st).is_some_and(|len| port_of(&st, len).is_some_and(|p| p != 0));
+    // A socket bound to its port is offered to the agent before it listens: a peer that sees
+    // the port open (a connect, `ss`) then finds it served over FlexPass, never in between
+    // on kernel TCP. One bound by listen() itself (no port yet) is offered after.
+    let offered = if bound {
+        offer_listener(fd)
+    } else {
+        Offered::No
+    };
+    let r = real(fd, backlog);
+    if r != 0 {
+        if offered == Offered::InProcess {
+            let e = errno();
+            inproc::listen::on_listener_close(fd);
+            set_errno(e);
+        }
+        // Offered to the agent: the agent finds nothing listening at the first peer's
+        // connection and unregisters the port (the peer then uses kernel TCP).
         return r;
+    }
+    if !bound {
+        offer_listener(fd);
+    }
+    set_errno(saved);
+    r
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    No,
+    InProcess,
+    Agent,
+}
+
+/// The port of a socket name (AF_INET or AF_INET6).
+unsafe fn port_of(st: &libc::sockaddr_storage, len: socklen_t) -> Option<u16> {
+    match st.ss_family as c_int {
+        libc::AF_INET => {
+            inet4_of((st as *const libc::sockaddr_storage).cast(), len).map(|(a, _)| a.port())
+        }
+        libc::AF_INET6 => {
+            let a = &*(st as *const libc::sockaddr_storage as *const sockaddr_in6);
+            Some(u16::from_be(a.sin6_port))
+        }
+        _ => None,
+    }
+}
+
+/// Offer the TCP listener `fd` (bound to its port) for FlexPass: served in this process
+/// (in-process, when on and the agent takes it) or by the agent, unless it is local-only,
+/// not TCP, or the policy keeps the port on kernel TCP. Leaves errno as it may find it
+/// changed: the caller restores it.
+unsafe fn offer_listener(fd: c_int) -> Offered {
+    let mut st: libc::sockaddr_storage = std::mem::zeroed();
+    let Some(len) = own_name(fd, &mut st) else {
+        return Offered::No;
     };
     let (port, addr): (u16, Buf<64>) = match st.ss_family as c_int {
         libc::AF_INET => {
             let Some((a, _)) = inet4_of((&st as *const libc::sockaddr_storage).cast(), len) else {
-                return r;
+                return Offered::No;
             };
             let mut b = Buf::new();
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("{}", a.ip()));
@@ -735,7 +785,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("{ip}"));
             (u16::from_be(a.sin6_port), b)
         }
-        _ => return r,
+        _ => return Offered::No,
     };
     // A listener bound to a loopback address is local-only: never offered to remote peers.
     let loopback = addr.as_str().starts_with("127.")
@@ -745,14 +795,12 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         || sockopt_int(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) != Some(libc::IPPROTO_TCP)
         || !config().policy.server(port)
     {
-        set_errno(saved);
-        return r;
+        return Offered::No;
     }
     if inproc::enabled() {
         if let Some(target) = self_connect_target(st.ss_family as c_int, addr.as_str(), port) {
             if inproc::listen::register(fd, port, addr.as_str(), target) {
-                set_errno(saved);
-                return r;
+                return Offered::InProcess;
             }
         }
     }
@@ -760,11 +808,15 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     request::tcp_listen(&mut req, port, addr.as_str());
     let mut reply: Buf<256> = Buf::new();
     match query(req.as_bytes(), &mut reply) {
-        Ok(()) => debug!("port {port} ({}) served over FlexPass", addr.as_str()),
-        Err(e) => log_agent_down(e),
+        Ok(()) => {
+            debug!("port {port} ({}) served over FlexPass", addr.as_str());
+            Offered::Agent
+        }
+        Err(e) => {
+            log_agent_down(e);
+            Offered::No
+        }
     }
-    set_errno(saved);
-    r
 }
 
 /// Where the library reaches a listener bound to `addr` (in-process connections queue

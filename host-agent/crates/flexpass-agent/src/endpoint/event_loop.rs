@@ -267,6 +267,12 @@ impl Endpoint {
                 if m.truncated {
                     self.stats.datagrams_in += 1;
                     self.stats.malformed += 1;
+                    log_malformed(self.stats.malformed, m.src, "truncated", m.data);
+                    continue;
+                }
+                if m.data.is_empty() {
+                    self.stats.datagrams_in += 1;
+                    self.stats.probes += 1;
                     continue;
                 }
                 (Packet::decode(m.data), m.src, m.tos)
@@ -274,8 +280,10 @@ impl Endpoint {
             self.stats.datagrams_in += 1;
             let packet = match packet {
                 Ok(p) => p,
-                Err(_) => {
+                Err(e) => {
                     self.stats.malformed += 1;
+                    let m = self.sock.received(i);
+                    log_malformed(self.stats.malformed, src, &e.to_string(), m.data);
                     continue;
                 }
             };
@@ -780,5 +788,18 @@ impl Endpoint {
             stats: &mut self.stats,
             dscp: &self.cfg.dscp,
         }
+    }
+}
+
+/// The first malformed datagrams, at debug level (what was wrong, from whom, its first
+/// bytes): enough to tell a stray sender from a datapath bug without flooding the log.
+fn log_malformed(count: u64, src: SocketAddr, why: &str, data: &[u8]) {
+    if count <= 8 {
+        let head: Vec<String> = data.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        log::debug!(
+            "flexpass agent: malformed datagram #{count} from {src} ({} bytes): {why}; starts {}",
+            data.len(),
+            head.join(" ")
+        );
     }
 }
