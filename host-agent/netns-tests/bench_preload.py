@@ -56,10 +56,8 @@ LINKS = [x.strip() for x in os.environ.get("BENCH_LINK_GBPS", "10,1").split(",")
 # docs/datapath.md "Credit batches"); 1 skips it.
 CREDIT_BATCH = int(os.environ.get("BENCH_CREDIT_BATCH", "8"))
 TMP = Path(f"/tmp/{P}")
-# The agents of the ratio rows (#28's acceptance): default settings but the base RTT, and the
-# UDP socket: a copy-mode AF_XDP program on the veth slows kernel TCP there to about a third
-# (docs/datapath.md, "What an attached XDP program costs"), which would flatter the ratios.
-RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50 --datapath udp").split()
+# The agents of the ratio rows (#28's acceptance): default settings but the base RTT.
+RATIO_ARGS = os.environ.get("BENCH_RATIO_ARGS", "--link-gbps 10 --rtt-us 50").split()
 REDIS_N = os.environ.get("BENCH_REDIS_N", "50000")
 # BENCH_VETH_GRO=1: GRO on the veth pair (as on a physical NIC, where it is on by default):
 # the receiving side then takes runs of UDP datagrams, and the programs' sockets (UDP_GRO)
