@@ -57,8 +57,16 @@ real_fn!(real_close, "close", fn(c_int) -> c_int);
 real_fn!(real_dup, "dup", fn(c_int) -> c_int);
 real_fn!(real_dup2, "dup2", fn(c_int, c_int) -> c_int);
 real_fn!(real_dup3, "dup3", fn(c_int, c_int, c_int) -> c_int);
-real_fn!(real_fcntl, "fcntl", fn(c_int, c_int, libc::c_ulong) -> c_int);
-real_fn!(real_fcntl64, "fcntl64", fn(c_int, c_int, libc::c_ulong) -> c_int);
+real_fn!(
+    real_fcntl,
+    "fcntl",
+    fn(c_int, c_int, libc::c_ulong) -> c_int
+);
+real_fn!(
+    real_fcntl64,
+    "fcntl64",
+    fn(c_int, c_int, libc::c_ulong) -> c_int
+);
 real_fn!(real_shutdown, "shutdown", fn(c_int, c_int) -> c_int);
 real_fn!(
     real_read_chk,
@@ -159,11 +167,7 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
                 return fail(libc::EPIPE);
             }
             let n = g.write(data);
-            g.flush(now);
-            if g.tx.pending_bytes() > 0 && !g.watched {
-                inproc::timer::wake(); // bytes wait for credits: the timer thread watches ctl
-            }
-
+            g.flush(now); // bytes waiting for credits: the timer thread watches ctl
             if n > 0 || nb {
                 g.ring_if_held();
                 return if n > 0 {

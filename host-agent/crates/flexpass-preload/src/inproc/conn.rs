@@ -17,7 +17,7 @@ use libc::c_int;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes the application may have written and not yet acknowledged (its socket buffer).
 pub const SEND_LIMIT: u64 = 4 << 20;
@@ -31,7 +31,11 @@ pub struct Conn {
     pub own: c_int,
     /// The library's socket on the same address: the flows' control (credits, ACKs, …).
     pub ctl: c_int,
-    /// The timer thread watches `ctl` (it does while the reply flow has bytes to send).
+    /// The timer thread's name for it (timer::add; 0 before).
+    pub timer_id: u64,
+    /// The deadline the timer thread has for it (timer::rearm).
+    pub armed: Option<Nanos>,
+    /// `ctl` is in the timer thread's epoll set (`wants_watch`).
     pub watched: bool,
     /// The flow's peer: the opening host's UDP address (agent or process).
     pub peer: SocketAddrV4,
@@ -78,6 +82,46 @@ struct Run {
     short: bool,
 }
 
+/// A connection behind its lock. Every release tells the timer thread the connection's
+/// deadline and whether to watch its control socket (timer::rearm): no call that changes
+/// the flows can leave their timers unarmed.
+pub struct Locked(Mutex<Conn>);
+
+pub struct Guard<'a>(MutexGuard<'a, Conn>);
+
+impl Locked {
+    pub fn new(c: Conn) -> Locked {
+        Locked(Mutex::new(c))
+    }
+
+    pub fn lock(&self) -> Result<Guard<'_>, ()> {
+        self.0.lock().map(Guard).map_err(|_| ())
+    }
+
+    pub fn try_lock(&self) -> Option<Guard<'_>> {
+        self.0.try_lock().ok().map(Guard)
+    }
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        &mut self.0
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        super::timer::rearm(&mut self.0);
+    }
+}
+
 thread_local! {
     /// This thread's receive buffers (every connection it drains uses them in turn).
     static RX: std::cell::RefCell<sys::RxBatch> = std::cell::RefCell::new(sys::RxBatch::new());
@@ -106,6 +150,8 @@ impl Conn {
         Conn {
             own,
             ctl,
+            timer_id: 0,
+            armed: None,
             watched: false,
             peer,
             local,
@@ -361,6 +407,12 @@ impl Conn {
             sys::send_dgram(self.own, d, self.peer, r.tos);
         }
         self.wbuf.clear();
+    }
+
+    /// The timer thread watches `ctl`: the reply flow's bytes wait for credits (the program
+    /// may be elsewhere), or the program closed the connection.
+    pub fn wants_watch(&self) -> bool {
+        self.tx.pending_bytes() > 0 || self.app_closed.is_some()
     }
 
     /// The earliest timer of either flow.

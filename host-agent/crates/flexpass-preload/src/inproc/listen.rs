@@ -10,7 +10,7 @@
 //! loopback connect does not complete within ACCEPT_WAIT) the flow is refused:
 //! `tcp_refused`, and the peer falls back to kernel TCP.
 
-use super::conn::{Conn, SOCKET_BUFFER};
+use super::conn::{Conn, Locked, SOCKET_BUFFER};
 use super::{insert, now, params, sys, timer, Shared};
 use crate::text::{self, Buf};
 use flexpass_core::{CreditConfig, Receiver, ReceiverConfig, Sender, SenderConfig};
@@ -223,7 +223,7 @@ fn serve(reg: Arc<Registration>, target: SocketAddrV4) {
 
 /// The events of one registration, one line each, until its connection ends.
 fn events(reg: &Arc<Registration>, target: SocketAddrV4) {
-    let mut taken: HashMap<(SocketAddrV4, u32), Weak<Mutex<Conn>>> = HashMap::new();
+    let mut taken: HashMap<(SocketAddrV4, u32), Weak<Locked>> = HashMap::new();
     let mut line: Vec<u8> = Vec::with_capacity(4096);
     let mut buf = vec![0u8; 16_384];
     loop {
@@ -342,7 +342,7 @@ fn hello(
     reg: &Arc<Registration>,
     line: &[u8],
     target: SocketAddrV4,
-    taken: &mut HashMap<(SocketAddrV4, u32), Weak<Mutex<Conn>>>,
+    taken: &mut HashMap<(SocketAddrV4, u32), Weak<Locked>>,
 ) {
     let Some(h) = parse_hello(line) else {
         crate::debug!("registration: a tcp_hello the library cannot read");
@@ -414,7 +414,7 @@ fn take(reg: &Arc<Registration>, h: &Hello, target: SocketAddrV4) -> Option<(Sha
         role: ConnRole::Reply,
         ..h.conn
     });
-    let c: Shared = Arc::new(Mutex::new(Conn::new(
+    let c: Shared = Arc::new(Locked::new(Conn::new(
         (own, ctl),
         h.peer,
         local,

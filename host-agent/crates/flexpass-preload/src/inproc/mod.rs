@@ -18,20 +18,20 @@
 //! 10, 100, 0.5: the agent's); the MTU is the route's (IP_MTU).
 
 pub mod conn;
+pub mod deadlines;
 pub mod listen;
 pub mod open;
 pub mod sys;
 pub mod timer;
 
-use conn::Conn;
 use flexpass_core::Nanos;
 use libc::c_int;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
-pub type Shared = Arc<Mutex<Conn>>;
+pub type Shared = Arc<conn::Locked>;
 
 struct Params {
     /// The listening side in-process (FLEXPASS_INPROC=1 or `listen`).
@@ -146,8 +146,7 @@ pub fn on_close(fd: c_int) {
             g.finish();
             g.discard_ready();
             g.flush(now);
-        }
-        timer::wake();
+        } // the timer thread drives it from here (timer::rearm)
     }
 }
 

@@ -7,7 +7,7 @@
 //! or no answer: kernel TCP on the application's own socket, as through the agent
 //! (the peer is then reached directly for a while, per process).
 
-use super::conn::{Conn, SOCKET_BUFFER};
+use super::conn::{Conn, Locked, SOCKET_BUFFER};
 use super::listen::{configs, new_flow_id, route_to};
 use super::{insert, now, sys, timer, Shared};
 use flexpass_core::{Nanos, Sender, SenderError};
@@ -90,7 +90,7 @@ pub fn connect(fd: c_int, dst: SocketAddrV4, v6: bool) -> Opened {
     let mut conn = Conn::new((own, ctl), hello_to, local, dst, local, v6, None, tx, None);
     conn.reply_rx = Some((id, rcfg));
     conn.hello_to = Some(hello_to);
-    let c: Shared = Arc::new(Mutex::new(conn));
+    let c: Shared = Arc::new(Locked::new(conn));
     match handshake(&c, start) {
         Ok(()) => {}
         Err((reason, ttl)) => {

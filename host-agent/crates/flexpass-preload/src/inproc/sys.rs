@@ -297,6 +297,75 @@ pub fn wait(fd: c_int, events: i16, ns: u64) -> bool {
     unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) > 0 }
 }
 
+/// epoll_pwait2 (Linux 5.11) is missing: wait with ppoll on the epoll descriptor.
+static NO_EPOLL_PWAIT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Events of epoll instance `ep` into `out`, waiting at most `ns` nanoseconds (None: until
+/// one comes); the timeout is the nanosecond one of ppoll, not epoll_wait's millisecond.
+pub fn epoll_wait(ep: c_int, out: &mut [libc::epoll_event], ns: Option<u64>) -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let ts = ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    unsafe {
+        if !NO_EPOLL_PWAIT2.load(Relaxed) {
+            let n = libc::syscall(
+                libc::SYS_epoll_pwait2,
+                ep as libc::c_long,
+                out.as_mut_ptr(),
+                out.len() as libc::c_long,
+                tsp,
+                std::ptr::null::<libc::sigset_t>(),
+                0 as libc::c_long,
+            );
+            if n >= 0 {
+                return n as usize;
+            }
+            if errno() != libc::ENOSYS {
+                return 0;
+            }
+            NO_EPOLL_PWAIT2.store(true, Relaxed);
+        }
+        let mut p = libc::pollfd {
+            fd: ep,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::ppoll(&mut p, 1, tsp, std::ptr::null()) <= 0 {
+            return 0;
+        }
+        libc::epoll_wait(ep, out.as_mut_ptr(), out.len() as c_int, 0).max(0) as usize
+    }
+}
+
+/// Add (or, `on` false, remove) `fd` in epoll instance `ep`: one report when readable,
+/// carrying `data` (EPOLLONESHOT: `epoll_rearm` asks for the next).
+pub fn epoll_watch(ep: c_int, fd: c_int, data: u64, on: bool) {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        u64: data,
+    };
+    let op = if on {
+        libc::EPOLL_CTL_ADD
+    } else {
+        libc::EPOLL_CTL_DEL
+    };
+    unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) };
+}
+
+/// The next report of a watched `fd` (after EPOLLONESHOT's).
+pub fn epoll_rearm(ep: c_int, fd: c_int, data: u64) {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        u64: data,
+    };
+    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+}
+
 /// close(2) with its result (the fallback of the `close` hook).
 pub fn close_result(fd: c_int) -> c_int {
     unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) as c_int }

@@ -4,21 +4,44 @@
 //! (it watches the library's socket `ctl` of such connections), and connections the
 //! application closed (their FIN still to be acknowledged). Data
 //! arriving for the application wakes the application, not this thread.
+//!
+//! A wake touches only the connections that are due (deadlines.rs: a heap by deadline)
+//! or whose watched `ctl` is readable (an epoll set): every release of a connection's lock
+//! re-arms its deadline and its watch (`rearm`), and writes the eventfd only when the new
+//! deadline comes before the thread's sleep. A connection with no timer and nothing
+//! watched (an idle one, its credits stopped) costs the thread nothing.
 
+use super::conn::Conn;
+use super::deadlines::Deadlines;
 use super::{now, sys, Shared};
 use flexpass_core::Nanos;
 use libc::c_int;
-use std::sync::{Mutex, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// Longest sleep (a closed connection's ACKs wait at most CLOSED_TICK).
-const IDLE_TICK: Nanos = 20_000_000;
+/// A closed connection's ACKs wait at most CLOSED_TICK.
 const CLOSED_TICK: Nanos = 2_000_000;
 /// Retry of a connection an application call holds.
 const BUSY_RETRY: Nanos = 50_000;
+/// The eventfd's report in the epoll set (connections report their id, from 1).
+const EVENT: u64 = u64::MAX;
+
+struct State {
+    conns: HashMap<u64, Shared>,
+    /// When each connection is next due (its flows' deadline; a closed one's tick).
+    due: Deadlines,
+    /// What the thread sleeps until; 0 while it is awake (it reads `due` before sleeping
+    /// again, so an earlier deadline armed meanwhile needs no wake).
+    sleep_until: Nanos,
+    next_id: u64,
+}
 
 struct Timers {
-    conns: Mutex<Vec<Shared>>,
-    /// Written to wake the thread (a new connection, a close, bytes waiting for credits).
+    state: Mutex<State>,
+    /// The control sockets of the watched connections (`Conn::watched`) and `event`.
+    epoll: c_int,
+    /// Written to wake the thread (a deadline earlier than its sleep).
     event: c_int,
 }
 
@@ -26,11 +49,23 @@ fn timers() -> &'static Timers {
     static T: OnceLock<Timers> = OnceLock::new();
     T.get_or_init(|| {
         let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: EVENT,
+        };
+        unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
         let _ = std::thread::Builder::new()
             .name("flexpass-timer".into())
             .spawn(run);
         Timers {
-            conns: Mutex::new(Vec::new()),
+            state: Mutex::new(State {
+                conns: HashMap::new(),
+                due: Deadlines::default(),
+                sleep_until: 0,
+                next_id: 1,
+            }),
+            epoll,
             event,
         }
     })
@@ -38,22 +73,71 @@ fn timers() -> &'static Timers {
 
 pub fn add(c: Shared) {
     let t = timers();
-    if let Ok(mut v) = t.conns.lock() {
-        if v.is_empty() {
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| unsafe {
-                OWNER.store(libc::getpid(), std::sync::atomic::Ordering::Relaxed);
-                libc::atexit(at_exit);
-            });
-        }
-        v.push(c);
+    let Ok(mut s) = t.state.lock() else { return };
+    if s.conns.is_empty() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| unsafe {
+            OWNER.store(libc::getpid(), Ordering::Relaxed);
+            libc::atexit(at_exit);
+            libc::pthread_atfork(None, None, Some(in_child));
+        });
     }
-    wake();
+    let id = s.next_id;
+    s.next_id += 1;
+    s.conns.insert(id, Arc::clone(&c));
+    drop(s);
+    if let Ok(mut g) = c.lock() {
+        g.timer_id = id; // armed as the guard drops
+    }
 }
 
 /// The process whose timer thread drives the connections (a forked child inherits the
 /// atexit handler, not the thread).
-static OWNER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static OWNER: AtomicI32 = AtomicI32::new(0);
+/// This process is a forked child: no timer thread, and the epoll set is the parent's.
+static CHILD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_child() {
+    CHILD.store(true, Ordering::Relaxed);
+}
+
+/// A connection's lock is released (conn::Locked): the thread learns its deadline if it
+/// changed, and watches its control socket while the reply flow's bytes wait for credits
+/// (the program may be elsewhere) or the program closed it.
+pub(super) fn rearm(g: &mut Conn) {
+    if g.timer_id == 0 || g.ended || CHILD.load(Ordering::Relaxed) {
+        return;
+    }
+    let t = timers();
+    let watch = g.wants_watch();
+    if watch != g.watched {
+        sys::epoll_watch(t.epoll, g.ctl, g.timer_id, watch);
+        g.watched = watch;
+    }
+    let mut at = g.deadline();
+    if g.app_closed.is_some() {
+        let tick = now() + CLOSED_TICK;
+        at = Some(at.map_or(tick, |d| d.min(tick)));
+    }
+    if at == g.armed {
+        return;
+    }
+    g.armed = at;
+    let wake = {
+        let Ok(mut s) = t.state.lock() else { return };
+        s.due.arm(g.timer_id, at);
+        match at {
+            Some(a) if a < s.sleep_until => {
+                s.sleep_until = a;
+                true
+            }
+            _ => false,
+        }
+    };
+    if wake {
+        self::wake();
+    }
+}
 
 /// Longest wait at exit for the connections' written bytes to be acknowledged.
 const EXIT_LINGER: Nanos = 10_000_000_000;
@@ -63,11 +147,15 @@ const EXIT_LINGER: Nanos = 10_000_000_000;
 /// would, and exit waits until their bytes and FIN are acknowledged (at most EXIT_LINGER)
 /// while this thread keeps driving them.
 extern "C" fn at_exit() {
-    if unsafe { libc::getpid() } != OWNER.load(std::sync::atomic::Ordering::Relaxed) {
+    if unsafe { libc::getpid() } != OWNER.load(Ordering::Relaxed) {
         return;
     }
     let t = timers();
-    let list: Vec<Shared> = t.conns.lock().map(|v| v.clone()).unwrap_or_default();
+    let list: Vec<Shared> = t
+        .state
+        .lock()
+        .map(|s| s.conns.values().cloned().collect())
+        .unwrap_or_default();
     let start = now();
     for c in &list {
         if let Ok(mut g) = c.lock() {
@@ -79,7 +167,6 @@ extern "C" fn at_exit() {
             }
         }
     }
-    wake();
     while now().saturating_sub(start) < EXIT_LINGER {
         let pending = list.iter().any(|c| {
             c.lock()
@@ -100,9 +187,6 @@ extern "C" fn at_exit() {
     for c in &list {
         let finished = c.lock().map(|mut g| g.done(now)).unwrap_or(false);
         if finished {
-            if let Ok(mut v) = t.conns.lock() {
-                v.retain(|x| !std::sync::Arc::ptr_eq(x, c));
-            }
             end(c);
         }
     }
@@ -120,111 +204,97 @@ pub fn wake() {
     }
 }
 
+/// The thread: sleeps until the earliest deadline or a report of a watched control
+/// socket, then runs the due and the reported connections only.
 fn run() {
     let t = timers();
-    let mut list: Vec<Shared> = Vec::new();
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    // Which connection each watched pollfd (after the eventfd) belongs to.
-    let mut owner: Vec<usize> = Vec::new();
-    let mut readable: Vec<bool> = Vec::new();
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut ids: Vec<u64> = Vec::new();
     loop {
-        list.clear();
-        if let Ok(v) = t.conns.lock() {
-            list.extend(v.iter().cloned());
-        }
-        readable.clear();
-        readable.resize(list.len(), false);
-        for (f, &i) in fds.iter().skip(1).zip(&owner) {
-            if f.revents != 0 && i < readable.len() {
-                readable[i] = true;
+        let next = match t.state.lock() {
+            Ok(mut s) => {
+                let next = s.due.next();
+                s.sleep_until = next.unwrap_or(Nanos::MAX);
+                next
             }
-        }
-        fds.clear();
-        owner.clear();
-        fds.push(libc::pollfd {
-            fd: t.event,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        let now = now();
-        let mut next = now + IDLE_TICK;
-        let mut ended = Vec::new();
-        for (i, c) in list.iter().enumerate() {
-            let Ok(mut g) = c.try_lock() else {
-                next = next.min(now + BUSY_RETRY); // an application call holds it
-                continue;
-            };
-            let due = g.deadline().is_some_and(|d| d <= now);
-            if due || readable[i] || g.app_closed.is_some() {
-                if g.app_closed.is_some() {
-                    g.drain(now);
-                    g.discard_ready();
-                } else {
-                    g.drain_ctl(now);
-                }
-                g.flush(now);
-                g.ring_if_held();
-            }
-            if g.done(now) {
-                ended.push(i);
-                continue;
-            }
-            if let Some(d) = g.deadline() {
-                next = next.min(d);
-            }
-            if g.app_closed.is_some() {
-                next = next.min(now + CLOSED_TICK);
-            }
-            // The control socket of a connection whose bytes wait for credits (the program
-            // may be elsewhere); the others are drained by the program's calls and here
-            // when a timer is due.
-            g.watched = g.tx.pending_bytes() > 0 || g.app_closed.is_some();
-            if g.watched {
-                fds.push(libc::pollfd {
-                    fd: g.ctl,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-                owner.push(i);
-            }
-        }
-        if !ended.is_empty() {
-            if let Ok(mut v) = t.conns.lock() {
-                v.retain(|c| !ended.iter().any(|&i| std::sync::Arc::ptr_eq(c, &list[i])));
-            }
-            for &i in &ended {
-                end(&list[i]);
-            }
-            // Indices moved: look at everything again at once.
-            fds.truncate(1);
-            owner.clear();
-            continue;
-        }
-        let wait = next.saturating_sub(super::now());
-        let ts = libc::timespec {
-            tv_sec: (wait / 1_000_000_000) as libc::time_t,
-            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+            Err(_) => return,
         };
-        unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            );
+        let wait = next.map(|d| d.saturating_sub(now()));
+        let n = if wait == Some(0) {
+            0
+        } else {
+            sys::epoll_wait(t.epoll, &mut events, wait)
+        };
+        ids.clear();
+        // Reported control sockets (EPOLLONESHOT: off until `handle` asks again).
+        for ev in &events[..n] {
+            let id = ev.u64;
+            if id == EVENT {
+                let mut v = 0u64;
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_read,
+                        t.event as libc::c_long,
+                        &mut v as *mut u64,
+                        8 as libc::c_long,
+                    );
+                }
+            } else {
+                ids.push(id);
+            }
         }
-        if fds[0].revents != 0 {
-            let mut v = 0u64;
-            unsafe {
-                libc::syscall(
-                    libc::SYS_read,
-                    t.event as libc::c_long,
-                    &mut v as *mut u64,
-                    8 as libc::c_long,
-                );
+        let now = now();
+        let list: Vec<(u64, Option<Shared>)> = {
+            let Ok(mut s) = t.state.lock() else { return };
+            s.sleep_until = 0;
+            s.due.pop_due(now, &mut ids);
+            ids.sort_unstable();
+            ids.dedup(); // due and reported
+            ids.iter()
+                .map(|&id| (id, s.conns.get(&id).cloned()))
+                .collect()
+        };
+        for (id, c) in list {
+            let Some(c) = c else { continue }; // ended meanwhile
+            if !handle(t, &c, now) {
+                // An application call holds it: again soon.
+                if let Ok(mut s) = t.state.lock() {
+                    s.due.arm_by(id, now + BUSY_RETRY);
+                }
             }
         }
     }
+}
+
+/// A due or reported connection: its control socket drained (both sockets once the
+/// program closed it), its timers run, what it has to send sent; ended if done. False if
+/// an application call holds it.
+fn handle(t: &Timers, c: &Shared, now: Nanos) -> bool {
+    let Some(mut g) = c.try_lock() else {
+        return false;
+    };
+    g.armed = None; // popped from `due`, or reported: the guard arms it again
+    if g.ended {
+        return true;
+    }
+    if g.app_closed.is_some() {
+        g.drain(now);
+        g.discard_ready();
+    } else {
+        g.drain_ctl(now);
+    }
+    g.flush(now);
+    g.ring_if_held();
+    if g.done(now) {
+        drop(g);
+        end(c);
+        return true;
+    }
+    // Reported or not (a report may have found it busy), its next report is asked for.
+    if g.watched && g.wants_watch() {
+        sys::epoll_rearm(t.epoll, g.ctl, g.timer_id);
+    }
+    true
 }
 
 /// A finished connection: its sockets closed, the agent told (tcp_closed frees the
@@ -234,8 +304,12 @@ fn end(c: &Shared) {
     if std::mem::replace(&mut g.ended, true) {
         return;
     }
+    if let Ok(mut s) = timers().state.lock() {
+        s.conns.remove(&g.timer_id);
+        s.due.arm(g.timer_id, None);
+    }
     sys::close(g.own);
-    sys::close(g.ctl);
+    sys::close(g.ctl); // leaves the epoll set
     if let (Some(reg), Some(rx)) = (&g.reg, &g.rx) {
         reg.answer("tcp_closed", g.peer, rx.flow_id(), None, None);
         reg.conn_ended();
