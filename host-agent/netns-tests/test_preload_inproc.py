@@ -11,8 +11,8 @@ data path at all). Checked: bytes exact both ways,
 the addresses the programs see, that b's agent handed the connections over and carried
 none itself, fallback (no `--inproc-listen`, no agent), a server killed mid-transfer:
 the client gets an error within seconds and b's agent frees the port and the flows, and a
-listener that registers again with a restarted agent, and a connection that lives on in a
-duplicate of its descriptor.
+listener that registers again with a restarted agent, a connection that lives on in a
+duplicate of its descriptor, and an idle connection that leaves the timer thread asleep.
 
 Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
 """
@@ -293,4 +293,44 @@ def test_a_connection_lives_on_in_its_duplicate(agents, tmp_path):
     out, err = finish(agents.run("a", sys.executable, str(app), "client", "9530", IP["b"]), 60)
     finish(srv, 30)
     assert out.strip() == b"ok", err
+    assert_in_process(agents, 1)
+
+
+# After one request and its answer, a connection stays open and idle: the serving
+# process's timer thread (flexpass-timer) counts its own wake-ups over a second.
+IDLE = r'''
+import glob, socket, sys, time
+port = int(sys.argv[2])
+def timer_wakes():
+    for task in glob.glob("/proc/self/task/*"):
+        if open(task + "/comm").read().strip() == "flexpass-timer":
+            st = dict(l.split(":") for l in open(task + "/status") if "ctxt_switches" in l)
+            return sum(int(v) for v in st.values())
+    raise SystemExit("no flexpass-timer thread")
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    c.sendall(c.recv(5))
+    time.sleep(0.5)                      # the flows settle: ACKs, CREDIT_STOP
+    before = timer_wakes(); time.sleep(1.0); print(timer_wakes() - before)
+    c.close()
+else:
+    s = socket.create_connection((sys.argv[3], port), timeout=20)
+    s.sendall(b"hello"); assert s.recv(5) == b"hello"
+    assert s.recv(1) == b""              # until the server closes
+'''
+
+
+def test_an_idle_connection_does_not_wake_the_timer_thread(agents, tmp_path):
+    """An open connection with nothing to send or receive arms no timer: the serving
+    process's timer thread sleeps (before the deadline heap it woke every 20 ms, and a
+    scan of every connection at each wake made the thread a third of redis's CPU)."""
+    app = tmp_path / "idle.py"
+    app.write_text(IDLE)
+    srv = agents.run("b", sys.executable, str(app), "server", "9540")
+    agents.wait_port("b", 9540)
+    cli = agents.run("a", sys.executable, str(app), "client", "9540", IP["b"])
+    out, _ = finish(srv, 30)
+    finish(cli, 30)
+    assert int(out) <= 5, f"the timer thread woke {int(out)} times in an idle second"
     assert_in_process(agents, 1)
