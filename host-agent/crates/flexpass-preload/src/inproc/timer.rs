@@ -24,6 +24,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 const CLOSED_TICK: Nanos = 2_000_000;
 /// Retry of a connection an application call holds.
 const BUSY_RETRY: Nanos = 50_000;
+/// A deadline armed less than this before the thread's sleep ends waits for that end (the
+/// kernel's default timer slack: the sleep itself may end that late), so the thread runs
+/// such connections together instead of waking once for each.
+const WAKE_SLACK: Nanos = 50_000;
 /// The eventfd's report in the epoll set (connections report their id, from 1).
 const EVENT: u64 = u64::MAX;
 
@@ -127,7 +131,7 @@ pub(super) fn rearm(g: &mut Conn) {
         let Ok(mut s) = t.state.lock() else { return };
         s.due.arm(g.timer_id, at);
         match at {
-            Some(a) if a < s.sleep_until => {
+            Some(a) if a.saturating_add(WAKE_SLACK) < s.sleep_until => {
                 s.sleep_until = a;
                 true
             }
