@@ -47,6 +47,10 @@ struct Timers {
     epoll: c_int,
     /// Written to wake the thread (a deadline earlier than its sleep).
     event: c_int,
+    /// Every connection's control socket, level-triggered, never waited on: one
+    /// non-blocking epoll_wait per wake tells which of the due connections have something
+    /// to drain (most find their socket empty: a receive call each would be wasted).
+    ready: c_int,
 }
 
 fn timers() -> &'static Timers {
@@ -59,6 +63,7 @@ fn timers() -> &'static Timers {
             u64: EVENT,
         };
         unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
+        let ready = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         let _ = std::thread::Builder::new()
             .name("flexpass-timer".into())
             .spawn(run);
@@ -71,6 +76,7 @@ fn timers() -> &'static Timers {
             }),
             epoll,
             event,
+            ready,
         }
     })
 }
@@ -92,6 +98,13 @@ pub fn add(c: Shared) {
     drop(s);
     if let Ok(mut g) = c.lock() {
         g.timer_id = id; // armed as the guard drops
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: id,
+        };
+        if !CHILD.load(Ordering::Relaxed) {
+            unsafe { libc::epoll_ctl(t.ready, libc::EPOLL_CTL_ADD, g.ctl, &mut ev) };
+        }
     }
 }
 
@@ -214,6 +227,8 @@ fn run() {
     let t = timers();
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
     let mut ids: Vec<u64> = Vec::new();
+    let mut readable: Vec<u64> = Vec::new();
+    let mut ready = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
     loop {
         let next = match t.state.lock() {
             Ok(mut s) => {
@@ -258,9 +273,19 @@ fn run() {
                 .map(|&id| (id, s.conns.get(&id).cloned()))
                 .collect()
         };
+        // Which of them have something in their control socket (all of them if more are
+        // readable than one call reports). Reported ones are readable.
+        readable.clear();
+        let all = !list.is_empty() && {
+            let n = sys::epoll_wait(t.ready, &mut ready, Some(0));
+            readable.extend(ready[..n].iter().map(|e| e.u64));
+            readable.sort_unstable();
+            n == ready.len()
+        };
         for (id, c) in list {
             let Some(c) = c else { continue }; // ended meanwhile
-            if !handle(t, &c, now) {
+            let ctl = all || readable.binary_search(&id).is_ok();
+            if !handle(t, &c, now, ctl) {
                 // An application call holds it: again soon.
                 if let Ok(mut s) = t.state.lock() {
                     s.due.arm_by(id, now + BUSY_RETRY);
@@ -270,10 +295,10 @@ fn run() {
     }
 }
 
-/// A due or reported connection: its control socket drained (both sockets once the
-/// program closed it), its timers run, what it has to send sent; ended if done. False if
-/// an application call holds it.
-fn handle(t: &Timers, c: &Shared, now: Nanos) -> bool {
+/// A due or reported connection: its control socket drained if `ctl` has something (both
+/// sockets once the program closed it), its timers run, what it has to send sent; ended if
+/// done. False if an application call holds it.
+fn handle(t: &Timers, c: &Shared, now: Nanos, ctl: bool) -> bool {
     let Some(mut g) = c.try_lock() else {
         return false;
     };
@@ -284,7 +309,7 @@ fn handle(t: &Timers, c: &Shared, now: Nanos) -> bool {
     if g.app_closed.is_some() {
         g.drain(now);
         g.discard_ready();
-    } else {
+    } else if ctl {
         g.drain_ctl(now);
     }
     g.flush(now);
