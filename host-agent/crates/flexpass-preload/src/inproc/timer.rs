@@ -8,9 +8,10 @@
 //! A wake touches only the connections that are due (deadlines.rs: a heap by deadline)
 //! or whose watched `ctl` is readable (an epoll set): every release of a connection's lock
 //! re-arms its deadline and its watch (`rearm`), and writes the eventfd only when the new
-//! deadline comes WAKE_SLACK or more before the thread's sleep ends. A connection with no timer and nothing
-//! watched (an idle one, its credits stopped) costs the thread nothing. A due connection's
-//! control socket is read only if a second, never-waited epoll set reports it readable.
+//! deadline comes WAKE_SLACK or more before the thread's sleep ends. A connection with no
+//! timer and nothing watched (an idle one, its credits stopped) costs the thread nothing.
+//! A due connection's control socket is read only if a second, never-waited epoll set
+//! reports it readable.
 
 use super::conn::Conn;
 use super::deadlines::Deadlines;
