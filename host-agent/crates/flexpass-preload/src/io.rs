@@ -98,7 +98,8 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
         return 0;
     }
     let peek = flags & libc::MSG_PEEK != 0;
-    let nb = nonblocking(fd, flags);
+    // O_NONBLOCK is looked up (a system call) only when no byte is ready, once per call.
+    let mut nb: Option<bool> = None;
     loop {
         let (own, wait) = {
             let Ok(mut g) = c.lock() else {
@@ -129,7 +130,7 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
                 );
                 return fail(libc::ECONNRESET);
             }
-            if nb {
+            if *nb.get_or_insert_with(|| nonblocking(fd, flags)) {
                 g.ring_if_held();
                 return fail(libc::EAGAIN);
             }
@@ -148,7 +149,8 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
     if data.is_empty() {
         return 0;
     }
-    let nb = nonblocking(fd, flags);
+    // O_NONBLOCK is looked up (a system call) only when the send buffer has no room.
+    let mut nb: Option<bool> = None;
     loop {
         let (ctl, wait) = {
             let Ok(mut g) = c.lock() else {
@@ -168,7 +170,7 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             }
             let n = g.write(data);
             g.flush(now); // bytes waiting for credits: the timer thread watches ctl
-            if n > 0 || nb {
+            if n > 0 || *nb.get_or_insert_with(|| nonblocking(fd, flags)) {
                 g.ring_if_held();
                 return if n > 0 {
                     n as ssize_t
