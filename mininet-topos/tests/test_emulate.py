@@ -510,7 +510,7 @@ def test_the_pase_testbed_plans_a_rack_arbitrator_and_the_same_flows_for_both_tr
     # Model RTT 250 us -> 1 ms: time x 4; BDP x 0.2 at 50 Mbit/s; requests once per BDP of data.
     assert pase.time_scale == pytest.approx(4.0)
     assert flags[flags.index("--arbitrator") + 1] == f"{ip}:7900"
-    assert "--pase-delegation" in flags and "--pase-probing" not in flags  # the file's host.pase
+    assert "--pase-delegation" not in flags and "--pase-probing" not in flags  # the file's host.pase
     assert float(flags[flags.index("--arbitration-interval-us") + 1]) == pytest.approx(
         250 * pase.time_scale / pase.scaled.bdp_ratio)
     # RTO_min scaled like every time and the initial window with the BDP, both transports.
