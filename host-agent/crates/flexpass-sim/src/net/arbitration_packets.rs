@@ -315,6 +315,24 @@ impl Network {
                 round,
             },
         );
+        self.send_update(host, flow, round, ask, a, remaining, demand as u64);
+        (a, true)
+    }
+
+    /// Flow `flow`'s update (a release with `remaining` 0), counted, to the arbitrator one
+    /// link up from its host; `so_far` is the arbitration combined below it.
+    #[allow(clippy::too_many_arguments)]
+    fn send_update(
+        &mut self,
+        host: NodeId,
+        flow: usize,
+        round: u64,
+        ask: u64,
+        so_far: Arbitration,
+        remaining: u64,
+        demand_bps: u64,
+    ) {
+        let arb = self.pase.as_mut().expect("checked by the caller");
         arb.stats.messages += 1;
         arb.stats.link_bytes += request_wire_bytes();
         let msg = Msg {
@@ -324,12 +342,11 @@ impl Network {
             ask,
             hops_left: 1,
             hops: 1,
-            arbitration: a,
+            arbitration: so_far,
         };
         let s = &self.flows[flow].spec;
-        let p = request(s.id, 0, remaining, demand as u64);
+        let p = request(s.id, 0, remaining, demand_bps);
         self.send_arbitration_packet(host, s.src, s.dst, msg, p);
-        (a, true)
     }
 
     /// A finished flow's host removes it from its table and sends its release up the path.
@@ -346,23 +363,11 @@ impl Network {
         if !arb.end_to_end || last {
             return;
         }
-        arb.stats.messages += 1;
-        arb.stats.link_bytes += request_wire_bytes();
-        let msg = Msg {
-            kind: MsgKind::Update,
-            flow: flow as u32,
-            round,
-            ask: 0,
-            hops_left: 1,
-            hops: 1,
-            arbitration: Arbitration {
-                queue: 0,
-                reference_rate_bps: 0.0,
-            },
+        let none = Arbitration {
+            queue: 0,
+            reference_rate_bps: 0.0,
         };
-        let s = &self.flows[flow].spec;
-        let p = request(s.id, 0, 0, 1);
-        self.send_arbitration_packet(host, s.src, s.dst, msg, p);
+        self.send_update(host, flow, round, 0, none, 0, 1);
     }
 
     /// This ask's decision for `flow` took effect without messages (its host's own).
