@@ -712,14 +712,13 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     };
     let saved = errno();
     let mut st: libc::sockaddr_storage = std::mem::zeroed();
-    let bound = own_name(fd, &mut st).is_some_and(|len| port_of(&st, len).is_some_and(|p| p != 0));
+    let name = own_name(fd, &mut st).filter(|&len| port_of(&st, len).is_some_and(|p| p != 0));
     // A socket bound to its port is offered to the agent before it listens: a peer that sees
     // the port open (a connect, `ss`) then finds it served over FlexPass, never in between
     // on kernel TCP. One bound by listen() itself (no port yet) is offered after.
-    let offered = if bound {
-        offer_listener(fd)
-    } else {
-        Offered::No
+    let offered = match name {
+        Some(len) => offer_listener(fd, &st, len),
+        None => Offered::No,
     };
     let r = real(fd, backlog);
     if r != 0 {
@@ -732,8 +731,10 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         // connection and unregisters the port (the peer then uses kernel TCP).
         return r;
     }
-    if !bound {
-        offer_listener(fd);
+    if name.is_none() {
+        if let Some(len) = own_name(fd, &mut st) {
+            offer_listener(fd, &st, len);
+        }
     }
     set_errno(saved);
     r
@@ -760,18 +761,14 @@ unsafe fn port_of(st: &libc::sockaddr_storage, len: socklen_t) -> Option<u16> {
     }
 }
 
-/// Offer the TCP listener `fd` (bound to its port) for FlexPass: served in this process
+/// Offer the TCP listener `fd` (bound to its port; `st`, `len`: its name) for FlexPass: served in this process
 /// (in-process, when on and the agent takes it) or by the agent, unless it is local-only,
 /// not TCP, or the policy keeps the port on kernel TCP. Leaves errno as it may find it
 /// changed: the caller restores it.
-unsafe fn offer_listener(fd: c_int) -> Offered {
-    let mut st: libc::sockaddr_storage = std::mem::zeroed();
-    let Some(len) = own_name(fd, &mut st) else {
-        return Offered::No;
-    };
+unsafe fn offer_listener(fd: c_int, st: &libc::sockaddr_storage, len: socklen_t) -> Offered {
     let (port, addr): (u16, Buf<64>) = match st.ss_family as c_int {
         libc::AF_INET => {
-            let Some((a, _)) = inet4_of((&st as *const libc::sockaddr_storage).cast(), len) else {
+            let Some((a, _)) = inet4_of((st as *const libc::sockaddr_storage).cast(), len) else {
                 return Offered::No;
             };
             let mut b = Buf::new();
@@ -779,7 +776,7 @@ unsafe fn offer_listener(fd: c_int) -> Offered {
             (a.port(), b)
         }
         libc::AF_INET6 => {
-            let a = &*(&st as *const libc::sockaddr_storage as *const sockaddr_in6);
+            let a = &*(st as *const libc::sockaddr_storage as *const sockaddr_in6);
             let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
             let mut b = Buf::new();
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("{ip}"));
