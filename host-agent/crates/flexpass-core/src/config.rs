@@ -562,6 +562,14 @@ pub struct SenderConfig {
     /// artifact's reactive sub-flow). Default false: the first window leaves with the HELLO.
     #[serde(default)]
     pub reactive_after_handshake: bool,
+    /// FlexPass: new bytes on a flow whose credits are stopped (CREDIT_STOP sent, or an IDLE
+    /// HELLO: a persistent connection's next request or reply) that the reactive window
+    /// sends whole request no credits; credits are requested only if a loss shows or the
+    /// bytes are not acknowledged within the RTO estimate (srtt + 4·rttvar). A HELLO with
+    /// data requests credits as in the paper. Default true; false requests credits for
+    /// every burst.
+    #[serde(default = "default_true")]
+    pub resume_reactively: bool,
     /// PPT's low-priority loop and flow scheduling (transport ppt only).
     #[serde(default)]
     pub ppt: PptConfig,
@@ -579,6 +587,10 @@ pub struct SenderConfig {
 
 /// Default give-up timeout (`SenderConfig::give_up_timeout`): 30 s of silence from the peer.
 pub const DEFAULT_GIVE_UP_TIMEOUT: Nanos = 30_000 * MILLIS;
+
+fn default_true() -> bool {
+    true
+}
 
 fn default_give_up_timeout() -> Nanos {
     DEFAULT_GIVE_UP_TIMEOUT
@@ -599,6 +611,7 @@ impl SenderConfig {
             seed: 0,
             layered_window: false,
             reactive_after_handshake: false,
+            resume_reactively: true,
             ppt: PptConfig::default(),
             flashpass: FlashPassConfig::default(),
             pfabric: PFabricConfig::default(),

@@ -3,7 +3,7 @@
 //! spent, and the proactive sub-flow's recovery timer.
 
 use super::timers::Timer;
-use super::{Handshake, Rejected, Sender, SenderError};
+use super::{Handshake, Rejected, Sender, SenderError, TransportPart};
 use crate::{Nanos, MILLIS};
 use flexpass_wire::{CreditRequest, Packet};
 use std::collections::VecDeque;
@@ -50,6 +50,10 @@ pub(super) struct CreditLoop {
     last_stop_at: Option<Nanos>,
     /// The last HELLO sent said IDLE: no data yet, no credits until CREDIT_REQUEST.
     idle_hello: bool,
+    /// FlexPass, credits stopped: when new bytes were left to the reactive sub-flow alone
+    /// because its window sent them whole (`SenderConfig::resume_reactively`). Credits are
+    /// requested if they are not all acknowledged one RTO estimate later.
+    resumed_at: Option<Nanos>,
 }
 
 impl CreditLoop {
@@ -67,6 +71,7 @@ impl CreditLoop {
             credit_after_stop: false,
             last_stop_at: None,
             idle_hello: false,
+            resumed_at: None,
         }
     }
 
@@ -135,6 +140,7 @@ impl Sender {
         let busy = !complete && (self.owes_proactive() || self.proactive.outstanding() > 0);
         let idle = self.buf.is_idle();
         let established = self.handshake == Handshake::Established;
+        let reactive_covers = self.reactive_covers_burst();
         // Credits already in flight when a CREDIT_STOP left come for up to an RTT; the RTT
         // estimate may be inflated, e.g. by a late handshake, so at most rto_max.
         let rtt = self
@@ -158,15 +164,25 @@ impl Sender {
                 None
             }
             CreditState::Stopped if busy && established => {
-                // With its credits stopped the flow waited for nothing (an idle flow may stay
-                // so for hours): the silence that can fail it (give_up_timeout) starts now.
-                c.last_heard = c.last_heard.max(now);
-                Some(CreditSignal::Request)
+                if reactive_covers {
+                    // The burst leaves whole on the reactive sub-flow: credits only if it is
+                    // not acknowledged in time (the recovery timer) or a loss shows.
+                    c.resumed_at.get_or_insert(now);
+                    None
+                } else {
+                    // With its credits stopped the flow waited for nothing (an idle flow may
+                    // stay so for hours): the silence that can fail it (give_up_timeout)
+                    // starts now.
+                    c.last_heard = c.last_heard.max(now);
+                    Some(CreditSignal::Request)
+                }
             }
             // Credits keep coming although nothing needs them: say CREDIT_STOP again.
-            CreditState::Stopped => (credit_after_stop
-                && c.last_stop_at.is_none_or(|t| now >= t + rtt))
-            .then_some(CreditSignal::Stop),
+            CreditState::Stopped => {
+                c.resumed_at = None; // nothing owed: a reactive burst is acknowledged
+                (credit_after_stop && c.last_stop_at.is_none_or(|t| now >= t + rtt))
+                    .then_some(CreditSignal::Stop)
+            }
         };
         match signal {
             Some(CreditSignal::Stop) => self.send_credit_stop(now),
@@ -197,7 +213,31 @@ impl Sender {
         if let Some(c) = self.part.credits_mut() {
             c.state = CreditState::Requested;
             c.recovery_anchor = now;
+            c.resumed_at = None;
         }
+    }
+
+    /// FlexPass with `resume_reactively` and nothing lost: the reactive window has room for
+    /// every byte waiting to be sent (a small request or reply on a connection whose credits
+    /// were stopped). The paper's flows are one burst each and request credits at their
+    /// start; a persistent connection's later bursts that the window sends whole need
+    /// credits only to recover a loss. (A credit that came after CREDIT_STOP may still send
+    /// a packet proactively; the burst's timer covers it as it covers the reactive ones.)
+    fn reactive_covers_burst(&mut self) -> bool {
+        if !self.cfg.resume_reactively
+            || !matches!(self.part, TransportPart::FlexPass(_))
+            || self.buf.has_lost()
+        {
+            return false;
+        }
+        let mss = self.cfg.mss.max(1) as u64;
+        let packets = self
+            .buf
+            .pending_bytes()
+            .div_ceil(mss)
+            .max(u64::from(self.buf.has_pending()));
+        let room = self.window.cwnd().max(1.0) - f64::from(self.reactive.outstanding());
+        packets as f64 <= room.floor()
     }
 
     /// `Timer::Recovery` and `Timer::CreditStop`.
@@ -224,7 +264,9 @@ impl Sender {
         // (recovery_anchor) — a stream idle for long that gets new bytes must not find it
         // long expired before its request is even sent.
         if c.state == CreditState::Stopped {
-            return None;
+            // A burst left to the reactive sub-flow: credits if it is not all acknowledged
+            // within the path's RTO estimate (a tail loss; dupACKs show other losses sooner).
+            return c.resumed_at.map(|t| t + self.resume_timeout());
         }
         let backoff = 1u64 << c.recovery_expiries.min(MAX_RECOVERY_BACKOFF);
         // Never longer than the longest RTO: a credit that arrives after a backed-off
@@ -255,9 +297,27 @@ impl Sender {
         self.cfg.recovery_timeout.max(rto).max(gaps)
     }
 
+    /// How long a burst left to the reactive sub-flow waits for its ACKs before credits are
+    /// requested to retransmit it: 2·srtt + 4·rttvar (a tail-loss probe's 2·srtt, RFC 8985
+    /// §7.2, with room for jitter; no RTO floor), the recovery timeout before any sample.
+    fn resume_timeout(&self) -> Nanos {
+        match self.window.rtt.srtt() {
+            Some(srtt) => srtt + self.window.rtt.rto_estimate().max(1),
+            None => self.cfg.recovery_timeout,
+        }
+    }
+
     /// Every proactive packet in flight is lost; credits are requested again, unless the
     /// peer has been silent for `give_up_timeout` (the flow fails).
     pub(super) fn on_recovery_timeout(&mut self, now: Nanos) -> ControlFlow<()> {
+        if let Some(c) = self.part.credits_mut() {
+            if c.state == CreditState::Stopped && c.resumed_at.is_some() {
+                // The reactive burst is not acknowledged in time: credits retransmit it.
+                c.last_heard = c.last_heard.max(now);
+                self.send_credit_request(now);
+                return ControlFlow::Continue(());
+            }
+        }
         self.mark_proactive_in_flight_lost(now);
         self.stats.recovery_timeouts += 1;
         let Some(c) = self.part.credits_mut() else {
