@@ -564,8 +564,9 @@ pub struct SenderConfig {
     pub reactive_after_handshake: bool,
     /// FlexPass: new bytes on a flow whose credits are stopped (CREDIT_STOP sent, or an IDLE
     /// HELLO: a persistent connection's next request or reply) that the reactive window
-    /// sends whole request no credits; credits are requested only if a loss shows or the
-    /// bytes are not acknowledged within the RTO estimate (srtt + 4·rttvar). A HELLO with
+    /// sends whole request no credits; credits are requested only if a loss shows, for bytes
+    /// beyond the window's room, or when no ACK progress comes for 2·srtt + 4·rttvar (the
+    /// RTO estimate without its floor, plus an srtt). A HELLO with
     /// data requests credits as in the paper. Default true; false requests credits for
     /// every burst.
     #[serde(default = "default_true")]

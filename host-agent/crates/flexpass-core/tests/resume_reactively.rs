@@ -129,3 +129,25 @@ fn a_lost_reactive_burst_is_recovered_on_credits_well_before_the_rto() {
     assert_eq!(p.s.stats().timeouts, 0, "no reactive RTO");
     assert!(p.r.stats().packets_proactive > 0, "resent on a credit");
 }
+
+#[test]
+fn small_writes_that_keep_a_stream_busy_ask_nothing_while_their_acks_come() {
+    // A writer of 1 kB every 5 µs on a 20 µs round trip: the flow always has bytes in
+    // flight, but every one is acknowledged in time. The wait for ACKs runs from the last
+    // ACK progress, not from the first burst (which would ask for credits after 2·srtt).
+    let mut p = idle_pair(TransportKind::FlexPass, true);
+    let start = p.log.len();
+    for _ in 0..200 {
+        p.s.write(Bytes::from(vec![3u8; 1000]));
+        let t = p.now + 5 * MICROS;
+        p.run_until(t);
+    }
+    let quiet = p.run(p.now + 100 * MILLIS, |p| p.s.unacked_bytes() == 0);
+    assert!(quiet);
+    let requests = p.log[start..]
+        .iter()
+        .filter(|x| is_request(&x.transmit.packet))
+        .count();
+    assert_eq!(requests, 0);
+    assert_eq!(p.delivered.len(), 200_000 + 200 * 1000);
+}

@@ -52,7 +52,7 @@ pub(super) struct CreditLoop {
     idle_hello: bool,
     /// FlexPass, credits stopped: when new bytes were left to the reactive sub-flow alone
     /// because its window sent them whole (`SenderConfig::resume_reactively`). Credits are
-    /// requested if they are not all acknowledged one RTO estimate later.
+    /// requested if no ACK progress comes within `resume_timeout`.
     resumed_at: Option<Nanos>,
 }
 
@@ -264,9 +264,17 @@ impl Sender {
         // (recovery_anchor) — a stream idle for long that gets new bytes must not find it
         // long expired before its request is even sent.
         if c.state == CreditState::Stopped {
-            // A burst left to the reactive sub-flow: credits if it is not all acknowledged
-            // within the path's RTO estimate (a tail loss; dupACKs show other losses sooner).
-            return c.resumed_at.map(|t| t + self.resume_timeout());
+            // A burst left to the reactive sub-flow: credits if its ACKs stop coming for
+            // longer than the path allows (a tail loss; dupACKs show other losses sooner).
+            // From the burst, or the last ACK progress (small writes that keep a stream
+            // busy while every one is acknowledged ask nothing).
+            return c.resumed_at.map(|t| {
+                let progress = match self.reactive.outstanding() {
+                    0 => t,
+                    _ => t.max(self.reactive.timer_anchor()),
+                };
+                progress + self.resume_timeout()
+            });
         }
         let backoff = 1u64 << c.recovery_expiries.min(MAX_RECOVERY_BACKOFF);
         // Never longer than the longest RTO: a credit that arrives after a backed-off
