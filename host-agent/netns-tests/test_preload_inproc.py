@@ -33,6 +33,7 @@ pytestmark = pytest.mark.skipif(tp.SKIP is not None, reason=f"SKIPPED netns tier
 
 # The library's flows get the agents' link settings (test_preload.NET_ARGS).
 INPROC_ENV = {"FLEXPASS_LINK_GBPS": "1", "FLEXPASS_RTT_US": "100"}
+DEBUG_ENV = {"FLEXPASS_LOG": os.environ.get("FLEXPASS_TEST_LOG", "")}
 
 
 class InprocHosts(tp.Hosts):
@@ -334,3 +335,179 @@ def test_an_idle_connection_does_not_wake_the_timer_thread(agents, tmp_path):
     finish(cli, 30)
     assert int(out) <= 5, f"the timer thread woke {int(out)} times in an idle second"
     assert_in_process(agents, 1)
+
+
+# A forking server (socketserver.ForkingTCPServer): the parent accepts, forks and closes its
+# copy at once; the child reads the request and answers with length, SHA-256 and the bytes,
+# then shuts down, closes and leaves with os._exit (no atexit handler runs).
+FORKING = r'''
+import hashlib, os, socket, socketserver, sys, threading
+port = int(sys.argv[2])
+if sys.argv[1] == "server":
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            data = os.urandom(int(self.rfile.readline()))
+            self.wfile.write(len(data).to_bytes(8, "big") + hashlib.sha256(data).digest())
+            self.wfile.write(data)
+    socketserver.ForkingTCPServer.allow_reuse_address = True
+    with socketserver.ForkingTCPServer(("0.0.0.0", port), Handler) as srv:
+        for _ in range(int(sys.argv[3])):
+            srv.handle_request()
+    # server_close waited for the children
+else:
+    n, size, bad = int(sys.argv[4]), int(sys.argv[5]), []
+    def one(i):
+        s = socket.create_connection((sys.argv[3], port), timeout=60)
+        s.sendall(b"%d\n" % size)
+        f = s.makefile("rb")
+        head = f.read(40)
+        data = f.read()
+        if len(head) != 40 or int.from_bytes(head[:8], "big") != len(data) or hashlib.sha256(data).digest() != head[8:]:
+            bad.append((i, len(head), len(data)))
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    print("ok" if not bad else f"bad {bad}")
+'''
+
+
+def test_a_forking_server_serves_concurrent_clients(agents, tmp_path):
+    """The parent's close right after fork does not end the connection (no FIN, no RESET):
+    the child claims it at its first read (inproc/fork.rs), serves 3 MB byte-exact, and its
+    close and _exit end it (FIN, its bytes acknowledged before the process goes). Before,
+    the parent's close finished the reply flow and both processes drove their copies."""
+    app = tmp_path / "forking.py"
+    app.write_text(FORKING)
+    n = 4
+    srv = agents.run("b", sys.executable, str(app), "server", "9550", str(n), env=DEBUG_ENV)
+    agents.wait_port("b", 9550)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9550", IP["b"], str(n),
+                                 "3000000"), 90)
+    _, serr = finish(srv, 30)
+    assert out.strip() == b"ok", (out, err, serr[-3000:])
+    assert_in_process(agents, n)
+
+
+# A client that forks mid-connection while it writes: children that close their copy and
+# leave (os._exit, sys.exit with its atexit handlers), exec a program with the socket
+# inherited (not CLOEXEC) or not, subprocess and os.system; the parent's bytes arrive
+# byte-exact and the server's answer comes back.
+FORKING_CLIENT = r'''
+import hashlib, os, socket, subprocess, sys
+port = int(sys.argv[2])
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    h = hashlib.sha256()
+    while True:
+        b = c.recv(1 << 16)
+        if not b: break
+        h.update(b)
+    c.sendall(h.hexdigest().encode()); c.close()
+else:
+    s = socket.create_connection((sys.argv[3], port), timeout=30)
+    h = hashlib.sha256()
+    def chunk():
+        b = os.urandom(1_000_000); h.update(b); s.sendall(b)
+    def close_and_exit():
+        s.close(); os._exit(0)
+    def close_and_sys_exit():
+        s.close(); sys.exit(0)
+    def atexit_only():
+        sys.exit(0)                      # the copy still open: the atexit handler lets it go
+    def exec_inherited():
+        os.set_inheritable(s.fileno(), True)
+        os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
+    def exec_cloexec():
+        os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
+    kids = []
+    for child in (close_and_exit, close_and_sys_exit, atexit_only, exec_inherited, exec_cloexec):
+        chunk()
+        pid = os.fork()
+        if pid == 0:
+            child()                      # sys.exit: the interpreter's exit, atexit handlers
+            os._exit(0)
+        kids.append(pid)
+        chunk()                          # while the child lives
+    subprocess.run(["sh", "-c", "exit 0"], check=True, close_fds=False)
+    chunk()
+    os.system("true")
+    chunk()
+    for pid in kids:
+        _, st = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(st) == 0, st
+    chunk()
+    s.shutdown(socket.SHUT_WR)
+    got = s.makefile("rb").read()
+    print("ok" if got == h.hexdigest().encode() else f"bad {got!r}")
+'''
+
+
+def test_a_client_forks_and_execs_mid_connection(agents, tmp_path):
+    """Forked children that close their copy, exit or exec do not end the parent's
+    connection (before, a child's close sent the FIN of its copy of the flow); the parent
+    claims it again at its next write and its 14 MB arrive byte-exact."""
+    app = tmp_path / "forking_client.py"
+    app.write_text(FORKING_CLIENT)
+    srv = agents.run("b", sys.executable, str(app), "server", "9560")
+    agents.wait_port("b", 9560)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9560", IP["b"]), 90)
+    finish(srv, 30)
+    assert out.strip() == b"ok", (out, err)
+    assert_in_process(agents, 1)
+
+
+# sendfile(2) of a 20 MB file on an accepted connection, three ways: os.sendfile with an
+# offset, os.sendfile from the file's position (None: the position moves), and
+# socket.sendfile (os.sendfile underneath, falling back to send only if it fails at once).
+SENDFILE = r'''
+import hashlib, os, socket, sys
+port, path = int(sys.argv[2]), sys.argv[3]
+if sys.argv[1] == "server":
+    size = os.path.getsize(path)
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen()
+    for _ in range(3):
+        c, _ = l.accept()
+        how = c.recv(16)
+        with open(path, "rb") as f:
+            if how == b"offset":
+                off = 0
+                while off < size:
+                    n = os.sendfile(c.fileno(), f.fileno(), off, size - off)
+                    assert n > 0, n
+                    off += n
+            elif how == b"position":
+                while os.sendfile(c.fileno(), f.fileno(), None, 1 << 22):
+                    pass
+                assert f.tell() == size, f.tell()
+            else:
+                assert c.sendfile(f) == size
+        c.close()
+else:
+    want = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    for how in (b"offset", b"position", b"socket"):
+        s = socket.create_connection((sys.argv[4], port), timeout=60)
+        s.sendall(how)
+        got = hashlib.sha256(s.makefile("rb").read()).hexdigest()
+        assert got == want, (how, got, want)
+        s.close()
+    print("ok")
+'''
+
+
+def test_sendfile_of_a_20mb_file(agents, tmp_path):
+    """sendfile(2) on an in-process connection sends the file's bytes through the write
+    path (src/sendfile.rs): byte-exact with an offset, from the file's position (which
+    moves), and through socket.sendfile. Before, the kernel's sendfile met a bare UDP
+    socket (EDESTADDRREQ) and the server failed."""
+    app = tmp_path / "sendfile.py"
+    app.write_text(SENDFILE)
+    f = tmp_path / "file.bin"
+    f.write_bytes(os.urandom(20 << 20))
+    srv = agents.run("b", sys.executable, str(app), "server", "9570", str(f))
+    agents.wait_port("b", 9570)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9570", str(f), IP["b"]), 120)
+    finish(srv, 30)
+    assert out.strip() == b"ok", (out, err)
+    assert_in_process(agents, 3)

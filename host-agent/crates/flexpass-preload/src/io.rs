@@ -105,6 +105,15 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
             let Ok(mut g) = c.lock() else {
                 return fail(libc::EIO);
             };
+            // Under the lock (a fork changes the owner under it), at every turn: a fork by
+            // another thread may have handed it to a child.
+            if !c.own.owned() {
+                drop(g);
+                if !inproc::claim(c) {
+                    return fail(libc::EIO);
+                }
+                continue;
+            }
             let now = inproc::now();
             if g.ready_len() < out.len() {
                 g.drain(now);
@@ -145,7 +154,7 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
 
 /// send on a connection: into the reply flow's send buffer (at most SEND_LIMIT unacked),
 /// then whatever the core may send now.
-unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t {
+pub(crate) unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t {
     if data.is_empty() {
         return 0;
     }
@@ -156,6 +165,13 @@ unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int) -> ssize_t
             let Ok(mut g) = c.lock() else {
                 return fail(libc::EIO);
             };
+            if !c.own.owned() {
+                drop(g);
+                if !inproc::claim(c) {
+                    return fail(libc::EIO);
+                }
+                continue;
+            }
             let now = inproc::now();
             g.drain(now);
             if g.was_reset() {
@@ -232,6 +248,9 @@ unsafe fn conn_recv_iov(
             }
         } else {
             let Ok(mut g) = c.lock() else { break };
+            if !c.own.owned() {
+                break;
+            }
             let n = g.take(out, flags & libc::MSG_PEEK != 0);
             g.settle(inproc::now());
             total += n as ssize_t;

@@ -202,6 +202,8 @@ pub(crate) use debug;
 // After the macros they use.
 mod inproc;
 mod io;
+mod process;
+mod sendfile;
 mod sockopt;
 
 static AGENT_DOWN_LOGGED: AtomicBool = AtomicBool::new(false);

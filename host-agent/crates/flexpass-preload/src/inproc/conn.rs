@@ -62,6 +62,9 @@ pub struct Conn {
     doorbell: bool,
     /// The application closed its descriptor: the library finishes the flows alone.
     pub app_closed: Option<Nanos>,
+    /// Bytes came that the application will never read (at its close or after): at exit
+    /// such a connection is reset, as TCP answers them (timer::exit_linger).
+    pub unread: bool,
     pub wr_shut: bool,
     /// The sockets are closed and the agent told (timer::end, once).
     pub ended: bool,
@@ -85,21 +88,33 @@ struct Run {
 /// A connection behind its lock. Every release tells the timer thread the connection's
 /// deadline and whether to watch its control socket (timer::rearm): no call that changes
 /// the flows can leave their timers unarmed.
-pub struct Locked(Mutex<Conn>);
+pub struct Locked {
+    m: Mutex<Conn>,
+    /// Which process drives it (fork.rs).
+    pub own: super::fork::Own,
+}
 
-pub struct Guard<'a>(MutexGuard<'a, Conn>);
+pub struct Guard<'a>(MutexGuard<'a, Conn>, &'a Locked);
 
 impl Locked {
     pub fn new(c: Conn) -> Locked {
-        Locked(Mutex::new(c))
+        Locked {
+            m: Mutex::new(c),
+            own: super::fork::Own::new(),
+        }
     }
 
     pub fn lock(&self) -> Result<Guard<'_>, ()> {
-        self.0.lock().map(Guard).map_err(|_| ())
+        self.m.lock().map(|g| Guard(g, self)).map_err(|_| ())
     }
 
     pub fn try_lock(&self) -> Option<Guard<'_>> {
-        self.0.try_lock().ok().map(Guard)
+        self.m.try_lock().ok().map(|g| Guard(g, self))
+    }
+
+    /// The lock alone, nothing re-armed at its release (held across fork: fork.rs).
+    pub fn raw_lock(&self) -> Option<MutexGuard<'_, Conn>> {
+        self.m.lock().ok()
     }
 }
 
@@ -118,7 +133,7 @@ impl std::ops::DerefMut for Guard<'_> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        super::timer::rearm(&mut self.0);
+        super::timer::rearm(&mut self.0, &self.1.own);
     }
 }
 
@@ -166,6 +181,7 @@ impl Conn {
             ready: VecDeque::new(),
             doorbell: false,
             app_closed: None,
+            unread: false,
             wr_shut: false,
             ended: false,
             dscp: DscpPlan::default(),
@@ -454,6 +470,7 @@ impl Conn {
 
     /// Drop what the application will never read (it closed its descriptor).
     pub fn discard_ready(&mut self) {
+        self.unread |= !self.ready.is_empty();
         self.ready.clear();
     }
 

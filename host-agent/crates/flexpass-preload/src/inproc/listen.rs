@@ -39,6 +39,9 @@ pub struct Registration {
     listener_closed: std::sync::atomic::AtomicBool,
     /// The registration ended for good and the descriptor is closed (by `serve`).
     gone: std::sync::atomic::AtomicBool,
+    /// The process that registered (a forked child's copy never ends the registration:
+    /// its descriptor is the parent's too).
+    pid: i32,
 }
 
 impl Registration {
@@ -83,6 +86,36 @@ impl Registration {
     }
 }
 
+/// What fork holds besides the connections (fork.rs): the registrations' write locks (a
+/// forked child's `tcp_closed` goes on the same API connection) and the listener table.
+pub(super) struct ForkHold {
+    _writes: Vec<(std::sync::MutexGuard<'static, ()>, Arc<Registration>)>,
+    _listeners: Option<std::sync::MutexGuard<'static, HashMap<c_int, Arc<Registration>>>>,
+}
+
+/// `regs`: the registrations of the connections held (a closed listener's live on there).
+pub(super) fn hold_for_fork(mut regs: Vec<Arc<Registration>>) -> ForkHold {
+    let listeners = listeners().lock().ok();
+    if let Some(l) = listeners.as_ref() {
+        regs.extend(l.values().cloned());
+    }
+    let mut writes: Vec<(std::sync::MutexGuard<'static, ()>, Arc<Registration>)> = Vec::new();
+    for r in regs {
+        if writes.iter().any(|(_, o)| Arc::ptr_eq(o, &r)) {
+            continue;
+        }
+        // The guard borrows from `r`, kept with it and dropped after it.
+        let l: &'static Registration = unsafe { &*Arc::as_ptr(&r) };
+        if let Ok(g) = l.write.lock() {
+            writes.push((g, r));
+        }
+    }
+    ForkHold {
+        _writes: writes,
+        _listeners: listeners,
+    }
+}
+
 /// Loopback connections to the application's listener not accepted yet, by source port.
 static PENDING_COUNT: AtomicUsize = AtomicUsize::new(0);
 fn pending() -> &'static Mutex<HashMap<u16, Shared>> {
@@ -112,6 +145,7 @@ pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool 
         live: AtomicUsize::new(0),
         listener_closed: std::sync::atomic::AtomicBool::new(false),
         gone: std::sync::atomic::AtomicBool::new(false),
+        pid: super::fork::my_pid(),
     });
     if let Ok(mut l) = listeners().lock() {
         if l.insert(fd, Arc::clone(&reg)).is_none() {
@@ -175,6 +209,9 @@ pub fn on_listener_close(fd: c_int) {
     let r = listeners().lock().ok().and_then(|mut l| l.remove(&fd));
     if let Some(r) = r {
         LISTENERS.fetch_sub(1, Ordering::Relaxed);
+        if r.pid != super::fork::my_pid() {
+            return; // a forked child's copy: the parent's listener is still open
+        }
         // New connections are refused from now on; the registration ends with the last
         // taken connection.
         r.listener_closed.store(true, Ordering::Release);

@@ -19,6 +19,7 @@
 
 pub mod conn;
 pub mod deadlines;
+pub mod fork;
 pub mod listen;
 pub mod open;
 pub mod sys;
@@ -84,6 +85,60 @@ fn table() -> &'static RwLock<HashMap<c_int, Shared>> {
     T.get_or_init(Default::default)
 }
 
+type TableRead = std::sync::RwLockReadGuard<'static, HashMap<c_int, Shared>>;
+
+fn table_read() -> Option<TableRead> {
+    table().read().ok()
+}
+
+fn count() -> usize {
+    COUNT.load(Ordering::Relaxed)
+}
+
+/// The connections of this process's descriptors, each once.
+fn distinct() -> Vec<Shared> {
+    let mut list: Vec<Shared> = Vec::new();
+    if count() == 0 {
+        return list;
+    }
+    if let Ok(t) = table().read() {
+        for c in t.values() {
+            if !list.iter().any(|o| Arc::ptr_eq(o, c)) {
+                list.push(Arc::clone(c));
+            }
+        }
+    }
+    list
+}
+
+/// A data call's claim (fork.rs): false if another process drives the connection (the
+/// call fails with EIO). A connection claimed after a fork joins this process's timer
+/// thread (a forked child starts its own).
+pub fn claim(c: &Shared) -> bool {
+    match c.own.claim() {
+        fork::Claim::Mine => true,
+        fork::Claim::Claimed => {
+            adopt(c);
+            true
+        }
+        fork::Claim::Refused => {
+            if let Ok(g) = c.lock() {
+                crate::debug!(
+                    "{}: in-process connection driven by another process (fork): EIO",
+                    g.app_remote
+                );
+            }
+            false
+        }
+    }
+}
+
+fn adopt(c: &Shared) {
+    if c.own.gen.load(Ordering::Relaxed) != timer::generation() {
+        timer::add(Arc::clone(c));
+    }
+}
+
 pub fn lookup(fd: c_int) -> Option<Shared> {
     if COUNT.load(Ordering::Relaxed) == 0 {
         return None;
@@ -132,6 +187,9 @@ pub fn on_dup(old: c_int, new: c_int) {
 /// The application closes `fd`: if it is a connection and no other descriptor of the
 /// process is (a dup), the library finishes its flows (FIN after the written bytes) on its
 /// own descriptor, and the timer thread ends it.
+///
+/// After a fork (fork.rs) only the process that drives the connection ends it; another
+/// one's close forgets its copy (no datagram).
 pub fn on_close(fd: c_int) {
     if let Some(c) = remove(fd) {
         let duplicated = table()
@@ -140,19 +198,48 @@ pub fn on_close(fd: c_int) {
         if duplicated {
             return;
         }
-        if let Ok(mut g) = c.lock() {
+        release(&c);
+    }
+}
+
+/// This process lets go of `c` (its last descriptor closed, or the process exits).
+fn release(c: &Shared) -> fork::Release {
+    let (r, claimed) = c.own.release();
+    match r {
+        fork::Release::End => {
+            if claimed {
+                adopt(c);
+            }
+            end_by_app(c);
+        }
+        fork::Release::Forget => timer::forget(c),
+    }
+    r
+}
+
+fn end_by_app(c: &Shared) {
+    if let Ok(mut g) = c.lock() {
+        if g.app_closed.is_none() {
             let now = now();
             g.app_closed = Some(now);
             g.finish();
             g.discard_ready();
             g.flush(now);
-        } // the timer thread drives it from here (timer::rearm)
+        }
+    } // the timer thread drives it from here (timer::rearm)
+}
+
+/// The process exits or execs: every connection of its descriptors is released as a close
+/// would.
+pub fn release_all() {
+    for c in distinct() {
+        release(&c);
     }
 }
 
 /// shutdown(2) on a connection: SHUT_WR / SHUT_RDWR end the reply flow with its FIN.
 pub fn on_shutdown(c: &Shared, how: c_int) {
-    if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+    if (how == libc::SHUT_WR || how == libc::SHUT_RDWR) && claim(c) {
         if let Ok(mut g) = c.lock() {
             g.finish();
             g.flush(now());

@@ -15,12 +15,13 @@
 
 use super::conn::Conn;
 use super::deadlines::Deadlines;
+use super::fork::Own;
 use super::{now, sys, Shared};
 use flexpass_core::Nanos;
 use libc::c_int;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A closed connection's ACKs wait at most CLOSED_TICK.
 const CLOSED_TICK: Nanos = 2_000_000;
@@ -55,76 +56,154 @@ struct Timers {
     ready: c_int,
 }
 
+/// This process's timer thread. A forked child has none (threads do not survive fork):
+/// its first claim of a connection starts one, with its own epoll sets (the inherited ones
+/// are the parent's: a change to them would change the parent's).
+static CURRENT: AtomicPtr<Timers> = AtomicPtr::new(std::ptr::null_mut());
+/// CURRENT is the parent's (set by the atfork child handler).
+static STALE: AtomicBool = AtomicBool::new(false);
+/// Counts the timer threads this process started (fork::Own::gen).
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+static CREATING: AtomicBool = AtomicBool::new(false);
+
+pub fn generation() -> u32 {
+    GENERATION.load(Ordering::Acquire)
+}
+
 fn timers() -> &'static Timers {
-    static T: OnceLock<Timers> = OnceLock::new();
-    T.get_or_init(|| {
-        let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: EVENT,
-        };
-        unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
-        let ready = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        let _ = std::thread::Builder::new()
-            .name("flexpass-timer".into())
-            .spawn(run);
-        Timers {
-            state: Mutex::new(State {
-                conns: HashMap::new(),
-                due: Deadlines::default(),
-                sleep_until: 0,
-                next_id: 1,
-            }),
-            epoll,
-            event,
-            ready,
-        }
-    })
+    let p = CURRENT.load(Ordering::Acquire);
+    if !p.is_null() && !STALE.load(Ordering::Acquire) {
+        return unsafe { &*p };
+    }
+    start()
+}
+
+#[cold]
+fn start() -> &'static Timers {
+    while CREATING
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    let p = CURRENT.load(Ordering::Acquire);
+    if !p.is_null() && !STALE.load(Ordering::Acquire) {
+        CREATING.store(false, Ordering::Release);
+        return unsafe { &*p };
+    }
+    // A parent's, inherited, is left as it is: its table holds the parent's connections,
+    // and its descriptors (CLOEXEC) are not closed, since the program may have closed and
+    // reused their numbers.
+    let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: EVENT,
+    };
+    unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
+    let ready = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let t: &'static Timers = Box::leak(Box::new(Timers {
+        state: Mutex::new(State {
+            conns: HashMap::new(),
+            due: Deadlines::default(),
+            sleep_until: 0,
+            next_id: 1,
+        }),
+        epoll,
+        event,
+        ready,
+    }));
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    CURRENT.store(t as *const Timers as *mut Timers, Ordering::Release);
+    STALE.store(false, Ordering::Release);
+    CREATING.store(false, Ordering::Release);
+    let _ = std::thread::Builder::new()
+        .name("flexpass-timer".into())
+        .spawn(move || run(t));
+    t
+}
+
+/// atfork child handler: the timer thread and its sets are the parent's.
+pub(super) fn forked() {
+    STALE.store(true, Ordering::Release);
+    // No inherited connection is registered here any more (fork::Own::gen).
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    CREATING.store(false, Ordering::Release);
+}
+
+/// The timer state's lock, held across fork (fork.rs).
+pub(super) struct ForkHold(#[allow(dead_code)] std::sync::MutexGuard<'static, State>);
+
+pub(super) fn hold_for_fork() -> Option<ForkHold> {
+    let p = CURRENT.load(Ordering::Acquire);
+    if p.is_null() || STALE.load(Ordering::Acquire) {
+        return None;
+    }
+    let t: &'static Timers = unsafe { &*p };
+    t.state.lock().ok().map(ForkHold)
 }
 
 pub fn add(c: Shared) {
+    super::fork::init();
     let t = timers();
     let Ok(mut s) = t.state.lock() else { return };
     if s.conns.is_empty() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| unsafe {
-            OWNER.store(libc::getpid(), Ordering::Relaxed);
             libc::atexit(at_exit);
-            libc::pthread_atfork(None, None, Some(in_child));
         });
     }
     let id = s.next_id;
     s.next_id += 1;
     s.conns.insert(id, Arc::clone(&c));
     drop(s);
+    c.own.gen.store(generation(), Ordering::Relaxed);
     if let Ok(mut g) = c.lock() {
         g.timer_id = id; // armed as the guard drops
+        g.armed = None;
+        g.watched = false;
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: id,
         };
-        if !CHILD.load(Ordering::Relaxed) {
-            unsafe { libc::epoll_ctl(t.ready, libc::EPOLL_CTL_ADD, g.ctl, &mut ev) };
-        }
+        unsafe { libc::epoll_ctl(t.ready, libc::EPOLL_CTL_ADD, g.ctl, &mut ev) };
     }
 }
 
-/// The process whose timer thread drives the connections (a forked child inherits the
-/// atexit handler, not the thread).
-static OWNER: AtomicI32 = AtomicI32::new(0);
-/// This process is a forked child: no timer thread, and the epoll set is the parent's.
-static CHILD: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn in_child() {
-    CHILD.store(true, Ordering::Relaxed);
+/// This process lets go of a connection another process drives (fork.rs): it leaves the
+/// timer thread, and its sockets are closed here (the other process keeps them); no
+/// datagram is sent.
+pub(super) fn forget(c: &Shared) {
+    let Ok(mut g) = c.lock() else { return };
+    if std::mem::replace(&mut g.ended, true) {
+        return;
+    }
+    let here = c.own.gen.load(Ordering::Relaxed) == generation() && !STALE.load(Ordering::Acquire);
+    if g.timer_id != 0 && here {
+        let t = timers();
+        if let Ok(mut s) = t.state.lock() {
+            s.conns.remove(&g.timer_id);
+            s.due.arm(g.timer_id, None);
+        }
+        // The socket outlives this process's descriptor: it leaves the sets explicitly.
+        for ep in [t.epoll, t.ready] {
+            sys::epoll_watch(ep, g.ctl, 0, false);
+        }
+    }
+    sys::close(g.own);
+    sys::close(g.ctl);
+    crate::debug!(
+        "{}: in-process connection left to another process",
+        g.app_remote
+    );
 }
 
 /// A connection's lock is released (conn::Locked): the thread learns its deadline if it
 /// changed, and watches its control socket while the reply flow's bytes wait for credits
 /// (the program may be elsewhere) or the program closed it.
-pub(super) fn rearm(g: &mut Conn) {
-    if g.timer_id == 0 || g.ended || CHILD.load(Ordering::Relaxed) {
+pub(super) fn rearm(g: &mut Conn, own: &Own) {
+    if g.timer_id == 0 || g.ended || !own.owned() || own.gen.load(Ordering::Relaxed) != generation()
+    {
         return;
     }
     let t = timers();
@@ -160,20 +239,41 @@ pub(super) fn rearm(g: &mut Conn) {
 
 /// Longest wait at exit for the connections' written bytes to be acknowledged.
 const EXIT_LINGER: Nanos = 10_000_000_000;
+/// How long exit also waits for the peer's FIN, once everything written is acknowledged
+/// (its program reads the last bytes, then closes: its FIN finds the connection here, as
+/// a kernel's socket in FIN_WAIT2 would answer it after its process is gone).
+const PEER_FIN_WAIT: Nanos = 2_000_000_000;
 
 /// The process exits: what it wrote is still in its connections' send buffers (a kernel
 /// TCP socket outlives its process; these do not). Every connection is closed as close()
 /// would, and exit waits until their bytes and FIN are acknowledged (at most EXIT_LINGER)
 /// while this thread keeps driving them.
 extern "C" fn at_exit() {
-    if unsafe { libc::getpid() } != OWNER.load(Ordering::Relaxed) {
+    exit_linger();
+}
+
+/// exit, _exit and exec (process.rs): once per process, not in a vfork child (whose
+/// memory is its parent's). A connection another process drives is only forgotten.
+pub fn exit_linger() {
+    if !super::fork::is_mine() || super::fork::EXITING.swap(true, Ordering::AcqRel) {
         return;
     }
-    let t = timers();
+    super::release_all();
+    let p = CURRENT.load(Ordering::Acquire);
+    if p.is_null() || STALE.load(Ordering::Acquire) {
+        return; // a child that drove nothing
+    }
+    let t: &'static Timers = unsafe { &*p };
     let list: Vec<Shared> = t
         .state
         .lock()
-        .map(|s| s.conns.values().cloned().collect())
+        .map(|s| {
+            s.conns
+                .values()
+                .filter(|c| c.own.owned())
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     let start = now();
     for c in &list {
@@ -187,9 +287,16 @@ extern "C" fn at_exit() {
         }
     }
     while now().saturating_sub(start) < EXIT_LINGER {
+        let fin_wait = now().saturating_sub(start) < PEER_FIN_WAIT;
         let pending = list.iter().any(|c| {
             c.lock()
-                .map(|g| g.tx.error().is_none() && !g.tx.is_complete())
+                .map(|g| {
+                    let peer_open = !g.unread
+                        && g.rx
+                            .as_ref()
+                            .is_some_and(|r| !r.is_complete() && !r.was_reset());
+                    g.tx.error().is_none() && (!g.tx.is_complete() || (fin_wait && peer_open))
+                })
                 .unwrap_or(false)
         });
         if !pending {
@@ -197,18 +304,30 @@ extern "C" fn at_exit() {
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    // Connections that ended both ways are closed now, with `tcp_closed` ahead of the
-    // registration's end: else the agent would reset them from the sockets it keeps, and
-    // a RESET can reach the peer before its program has read the last bytes. The others
-    // (bytes unread here, or not acknowledged in time) are reset by the agent, as TCP
-    // answers a close with unread data.
+    // Connections that ended both ways, or whose bytes and FIN were all acknowledged with
+    // nothing left unread here (the peer may still be reading them: TCP's FIN_WAIT), are
+    // closed now, with `tcp_closed` ahead of the registration's end: else the agent would
+    // reset them from the sockets it keeps, and a RESET can reach the peer before its
+    // program has read the last bytes. The others (bytes unread here, or not acknowledged
+    // in time) are reset by the agent, as TCP answers a close with unread data.
     let now = now();
     for c in &list {
-        let finished = c.lock().map(|mut g| g.done(now)).unwrap_or(false);
+        let finished = c
+            .lock()
+            .map(|mut g| g.done(now) || (g.tx.is_complete() && !g.unread))
+            .unwrap_or(false);
         if finished {
             end(c);
         }
     }
+    if list.is_empty() {
+        return;
+    }
+    crate::debug!(
+        "exit: {} connection(s) driven here, {} ms for their bytes to be acknowledged",
+        list.len(),
+        now.saturating_sub(start) / 1_000_000
+    );
 }
 
 pub fn wake() {
@@ -225,8 +344,7 @@ pub fn wake() {
 
 /// The thread: sleeps until the earliest deadline or a report of a watched control
 /// socket, then runs the due and the reported connections only.
-fn run() {
-    let t = timers();
+fn run(t: &'static Timers) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
     let mut ids: Vec<u64> = Vec::new();
     let mut readable: Vec<u64> = Vec::new();
@@ -306,6 +424,13 @@ fn handle(t: &Timers, c: &Shared, now: Nanos, ctl: bool) -> bool {
     };
     g.armed = None; // popped from `due`, or reported: the guard arms it again
     if g.ended {
+        return true;
+    }
+    if !c.own.owned() {
+        // Unclaimed since a fork, or another process's: its claim arms it again.
+        if std::mem::take(&mut g.watched) {
+            sys::epoll_watch(t.epoll, g.ctl, g.timer_id, false);
+        }
         return true;
     }
     if g.app_closed.is_some() {
