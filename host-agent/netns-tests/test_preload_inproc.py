@@ -12,7 +12,8 @@ the addresses the programs see, that b's agent handed the connections over and c
 none itself, fallback (no `--inproc-listen`, no agent), a server killed mid-transfer:
 the client gets an error within seconds and b's agent frees the port and the flows, and a
 listener that registers again with a restarted agent, a connection that lives on in a
-duplicate of its descriptor, and an idle connection that leaves the timer thread asleep.
+duplicate of its descriptor, an idle connection that leaves the timer thread asleep, a
+forking server, a program that forks and execs mid-connection, and sendfile(2).
 
 Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
 """
@@ -96,9 +97,9 @@ def test_nc_byte_exact_both_ways(agents, tmp_path):
         assert (c["bytes_sent"], c["bytes_received"]) == (len(up), len(down)), c
 
 
-# Servers in-process only: the program's client side also uses a forked-and-exec'd child
-# writing on the inherited socket and sendfile(2), which an in-process opening connection
-# does not support yet (docs/datapath.md, "what is built"; dup(2) it does).
+# Servers in-process only: the program's client side also has a forked-and-exec'd child
+# write on the inherited socket, which an exec'd image cannot do on an in-process
+# connection (it sees a plain UDP socket: docs/datapath.md, "fork and exec").
 @pytest.mark.parametrize("hosts", ["listen"], indirect=True)
 def test_socket_api_of_real_programs(agents, tmp_path):
     """test_preload's socket-API program; its server (AF_INET6 dual stack) in-process."""
@@ -388,71 +389,78 @@ def test_a_forking_server_serves_concurrent_clients(agents, tmp_path):
     assert_in_process(agents, n)
 
 
-# A client that forks mid-connection while it writes: children that close their copy and
-# leave (os._exit, sys.exit with its atexit handlers), exec a program with the socket
-# inherited (not CLOEXEC) or not, subprocess and os.system; the parent's bytes arrive
-# byte-exact and the server's answer comes back.
-FORKING_CLIENT = r'''
+# A program that forks mid-connection while it writes (the client, or the server when only
+# servers are in-process): children that close their copy and leave (os._exit, sys.exit
+# with its atexit handlers), or exec a program with the socket inherited (not CLOEXEC) or
+# not; then subprocess and os.system. Its bytes arrive byte-exact at the other side, which
+# answers with their SHA-256.
+FORKING_WRITER = r"""
 import hashlib, os, socket, subprocess, sys
-port = int(sys.argv[2])
-if sys.argv[1] == "server":
+role, port, forker = sys.argv[1], int(sys.argv[2]), sys.argv[4]
+if role == "server":
     l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    l.bind(("0.0.0.0", port)); l.listen(); s, _ = l.accept()
+else:
+    s = socket.create_connection((sys.argv[3], port), timeout=30); s.settimeout(None)
+if role != forker:
     h = hashlib.sha256()
     while True:
-        b = c.recv(1 << 16)
+        b = s.recv(1 << 16)
         if not b: break
         h.update(b)
-    c.sendall(h.hexdigest().encode()); c.close()
-else:
-    s = socket.create_connection((sys.argv[3], port), timeout=30)
-    h = hashlib.sha256()
-    def chunk():
-        b = os.urandom(1_000_000); h.update(b); s.sendall(b)
-    def close_and_exit():
-        s.close(); os._exit(0)
-    def close_and_sys_exit():
-        s.close(); sys.exit(0)
-    def atexit_only():
-        sys.exit(0)                      # the copy still open: the atexit handler lets it go
-    def exec_inherited():
-        os.set_inheritable(s.fileno(), True)
-        os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
-    def exec_cloexec():
-        os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
-    kids = []
-    for child in (close_and_exit, close_and_sys_exit, atexit_only, exec_inherited, exec_cloexec):
-        chunk()
-        pid = os.fork()
-        if pid == 0:
-            child()                      # sys.exit: the interpreter's exit, atexit handlers
-            os._exit(0)
-        kids.append(pid)
-        chunk()                          # while the child lives
-    subprocess.run(["sh", "-c", "exit 0"], check=True, close_fds=False)
+    s.sendall(h.hexdigest().encode()); s.close()
+    sys.exit(0)
+h = hashlib.sha256()
+def chunk():
+    b = os.urandom(1_000_000); h.update(b); s.sendall(b)
+def close_and_exit():
+    s.close(); os._exit(0)
+def close_and_sys_exit():
+    s.close(); sys.exit(0)
+def atexit_only():
+    sys.exit(0)                          # the copy still open: the atexit handler lets it go
+def exec_inherited():
+    os.set_inheritable(s.fileno(), True)
+    os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
+def exec_cloexec():
+    os.execv("/bin/sh", ["sh", "-c", "sleep 0.2"])
+kids = []
+for child in (close_and_exit, close_and_sys_exit, atexit_only, exec_inherited, exec_cloexec):
     chunk()
-    os.system("true")
-    chunk()
-    for pid in kids:
-        _, st = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(st) == 0, st
-    chunk()
-    s.shutdown(socket.SHUT_WR)
-    got = s.makefile("rb").read()
-    print("ok" if got == h.hexdigest().encode() else f"bad {got!r}")
-'''
+    pid = os.fork()
+    if pid == 0:
+        child()                          # sys.exit: the interpreter's exit, atexit handlers
+        os._exit(0)
+    kids.append(pid)
+    chunk()                              # while the child lives
+subprocess.run(["sh", "-c", "exit 0"], check=True, close_fds=False)
+chunk()
+os.system("true")
+chunk()
+for pid in kids:
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0, st
+chunk()
+s.shutdown(socket.SHUT_WR)
+got = s.makefile("rb").read()
+print("ok" if got == h.hexdigest().encode() else f"bad {got!r}")
+"""
 
 
-def test_a_client_forks_and_execs_mid_connection(agents, tmp_path):
-    """Forked children that close their copy, exit or exec do not end the parent's
-    connection (before, a child's close sent the FIN of its copy of the flow); the parent
-    claims it again at its next write and its 14 MB arrive byte-exact."""
-    app = tmp_path / "forking_client.py"
-    app.write_text(FORKING_CLIENT)
-    srv = agents.run("b", sys.executable, str(app), "server", "9560")
+def test_a_program_forks_and_execs_mid_connection(agents, tmp_path):
+    """Forked children that close their copy, exit or exec do not end the connection of
+    the process that forks them (before, a child's close or exit sent the FIN of its copy
+    of the flow); that process claims it again at its next write and its 14 MB arrive
+    byte-exact. The in-process side forks: the server when only servers are in-process,
+    else the client."""
+    app = tmp_path / "forking_writer.py"
+    app.write_text(FORKING_WRITER)
+    forker = "client" if agents.both else "server"
+    srv = agents.run("b", sys.executable, str(app), "server", "9560", "-", forker)
     agents.wait_port("b", 9560)
-    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9560", IP["b"]), 90)
-    finish(srv, 30)
+    cli = agents.run("a", sys.executable, str(app), "client", "9560", IP["b"], forker)
+    out, err = finish(cli if forker == "client" else srv, 90)
+    finish(srv if forker == "client" else cli, 30)
     assert out.strip() == b"ok", (out, err)
     assert_in_process(agents, 1)
 

@@ -11,6 +11,7 @@
 //! that socket is dup3'd; the data calls run the core inline (io.rs in the crate root);
 //! one timer thread per process (timer.rs). The opening side (open.rs): connect() sends
 //! the HELLO from the connection's own sockets and follows the HELLO_ACK (the move rule).
+//! Across fork and exec: one process drives a connection at a time (fork.rs).
 //!
 //! Environment: FLEXPASS_INPROC turns it on; FLEXPASS_PEER_PORT is the peer agents' UDP
 //! port (default 7890); FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US and
