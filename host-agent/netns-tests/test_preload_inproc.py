@@ -34,6 +34,7 @@ pytestmark = pytest.mark.skipif(tp.SKIP is not None, reason=f"SKIPPED netns tier
 
 # The library's flows get the agents' link settings (test_preload.NET_ARGS).
 INPROC_ENV = {"FLEXPASS_LINK_GBPS": "1", "FLEXPASS_RTT_US": "100"}
+# FLEXPASS_TEST_LOG=debug: the library's lines of some tests' programs in their failures.
 DEBUG_ENV = {"FLEXPASS_LOG": os.environ.get("FLEXPASS_TEST_LOG", "")}
 
 
@@ -513,9 +514,10 @@ def test_sendfile_of_a_20mb_file(agents, tmp_path):
     app.write_text(SENDFILE)
     f = tmp_path / "file.bin"
     f.write_bytes(os.urandom(20 << 20))
-    srv = agents.run("b", sys.executable, str(app), "server", "9570", str(f))
+    srv = agents.run("b", sys.executable, str(app), "server", "9570", str(f), env=DEBUG_ENV)
     agents.wait_port("b", 9570)
-    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9570", str(f), IP["b"]), 120)
-    finish(srv, 30)
-    assert out.strip() == b"ok", (out, err)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9570", str(f), IP["b"],
+                                 env=DEBUG_ENV), 120)
+    _, serr = finish(srv, 30)
+    assert out.strip() == b"ok", (out, err, serr[-3000:])
     assert_in_process(agents, 3)
