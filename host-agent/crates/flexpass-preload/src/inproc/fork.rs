@@ -265,14 +265,7 @@ pub fn init() {
 extern "C" fn prepare() {
     let pid = my_pid();
     let table = super::table_read();
-    let mut list: Vec<super::Shared> = Vec::new();
-    if let Some(t) = table.as_ref() {
-        for c in t.values() {
-            if !list.iter().any(|o| std::sync::Arc::ptr_eq(o, c)) {
-                list.push(std::sync::Arc::clone(c));
-            }
-        }
-    }
+    let list = table.as_deref().map_or_else(Vec::new, super::distinct_in);
     let mut conns = Vec::with_capacity(list.len());
     for c in list {
         // The guard borrows from `c`, which is kept with it and dropped after it.

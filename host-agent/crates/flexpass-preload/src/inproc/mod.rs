@@ -98,18 +98,19 @@ fn count() -> usize {
 
 /// The connections of this process's descriptors, each once.
 fn distinct() -> Vec<Shared> {
-    let mut list: Vec<Shared> = Vec::new();
     if count() == 0 {
-        return list;
+        return Vec::new();
     }
-    if let Ok(t) = table().read() {
-        for c in t.values() {
-            if !list.iter().any(|o| Arc::ptr_eq(o, c)) {
-                list.push(Arc::clone(c));
-            }
-        }
-    }
-    list
+    table_read().map_or_else(Vec::new, |t| distinct_in(&t))
+}
+
+/// The connections of `t`, each once (duplicated descriptors share one).
+fn distinct_in(t: &HashMap<c_int, Shared>) -> Vec<Shared> {
+    let mut seen = std::collections::HashSet::new();
+    t.values()
+        .filter(|c| seen.insert(Arc::as_ptr(c)))
+        .cloned()
+        .collect()
 }
 
 /// A data call's claim (fork.rs): false if another process drives the connection (the
