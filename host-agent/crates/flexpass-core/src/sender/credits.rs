@@ -140,7 +140,12 @@ impl Sender {
         let busy = !complete && (self.owes_proactive() || self.proactive.outstanding() > 0);
         let idle = self.buf.is_idle();
         let established = self.handshake == Handshake::Established;
-        let reactive_covers = self.reactive_covers_burst();
+        // Asked only with credits stopped (not per packet of a flow whose credits flow).
+        let reactive_covers = self
+            .part
+            .credits()
+            .is_some_and(|c| c.state == CreditState::Stopped)
+            && self.reactive_covers_burst();
         // Credits already in flight when a CREDIT_STOP left come for up to an RTT; the RTT
         // estimate may be inflated, e.g. by a late handshake, so at most rto_max.
         let rtt = self
