@@ -75,8 +75,12 @@ unsafe fn conn_sendfile(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(
+type SendfileFn = unsafe extern "C" fn(c_int, c_int, *mut off64_t, usize) -> ssize_t;
+
+/// sendfile and sendfile64 (one signature on 64-bit Linux): an in-process connection's,
+/// else the real call.
+unsafe fn sendfile_or(
+    real: Option<SendfileFn>,
     out_fd: c_int,
     in_fd: c_int,
     offset: *mut off64_t,
@@ -85,10 +89,20 @@ pub unsafe extern "C" fn sendfile(
     if let Some(c) = inproc::lookup(out_fd) {
         return conn_sendfile(&c, out_fd, in_fd, offset, count);
     }
-    match real_sendfile() {
+    match real {
         Some(f) => f(out_fd, in_fd, offset, count),
         None => fail(libc::ENOSYS),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(
+    out_fd: c_int,
+    in_fd: c_int,
+    offset: *mut off64_t,
+    count: usize,
+) -> ssize_t {
+    sendfile_or(real_sendfile(), out_fd, in_fd, offset, count)
 }
 
 #[no_mangle]
@@ -98,11 +112,11 @@ pub unsafe extern "C" fn sendfile64(
     offset: *mut off64_t,
     count: usize,
 ) -> ssize_t {
-    if let Some(c) = inproc::lookup(out_fd) {
-        return conn_sendfile(&c, out_fd, in_fd, offset, count);
-    }
-    match real_sendfile64().or(real_sendfile()) {
-        Some(f) => f(out_fd, in_fd, offset, count),
-        None => fail(libc::ENOSYS),
-    }
+    sendfile_or(
+        real_sendfile64().or(real_sendfile()),
+        out_fd,
+        in_fd,
+        offset,
+        count,
+    )
 }
