@@ -113,11 +113,14 @@ fn a_flow_in_the_lowest_queue_probes_and_resumes() {
         });
         let saddr = server.local_addr().unwrap();
         let (small_data, large_data) = (pattern(300_000, 3), pattern(2_000_000, 7));
-        let small = open(&mut client, saddr, &small_data, true);
+        // The smaller flow's FIN waits until the arbitrator has put the larger one below
+        // it: on a slow moment it could otherwise end before the first answer came.
+        let small = open(&mut client, saddr, &small_data, false);
         client.poll(Duration::ZERO).unwrap();
         let large = open(&mut client, saddr, &large_data, false);
         let mut got = Received::default();
         let (mut lowest_seen, mut promoted, mut finished) = (false, false, false);
+        let mut small_finished = false;
         let mut done_at: Option<Instant> = None;
         run(
             &mut [(&mut client, &mut server, &mut got)],
@@ -126,6 +129,10 @@ fn a_flow_in_the_lowest_queue_probes_and_resumes() {
                 let s_done = c.sender(small).unwrap().is_complete();
                 let la = arb(c, large);
                 lowest_seen |= !s_done && la.queue == 1 && arb(c, small).queue == 0;
+                if lowest_seen && !small_finished {
+                    small_finished = true;
+                    c.sender_mut(small).unwrap().finish();
+                }
                 promoted |= s_done && lowest_seen && la.queue == 0;
                 if promoted && !finished {
                     finished = true;
