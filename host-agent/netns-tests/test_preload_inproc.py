@@ -19,6 +19,7 @@ Needs root, `ip netns` and the programs; skips loudly otherwise, per program.
 """
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -521,3 +522,103 @@ def test_sendfile_of_a_20mb_file(agents, tmp_path):
     _, serr = finish(srv, 30)
     assert out.strip() == b"ok", (out, err, serr[-3000:])
     assert_in_process(agents, 3)
+
+
+# Request/response: the server reads each request, then (WAIT) blocks in select, poll or
+# epoll on a pipe that stays empty for 20 ms before it answers; the client checks every
+# answer. The server's library prints its connection's send counts at the end (debug).
+REPLY = r'''
+import os, select, socket, sys
+port, n, wait = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    r, _w = os.pipe()
+    ep = select.epoll(); ep.register(r, select.EPOLLIN)
+    po = select.poll(); po.register(r, select.POLLIN)
+    for i in range(n):
+        req = c.recv(64)
+        if wait == "select": select.select([r], [], [], 0.02)
+        elif wait == "poll": po.poll(20)
+        elif wait == "epoll": ep.poll(0.02)
+        c.sendall(b"re:" + req)
+    assert c.recv(1) == b""
+    c.close()
+else:
+    s = socket.create_connection((sys.argv[5], port), timeout=20)
+    for i in range(n):
+        req = b"request %d" % i
+        s.sendall(req)
+        got = b""
+        while len(got) < len(req) + 3: got += s.recv(64)
+        assert got == b"re:" + req, (i, got)
+    s.close()
+    print("ok")
+'''
+
+
+def send_counts(stderr):
+    """The counts of the connection's debug line (inproc/conn.rs SendCounts)."""
+    import re
+    m = re.search(rb"connection ended; sent SendCounts \{([^}]*)\}", stderr)
+    assert m, stderr[-2000:]
+    return {k.strip().decode(): int(v) for k, v in (f.split(b":") for f in m.group(1).split(b","))}
+
+
+@pytest.mark.parametrize("wait", ["none", "select", "poll", "epoll"])
+def test_an_ack_leaves_with_the_reply_or_before_a_wait(agents, tmp_path, wait):
+    """The ACK of a request waits for the application's reply and leaves with its data in
+    one system call (as a TCP reply carries its ACK): one call per answer, not two. An
+    application that waits (select, poll, epoll) before it answers sends it first: no ACK
+    is held past ACK_HOLD_MAX by a process that sleeps."""
+    n = 200
+    app = tmp_path / "reply.py"
+    app.write_text(REPLY)
+    srv = agents.run("b", sys.executable, str(app), "server", "9580", str(n), wait, env={"FLEXPASS_LOG": "debug"})
+    agents.wait_port("b", 9580)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9580", str(n), wait, IP["b"]), 120)
+    _, serr = finish(srv, 30)
+    assert out.strip() == b"ok", err
+    c = send_counts(serr)
+    if wait == "none":
+        assert c["acks_with_data"] >= 0.9 * n, c
+        assert c["calls"] <= 1.2 * n, c
+    else:
+        assert c["held_at_wait"] >= 0.9 * n, c
+    assert c["held_expired"] <= 0.05 * n, c
+    assert_in_process(agents, 1)
+
+
+def test_a_thousand_concurrent_connections_from_one_process_are_byte_exact(agents, tmp_path):
+    """test_preload_reliability's 1 000 connections from one process (non-blocking, one
+    selector), each 16-40 kB echoed back byte-exact, with the server in-process (and the
+    client too, both sides): one process's library drives 1 000 connections, its timer
+    thread their timers, and the held ACKs of 1 000 connections leave before each wait."""
+    import resource
+    from test_preload_reliability import MANY_CLIENT, MANY_SERVER
+    many = 1000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 4 * many + 256
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"SKIPPED: RLIMIT_NOFILE hard limit {hard} < {need} (ulimit -Hn)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
+    try:
+        (tmp_path / "s.py").write_text(MANY_SERVER)
+        (tmp_path / "c.py").write_text(MANY_CLIENT)
+        srv = agents.run("b", sys.executable, str(tmp_path / "s.py"), "9590", str(many), env=DEBUG_ENV)
+        agents.wait_port("b", 9590)
+        cli = agents.run("a", sys.executable, str(tmp_path / "c.py"), IP["b"], "9590", str(many),
+                        stdin=subprocess.PIPE, env=DEBUG_ENV)
+        line = cli.stdout.readline()
+        assert line.strip() == b"connected", (line, cli.poll())
+        cli.stdin.write(b"go\n")
+        cli.stdin.flush()
+        out, err = finish(cli, 120)
+        sout, serr = finish(srv, 60)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    r = json.loads(out.decode().strip().splitlines()[-1])
+    print(f"{many} in-process connections: {r['bytes_each_way'] / 1e6:.1f} MB each way in {r['seconds']:.1f} s")
+    assert r["connections"] == many and r["byte_exact"] == many, (r, err[-2000:])
+    assert int(sout.strip()) == many
+    assert_in_process(agents, many)

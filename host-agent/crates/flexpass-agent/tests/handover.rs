@@ -174,3 +174,49 @@ fn a_refused_hand_over_resets_the_flow_and_other_ports_are_accepted_as_before() 
     assert_eq!(agent.stats.handed_over, 1);
     assert!(agent.take_handed().is_none());
 }
+
+#[test]
+fn taken_connections_do_not_count_as_half_open() {
+    // max_half_open bounds the flows handed over and not answered yet; a flow the process
+    // took lingers (late datagrams) but is open, not half-open: before, 256 taken within
+    // the linger (2 s) made every further HELLO of the port meet a full table (cookies,
+    // then refusal: the opener fell back to kernel TCP for 744 of 1 000 connections).
+    const MAX: usize = 4;
+    let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.link_bps = 1e9;
+    cfg.base_rtt = 50_000;
+    cfg.max_half_open = MAX;
+    let mut agent = Endpoint::bind(cfg).unwrap();
+    let mut client = endpoint(false);
+    agent.hand_over_port(SERVICE, true);
+    for i in 0..3 * MAX {
+        open_conn(&mut client, &agent, b"hello");
+        let h = handed(&mut client, &mut agent);
+        agent.handed_answered((h.peer, h.hello.flow_id), true);
+        assert_eq!(agent.handed(), i + 1);
+    }
+    assert_eq!(agent.stats.handed_over, 3 * MAX as u64);
+    assert_eq!(
+        (agent.stats.cookies_sent, agent.stats.handed_refused),
+        (0, 0)
+    );
+    // Untaken ones still fill the table: the HELLO after MAX of them is refused.
+    for _ in 0..MAX {
+        open_conn(&mut client, &agent, b"hello");
+        handed(&mut client, &mut agent);
+    }
+    assert_eq!(agent.stats.flows_refused, 0);
+    let key = open_conn(&mut client, &agent, b"hello");
+    let end = Instant::now() + Duration::from_secs(2);
+    while client.sender(key).unwrap().error().is_none() {
+        assert!(
+            Instant::now() < end,
+            "a HELLO beyond max_half_open was not refused"
+        );
+        client.poll(Duration::from_micros(100)).unwrap();
+        agent.poll(Duration::from_micros(100)).unwrap();
+        let _ = agent.take_handed(); // the unanswered ones' retransmitted HELLOs
+    }
+    assert_eq!(agent.stats.flows_refused, 1);
+    assert_eq!(agent.stats.handed_over, 4 * MAX as u64);
+}

@@ -119,8 +119,13 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
                 g.drain(now);
             }
             let n = g.take(out, peek);
-            // ACKs and credits after the bytes reached the application.
-            g.flush(now);
+            // ACKs and credits after the bytes reached the application (its ACKs alone
+            // wait for its reply).
+            if n > 0 && g.flush_after_read(now) {
+                inproc::holding(c);
+            } else if n == 0 {
+                g.flush(now);
+            }
             if n > 0 {
                 g.settle(now);
                 return n as ssize_t;
@@ -148,6 +153,7 @@ unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssiz
                 .map_or(MAX_WAIT_NS, |d| d.saturating_sub(now).max(1));
             (g.own, wait.min(MAX_WAIT_NS))
         };
+        inproc::send_held();
         sys::wait(own, libc::POLLIN, wait);
     }
 }
@@ -200,6 +206,7 @@ pub(crate) unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int)
             (g.ctl, wait.min(MAX_WAIT_NS))
         };
         // Credits and ACKs make room: they come on the library's socket.
+        inproc::send_held();
         sys::wait(ctl, libc::POLLIN, wait);
     }
 }

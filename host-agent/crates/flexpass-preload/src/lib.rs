@@ -205,6 +205,7 @@ mod io;
 mod process;
 mod sendfile;
 mod sockopt;
+mod wait;
 
 static AGENT_DOWN_LOGGED: AtomicBool = AtomicBool::new(false);
 /// Peers (IPv4) whose fallback to kernel TCP this process has logged.
@@ -437,7 +438,11 @@ unsafe fn read_line<const N: usize>(s: c_int, out: &mut Buf<N>, timeout_ms: i64)
             events: libc::POLLIN,
             revents: 0,
         };
-        let r = libc::poll(&mut pfd, 1, left.min(i32::MAX as i64) as c_int);
+        let ts = libc::timespec {
+            tv_sec: left / 1000,
+            tv_nsec: left % 1000 * 1_000_000,
+        };
+        let r = inproc::sys::ppoll(std::slice::from_mut(&mut pfd), Some(&ts));
         if r < 0 && errno() == libc::EINTR {
             continue;
         }

@@ -117,7 +117,14 @@ impl Endpoint {
         let (verdict, dropped) =
             self.admission
                 .on_new_hello(key.0, h, cookie_ok, flows, now, &mut self.stats);
-        let full = self.handover.handed.len() >= self.cfg.max_half_open;
+        // Half-open: handed, not taken yet (a taken entry lingers for late datagrams only).
+        let half_open = self
+            .handover
+            .handed
+            .values()
+            .filter(|(_, taken)| taken.is_none())
+            .count();
+        let full = half_open >= self.cfg.max_half_open;
         if self.answer_hello(key.0, h, verdict, dropped, full, now) {
             return true;
         }

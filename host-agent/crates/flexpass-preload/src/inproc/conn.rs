@@ -69,16 +69,36 @@ pub struct Conn {
     /// The sockets are closed and the agent told (timer::end, once).
     pub ended: bool,
     dscp: DscpPlan,
-    /// Datagrams queued by `send`: the run being built, back to back.
+    /// Datagrams queued by `send`, back to back: the runs, each datagrams of one kind.
     wbuf: Vec<u8>,
-    run: Option<Run>,
+    runs: Vec<Run>,
+    /// Since when the queued datagrams (ACKs only) wait for the application's reply, to
+    /// leave with its data in one system call (`flush_after_read`).
+    held_at: Option<Nanos>,
     pub ignored: u64,
+    /// Of the datagrams sent: system calls, and calls where ACKs left with data (`FLEXPASS_LOG=debug`
+    /// prints them when the connection ends).
+    pub sends: SendCounts,
 }
 
-/// The datagrams in `Conn::wbuf`: `count` of one kind and TOS, all `segment` bytes but
-/// the last (`short` once one is shorter: nothing may follow it).
+/// What a connection's datagrams cost (its debug line at the end).
+#[derive(Default, Debug)]
+pub struct SendCounts {
+    pub datagrams: u64,
+    pub calls: u64,
+    /// Calls that carried ACKs and data together.
+    pub acks_with_data: u64,
+    /// Held ACKs sent because the application was about to wait, and after ACK_HOLD_MAX.
+    pub held_at_wait: u64,
+    pub held_expired: u64,
+}
+
+/// Datagrams in `Conn::wbuf` from `start`: `count` of one kind and TOS, all `segment`
+/// bytes but the last (`short` once one is shorter: nothing may follow it).
 struct Run {
+    start: usize,
     kind: std::mem::Discriminant<Packet>,
+    ack: bool,
     tos: u8,
     segment: usize,
     count: usize,
@@ -146,6 +166,12 @@ thread_local! {
 /// UDP payload of one.
 const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
+/// Most bytes queued before they are sent: a full run and a few datagrams of other kinds.
+const WBUF_MAX: usize = GSO_MAX_BYTES + 4096;
+/// Longest an ACK waits for the application's reply to carry it to the peer in the same
+/// system call (the timer thread sends it then). Far below any retransmission timeout;
+/// TCP's delayed ACK waits up to 40 ms.
+pub const ACK_HOLD_MAX: Nanos = 500_000;
 /// UDP GSO works here (cleared for the process at the first refusal).
 static GSO: AtomicBool = AtomicBool::new(true);
 
@@ -186,8 +212,10 @@ impl Conn {
             ended: false,
             dscp: DscpPlan::default(),
             wbuf: Vec::with_capacity(GSO_MAX_BYTES),
-            run: None,
+            runs: Vec::with_capacity(sys::MAX_RUNS),
+            held_at: None,
             ignored: 0,
+            sends: SendCounts::default(),
         }
     }
 
@@ -331,6 +359,41 @@ impl Conn {
 
     /// Fire due timers and send what the core has to send.
     pub fn flush(&mut self, now: Nanos) {
+        self.queue_due(now);
+        if self.held_at.is_some_and(|h| now >= h + ACK_HOLD_MAX) {
+            self.sends.held_expired += 1;
+        }
+        self.send_all();
+        self.release(false);
+    }
+
+    /// As `flush`, after bytes went to the application: ACKs alone (no data, no credit)
+    /// wait for its reply, whose data then carries them in the same system call, as a
+    /// TCP reply carries its ACK (at most ACK_HOLD_MAX; only one read's ACKs: a second
+    /// read sends them). True if they wait.
+    pub fn flush_after_read(&mut self, now: Nanos) -> bool {
+        self.queue_due(now);
+        let hold =
+            self.held_at.is_none() && !self.runs.is_empty() && self.runs.iter().all(|r| r.ack);
+        if hold {
+            self.held_at = Some(now);
+        } else {
+            self.send_all();
+        }
+        self.release(false);
+        hold
+    }
+
+    /// ACKs waiting for a reply leave now (the application is about to wait).
+    pub fn send_held(&mut self) {
+        if self.held_at.is_some() {
+            self.sends.held_at_wait += 1;
+            self.send_all();
+        }
+    }
+
+    /// Due timers fired, and what both flows have to send queued.
+    fn queue_due(&mut self, now: Nanos) {
         // A due time that a timeout does not move (a credit due: poll_transmit sends it)
         // ends the loop: calling again would change nothing.
         if let Some(rx) = self.rx.as_mut() {
@@ -361,67 +424,99 @@ impl Conn {
         while let Some(t) = self.tx.poll_transmit(now) {
             self.send(&t);
         }
-        self.send_run();
-        self.release(false);
     }
 
     /// Queue `t`: consecutive datagrams of one kind, TOS and size (the last may be
-    /// shorter) leave together as one UDP GSO send (`send_run`), as the agent's socket.
+    /// shorter) make a run, one UDP GSO send, as the agent's socket; the runs queued leave
+    /// together in one system call (`send_all`).
     fn send(&mut self, t: &flexpass_core::Transmit) {
         let tos = (self.dscp.dscp(t.class) << 2) | t.ecn as u8;
         let kind = std::mem::discriminant(&t.packet);
         let len = t.packet.encoded_len();
-        let joins = self.run.as_ref().is_some_and(|r| {
+        let end = self.wbuf.len();
+        let joins = self.runs.last().is_some_and(|r| {
             r.kind == kind
                 && r.tos == tos
                 && !r.short
                 && len <= r.segment
                 && r.count < GSO_MAX_SEGMENTS
-                && self.wbuf.len() + len <= GSO_MAX_BYTES
+                && end - r.start + len <= GSO_MAX_BYTES
         });
-        if !joins {
-            self.send_run(); // what was queued before this datagram
+        if !joins && (self.runs.len() == sys::MAX_RUNS || end + len > WBUF_MAX) {
+            self.send_all(); // what was queued before this datagram
         }
         let start = self.wbuf.len();
         t.packet.encode(&mut self.wbuf);
         debug_assert_eq!(self.wbuf.len() - start, len);
-        match self.run.as_mut() {
+        match self.runs.last_mut() {
             Some(r) if joins => {
                 r.count += 1;
                 r.short = len < r.segment;
             }
-            _ => {
-                self.run = Some(Run {
-                    kind,
-                    tos,
-                    segment: len,
-                    count: 1,
-                    short: false,
-                })
-            }
+            _ => self.runs.push(Run {
+                start,
+                kind,
+                ack: matches!(t.packet, Packet::Ack(_)),
+                tos,
+                segment: len,
+                count: 1,
+                short: false,
+            }),
         }
     }
 
-    /// Write the queued run: one GSO send of its datagrams, or (one datagram, or GSO
-    /// refused by the kernel: then never again in this process) each on its own.
-    fn send_run(&mut self) {
-        let Some(r) = self.run.take() else {
+    /// Write the queued runs: each one GSO send of its datagrams (or, one datagram, or GSO
+    /// refused by the kernel: then never again in this process, each on its own), all in
+    /// one system call.
+    fn send_all(&mut self) {
+        self.held_at = None;
+        let n = self.runs.len();
+        if n == 0 {
             return;
-        };
-        // Every encoded packet has a header: segment > 0.
-        let gso = r.count > 1 && GSO.load(Ordering::Relaxed);
-        if gso {
-            let sent = sys::send_run(self.own, &self.wbuf, self.peer, r.tos, r.segment as u16);
-            if sent >= 0 || !matches!(-sent as c_int, libc::EIO | libc::EINVAL | libc::EOPNOTSUPP) {
-                // Sent, or dropped as a datagram would be (a full buffer).
-                self.wbuf.clear();
-                return;
+        }
+        let gso = GSO.load(Ordering::Relaxed);
+        let mut runs = [(&[][..], 0u8, 0u16); sys::MAX_RUNS];
+        let mut sent = [0isize; sys::MAX_RUNS];
+        for (i, r) in self.runs.iter().enumerate() {
+            let end = self.runs.get(i + 1).map_or(self.wbuf.len(), |x| x.start);
+            // Every encoded packet has a header: segment > 0.
+            runs[i] = (
+                &self.wbuf[r.start..end],
+                r.tos,
+                if r.count > 1 { r.segment as u16 } else { 0 },
+            );
+        }
+        self.sends.calls += 1;
+        self.sends.datagrams += self.runs.iter().map(|r| r.count as u64).sum::<u64>();
+        if self.runs.iter().any(|r| r.ack) && self.runs.iter().any(|r| !r.ack) {
+            self.sends.acks_with_data += 1;
+        }
+        if gso && n == 1 {
+            sent[0] = sys::send_run(self.own, runs[0].0, self.peer, runs[0].1, runs[0].2);
+        } else if gso {
+            sys::send_runs(self.own, &runs[..n], self.peer, &mut sent);
+        }
+        for (i, &(data, tos, segment)) in runs[..n].iter().enumerate() {
+            let refused = segment > 0
+                && sent[i] < 0
+                && matches!(
+                    -sent[i] as c_int,
+                    libc::EIO | libc::EINVAL | libc::EOPNOTSUPP
+                );
+            if refused {
+                GSO.store(false, Ordering::Relaxed); // never again in this process
             }
-            GSO.store(false, Ordering::Relaxed);
+            if !gso && segment == 0 {
+                sys::send_dgram(self.own, data, self.peer, tos);
+            } else if refused || !gso {
+                // Each datagram on its own. (Else sent, or dropped as a datagram would be:
+                // a full buffer.)
+                for d in data.chunks(segment as usize) {
+                    sys::send_dgram(self.own, d, self.peer, tos);
+                }
+            }
         }
-        for d in self.wbuf.chunks(r.segment) {
-            sys::send_dgram(self.own, d, self.peer, r.tos);
-        }
+        self.runs.clear();
         self.wbuf.clear();
     }
 
@@ -431,15 +526,16 @@ impl Conn {
         self.tx.pending_bytes() > 0 || self.app_closed.is_some()
     }
 
-    /// The earliest timer of either flow.
+    /// The earliest timer of either flow, or the end of an ACK's hold.
     pub fn deadline(&mut self) -> Option<Nanos> {
-        match (
+        [
             self.rx.as_ref().and_then(|r| r.poll_timeout()),
             self.tx.poll_timeout(),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            self.held_at.map(|h| h + ACK_HOLD_MAX),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     pub fn ready_len(&self) -> usize {

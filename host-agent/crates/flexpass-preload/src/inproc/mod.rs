@@ -29,8 +29,8 @@ pub mod timer;
 use flexpass_core::Nanos;
 use libc::c_int;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 pub type Shared = Arc<conn::Locked>;
@@ -76,6 +76,44 @@ pub fn opening() -> bool {
 pub fn now() -> Nanos {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as Nanos
+}
+
+/// Connections whose ACKs wait for the application's reply (Conn::flush_after_read), and
+/// whether any may: every wait of the application sends them first (`send_held`), so that
+/// a read that is not answered costs its peer no delay. try_lock only: a lock held by a
+/// thread at fork stays held in the child, whose ACKs then wait for the timer thread.
+static HELD: Mutex<Vec<Shared>> = Mutex::new(Vec::new());
+static HELD_ANY: AtomicBool = AtomicBool::new(false);
+
+/// `c` holds ACKs for a reply (after its guard is dropped or not: `send_held` locks it).
+pub fn holding(c: &Shared) {
+    if let Ok(mut v) = HELD.try_lock() {
+        v.push(c.clone());
+        HELD_ANY.store(true, Ordering::Release);
+    }
+}
+
+/// The application is about to wait (a blocking poll, epoll or select, or a blocking call
+/// on a connection): held ACKs leave now. Call with no connection locked.
+pub fn send_held() {
+    if !HELD_ANY.load(Ordering::Acquire) {
+        return;
+    }
+    let list = match HELD.try_lock() {
+        Ok(mut v) => {
+            HELD_ANY.store(false, Ordering::Release);
+            std::mem::take(&mut *v)
+        }
+        Err(_) => return,
+    };
+    for c in list {
+        if !c.own.owned() {
+            continue;
+        }
+        if let Ok(mut g) = c.lock() {
+            g.send_held();
+        }
+    }
 }
 
 /// Connections by the application's descriptor. `COUNT` is the fast path of every hooked

@@ -189,6 +189,42 @@ pub fn send_dgram(fd: c_int, data: &[u8], to: SocketAddrV4, tos: u8) -> bool {
     send_run(fd, data, to, tos, 0) >= 0
 }
 
+/// Control buffer of one datagram run: its IP_TOS and, with `segment` > 0, UDP_SEGMENT.
+type RunCmsg = [u64; 8];
+
+/// `msg` sends `iov` to `dst` with the TOS byte `tos`, as datagrams of `segment` bytes
+/// (UDP GSO; 0: one datagram); its control messages are written into `cbuf`.
+unsafe fn run_msghdr(
+    msg: &mut libc::msghdr,
+    dst: &mut sockaddr_in,
+    iov: &mut libc::iovec,
+    cbuf: &mut RunCmsg,
+    tos: u8,
+    segment: u16,
+) {
+    *msg = std::mem::zeroed();
+    msg.msg_name = (dst as *mut sockaddr_in).cast();
+    msg.msg_namelen = size_of::<sockaddr_in>() as socklen_t;
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    let tos_space = libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
+    let seg_space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = tos_space + if segment > 0 { seg_space } else { 0 };
+    let c = libc::CMSG_FIRSTHDR(msg);
+    (*c).cmsg_level = libc::IPPROTO_IP;
+    (*c).cmsg_type = libc::IP_TOS;
+    (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as usize;
+    *(libc::CMSG_DATA(c) as *mut c_int) = tos as c_int;
+    if segment > 0 {
+        let c = libc::CMSG_NXTHDR(msg, c);
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+        (libc::CMSG_DATA(c) as *mut u16).write_unaligned(segment);
+    }
+}
+
 /// `data` as datagrams of `segment` bytes each (the last may be shorter) in one UDP GSO
 /// send (UDP_SEGMENT), or as one datagram with `segment` 0; each with the IP TOS byte
 /// `tos`. The syscall's result: bytes sent, or -errno.
@@ -198,29 +234,10 @@ pub fn send_run(fd: c_int, data: &[u8], to: SocketAddrV4, tos: u8, segment: u16)
         iov_base: data.as_ptr() as *mut c_void,
         iov_len: data.len(),
     };
-    let mut cbuf = [0u64; 8];
+    let mut cbuf: RunCmsg = [0; 8];
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut dst as *mut sockaddr_in).cast();
-    msg.msg_namelen = size_of::<sockaddr_in>() as socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
     unsafe {
-        let tos_space = libc::CMSG_SPACE(size_of::<c_int>() as u32) as usize;
-        let seg_space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = tos_space + if segment > 0 { seg_space } else { 0 };
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::IPPROTO_IP;
-        (*c).cmsg_type = libc::IP_TOS;
-        (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as usize;
-        *(libc::CMSG_DATA(c) as *mut c_int) = tos as c_int;
-        if segment > 0 {
-            let c = libc::CMSG_NXTHDR(&msg, c);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = libc::UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
-            (libc::CMSG_DATA(c) as *mut u16).write_unaligned(segment);
-        }
+        run_msghdr(&mut msg, &mut dst, &mut iov, &mut cbuf, tos, segment);
         let r = libc::syscall(
             libc::SYS_sendmsg,
             fd as libc::c_long,
@@ -231,6 +248,62 @@ pub fn send_run(fd: c_int, data: &[u8], to: SocketAddrV4, tos: u8, segment: u16)
             -(errno() as isize)
         } else {
             r as isize
+        }
+    }
+}
+
+/// Most runs one `send_runs` call takes.
+pub const MAX_RUNS: usize = 8;
+
+/// Several runs (`runs[i]`: bytes, TOS, segment as in `send_run`) in one sendmmsg: a
+/// connection's ACK and the data after it leave in one system call. `out[i]` gets run i's
+/// result as `send_run` gives it (a run the kernel refused is skipped; the later ones
+/// are sent by another call).
+pub fn send_runs(fd: c_int, runs: &[(&[u8], u8, u16)], to: SocketAddrV4, out: &mut [isize]) {
+    let n = runs.len().min(MAX_RUNS);
+    let mut dst = sin(to);
+    let mut iovs = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_RUNS];
+    let mut cbufs: [RunCmsg; MAX_RUNS] = [[0; 8]; MAX_RUNS];
+    let mut msgs: [libc::mmsghdr; MAX_RUNS] = unsafe { std::mem::zeroed() };
+    for (i, &(data, tos, segment)) in runs[..n].iter().enumerate() {
+        iovs[i] = libc::iovec {
+            iov_base: data.as_ptr() as *mut c_void,
+            iov_len: data.len(),
+        };
+        unsafe {
+            run_msghdr(
+                &mut msgs[i].msg_hdr,
+                &mut dst,
+                &mut iovs[i],
+                &mut cbufs[i],
+                tos,
+                segment,
+            )
+        };
+    }
+    let mut at = 0;
+    while at < n {
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_sendmmsg,
+                fd as libc::c_long,
+                msgs[at..].as_mut_ptr(),
+                (n - at) as libc::c_long,
+                (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as libc::c_long,
+            )
+        };
+        if r > 0 {
+            for i in at..at + r as usize {
+                out[i] = msgs[i].msg_len as isize;
+            }
+            at += r as usize;
+        } else {
+            // The run at `at` failed (sendmmsg reports the error of its first message).
+            out[at] = -(errno() as isize);
+            at += 1;
         }
     }
 }
@@ -283,6 +356,21 @@ pub fn read(fd: c_int, buf: &mut [u8]) -> isize {
     }
 }
 
+/// ppoll(2) as a system call (the library hooks the libc functions that wait: wait.rs).
+/// `ts` None: no timeout.
+pub fn ppoll(fds: &mut [libc::pollfd], ts: Option<&libc::timespec>) -> c_int {
+    unsafe {
+        libc::syscall(
+            libc::SYS_ppoll,
+            fds.as_mut_ptr(),
+            fds.len() as libc::c_long,
+            ts.map_or(std::ptr::null(), |t| t as *const libc::timespec),
+            std::ptr::null::<libc::sigset_t>(),
+            8 as libc::c_long, // the kernel's sigset size
+        ) as c_int
+    }
+}
+
 /// Wait until `fd` has `events` or `ns` nanoseconds passed.
 pub fn wait(fd: c_int, events: i16, ns: u64) -> bool {
     let mut p = libc::pollfd {
@@ -294,7 +382,7 @@ pub fn wait(fd: c_int, events: i16, ns: u64) -> bool {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     };
-    unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) > 0 }
+    ppoll(std::slice::from_mut(&mut p), Some(&ts)) > 0
 }
 
 /// epoll_pwait2 (Linux 5.11) is missing: wait with ppoll on the epoll descriptor.
@@ -335,10 +423,19 @@ pub fn epoll_wait(ep: c_int, out: &mut [libc::epoll_event], ns: Option<u64>) -> 
             events: libc::POLLIN,
             revents: 0,
         };
-        if libc::ppoll(&mut p, 1, tsp, std::ptr::null()) <= 0 {
+        if ppoll(std::slice::from_mut(&mut p), ts.as_ref()) <= 0 {
             return 0;
         }
-        libc::epoll_wait(ep, out.as_mut_ptr(), out.len() as c_int, 0).max(0) as usize
+        libc::syscall(
+            libc::SYS_epoll_pwait,
+            ep as libc::c_long,
+            out.as_mut_ptr(),
+            out.len() as libc::c_long,
+            0 as libc::c_long,
+            std::ptr::null::<libc::sigset_t>(),
+            8 as libc::c_long, // the kernel's sigset size
+        )
+        .max(0) as usize
     }
 }
 
@@ -488,7 +585,11 @@ pub fn readable(fd: c_int) -> bool {
         events: libc::POLLIN,
         revents: 0,
     };
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    ppoll(std::slice::from_mut(&mut p), Some(&zero)) > 0
 }
 
 /// A socket buffer of `bytes` (SO_RCVBUF / SO_SNDBUF), beyond net.core.*mem_max where the

@@ -470,5 +470,5 @@ fn end(c: &Shared) {
         reg.answer("tcp_closed", g.peer, rx.flow_id(), None, None);
         reg.conn_ended();
     }
-    crate::debug!("{}: connection ended", g.app_remote);
+    crate::debug!("{}: connection ended; sent {:?}", g.app_remote, g.sends);
 }
