@@ -625,3 +625,56 @@ def test_a_thousand_concurrent_connections_from_one_process_are_byte_exact(agent
     assert r["connections"] == many and r["byte_exact"] == many, (r, err[-2000:])
     assert int(sout.strip()) == many
     assert_in_process(agents, many)
+
+
+# A non-blocking sender that waits for writability with select or poll (as iperf3 and
+# curl do): the server sends SIZE bytes and counts the writes that found the buffer full.
+NONBLOCKING = r'''
+import hashlib, os, select, socket, sys
+port, size, how = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept(); c.setblocking(False)
+    data = os.urandom(size); sent = full = waits = 0
+    po = select.poll(); po.register(c, select.POLLOUT)
+    while sent < size:
+        if how == "select": select.select([], [c], [], 5)
+        else: po.poll(5000)
+        waits += 1
+        try:
+            sent += c.send(data[sent:sent + (1 << 20)])
+        except BlockingIOError:
+            full += 1
+    c.shutdown(socket.SHUT_WR)
+    c.setblocking(True); c.recv(1)  # until the client has read all and closed
+    print(hashlib.sha256(data).hexdigest(), full, waits)
+else:
+    s = socket.create_connection((sys.argv[5], port), timeout=60)
+    h = hashlib.sha256(); n = 0
+    while True:
+        d = s.recv(1 << 16)
+        if not d: break
+        h.update(d); n += len(d)
+    print(h.hexdigest(), n)
+'''
+
+
+@pytest.mark.parametrize("how", ["select", "poll"])
+def test_a_nonblocking_sender_sleeps_until_its_buffer_has_room(agents, tmp_path, how):
+    """A connection's descriptor is a UDP socket, always writable: a sender that met a full
+    send buffer woke from select/poll at once, and wrote into it again and again (iperf3:
+    153 000 writes that found it full in 3 s). Now the wait watches the connection instead
+    and returns when a quarter of the buffer is free: 40 MB byte-exact, with a few full
+    writes (a wait that ended for another reason), not thousands."""
+    size = 40 << 20
+    app = tmp_path / "nb.py"
+    app.write_text(NONBLOCKING)
+    srv = agents.run("b", sys.executable, str(app), "server", "9600", str(size), how)
+    agents.wait_port("b", 9600)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9600", str(size), how, IP["b"]), 120)
+    sout, serr = finish(srv, 30)
+    digest, n = out.split()
+    sdigest, full, waits = sout.split()
+    assert (digest, int(n)) == (sdigest, size), (out, sout)
+    assert int(full) <= 20, f"{int(full)} writes found the buffer full ({int(waits)} waits)"
+    assert_in_process(agents, 1)

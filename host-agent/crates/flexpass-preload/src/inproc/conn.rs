@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes the application may have written and not yet acknowledged (its socket buffer).
 pub const SEND_LIMIT: u64 = 4 << 20;
+/// A poll or select for writing sees a connection writable with this much room (src/wait.rs).
+pub const WRITE_LOW_WATER: u64 = SEND_LIMIT / 4;
 /// Socket buffers of a connection's UDP socket: data the core has not drained yet.
 pub const SOCKET_BUFFER: c_int = 4 << 20;
 
@@ -585,6 +587,14 @@ impl Conn {
         self.rx.as_ref().is_some_and(|r| r.was_reset())
             || self.tx.error().is_some()
             || self.gone == Some(Gone::Crashed)
+    }
+
+    /// A poll or select for writing sees the application's socket writable: room in the
+    /// send buffer (WRITE_LOW_WATER), or an end to report (a write then fails at once).
+    pub fn writable(&self) -> bool {
+        SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) >= WRITE_LOW_WATER
+            || self.wr_shut
+            || self.was_reset()
     }
 
     /// Opening side, during the handshake (open.rs; the timer thread does not have the
