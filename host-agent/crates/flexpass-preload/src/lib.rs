@@ -24,8 +24,9 @@
 //!   established).
 //!
 //! With FLEXPASS_INPROC=1 (or `listen`: the listening side only), connections run the
-//! transport in this process instead (module inproc: the core inline in the data calls,
-//! which io.rs hooks; docs/datapath.md, "The core in the application's process").
+//! transport in this process instead (module inproc: the core inline in the data calls
+//! and the waits, which io.rs and wait.rs hook; docs/datapath.md, "The core in the
+//! application's process").
 //!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
 //! port, every non-loopback IPv4 destination), FLEXPASS_AGENT_SOCKET (default
