@@ -89,6 +89,16 @@ fn left(end: Option<u64>) -> Option<u64> {
     end.map(|e| e.saturating_sub(inproc::now()))
 }
 
+/// Longest single wait on full connections: the timer thread may drain the ACKs that free
+/// a connection's room just before the wait starts (its control socket then stays quiet
+/// if they were the last), so the wait looks at the connections again at least this often.
+const FULL_SLICE: u64 = 2_000_000;
+
+/// What is left, at most FULL_SLICE.
+fn slice(end: Option<u64>) -> Option<u64> {
+    Some(left(end).map_or(FULL_SLICE, |l| l.min(FULL_SLICE)))
+}
+
 /// poll and ppoll: `call` is the real call on a set, with what is left of the timeout.
 unsafe fn poll_with(
     fds: *mut pollfd,
@@ -122,7 +132,7 @@ unsafe fn poll_with(
                 revents: 0,
             });
         }
-        let r = call(copy.as_mut_ptr(), copy.len() as nfds_t, left(end));
+        let r = call(copy.as_mut_ptr(), copy.len() as nfds_t, slice(end));
         if r < 0 {
             return r;
         }
@@ -183,7 +193,7 @@ unsafe fn select_with(
             libc::FD_SET(*ctl, read);
             top = top.max(ctl + 1);
         }
-        let got = call(top, [read, w, sets[2]], left(end));
+        let got = call(top, [read, w, sets[2]], slice(end));
         if got < 0 {
             return got;
         }
