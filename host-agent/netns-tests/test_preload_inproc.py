@@ -583,12 +583,15 @@ def test_an_ack_leaves_with_the_reply_or_before_a_wait(agents, tmp_path, wait):
     _, serr = finish(srv, 30)
     assert out.strip() == b"ok", err
     c = send_counts(serr)
+    # Bounds with room for a loaded machine (a server descheduled for ACK_HOLD_MAX between
+    # its read and its answer sends the ACK alone); before, every answer took two calls
+    # and no ACK went with data or at a wait.
     if wait == "none":
-        assert c["acks_with_data"] >= 0.9 * n, c
-        assert c["calls"] <= 1.2 * n, c
+        assert c["acks_with_data"] >= 0.5 * n, c
+        assert c["calls"] <= 1.5 * n, c
     else:
-        assert c["held_at_wait"] >= 0.9 * n, c
-    assert c["held_expired"] <= 0.05 * n, c
+        assert c["held_at_wait"] >= 0.5 * n, c
+    assert c["held_expired"] <= 0.25 * n, c
     assert_in_process(agents, 1)
 
 
