@@ -597,20 +597,6 @@ impl Conn {
             || self.was_reset()
     }
 
-    /// Opening side, during the handshake (open.rs; the timer thread does not have the
-    /// connection yet): both error queues emptied. True if the HELLO's destination port is
-    /// closed (no agent on that host: fallback at once, as the agent's probe), or, once
-    /// the HELLO_ACK moved the connection, the peer is gone.
-    pub fn hello_refused(&mut self) -> bool {
-        match self.hello_to {
-            Some(to) => sys::peer_refused(self.own, to) | sys::peer_refused(self.ctl, to),
-            None => {
-                self.peer_errors();
-                self.gone.is_some()
-            }
-        }
-    }
-
     /// A socket reported an error (timer.rs: POLLERR): both error queues are emptied, and
     /// a port unreachable from the peer ends the connection as `gone_verdict` says.
     pub fn peer_errors(&mut self) {
@@ -707,8 +693,8 @@ pub enum Gone {
 }
 
 /// `handshake`: the opening side's HELLO_ACK is still awaited (the HELLO went to the
-/// peer's agent port; the answer may come from another port, `Conn::moved_by`): nothing
-/// decided here (open.rs reads the errors then: `Conn::hello_refused`). `peer_fin`: the peer's flow ended. `closing`: the
+/// peer's agent port; the answer may come from another port, `Conn::moved_by`): ignored,
+/// the handshake's own timeout decides. `peer_fin`: the peer's flow ended. `closing`: the
 /// application closed or shut down its writing side.
 pub fn gone_verdict(handshake: bool, peer_fin: bool, closing: bool) -> Option<Gone> {
     if handshake {
