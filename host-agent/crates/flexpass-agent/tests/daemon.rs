@@ -80,6 +80,49 @@ fn api_clients_exchange_a_flow_through_the_agent() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An accepting API client that reads only after the flow has ended: the agent holds more
+/// than it queues for the client's socket at once (its cap, here 16 KiB), and no packet
+/// comes any more; every byte still arrives, then EOF.
+#[test]
+fn an_api_client_that_reads_late_gets_the_whole_flow() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-api-late-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock, addr, stop, agent) =
+        start_agent_with(&dir, "agent.sock", None, |d| d.set_max_pending(16 << 10));
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 13 + 3) as u8).collect();
+    let (sock2, data2) = (sock.clone(), data.clone());
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let (mut r, hello) = request(
+            &sock2,
+            &format!("{{\"op\":\"connect\",\"peer\":\"{addr}\",\"transport\":\"flexpass\"}}\n"),
+        );
+        assert_eq!(hello["ok"], true, "{hello}");
+        r.get_mut().write_all(&data2).unwrap();
+        r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+        let mut done = String::new();
+        r.read_line(&mut done).unwrap();
+        serde_json::from_str::<serde_json::Value>(&done).unwrap()
+    });
+    let (mut acceptor, accepted) = request(&sock, "{\"op\":\"accept\"}\n");
+    assert_eq!(accepted["ok"], true, "{accepted}");
+    // The whole flow acknowledged (flow_sent) before the first read.
+    let done = sender.join().unwrap();
+    assert_eq!(done["bytes"], data.len() as u64, "{done}");
+    acceptor
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = vec![];
+    if let Err(e) = acceptor.read_to_end(&mut got) {
+        panic!("{e} after {} of {} bytes", got.len(), data.len());
+    }
+    assert_exact(&got, &data, "flow to a late reader");
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Byte-exact, reporting lengths and the first difference (not megabytes of bytes).
 fn assert_exact(got: &[u8], want: &[u8], what: &str) {
     let first = got.iter().zip(want).position(|(a, b)| a != b);
@@ -91,16 +134,24 @@ fn assert_exact(got: &[u8], want: &[u8], what: &str) {
     );
 }
 
-fn start_agent(
-    dir: &std::path::Path,
-    name: &str,
-    peer_port: Option<u16>,
-) -> (
+type Agent = (
     std::path::PathBuf,
     std::net::SocketAddr,
     Arc<AtomicBool>,
     std::thread::JoinHandle<Daemon>,
-) {
+);
+
+fn start_agent(dir: &std::path::Path, name: &str, peer_port: Option<u16>) -> Agent {
+    start_agent_with(dir, name, peer_port, |_| {})
+}
+
+/// An agent whose daemon `setup` adjusts before it runs.
+fn start_agent_with(
+    dir: &std::path::Path,
+    name: &str,
+    peer_port: Option<u16>,
+    setup: impl FnOnce(&mut Daemon),
+) -> Agent {
     let sock = dir.join(name);
     let mut cfg = EndpointConfig::new("127.0.0.1:0".parse().unwrap());
     cfg.link_bps = 1e9;
@@ -110,6 +161,7 @@ fn start_agent(
     if let Some(p) = peer_port {
         daemon.set_peer_port(p);
     }
+    setup(&mut daemon);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = Arc::clone(&stop);
     let h = std::thread::spawn(move || {
@@ -236,6 +288,71 @@ fn tcp_connection_both_directions_through_two_agents() {
     assert_eq!(closed["transport"], "flexpass", "{st}");
     assert_eq!(closed["remote"], dst.as_str(), "{st}");
     assert_eq!(closed["local"], "127.0.0.1:40000", "{st}");
+    for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client that reads after the server has sent everything: the receiving agent holds
+/// more than it queues for the local socket at once (its cap, here 16 KiB), and no packet
+/// comes any more to start another turn. The agent keeps writing until the socket is full
+/// or the flow is drained, so every byte arrives (it stalled when the socket took all it
+/// queued: curl through its agent stopped at 37 of 100 MB).
+#[test]
+fn a_client_that_reads_late_gets_everything_the_agent_holds() {
+    let dir = std::env::temp_dir().join(format!("fp-daemon-late-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sock_b, addr_b, stop_b, agent_b) = start_agent(&dir, "b.sock", None);
+    let (sock_a, _, stop_a, agent_a) = start_agent_with(&dir, "a.sock", Some(addr_b.port()), |d| {
+        d.set_max_pending(16 << 10)
+    });
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let (_, reg) = request(
+        &sock_b,
+        &format!("{{\"op\":\"tcp_listen\",\"port\":{port}}}\n"),
+    );
+    assert_eq!(reg["ok"], true, "{reg}");
+    let down: Vec<u8> = (0..4_000_000u32).map(|i| (i * 31 + 7) as u8).collect();
+    let down2 = down.clone();
+    let srv = std::thread::spawn(move || {
+        let (mut c, _) = server.accept().unwrap();
+        c.write_all(&down2).unwrap();
+    });
+    let mut s = UnixStream::connect(&sock_a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{{\"op\":\"tcp_connect\",\"dst\":\"127.0.0.1:{port}\"}}\n").as_bytes())
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("\"mode\":\"flexpass\""), "{line}");
+    srv.join().unwrap(); // the server's socket took everything; the flow carries it
+                         // Until agent A has received it all (its receiver acknowledged every byte).
+    let t0 = std::time::Instant::now();
+    loop {
+        let (_, st) = request(&sock_b, "{\"op\":\"status\"}\n");
+        let acked = st["tcp"]["closed"][0]["outcome"] == "closed"
+            || st["tcp"]["conns"].as_array().is_some_and(|o| {
+                o.iter()
+                    .any(|c| c["sender"]["bytes_acked"].as_u64() == Some(down.len() as u64))
+            });
+        if acked {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "not acknowledged: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut got = vec![];
+    if let Err(e) = r.read_to_end(&mut got) {
+        panic!("{e} after {} of {} bytes", got.len(), down.len());
+    }
+    assert_exact(&got, &down, "server → late client");
     for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();

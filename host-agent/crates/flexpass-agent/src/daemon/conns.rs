@@ -62,6 +62,8 @@ pub(super) struct TcpState {
     pub(super) peer_port: u16,
     /// Opening side: no HELLO_ACK within this → the peer does not speak FlexPass.
     pub(super) fallback: Duration,
+    /// Received bytes queued per connection for its local socket (tcp::CONN_MAX_PENDING).
+    pub(super) max_pending: usize,
     pub(super) opened_flexpass: u64,
     pub(super) accepted_flexpass: u64,
     pub(super) direct: u64,
@@ -83,6 +85,7 @@ impl TcpState {
             records: VecDeque::new(),
             peer_port,
             fallback: Duration::from_millis(300),
+            max_pending: crate::tcp::CONN_MAX_PENDING,
             opened_flexpass: 0,
             accepted_flexpass: 0,
             direct: 0,
@@ -418,7 +421,7 @@ impl Daemon {
             Step::Aborted("incoming flow dropped while half-open".into())
         } else {
             Self::local_connect(&mut self.tcp, &mut self.ep, conn, now);
-            conn.pump(&mut self.ep, buf)
+            conn.pump(&mut self.ep, buf, self.tcp.max_pending)
         };
         match step {
             Step::Keep => None,

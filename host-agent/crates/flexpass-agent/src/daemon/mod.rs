@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 
 /// Unacknowledged bytes a sending client may have queued in its flow.
 const SEND_WINDOW: u64 = 8 << 20;
-/// Received bytes held for a client that reads slower than the network delivers.
+/// Received bytes held for a client that reads slower than the network delivers (default
+/// of `Daemon::set_max_pending`).
 const MAX_PENDING_OUT: usize = 64 << 20;
 
 /// A client must send its request line within this long after connecting.
@@ -149,6 +150,8 @@ pub struct Daemon {
     registrations: HashMap<u16, usize>,
     /// Taken connections reset because their process's registration ended.
     inproc_resets: u64,
+    /// Received bytes queued for a receiving API client (MAX_PENDING_OUT).
+    max_pending_out: usize,
 }
 
 impl Daemon {
@@ -198,12 +201,21 @@ impl Daemon {
             inproc_listen: false,
             registrations: HashMap::new(),
             inproc_resets: 0,
+            max_pending_out: MAX_PENDING_OUT,
         })
     }
 
     /// UDP port of the peers' agents for TCP connections (default: this agent's port).
     pub fn set_peer_port(&mut self, port: u16) {
         self.tcp.peer_port = port;
+    }
+
+    /// Received bytes queued for one application's socket beyond what the socket holds: a
+    /// TCP connection's (default tcp::CONN_MAX_PENDING, 16 MiB) and an API client's
+    /// (default 64 MiB).
+    pub fn set_max_pending(&mut self, bytes: usize) {
+        self.tcp.max_pending = bytes.max(1);
+        self.max_pending_out = bytes.max(1);
     }
 
     /// How long a connection's HELLO may go unanswered before the peer is taken not to
@@ -663,35 +675,47 @@ impl Daemon {
                 out_bytes,
             } => {
                 let key = *key;
-                let Some(r) = self.ep.receiver_mut(key) else {
-                    return false;
-                };
-                while *out_bytes < MAX_PENDING_OUT {
-                    match r.read() {
-                        Some(b) => {
-                            *out_bytes += b.len();
-                            out.push_back(b);
+                // Until the client's socket is full or the flow drained (a turn that wrote all
+                // it pulled at the cap pulls again: no packet may come to start another).
+                loop {
+                    let Some(r) = self.ep.receiver_mut(key) else {
+                        return false;
+                    };
+                    let mut capped = true;
+                    while *out_bytes < self.max_pending_out {
+                        match r.read() {
+                            Some(b) => {
+                                *out_bytes += b.len();
+                                out.push_back(b);
+                            }
+                            None => {
+                                capped = false;
+                                break;
+                            }
                         }
-                        None => break,
+                    }
+                    let finished = r.is_finished();
+                    while let Some(front) = out.front_mut() {
+                        match c.stream.write(front) {
+                            Ok(0) => return false,
+                            Ok(n) if n == front.len() => {
+                                *out_bytes -= n;
+                                out.pop_front();
+                            }
+                            Ok(n) => {
+                                *out_bytes -= n;
+                                let _ = front.split_to(n);
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                            Err(_) => return false,
+                        }
+                    }
+                    if !capped {
+                        // Everything up to the FIN delivered and written: close (EOF for the
+                        // client).
+                        return !finished;
                     }
                 }
-                while let Some(front) = out.front_mut() {
-                    match c.stream.write(front) {
-                        Ok(0) => return false,
-                        Ok(n) if n == front.len() => {
-                            *out_bytes -= n;
-                            out.pop_front();
-                        }
-                        Ok(n) => {
-                            *out_bytes -= n;
-                            let _ = front.split_to(n);
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-                        Err(_) => return false,
-                    }
-                }
-                // Everything up to the FIN delivered and written: close (EOF for the client).
-                !r.is_finished()
             }
         }
     }
