@@ -27,7 +27,10 @@ pub unsafe extern "C" fn getsockopt(
         return enosys();
     };
     if level != libc::SOL_SOCKET
-        || matches!(name, libc::SO_TYPE | libc::SO_PROTOCOL | libc::SO_DOMAIN)
+        || matches!(
+            name,
+            libc::SO_TYPE | libc::SO_PROTOCOL | libc::SO_DOMAIN | libc::SO_ERROR
+        )
     {
         if let Some((_, _, v6)) = inproc::names(fd) {
             return conn_sockopt(v6, level, name, val, len);
@@ -70,6 +73,9 @@ unsafe fn conn_sockopt(
             put_int(val, len, if v6 { libc::AF_INET6 } else { libc::AF_INET })
         }
         (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(val, len, libc::SOCK_STREAM),
+        // The UDP socket's pending ICMP error (IP_RECVERR) is the library's
+        // (Conn::peer_errors): the peer's end shows in reads and writes.
+        (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, 0),
         (libc::SOL_SOCKET, _) => put_int(val, len, libc::IPPROTO_TCP),
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             if !val.is_null() && !len.is_null() {

@@ -70,6 +70,10 @@ pub struct Conn {
     pub wr_shut: bool,
     /// The sockets are closed and the agent told (timer::end, once).
     pub ended: bool,
+    /// A port unreachable from the peer ended the connection (`peer_errors`).
+    pub gone: Option<Gone>,
+    /// Both sockets are armed in the timer thread's error set (timer::rearm).
+    pub err_watch: bool,
     dscp: DscpPlan,
     /// Datagrams queued by `send`, back to back: the runs, each datagrams of one kind.
     wbuf: Vec<u8>,
@@ -212,6 +216,8 @@ impl Conn {
             unread: false,
             wr_shut: false,
             ended: false,
+            gone: None,
+            err_watch: false,
             dscp: DscpPlan::default(),
             wbuf: Vec::with_capacity(GSO_MAX_BYTES),
             runs: Vec::with_capacity(sys::MAX_RUNS),
@@ -578,7 +584,9 @@ impl Conn {
     }
 
     pub fn was_reset(&self) -> bool {
-        self.rx.as_ref().is_some_and(|r| r.was_reset()) || self.tx.error().is_some()
+        self.rx.as_ref().is_some_and(|r| r.was_reset())
+            || self.tx.error().is_some()
+            || self.gone == Some(Gone::Crashed)
     }
 
     /// A poll or select for writing sees the application's socket writable: room in the
@@ -587,6 +595,48 @@ impl Conn {
         SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) >= WRITE_LOW_WATER
             || self.wr_shut
             || self.was_reset()
+    }
+
+    /// Opening side, during the handshake (open.rs; the timer thread does not have the
+    /// connection yet): both error queues emptied. True if the HELLO's destination port is
+    /// closed (no agent on that host: fallback at once, as the agent's probe), or, once
+    /// the HELLO_ACK moved the connection, the peer is gone.
+    pub fn hello_refused(&mut self) -> bool {
+        match self.hello_to {
+            Some(to) => sys::peer_refused(self.own, to) | sys::peer_refused(self.ctl, to),
+            None => {
+                self.peer_errors();
+                self.gone.is_some()
+            }
+        }
+    }
+
+    /// A socket reported an error (timer.rs: POLLERR): both error queues are emptied, and
+    /// a port unreachable from the peer ends the connection as `gone_verdict` says.
+    pub fn peer_errors(&mut self) {
+        // Both, always: each socket's queue keeps it reporting POLLERR until read.
+        let refused =
+            sys::peer_refused(self.own, self.peer) | sys::peer_refused(self.ctl, self.peer);
+        if !refused || self.gone.is_some() {
+            return;
+        }
+        let peer_fin = self
+            .rx
+            .as_ref()
+            .is_some_and(|r| r.is_complete() || r.was_reset());
+        self.gone = gone_verdict(self.hello_to.is_some(), peer_fin, self.wr_shut);
+        crate::debug!(
+            "{}: port unreachable from the peer {} ({:?}): {} byte(s) {}unacknowledged",
+            self.app_remote,
+            self.peer,
+            self.gone,
+            self.tx.unacked_bytes(),
+            if self.tx.is_complete() {
+                ""
+            } else {
+                "and the FIN "
+            },
+        );
     }
 
     /// Before returning to the application: bytes held while the socket is empty, or the
@@ -613,7 +663,7 @@ impl Conn {
     }
 
     /// Both flows are over (the application closed, FIN acknowledged, the peer's flow
-    /// ended), or the connection was reset, or the peer kept its side open 10 s after close.
+    /// ended), or the connection was reset or its peer is gone, or the peer kept its side open 10 s after close.
     pub fn done(&mut self, now: Nanos) -> bool {
         let Some(closed) = self.app_closed else {
             return false;
@@ -623,7 +673,7 @@ impl Conn {
             .rx
             .as_ref()
             .is_none_or(|r| r.is_complete() || r.was_reset());
-        (tx_done && rx_done) || now.saturating_sub(closed) > 10_000_000_000
+        (tx_done && rx_done) || self.gone.is_some() || now.saturating_sub(closed) > 10_000_000_000
     }
 
     /// The application is done writing (shutdown(SHUT_WR) or close): FIN after the data.
@@ -641,5 +691,49 @@ impl Conn {
             self.tx.write(Bytes::copy_from_slice(&data[..n]));
         }
         n
+    }
+}
+
+/// What a port unreachable from the flow's peer means: its socket is closed, the peer's
+/// process ended or dropped the connection (docs/datapath.md, "The peer is gone").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// The peer's flow had ended (its FIN came) and ours is closing (our FIN queued): the
+    /// peer read what it wanted and left (an ACK of ours was lost). The connection ends
+    /// without error, as TCP on a RST in LAST_ACK; the rest is not waited for.
+    Left,
+    /// Before that: the peer crashed. Readers and writers get ECONNRESET, as after a RST.
+    Crashed,
+}
+
+/// `handshake`: the opening side's HELLO_ACK is still awaited (the HELLO went to the
+/// peer's agent port; the answer may come from another port, `Conn::moved_by`): nothing
+/// decided here (open.rs reads the errors then: `Conn::hello_refused`). `peer_fin`: the peer's flow ended. `closing`: the
+/// application closed or shut down its writing side.
+pub fn gone_verdict(handshake: bool, peer_fin: bool, closing: bool) -> Option<Gone> {
+    if handshake {
+        None
+    } else if peer_fin && closing {
+        Some(Gone::Left)
+    } else {
+        Some(Gone::Crashed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gone_verdict, Gone};
+
+    #[test]
+    fn a_refused_peer_left_only_once_both_directions_ended() {
+        assert_eq!(gone_verdict(false, true, true), Some(Gone::Left));
+        // The peer's FIN not come, or ours not queued: a crash (ECONNRESET).
+        assert_eq!(gone_verdict(false, false, true), Some(Gone::Crashed));
+        assert_eq!(gone_verdict(false, true, false), Some(Gone::Crashed));
+        assert_eq!(gone_verdict(false, false, false), Some(Gone::Crashed));
+        // The HELLO_ACK awaited: nothing decided here.
+        for (fin, closing) in [(false, false), (true, true), (false, true)] {
+            assert_eq!(gone_verdict(true, fin, closing), None);
+        }
     }
 }

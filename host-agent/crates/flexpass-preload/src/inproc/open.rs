@@ -138,6 +138,13 @@ fn handshake(c: &Shared, start: Nanos) -> Result<(), (&'static str, Nanos)> {
             let now = now();
             g.drain(now);
             g.flush(now);
+            // An ICMP error would keep `ctl` reporting POLLERR (the wait below): read here.
+            if g.hello_refused() {
+                return Err(match g.hello_to {
+                    Some(_) => ("peer does not speak FlexPass", NO_AGENT_TTL),
+                    None => ("peer does not serve the port over FlexPass", NO_SERVICE_TTL),
+                });
+            }
             match g.tx.error() {
                 Some(SenderError::PeerNotResponding) => {
                     return Err(("peer does not speak FlexPass", NO_AGENT_TTL))

@@ -530,6 +530,8 @@ pub fn socket_pair(ip: Ipv4Addr, buffer: c_int) -> Option<(c_int, c_int, SocketA
     let (own, ctl, at) = reuseport_pair(ip)?;
     for fd in [own, ctl] {
         set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+        // ICMP errors of our datagrams queue on the socket (POLLERR): `peer_refused`.
+        set_int(fd, libc::IPPROTO_IP, libc::IP_RECVERR, 1);
         set_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1);
         set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, buffer);
         set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, buffer);
@@ -592,6 +594,55 @@ pub fn readable(fd: c_int) -> bool {
     ppoll(std::slice::from_mut(&mut p), Some(&zero)) > 0
 }
 
+/// Empty `fd`'s error queue (IP_RECVERR: `socket_pair`), non-blocking: whether one of
+/// the errors is an ICMP port unreachable for a datagram sent to `peer` (its port is
+/// closed: the peer is gone). Every other error (another address, a host unreachable, a
+/// fragmentation needed) is dropped. Reading the queue also clears the pending SO_ERROR.
+pub fn peer_refused(fd: c_int, peer: SocketAddrV4) -> bool {
+    let mut refused = false;
+    for _ in 0..64 {
+        let mut to: sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut cmsg = [0u64; 16];
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut to as *mut sockaddr_in).cast();
+        msg.msg_namelen = size_of::<sockaddr_in>() as socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = size_of::<[u64; 16]>();
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_recvmsg,
+                fd as libc::c_long,
+                &mut msg as *mut libc::msghdr,
+                (libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) as libc::c_long,
+            )
+        };
+        if n < 0 {
+            break;
+        }
+        // The name is the datagram's destination; the extended error says what happened.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if ((*c).cmsg_level, (*c).cmsg_type) == (libc::IPPROTO_IP, libc::IP_RECVERR) {
+                    let e = (libc::CMSG_DATA(c) as *const libc::sock_extended_err).read_unaligned();
+                    refused |= e.ee_origin == libc::SO_EE_ORIGIN_ICMP
+                        && (e.ee_type, e.ee_code) == (3, 3)
+                        && from_sin(&to) == peer;
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+    }
+    refused
+}
+
 /// A socket buffer of `bytes` (SO_RCVBUF / SO_SNDBUF), beyond net.core.*mem_max where the
 /// process may (the *FORCE options need CAP_NET_ADMIN).
 pub fn set_buffer(fd: c_int, opt: c_int, force: c_int, bytes: c_int) {
@@ -644,6 +695,55 @@ mod tests {
         assert_eq!(got, sent);
         assert_eq!(batch.recv(ctl), 0, "nothing steered to the control socket");
         for fd in [own, ctl, from] {
+            close(fd);
+        }
+    }
+
+    /// A datagram to a closed port comes back as ICMP port unreachable in the error queue
+    /// of one of the pair's sockets (the kernel picks it by hash), POLLERR until read:
+    /// `peer_refused` says so for that destination only, and empties the queue.
+    #[test]
+    fn a_closed_port_is_reported_for_its_address_only() {
+        let lo = Ipv4Addr::LOCALHOST;
+        let (own, ctl, _) = socket_pair(lo, 1 << 16).expect("a socket pair on loopback");
+        let closed = |p: c_int| {
+            let gone = udp_socket();
+            assert_eq!(bind(gone, SocketAddrV4::new(lo, 0)), 0);
+            let at = name(gone).unwrap();
+            close(gone);
+            assert!(send_dgram(p, &[0x14; 32], at, 0));
+            at
+        };
+        let error = || {
+            let mut p = [own, ctl].map(|fd| libc::pollfd {
+                fd,
+                events: 0,
+                revents: 0,
+            });
+            unsafe { libc::poll(p.as_mut_ptr(), 2, 1000) > 0 }
+        };
+        let first = closed(own);
+        assert!(error(), "POLLERR after the port unreachable");
+        let other = SocketAddrV4::new(lo, first.port() ^ 1);
+        assert!(
+            !(peer_refused(own, other) | peer_refused(ctl, other)),
+            "another address"
+        );
+        assert!(
+            !wait(own, 0, 0) && !wait(ctl, 0, 0),
+            "the queues were emptied"
+        );
+        let second = closed(own);
+        assert!(error());
+        assert!(
+            peer_refused(own, second) | peer_refused(ctl, second),
+            "its own address"
+        );
+        assert!(
+            !wait(own, 0, 0) && !wait(ctl, 0, 0),
+            "the queues were emptied"
+        );
+        for fd in [own, ctl] {
             close(fd);
         }
     }

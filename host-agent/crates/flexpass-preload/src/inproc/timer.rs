@@ -33,6 +33,8 @@ const BUSY_RETRY: Nanos = 50_000;
 const WAKE_SLACK: Nanos = 50_000;
 /// The eventfd's report in the epoll set (connections report their id, from 1).
 const EVENT: u64 = u64::MAX;
+/// The error set's report in the epoll set.
+const ERRS: u64 = u64::MAX - 1;
 
 struct State {
     conns: HashMap<u64, Shared>,
@@ -54,6 +56,10 @@ struct Timers {
     /// non-blocking epoll_wait per wake tells which of the due connections have something
     /// to drain (most find their socket empty: a receive call each would be wasted).
     ready: c_int,
+    /// Both sockets of every connection, for errors only (EPOLLERR: an ICMP error queued,
+    /// IP_RECVERR), one report each until `rearm` asks again; itself in `epoll`. Costs
+    /// the data path nothing: no call reads an error queue unless one is reported.
+    errs: c_int,
 }
 
 /// This process's timer thread. A forked child has none (threads do not survive fork):
@@ -102,6 +108,12 @@ fn start() -> &'static Timers {
     };
     unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
     let ready = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let errs = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: ERRS,
+    };
+    unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, errs, &mut ev) };
     let t: &'static Timers = Box::leak(Box::new(Timers {
         state: Mutex::new(State {
             conns: HashMap::new(),
@@ -112,6 +124,7 @@ fn start() -> &'static Timers {
         epoll,
         event,
         ready,
+        errs,
     }));
     GENERATION.fetch_add(1, Ordering::AcqRel);
     CURRENT.store(t as *const Timers as *mut Timers, Ordering::Release);
@@ -167,6 +180,14 @@ pub fn add(c: Shared) {
             u64: id,
         };
         unsafe { libc::epoll_ctl(t.ready, libc::EPOLL_CTL_ADD, g.ctl, &mut ev) };
+        for fd in [g.own, g.ctl] {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLONESHOT as u32, // errors only
+                u64: id,
+            };
+            unsafe { libc::epoll_ctl(t.errs, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        }
+        g.err_watch = true;
     }
 }
 
@@ -186,9 +207,10 @@ pub(super) fn forget(c: &Shared) {
             s.due.arm(g.timer_id, None);
         }
         // The socket outlives this process's descriptor: it leaves the sets explicitly.
-        for ep in [t.epoll, t.ready] {
+        for ep in [t.epoll, t.ready, t.errs] {
             sys::epoll_watch(ep, g.ctl, 0, false);
         }
+        sys::epoll_watch(t.errs, g.own, 0, false);
     }
     sys::close(g.own);
     sys::close(g.ctl);
@@ -207,6 +229,17 @@ pub(super) fn rearm(g: &mut Conn, own: &Own) {
         return;
     }
     let t = timers();
+    if !g.err_watch {
+        // Reported once (EPOLLONESHOT): the next error is asked for.
+        for fd in [g.own, g.ctl] {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLONESHOT as u32,
+                u64: g.timer_id,
+            };
+            unsafe { libc::epoll_ctl(t.errs, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        }
+        g.err_watch = true;
+    }
     let watch = g.wants_watch();
     if watch != g.watched {
         sys::epoll_watch(t.epoll, g.ctl, g.timer_id, watch);
@@ -295,7 +328,9 @@ pub fn exit_linger() {
                         && g.rx
                             .as_ref()
                             .is_some_and(|r| !r.is_complete() && !r.was_reset());
-                    g.tx.error().is_none() && (!g.tx.is_complete() || (fin_wait && peer_open))
+                    g.tx.error().is_none()
+                        && g.gone.is_none()
+                        && (!g.tx.is_complete() || (fin_wait && peer_open))
                 })
                 .unwrap_or(false)
         });
@@ -349,6 +384,8 @@ fn run(t: &'static Timers) {
     let mut ids: Vec<u64> = Vec::new();
     let mut readable: Vec<u64> = Vec::new();
     let mut ready = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+    // Connections whose sockets reported an error, until handled (one may be busy).
+    let mut erred: Vec<u64> = Vec::new();
     loop {
         let next = match t.state.lock() {
             Ok(mut s) => {
@@ -378,10 +415,16 @@ fn run(t: &'static Timers) {
                         8 as libc::c_long,
                     );
                 }
+            } else if id == ERRS {
+                let n = sys::epoll_wait(t.errs, &mut ready, Some(0));
+                erred.extend(ready[..n].iter().map(|e| e.u64));
             } else {
                 ids.push(id);
             }
         }
+        erred.sort_unstable();
+        erred.dedup();
+        ids.extend_from_slice(&erred);
         let now = now();
         let list: Vec<(u64, Option<Shared>)> = {
             let Ok(mut s) = t.state.lock() else { return };
@@ -403,9 +446,15 @@ fn run(t: &'static Timers) {
             n == ready.len()
         };
         for (id, c) in list {
-            let Some(c) = c else { continue }; // ended meanwhile
+            let err = erred.binary_search(&id).is_ok();
+            let Some(c) = c else {
+                erred.retain(|&e| e != id); // ended meanwhile
+                continue;
+            };
             let ctl = all || readable.binary_search(&id).is_ok();
-            if !handle(t, &c, now, ctl) {
+            if handle(t, &c, now, ctl, err) {
+                erred.retain(|&e| e != id);
+            } else {
                 // An application call holds it: again soon.
                 if let Ok(mut s) = t.state.lock() {
                     s.due.arm_by(id, now + BUSY_RETRY);
@@ -416,9 +465,10 @@ fn run(t: &'static Timers) {
 }
 
 /// A due or reported connection: its control socket drained if `ctl` has something (both
-/// sockets once the program closed it), its timers run, what it has to send sent; ended if
-/// done. False if an application call holds it.
-fn handle(t: &Timers, c: &Shared, now: Nanos, ctl: bool) -> bool {
+/// sockets once the program closed it), its error queues read if `err` (a port unreachable
+/// from the peer may end it: Conn::peer_errors), its timers run, what it has to send sent;
+/// ended if done. False if an application call holds it.
+fn handle(t: &Timers, c: &Shared, now: Nanos, ctl: bool, err: bool) -> bool {
     let Some(mut g) = c.try_lock() else {
         return false;
     };
@@ -426,12 +476,18 @@ fn handle(t: &Timers, c: &Shared, now: Nanos, ctl: bool) -> bool {
     if g.ended {
         return true;
     }
+    if err {
+        g.err_watch = false; // its owner's next release asks for the next report
+    }
     if !c.own.owned() {
         // Unclaimed since a fork, or another process's: its claim arms it again.
         if std::mem::take(&mut g.watched) {
             sys::epoll_watch(t.epoll, g.ctl, g.timer_id, false);
         }
         return true;
+    }
+    if err {
+        g.peer_errors();
     }
     if g.app_closed.is_some() {
         g.drain(now);
@@ -464,6 +520,9 @@ fn end(c: &Shared) {
         s.conns.remove(&g.timer_id);
         s.due.arm(g.timer_id, None);
     }
+    // A forked process may keep the sockets open: they leave the error set explicitly.
+    sys::epoll_watch(timers().errs, g.own, 0, false);
+    sys::epoll_watch(timers().errs, g.ctl, 0, false);
     sys::close(g.own);
     sys::close(g.ctl); // leaves the epoll set
     if let (Some(reg), Some(rx)) = (&g.reg, &g.rx) {
