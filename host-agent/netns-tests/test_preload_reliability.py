@@ -15,6 +15,7 @@ namespaces (the topology and helpers of test_preload.py):
 Needs root and `ip netns`; skips loudly otherwise.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -218,6 +219,22 @@ def test_an_agent_restarted_under_a_connection_fails_it_instead_of_hanging(agent
 # waits until every one is writable, then says "connected" and waits for a line on stdin;
 # phase 2 sends each connection's own bytes (a pattern seeded by its number), half-closes,
 # and reads the server's echo to the end. Prints one JSON line of results.
+@contextlib.contextmanager
+def descriptors_for(many):
+    """RLIMIT_NOFILE raised for `many` connections (4 descriptors each and some) for the
+    programs started inside, which inherit it; restored after. Skips where the hard limit
+    is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 4 * many + 256
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"SKIPPED: RLIMIT_NOFILE hard limit {hard} < {need} (ulimit -Hn)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 MANY_CLIENT = r'''
 import hashlib, json, os, selectors, socket, sys, time
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -327,12 +344,7 @@ def test_a_thousand_concurrent_connections_from_one_process_are_byte_exact(agent
     agent holds one file descriptor per connection (it raises its RLIMIT_NOFILE soft limit
     to the hard one); the programs here need more than the usual 1 024, so the test raises
     its own limit, which they inherit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 4 * MANY + 256
-    if hard != resource.RLIM_INFINITY and hard < need:
-        pytest.skip(f"SKIPPED: RLIMIT_NOFILE hard limit {hard} < {need} (ulimit -Hn)")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
-    try:
+    with descriptors_for(MANY):
         (tmp_path / "s.py").write_text(MANY_SERVER)
         (tmp_path / "c.py").write_text(MANY_CLIENT)
         t = time.time()
@@ -356,8 +368,6 @@ def test_a_thousand_concurrent_connections_from_one_process_are_byte_exact(agent
             for c in flexpass_conns(agents.status(h)):
                 agg[(h, c["outcome"][:60])] = agg.get((h, c["outcome"][:60]), 0) + 1
         assert srv.returncode == 0, (serr.decode(errors="replace")[-2000:], agg)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     r = json.loads(out.decode().strip().splitlines()[-1])
     print(f"{MANY} connections: connected in {connected:.1f} s, {r['bytes_each_way'] / 1e6:.1f} MB each way "
           f"in {r['seconds']:.1f} s")

@@ -474,6 +474,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if inproc::enabled() {
         let saved = errno();
+        crate::epoll::forget(fd);
         inproc::on_close(fd);
         inproc::listen::on_listener_close(fd);
         set_errno(saved);

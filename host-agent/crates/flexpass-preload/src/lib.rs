@@ -25,7 +25,7 @@
 //!
 //! With FLEXPASS_INPROC=1 (or `listen`: the listening side only), connections run the
 //! transport in this process instead (module inproc: the core inline in the data calls
-//! and the waits, which io.rs and wait.rs hook; docs/datapath.md, "The core in the
+//! and the waits, which io.rs, wait.rs and epoll.rs hook; docs/datapath.md, "The core in the
 //! application's process").
 //!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
@@ -201,6 +201,7 @@ macro_rules! debug {
 pub(crate) use debug;
 
 // After the macros they use.
+mod epoll;
 mod inproc;
 mod io;
 mod process;

@@ -1,8 +1,8 @@
-//! The application's waits (poll, ppoll, select, pselect, epoll_wait, epoll_pwait,
-//! epoll_pwait2): ACKs an in-process connection holds for the application's reply
-//! (inproc::send_held; docs/datapath.md, "An ACK rides with the reply") leave before a
-//! wait that may block, as the reply is not coming before it; a wait that cannot block
-//! (timeout 0) sends nothing. One atomic load when nothing is held.
+//! The application's waits (poll, ppoll, select, pselect; epoll's in epoll.rs): ACKs an
+//! in-process connection holds for the application's reply (inproc::send_held;
+//! docs/datapath.md, "An ACK rides with the reply") leave before a wait that may block, as
+//! the reply is not coming before it; a wait that cannot block (timeout 0) sends nothing.
+//! One atomic load when nothing is held.
 //!
 //! Write readiness (poll, ppoll, select, pselect): a connection's descriptor is a UDP
 //! socket, always writable, so a non-blocking sender whose send buffer is full (SEND_LIMIT
@@ -11,10 +11,10 @@
 //! and the waiting thread drives the connection as a blocking write does: credits and
 //! ACKs drained, the data they allow sent, until it has room (then POLLOUT, or its bit in
 //! the write set), another descriptor is ready, or the timeout ends. Other descriptors and
-//! events are the kernel's. epoll is not covered (its registrations live in the kernel).
+//! events are the kernel's.
 
 use crate::inproc;
-use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
+use libc::{c_int, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 
 real_fn!(real_poll, "poll", fn(*mut pollfd, nfds_t, c_int) -> c_int);
 real_fn!(
@@ -32,24 +32,9 @@ real_fn!(
     "pselect",
     fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *const timespec, *const sigset_t) -> c_int
 );
-real_fn!(
-    real_epoll_wait,
-    "epoll_wait",
-    fn(c_int, *mut epoll_event, c_int, c_int) -> c_int
-);
-real_fn!(
-    real_epoll_pwait,
-    "epoll_pwait",
-    fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int
-);
-real_fn!(
-    real_epoll_pwait2,
-    "epoll_pwait2",
-    fn(c_int, *mut epoll_event, c_int, *const timespec, *const sigset_t) -> c_int
-);
 
 /// Before a wait: held ACKs leave unless the wait cannot block.
-fn before_wait(may_block: bool) {
+pub(crate) fn before_wait(may_block: bool) {
     if may_block {
         inproc::send_held();
     }
@@ -60,7 +45,7 @@ fn before_wait(may_block: bool) {
 type Full = Vec<(usize, inproc::Shared, c_int)>;
 
 /// `fd`'s connection and control socket, if it has no room to write.
-fn full(fd: c_int) -> Option<(inproc::Shared, c_int)> {
+pub(crate) fn full(fd: c_int) -> Option<(inproc::Shared, c_int)> {
     let c = inproc::lookup(fd)?;
     let ctl = {
         let g = c.lock().ok()?;
@@ -74,7 +59,7 @@ fn full(fd: c_int) -> Option<(inproc::Shared, c_int)> {
 
 /// The waiting thread drives a full connection whose control socket was readable (its
 /// credits and ACKs drained, what they allow sent); whether it has room now.
-fn drive(c: &inproc::Shared, ctl_ready: bool) -> bool {
+pub(crate) fn drive(c: &inproc::Shared, ctl_ready: bool) -> bool {
     let Ok(mut g) = c.lock() else { return true };
     if ctl_ready {
         let now = inproc::now();
@@ -92,7 +77,7 @@ fn left(end: Option<u64>) -> Option<u64> {
 /// Longest single wait on full connections: the timer thread may drain the ACKs that free
 /// a connection's room just before the wait starts (its control socket then stays quiet
 /// if they were the last), so the wait looks at the connections again at least this often.
-const FULL_SLICE: u64 = 2_000_000;
+pub(crate) const FULL_SLICE: u64 = 2_000_000;
 
 /// What is left, at most FULL_SLICE.
 fn slice(end: Option<u64>) -> Option<u64> {
@@ -159,10 +144,8 @@ unsafe fn select_with(
     timeout: Option<u64>,
     call: impl Fn(c_int, [*mut fd_set; 3], Option<u64>) -> c_int,
 ) -> c_int {
+    // The hooks call this only with a write set and an in-process connection.
     let [r, w, _] = sets;
-    if w.is_null() || !inproc::any() {
-        return call(n, sets, timeout);
-    }
     let end = timeout.map(|t| inproc::now() + t);
     // The application's sets, as given (each turn starts from them).
     let given: [Option<fd_set>; 3] = sets.map(|s| (!s.is_null()).then(|| *s));
@@ -224,7 +207,7 @@ unsafe fn select_with(
 }
 
 /// A timespec or timeval as nanoseconds (None: null, no timeout).
-unsafe fn ts_ns(t: *const timespec) -> Option<u64> {
+pub(crate) unsafe fn ts_ns(t: *const timespec) -> Option<u64> {
     (!t.is_null()).then(|| (*t).tv_sec.max(0) as u64 * 1_000_000_000 + (*t).tv_nsec.max(0) as u64)
 }
 
@@ -233,14 +216,14 @@ unsafe fn tv_ns(t: *const timeval) -> Option<u64> {
         .then(|| (*t).tv_sec.max(0) as u64 * 1_000_000_000 + (*t).tv_usec.max(0) as u64 * 1000)
 }
 
-fn to_ts(ns: u64) -> timespec {
+pub(crate) fn to_ts(ns: u64) -> timespec {
     timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     }
 }
 
-unsafe fn ts_blocks(t: *const timespec) -> bool {
+pub(crate) unsafe fn ts_blocks(t: *const timespec) -> bool {
     t.is_null() || (*t).tv_sec != 0 || (*t).tv_nsec != 0
 }
 
@@ -359,39 +342,4 @@ pub unsafe extern "C" fn pselect(
             mask,
         )
     })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn epoll_wait(
-    ep: c_int,
-    ev: *mut epoll_event,
-    max: c_int,
-    timeout: c_int,
-) -> c_int {
-    before_wait(timeout != 0);
-    real_epoll_wait().map_or_else(enosys, |f| f(ep, ev, max, timeout))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn epoll_pwait(
-    ep: c_int,
-    ev: *mut epoll_event,
-    max: c_int,
-    timeout: c_int,
-    mask: *const sigset_t,
-) -> c_int {
-    before_wait(timeout != 0);
-    real_epoll_pwait().map_or_else(enosys, |f| f(ep, ev, max, timeout, mask))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn epoll_pwait2(
-    ep: c_int,
-    ev: *mut epoll_event,
-    max: c_int,
-    timeout: *const timespec,
-    mask: *const sigset_t,
-) -> c_int {
-    before_wait(ts_blocks(timeout));
-    real_epoll_pwait2().map_or_else(enosys, |f| f(ep, ev, max, timeout, mask))
 }

@@ -485,6 +485,7 @@ impl Conn {
         let gso = GSO.load(Ordering::Relaxed);
         let mut runs = [(&[][..], 0u8, 0u16); sys::MAX_RUNS];
         let mut sent = [0isize; sys::MAX_RUNS];
+        let (mut acks, mut datagrams) = (0, 0u64);
         for (i, r) in self.runs.iter().enumerate() {
             let end = self.runs.get(i + 1).map_or(self.wbuf.len(), |x| x.start);
             // Every encoded packet has a header: segment > 0.
@@ -493,10 +494,12 @@ impl Conn {
                 r.tos,
                 if r.count > 1 { r.segment as u16 } else { 0 },
             );
+            acks += r.ack as usize;
+            datagrams += r.count as u64;
         }
         self.sends.calls += 1;
-        self.sends.datagrams += self.runs.iter().map(|r| r.count as u64).sum::<u64>();
-        if self.runs.iter().any(|r| r.ack) && self.runs.iter().any(|r| !r.ack) {
+        self.sends.datagrams += datagrams;
+        if acks > 0 && acks < n {
             self.sends.acks_with_data += 1;
         }
         if gso && n == 1 {

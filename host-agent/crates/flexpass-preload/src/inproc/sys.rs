@@ -439,28 +439,42 @@ pub fn epoll_wait(ep: c_int, out: &mut [libc::epoll_event], ns: Option<u64>) -> 
     }
 }
 
+/// epoll_ctl(2) as a system call (the library hooks libc's: epoll.rs keeps a copy of the
+/// application's registrations, and must not see the library's own).
+pub fn epoll_ctl(ep: c_int, op: c_int, fd: c_int, events: u32, data: u64) -> c_int {
+    let mut ev = libc::epoll_event { events, u64: data };
+    unsafe {
+        libc::syscall(
+            libc::SYS_epoll_ctl,
+            ep as libc::c_long,
+            op as libc::c_long,
+            fd as libc::c_long,
+            &mut ev as *mut libc::epoll_event,
+        ) as c_int
+    }
+}
+
 /// Add (or, `on` false, remove) `fd` in epoll instance `ep`: one report when readable,
 /// carrying `data` (EPOLLONESHOT: `epoll_rearm` asks for the next).
 pub fn epoll_watch(ep: c_int, fd: c_int, data: u64, on: bool) {
-    let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
-        u64: data,
-    };
     let op = if on {
         libc::EPOLL_CTL_ADD
     } else {
         libc::EPOLL_CTL_DEL
     };
-    unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) };
+    epoll_ctl(
+        ep,
+        op,
+        fd,
+        (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        data,
+    );
 }
 
 /// The next report of a watched `fd` (after EPOLLONESHOT's).
 pub fn epoll_rearm(ep: c_int, fd: c_int, data: u64) {
-    let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
-        u64: data,
-    };
-    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+    let events = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
+    epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, events, data);
 }
 
 /// close(2) with its result (the fallback of the `close` hook).

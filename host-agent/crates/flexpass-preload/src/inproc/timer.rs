@@ -102,18 +102,16 @@ fn start() -> &'static Timers {
     // reused their numbers.
     let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: EVENT,
-    };
-    unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut ev) };
+    sys::epoll_ctl(
+        epoll,
+        libc::EPOLL_CTL_ADD,
+        event,
+        libc::EPOLLIN as u32,
+        EVENT,
+    );
     let ready = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     let errs = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: ERRS,
-    };
-    unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, errs, &mut ev) };
+    sys::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, errs, libc::EPOLLIN as u32, ERRS);
     let t: &'static Timers = Box::leak(Box::new(Timers {
         state: Mutex::new(State {
             conns: HashMap::new(),
@@ -175,17 +173,21 @@ pub fn add(c: Shared) {
         g.timer_id = id; // armed as the guard drops
         g.armed = None;
         g.watched = false;
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: id,
-        };
-        unsafe { libc::epoll_ctl(t.ready, libc::EPOLL_CTL_ADD, g.ctl, &mut ev) };
+        sys::epoll_ctl(
+            t.ready,
+            libc::EPOLL_CTL_ADD,
+            g.ctl,
+            libc::EPOLLIN as u32,
+            id,
+        );
         for fd in [g.own, g.ctl] {
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLONESHOT as u32, // errors only
-                u64: id,
-            };
-            unsafe { libc::epoll_ctl(t.errs, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            sys::epoll_ctl(
+                t.errs,
+                libc::EPOLL_CTL_ADD,
+                fd,
+                libc::EPOLLONESHOT as u32,
+                id,
+            ); // errors only
         }
         g.err_watch = true;
     }
@@ -232,11 +234,13 @@ pub(super) fn rearm(g: &mut Conn, own: &Own) {
     if !g.err_watch {
         // Reported once (EPOLLONESHOT): the next error is asked for.
         for fd in [g.own, g.ctl] {
-            let mut ev = libc::epoll_event {
-                events: libc::EPOLLONESHOT as u32,
-                u64: g.timer_id,
-            };
-            unsafe { libc::epoll_ctl(t.errs, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+            sys::epoll_ctl(
+                t.errs,
+                libc::EPOLL_CTL_MOD,
+                fd,
+                libc::EPOLLONESHOT as u32,
+                g.timer_id,
+            );
         }
         g.err_watch = true;
     }
