@@ -33,8 +33,6 @@ from test_preload import IP, agents, finish, flexpass_conns, need, sha_file  # n
 
 pytestmark = pytest.mark.skipif(tp.SKIP is not None, reason=f"SKIPPED netns tier: {tp.SKIP}")
 
-# The library's flows get the agents' link settings (test_preload.NET_ARGS).
-INPROC_ENV = {"FLEXPASS_LINK_GBPS": "1", "FLEXPASS_RTT_US": "100"}
 # FLEXPASS_TEST_LOG=debug: the library's lines of some tests' programs in their failures.
 DEBUG_ENV = {"FLEXPASS_LOG": os.environ.get("FLEXPASS_TEST_LOG", "")}
 
@@ -54,7 +52,8 @@ class InprocHosts(tp.Hosts):
         return super().agent(host, extra=(*(("--inproc-listen",) if self.inproc_listen else ()), *extra))
 
     def run(self, host, *cmd, env=None, **kw):
-        return super().run(host, *cmd, env=dict(INPROC_ENV, FLEXPASS_INPROC=self.mode, **(env or {})), **kw)
+        # The flows' link rate, RTT, w_q and credit batch: the agent's (`settings`).
+        return super().run(host, *cmd, env=dict(FLEXPASS_INPROC=self.mode, **(env or {})), **kw)
 
 
 @pytest.fixture(params=["listen", "1"], ids=["listen-only", "both-sides"])
@@ -164,6 +163,44 @@ def test_without_inproc_listen_the_agent_serves_the_port(hosts, tmp_path):
     a, b = hosts.status("a"), hosts.status("b")
     assert b["tcp"]["accepted_flexpass"] == 1 and b["endpoint"]["handed_over"] == 0, b
     assert a["tcp"]["opened_flexpass"] == (0 if hosts.both else 1), a["tcp"]
+
+
+# One connection: the server echoes what it reads until EOF.
+ECHO_ONCE = r'''
+import socket, sys
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", int(sys.argv[2]))); l.listen(); c, _ = l.accept()
+    while d := c.recv(65536): c.sendall(d)
+    c.close()
+else:
+    s = socket.create_connection((sys.argv[3], int(sys.argv[2])), timeout=30)
+    s.sendall(b"settings"); s.shutdown(socket.SHUT_WR)
+    print(s.recv(100).decode())
+'''
+
+
+def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
+    """A flow run in the program's process is paced as its agent's flows are: it takes the
+    agent's --link-gbps, --rtt-us, --w-q and --credit-batch (the `settings` op), each one
+    set in the environment winning. b's agent runs with w_q 0.3 and credit batches of 4;
+    the library's debug line names each value and where it came from."""
+    app = tmp_path / "echo.py"
+    app.write_text(ECHO_ONCE)
+    hosts.agent("a")
+    hosts.agent("b", extra=("--w-q", "0.3", "--credit-batch", "4"))
+    for port, env, want in [
+        (9710, {}, "link 1 Gbit/s (agent), RTT 100 us (agent), w_q 0.3 (agent), credit batch 4 (agent)"),
+        (9711, {"FLEXPASS_W_Q": "0.25"},
+         "link 1 Gbit/s (agent), RTT 100 us (agent), w_q 0.25 (environment), credit batch 4 (agent)"),
+    ]:
+        srv = hosts.run("b", sys.executable, str(app), "server", str(port), env=dict(env, FLEXPASS_LOG="debug"))
+        hosts.wait_port("b", port)
+        out, _ = finish(hosts.run("a", sys.executable, str(app), "client", str(port), IP["b"]), 30)
+        _, err = finish(srv, 30)
+        assert out.decode().strip() == "settings"
+        assert f"flow settings: {want}" in err.decode(), err.decode()
+    assert hosts.status("b")["endpoint"]["handed_over"] == 2
 
 
 def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):

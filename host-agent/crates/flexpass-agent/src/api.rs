@@ -70,10 +70,12 @@ pub enum Request {
     TcpPeer { port: u16 },
     /// Counters, tables and connection records. Reply: `Status`.
     Status,
+    /// The settings an in-process flow of this host takes from its agent. Reply: `Settings`.
+    Settings,
 }
 
 /// The ops, as they appear in `"op"`.
-pub const OPS: [&str; 9] = [
+pub const OPS: [&str; 10] = [
     "connect",
     "accept",
     "tcp_connect",
@@ -83,6 +85,7 @@ pub const OPS: [&str; 9] = [
     "tcp_taken",
     "tcp_refused",
     "tcp_closed",
+    "settings",
 ];
 
 /// Why a request line was refused (its message is the reply's `"error"`).
@@ -243,6 +246,7 @@ impl Request {
             },
             "tcp_peer" => Request::TcpPeer { port: f.port(0)? },
             "status" => Request::Status,
+            "settings" => Request::Settings,
             _ => unreachable!("every op in OPS is parsed"),
         })
     }
@@ -256,6 +260,7 @@ impl Request {
             Request::TcpListen { .. } => "tcp_listen",
             Request::TcpPeer { .. } => "tcp_peer",
             Request::Status => "status",
+            Request::Settings => "settings",
             Request::TcpTaken { .. } => "tcp_taken",
             Request::TcpRefused { .. } => "tcp_refused",
             Request::TcpClosed { .. } => "tcp_closed",
@@ -289,7 +294,7 @@ impl Request {
                 serde_json::json!({"peer": peer, "flow_id": flow_id})
             }
             Request::TcpPeer { port } => serde_json::json!({ "port": port }),
-            Request::Accept | Request::Status => serde_json::json!({}),
+            Request::Accept | Request::Status | Request::Settings => serde_json::json!({}),
         };
         v["op"] = self.op().into();
         format!("{v}\n")
@@ -366,6 +371,18 @@ pub struct TcpHello {
 pub struct PeerNames {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+}
+
+/// `settings`: what an in-process flow of this host takes from its agent (the agent's
+/// flags; docs/datapath.md, "The host's settings"): the link rate, the path's base RTT,
+/// w_q, the credit batch and the MTU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub link_gbps: f64,
+    pub rtt_us: f64,
+    pub w_q: f64,
+    pub credit_batch: u32,
+    pub mtu: usize,
 }
 
 /// `status`: counters, tables and connection records. This struct and its parts are the
@@ -538,6 +555,7 @@ pub enum Reply {
     PeerNames(PeerNames),
     /// Boxed: by far the largest reply.
     Status(Box<Status>),
+    Settings(Settings),
 }
 
 impl Reply {
@@ -560,6 +578,7 @@ impl Reply {
             Reply::Listening(r) => serde_json::to_value(r).expect("serializable"),
             Reply::PeerNames(r) => serde_json::to_value(r).expect("serializable"),
             Reply::Status(r) => serde_json::to_value(r).expect("serializable"),
+            Reply::Settings(r) => serde_json::to_value(r).expect("serializable"),
         };
         let mut v = body;
         v["ok"] = (!matches!(self, Reply::Error(_))).into();

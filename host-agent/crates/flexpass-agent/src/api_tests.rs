@@ -342,7 +342,9 @@ fn every_request_survives_its_own_line() {
             peer: "10.0.0.1:1".parse().unwrap(),
             flow_id: 17,
         },
+        Request::Settings,
     ];
+    assert_eq!(all.len(), OPS.len());
     for (r, op) in all.iter().zip(OPS) {
         assert_eq!(r.op(), op);
         assert_eq!(Request::parse(r.to_line().as_bytes()).as_ref(), Ok(r));
@@ -473,6 +475,22 @@ fn replies_keep_their_wire_format() {
         })),
         "{\"local\":\"10.0.0.2:5201\",\"ok\":true,\"peer\":\"10.0.0.1:43210\"}\n"
     );
+    let settings = Settings {
+        link_gbps: 10.0,
+        rtt_us: 100.0,
+        w_q: 0.5,
+        credit_batch: 1,
+        mtu: 1500,
+    };
+    assert_eq!(
+        line(Reply::Settings(settings.clone())),
+        "{\"credit_batch\":1,\"link_gbps\":10.0,\"mtu\":1500,\"ok\":true,\"rtt_us\":100.0,\"w_q\":0.5}\n"
+    );
+    // As docs/agent-api.md shows it.
+    let doc: Settings =
+        serde_json::from_value(doc_json(&agent_api_md(), "← {\"ok\": true, \"link_gbps\""))
+            .expect("the doc's settings reply");
+    assert_eq!(doc, settings);
     // The typed replies read back (clients in Rust).
     let v: TcpVerdict = serde_json::from_str(
         r#"{"mode":"direct","ok":true,"peer_has_no_agent":false,"reason":"x"}"#,

@@ -27,6 +27,11 @@ pub fn tcp_listen<const N: usize>(out: &mut Buf<N>, port: u16, addr: &str) {
     );
 }
 
+/// `settings`: what this host's in-process flows take from the agent.
+pub fn settings<const N: usize>(out: &mut Buf<N>) {
+    let _ = writeln!(out, "{{\"op\":\"settings\"}}");
+}
+
 /// `tcp_peer`: the application-visible addresses of the agent's loopback connection from
 /// `port`.
 pub fn tcp_peer<const N: usize>(out: &mut Buf<N>, port: u16) {
@@ -135,6 +140,31 @@ mod tests {
             Request::parse(b.as_bytes()),
             Ok(Request::TcpPeer { port: 40312 })
         );
+        let mut b: Buf<32> = Buf::new();
+        settings(&mut b);
+        assert_eq!(Request::parse(b.as_bytes()), Ok(Request::Settings));
+    }
+
+    /// The settings reply's numbers, read as the library reads them (whole numbers too:
+    /// JSON may write 10.0 as 10 elsewhere).
+    #[test]
+    fn the_settings_reply_reads_back() {
+        use crate::text::json_f64;
+        let r = Reply::Settings(flexpass_agent::api::Settings {
+            link_gbps: 25.0,
+            rtt_us: 12.5,
+            w_q: 0.3,
+            credit_batch: 8,
+            mtu: 9000,
+        })
+        .to_line();
+        assert_eq!(json_f64(&r, b"\"link_gbps\":"), Some(25.0));
+        assert_eq!(json_f64(&r, b"\"rtt_us\":"), Some(12.5));
+        assert_eq!(json_f64(&r, b"\"w_q\":"), Some(0.3));
+        assert_eq!(json_f64(&r, b"\"credit_batch\":"), Some(8.0));
+        assert_eq!(json_f64(b"{\"w_q\":1e-1}", b"\"w_q\":"), Some(0.1));
+        assert_eq!(json_f64(b"{\"w_q\":\"x\"}", b"\"w_q\":"), None);
+        assert_eq!(json_f64(b"{}", b"\"w_q\":"), None);
     }
 
     /// The agent's replies carry the fields the hooks look for.

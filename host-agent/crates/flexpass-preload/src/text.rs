@@ -74,6 +74,16 @@ pub fn json_u64(r: &[u8], key: &[u8]) -> Option<u64> {
     std::str::from_utf8(&r[at..at + end]).ok()?.parse().ok()
 }
 
+/// The number after `key` (e.g. `"w_q":`), as JSON writes it.
+pub fn json_f64(r: &[u8], key: &[u8]) -> Option<f64> {
+    let at = find(r, key)? + key.len();
+    let end = r[at..]
+        .iter()
+        .position(|c| !(c.is_ascii_digit() || b".eE+-".contains(c)))
+        .unwrap_or(r.len() - at);
+    std::str::from_utf8(&r[at..at + end]).ok()?.parse().ok()
+}
+
 /// `a.b.c.d:port`.
 pub fn parse_v4(s: &[u8]) -> Option<SocketAddrV4> {
     let colon = s.iter().rposition(|&c| c == b':')?;

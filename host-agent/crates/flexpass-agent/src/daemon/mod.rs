@@ -784,6 +784,17 @@ impl Daemon {
                 let r = Reply::Status(Box::new(self.status()));
                 self.answer(i, r);
             }
+            Request::Settings => {
+                let c = self.ep.config();
+                let r = Reply::Settings(crate::api::Settings {
+                    link_gbps: c.link_bps / 1e9,
+                    rtt_us: c.base_rtt as f64 / 1e3,
+                    w_q: c.w_q,
+                    credit_batch: c.credit_batch,
+                    mtu: c.mtu,
+                });
+                self.answer(i, r);
+            }
         }
     }
 

@@ -467,6 +467,11 @@ impl Endpoint {
         !self.local_idle
     }
 
+    /// The endpoint's configuration (what it was bound with).
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
     /// UDP address this endpoint's peers use (its port; the IP of the bound address).
     pub fn port(&self) -> u16 {
         self.cfg.bind.port()

@@ -11,7 +11,7 @@
 //! `tcp_refused`, and the peer falls back to kernel TCP.
 
 use super::conn::{Conn, Locked, SOCKET_BUFFER};
-use super::{insert, now, params, sys, timer, Shared};
+use super::{insert, now, settings, sys, timer, Shared};
 use crate::text::{self, Buf};
 use flexpass_core::{CreditConfig, Receiver, ReceiverConfig, Sender, SenderConfig};
 use flexpass_wire::{ConnRole, HelloConn, Packet, TransportKind};
@@ -333,7 +333,7 @@ pub(super) fn new_flow_id() -> u32 {
 
 /// The flows' configuration, as the agent's `EndpointConfig` makes it.
 pub(super) fn configs(t: TransportKind, mtu: usize) -> (ReceiverConfig, SenderConfig) {
-    let p = params();
+    let p = settings();
     let share = if t == TransportKind::FlexPass {
         p.w_q
     } else {

@@ -14,9 +14,9 @@
 //! Across fork and exec: one process drives a connection at a time (fork.rs).
 //!
 //! Environment: FLEXPASS_INPROC turns it on; FLEXPASS_PEER_PORT is the peer agents' UDP
-//! port (default 7890); FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US and
-//! FLEXPASS_W_Q give the flows the agent's `--link-gbps`, `--rtt-us`, `--w-q` (defaults
-//! 10, 100, 0.5: the agent's); the MTU is the route's (IP_MTU).
+//! port (default 7890); the flows take the agent's `--link-gbps`, `--rtt-us`, `--w-q` and
+//! `--credit-batch` from the agent (`settings`), unless FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US,
+//! FLEXPASS_W_Q or FLEXPASS_CREDIT_BATCH set them; the MTU is the route's (IP_MTU).
 
 pub mod conn;
 pub mod deadlines;
@@ -36,15 +36,9 @@ use std::time::Instant;
 pub type Shared = Arc<conn::Locked>;
 
 struct Params {
-    /// The listening side in-process (FLEXPASS_INPROC=1 or `listen`).
     on: bool,
     /// The opening side too (FLEXPASS_INPROC=1).
     open: bool,
-    link_bps: f64,
-    base_rtt: Nanos,
-    w_q: f64,
-    /// Credits paced per batch (the agent's --credit-batch; docs/datapath.md "Credit batches").
-    credit_batch: u32,
 }
 
 fn env_f64(name: &str) -> Option<f64> {
@@ -56,10 +50,68 @@ fn params() -> &'static Params {
     P.get_or_init(|| Params {
         on: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1" || v == "listen"),
         open: std::env::var("FLEXPASS_INPROC").is_ok_and(|v| v == "1"),
-        link_bps: env_f64("FLEXPASS_LINK_GBPS").unwrap_or(10.0) * 1e9,
-        base_rtt: (env_f64("FLEXPASS_RTT_US").unwrap_or(100.0) * 1e3) as Nanos,
-        w_q: env_f64("FLEXPASS_W_Q").unwrap_or(0.5),
-        credit_batch: env_f64("FLEXPASS_CREDIT_BATCH").map_or(1, |b| b.clamp(1.0, 64.0) as u32),
+    })
+}
+
+/// The settings of this process's flows, as the agent's flows have them (docs/agent-api.md,
+/// "The host's settings").
+pub struct Settings {
+    pub link_bps: f64,
+    pub base_rtt: Nanos,
+    pub w_q: f64,
+    /// Credits paced per batch (the agent's --credit-batch; docs/datapath.md "Credit batches").
+    pub credit_batch: u32,
+}
+
+/// Each setting from the environment if set there (FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US,
+/// FLEXPASS_W_Q, FLEXPASS_CREDIT_BATCH), else from the host's agent (`settings`, asked once
+/// per process, at its first connection), else the agent's defaults (10, 100, 0.5, 1).
+pub fn settings() -> &'static Settings {
+    static S: OnceLock<Settings> = OnceLock::new();
+    S.get_or_init(|| {
+        let keys: [(&str, &[u8], f64); 4] = [
+            ("FLEXPASS_LINK_GBPS", b"\"link_gbps\":", 10.0),
+            ("FLEXPASS_RTT_US", b"\"rtt_us\":", 100.0),
+            ("FLEXPASS_W_Q", b"\"w_q\":", 0.5),
+            ("FLEXPASS_CREDIT_BATCH", b"\"credit_batch\":", 1.0),
+        ];
+        let env = keys.map(|(name, _, _)| env_f64(name));
+        let mut reply: crate::text::Buf<256> = crate::text::Buf::new();
+        let asked = env.iter().any(Option::is_none) && {
+            let mut req: crate::text::Buf<32> = crate::text::Buf::new();
+            crate::request::settings(&mut req);
+            unsafe { crate::query(req.as_bytes(), &mut reply) }.is_ok()
+                && crate::text::contains(reply.as_bytes(), b"\"ok\":true")
+        };
+        let mut from = ["default"; 4];
+        let mut v = [0.0; 4];
+        for (i, (_, key, default)) in keys.iter().enumerate() {
+            let agent = asked
+                .then(|| crate::text::json_f64(reply.as_bytes(), key))
+                .flatten();
+            (v[i], from[i]) = match (env[i], agent) {
+                (Some(x), _) => (x, "environment"),
+                (None, Some(x)) => (x, "agent"),
+                (None, None) => (*default, "default"),
+            };
+        }
+        crate::debug!(
+            "flow settings: link {} Gbit/s ({}), RTT {} us ({}), w_q {} ({}), credit batch {} ({})",
+            v[0],
+            from[0],
+            v[1],
+            from[1],
+            v[2],
+            from[2],
+            v[3],
+            from[3]
+        );
+        Settings {
+            link_bps: v[0] * 1e9,
+            base_rtt: (v[1] * 1e3) as Nanos,
+            w_q: v[2],
+            credit_batch: v[3].clamp(1.0, 64.0) as u32,
+        }
     })
 }
 
