@@ -564,6 +564,65 @@ def test_sendfile_of_a_20mb_file(agents, tmp_path):
     assert_in_process(agents, 3)
 
 
+# splice(2) both ways through a pipe: the server sends the file file → pipe → connection,
+# the client receives it connection → pipe → file; each end checks the other's bytes.
+SPLICE = r'''
+import hashlib, os, socket, sys
+port, path = int(sys.argv[2]), sys.argv[3]
+size = os.path.getsize(path)
+r, w = os.pipe()
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    sent = 0
+    with open(path, "rb") as f:
+        while sent < size:
+            n = os.splice(f.fileno(), w, 1 << 20)          # file -> pipe (the kernel's)
+            while n:
+                m = os.splice(r, c.fileno(), n)            # pipe -> connection (the hook)
+                assert m > 0, m
+                n -= m; sent += m
+    c.shutdown(socket.SHUT_WR)
+    assert c.recv(1) == b""
+    c.close()
+    print(sent)
+else:
+    s = socket.create_connection((sys.argv[4], port), timeout=60)
+    s.settimeout(None)  # blocking: a timeout makes Python's socket non-blocking underneath
+    out = path + ".got"
+    with open(out, "wb") as f:
+        while True:
+            n = os.splice(s.fileno(), w, 1 << 20)          # connection -> pipe (the hook)
+            if n == 0: break
+            while n:
+                n -= os.splice(r, f.fileno(), n)           # pipe -> file
+    s.close()
+    a, b = (hashlib.sha256(open(x, "rb").read()).hexdigest() for x in (path, out))
+    assert a == b, (os.path.getsize(out), size)
+    print("ok")
+'''
+
+
+def test_splice_through_a_pipe_both_ways(agents, tmp_path):
+    """splice(2) between a pipe and an in-process connection copies through the
+    connection's read and write paths (src/sendfile.rs): 20 MB file → pipe → connection on
+    the server, connection → pipe → file on the client (in-process both sides), byte-exact.
+    Before, the kernel spliced into a bare UDP socket (EDESTADDRREQ), or out of one: the
+    transport's own datagrams into the pipe."""
+    app = tmp_path / "splice.py"
+    app.write_text(SPLICE)
+    f = tmp_path / "file.bin"
+    f.write_bytes(os.urandom(20 << 20))
+    srv = agents.run("b", sys.executable, str(app), "server", "9575", str(f), env=DEBUG_ENV)
+    agents.wait_port("b", 9575)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9575", str(f), IP["b"],
+                                 env=DEBUG_ENV), 120)
+    sout, serr = finish(srv, 30)
+    assert out.strip() == b"ok", (out, err[-3000:], serr[-3000:])
+    assert int(sout) == 20 << 20
+    assert_in_process(agents, 1)
+
+
 # Request/response: the server reads each request, then (WAIT) blocks in select, poll or
 # epoll on a pipe that stays empty for 20 ms before it answers; the client checks every
 # answer. The server's library prints its connection's send counts at the end (debug).

@@ -3,6 +3,7 @@
 //! descriptor goes straight to the real call (one atomic load when this process has no
 //! in-process connection).
 
+use crate::inproc::conn::Conn;
 use crate::inproc::{self, sys, Shared};
 use crate::{errno, set_errno};
 use libc::{c_int, c_void, iovec, msghdr, sockaddr, socklen_t, ssize_t};
@@ -93,7 +94,7 @@ fn fail(e: c_int) -> ssize_t {
 
 /// recv on a connection: the bytes the core has in order, after draining the socket; 0 at
 /// the peer's FIN; blocking calls wait on the socket (and the connection's timers).
-unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssize_t {
+pub(crate) unsafe fn conn_recv(c: &Shared, fd: c_int, out: &mut [u8], flags: c_int) -> ssize_t {
     if out.is_empty() {
         return 0;
     }
@@ -164,6 +165,18 @@ pub(crate) unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int)
     if data.is_empty() {
         return 0;
     }
+    conn_send_from(c, fd, flags, |g| Ok(g.write(data)))
+}
+
+/// The write path of a connection, with the bytes put into its send buffer by `put` (under
+/// the connection's lock): Ok(n) the bytes it put (0: no room, the call waits for room as
+/// a write does, or fails with EAGAIN), Err(r) the call returns r (errno set if -1).
+pub(crate) unsafe fn conn_send_from(
+    c: &Shared,
+    fd: c_int,
+    flags: c_int,
+    mut put: impl FnMut(&mut Conn) -> Result<usize, ssize_t>,
+) -> ssize_t {
     // O_NONBLOCK is looked up (a system call) only when the send buffer has no room.
     let mut nb: Option<bool> = None;
     loop {
@@ -190,7 +203,10 @@ pub(crate) unsafe fn conn_send(c: &Shared, fd: c_int, data: &[u8], flags: c_int)
                 }
                 return fail(libc::EPIPE);
             }
-            let n = g.write(data);
+            let n = match put(&mut g) {
+                Ok(n) => n,
+                Err(r) => return r,
+            };
             g.flush(now); // bytes waiting for credits: the timer thread watches ctl
             if n > 0 || *nb.get_or_insert_with(|| nonblocking(fd, flags)) {
                 g.ring_if_held();

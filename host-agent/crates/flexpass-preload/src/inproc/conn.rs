@@ -687,9 +687,13 @@ impl Conn {
         }
     }
 
+    /// Bytes a write may put into the send buffer now.
+    pub fn room(&self) -> usize {
+        SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) as usize
+    }
+
     pub fn write(&mut self, data: &[u8]) -> usize {
-        let room = SEND_LIMIT.saturating_sub(self.tx.unacked_bytes()) as usize;
-        let n = room.min(data.len());
+        let n = self.room().min(data.len());
         if n > 0 {
             self.tx.write(Bytes::copy_from_slice(&data[..n]));
         }
