@@ -203,6 +203,49 @@ def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
     assert hosts.status("b")["endpoint"]["handed_over"] == 2
 
 
+# Bytes both ways: the client sends SIZE random bytes and reads the server's echo.
+ECHO_BULK = r'''
+import hashlib, os, socket, sys, threading
+port, size = int(sys.argv[2]), int(sys.argv[3])
+if sys.argv[1] == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("0.0.0.0", port)); l.listen(); c, _ = l.accept()
+    while d := c.recv(1 << 16): c.sendall(d)
+    c.close()
+else:
+    data = os.urandom(size)
+    s = socket.create_connection((sys.argv[4], port), timeout=60)
+    def send():
+        s.sendall(data); s.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=send); t.start()
+    h = hashlib.sha256(); n = 0
+    while d := s.recv(1 << 16):
+        h.update(d); n += len(d)
+    t.join()
+    assert (n, h.hexdigest()) == (size, hashlib.sha256(data).hexdigest()), n
+    print("ok")
+'''
+
+
+@pytest.mark.parametrize("transport", ["expresspass", "dctcp", "ppt", "flashpass", "pfabric"])
+def test_every_transport_carries_a_connection_in_process(agents, tmp_path, transport):
+    """FLEXPASS_TRANSPORT picks the connection's transport in-process too; each flow fits
+    its transport's parameters to the agent's settings as the agent's flows do
+    (flexpass_core `SenderConfig::fit_to_path`): 4 MB echoed byte-exact both ways."""
+    app = tmp_path / "echo.py"
+    app.write_text(ECHO_BULK)
+    env = {"FLEXPASS_TRANSPORT": transport}
+    srv = agents.run("b", sys.executable, str(app), "server", "9720", str(4 << 20), env=env)
+    agents.wait_port("b", 9720)
+    out, err = finish(agents.run("a", sys.executable, str(app), "client", "9720", str(4 << 20), IP["b"],
+                                 env=env), 120)
+    finish(srv, 30)
+    assert out.strip() == b"ok", err
+    a, _ = assert_in_process(agents, 1)
+    if not agents.both:  # the client's flow is its agent's: its record names the transport
+        assert [c["transport"] for c in flexpass_conns(a, "client")] == [transport], a["tcp"]
+
+
 def test_fallback_to_a_peer_without_flexpass(hosts, tmp_path):
     """No agent on b: the in-process switch changes nothing, kernel TCP as before."""
     hosts.agent("a")
@@ -337,7 +380,9 @@ def test_a_connection_lives_on_in_its_duplicate(agents, tmp_path):
     out, err = finish(agents.run("a", sys.executable, str(app), "client", "9530", IP["b"]), 60)
     finish(srv, 30)
     assert out.strip() == b"ok", err
-    assert_in_process(agents, 1)
+    a, _ = assert_in_process(agents, 1)
+    if not agents.both:  # the client's flow is its agent's: its record names the transport
+        assert [c["transport"] for c in flexpass_conns(a, "client")] == [transport], a["tcp"]
 
 
 # After one request and its answer, a connection stays open and idle: the serving

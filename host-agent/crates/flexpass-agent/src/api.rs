@@ -374,8 +374,8 @@ pub struct PeerNames {
 }
 
 /// `settings`: what an in-process flow of this host takes from its agent (the agent's
-/// flags; docs/datapath.md, "The host's settings"): the link rate, the path's base RTT,
-/// w_q, the credit batch and the MTU.
+/// flags; docs/agent-api.md, "The host's settings"): the link rate, the path's base RTT,
+/// w_q, the credit batch, the MTU, and FlashPass's T_wait and pre-credit phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub link_gbps: f64,
@@ -383,6 +383,8 @@ pub struct Settings {
     pub w_q: f64,
     pub credit_batch: u32,
     pub mtu: usize,
+    pub t_wait_us: f64,
+    pub flashpass_unscheduled: bool,
 }
 
 /// `status`: counters, tables and connection records. This struct and its parts are the

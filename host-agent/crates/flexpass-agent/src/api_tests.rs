@@ -481,10 +481,13 @@ fn replies_keep_their_wire_format() {
         w_q: 0.5,
         credit_batch: 1,
         mtu: 1500,
+        t_wait_us: 2000.0,
+        flashpass_unscheduled: true,
     };
     assert_eq!(
         line(Reply::Settings(settings.clone())),
-        "{\"credit_batch\":1,\"link_gbps\":10.0,\"mtu\":1500,\"ok\":true,\"rtt_us\":100.0,\"w_q\":0.5}\n"
+        "{\"credit_batch\":1,\"flashpass_unscheduled\":true,\"link_gbps\":10.0,\"mtu\":1500,\
+         \"ok\":true,\"rtt_us\":100.0,\"t_wait_us\":2000.0,\"w_q\":0.5}\n"
     );
     // As docs/agent-api.md shows it.
     let doc: Settings =

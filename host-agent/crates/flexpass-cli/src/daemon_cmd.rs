@@ -97,9 +97,10 @@ pub struct RunArgs {
     /// The local agent's API socket.
     #[arg(long, default_value = "/run/flexpass/agent.sock")]
     pub agent_socket: PathBuf,
-    /// flexpass, expresspass or dctcp.
-    #[arg(long, default_value = "flexpass")]
-    pub transport: String,
+    /// The connections' transport: flexpass, expresspass, dctcp, ppt, flashpass, pfabric or
+    /// pase [default: $FLEXPASS_TRANSPORT, else flexpass].
+    #[arg(long)]
+    pub transport: Option<String>,
     /// libflexpass.so to preload [default: $FLEXPASS_PRELOAD, else next to this binary].
     #[arg(long)]
     pub preload: Option<PathBuf>,
@@ -118,8 +119,10 @@ pub struct RunArgs {
 /// applications").
 pub fn run(args: RunArgs) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    parse_transport(&args.transport)?
-        .ok_or("--transport tcp makes no sense here: without flexpass run it is kernel TCP")?;
+    if let Some(t) = &args.transport {
+        parse_transport(t)?
+            .ok_or("--transport tcp makes no sense here: without flexpass run it is kernel TCP")?;
+    }
     let lib = match args
         .preload
         .or_else(|| std::env::var_os("FLEXPASS_PRELOAD").map(PathBuf::from))
@@ -143,8 +146,10 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     let mut cmd = std::process::Command::new(&args.cmd[0]);
     cmd.args(&args.cmd[1..])
         .env("LD_PRELOAD", preload)
-        .env("FLEXPASS_AGENT_SOCKET", &args.agent_socket)
-        .env("FLEXPASS_TRANSPORT", &args.transport);
+        .env("FLEXPASS_AGENT_SOCKET", &args.agent_socket);
+    if let Some(t) = &args.transport {
+        cmd.env("FLEXPASS_TRANSPORT", t);
+    }
     if let Some(p) = &args.policy {
         cmd.env("FLEXPASS_POLICY", p);
     }

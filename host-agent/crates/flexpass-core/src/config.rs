@@ -597,7 +597,90 @@ fn default_give_up_timeout() -> Nanos {
     DEFAULT_GIVE_UP_TIMEOUT
 }
 
+/// A host's path as its agent is configured (the agent's `EndpointConfig`; a program's
+/// in-process flows get it from the agent's `settings`): what a flow of the host derives
+/// its per-transport parameters from (`SenderConfig::fit_to_path`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostPath {
+    /// The host link's rate (bits/s).
+    pub link_bps: f64,
+    /// The path's base RTT.
+    pub base_rtt: Nanos,
+    /// The path's IP MTU.
+    pub mtu: usize,
+    /// FlashPass T_wait (§III-B).
+    pub t_wait: Nanos,
+    /// FlashPass: the Aeolus pre-credit phase allowed on this host.
+    pub flashpass_unscheduled: bool,
+}
+
+/// Algorithm 1 of a host's FlashPass senders updates over at least this many resolved
+/// emulation packets: a loss rate resolves 1/16 (between the target band's edges, 1 % and
+/// 10 %, a period of 16 tells "none", "some" and "many" apart).
+pub const FLASHPASS_MIN_UPDATE_SAMPLES: u64 = 16;
+
+/// Floor of a host's FlashPass emulation rate, as a fraction of the link's emulation rate
+/// (Algorithm 1 grows back from it by × 1.1 per update: 44 updates).
+pub const FLASHPASS_MIN_RATE_FRACTION: f64 = 1.0 / 64.0;
+
 impl SenderConfig {
+    /// The per-transport parameters that come from the host's path (the template's other
+    /// choices kept): segments that fill the MTU (docs/protocol.md §9), PPT's first LCP
+    /// window, FlashPass's emulation rate and T_wait, pFabric's window and RTO. PASE's
+    /// line rate and RTT as well; its arbitration is the agent's (the caller's).
+    pub fn fit_to_path(&mut self, p: &HostPath) {
+        self.mss = flexpass_wire::max_payload_for_mtu(p.mtu);
+        match self.transport {
+            TransportKind::Ppt => {
+                // PPT §3.1: the LCP's first window is the host path's BDP (C · base RTT)
+                // less DCTCP's initial window, paced over the base RTT until the HCP has a
+                // sample.
+                let link = PptConfig::for_link(p.link_bps, p.base_rtt);
+                self.ppt.bdp_bytes = link.bdp_bytes;
+                self.ppt.base_rtt = link.base_rtt;
+            }
+            TransportKind::FlashPass => {
+                // FlashPass §III-B: emulation at the host link's full emulation share (one
+                // 84-byte packet per maximum frame of the MTU), data at T + T_wait.
+                let fp = FlashPassConfig::for_link_mtu(p.link_bps, p.base_rtt, p.t_wait, p.mtu);
+                let t = &self.flashpass;
+                // The template's Algorithm 1 band and ablations stay.
+                self.flashpass = FlashPassConfig {
+                    min_target_loss: t.min_target_loss,
+                    max_target_loss: t.max_target_loss,
+                    over_provisioning: t.over_provisioning,
+                    delayed_feedback: t.delayed_feedback,
+                    unscheduled: t.unscheduled && p.flashpass_unscheduled,
+                    // A host's RTT may hold only a few emulation packets: Algorithm 1 waits
+                    // for enough of them to measure a loss rate (min_update_samples).
+                    min_update_samples: t.min_update_samples.max(FLASHPASS_MIN_UPDATE_SAMPLES),
+                    // A stalled host (descheduled longer than T_wait) finds a whole period
+                    // of emulation lost: the floor bounds how long the rate takes to grow
+                    // back.
+                    min_rate_fraction: t.min_rate_fraction.max(FLASHPASS_MIN_RATE_FRACTION),
+                    ..fp
+                };
+            }
+            TransportKind::PFabric => {
+                // pFabric §4.2: line-rate start with the host path's BDP as the window, the
+                // RTO `pfabric::RTO_RTTS` base RTTs (the model's rule, flexpass-sim
+                // build.rs). The PRIO field then carries the remaining size of the flow.
+                self.pfabric = PFabricConfig {
+                    bdp_bytes: (p.link_bps / 8.0 * p.base_rtt as f64 * 1e-9).ceil() as u64,
+                    base_rtt: p.base_rtt.max(1),
+                    ..PFabricConfig::default()
+                };
+            }
+            TransportKind::Pase => {
+                // PASE §3.3: the host link's rate is the largest reference rate, and rate ×
+                // the base RTT the window.
+                self.pase.line_rate_bps = p.link_bps;
+                self.pase.base_rtt = p.base_rtt;
+            }
+            _ => {}
+        }
+    }
+
     pub fn new(transport: TransportKind) -> Self {
         SenderConfig {
             transport,

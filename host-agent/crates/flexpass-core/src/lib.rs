@@ -51,8 +51,9 @@ pub mod sender;
 mod transmit;
 
 pub use config::{
-    CreditConfig, DctcpConfig, FlashPassConfig, PFabricConfig, PptConfig, ReceiverConfig,
-    SenderConfig, TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT,
+    CreditConfig, DctcpConfig, FlashPassConfig, HostPath, PFabricConfig, PptConfig, ReceiverConfig,
+    SenderConfig, TargetLossRule, WindowCc, DEFAULT_GIVE_UP_TIMEOUT, FLASHPASS_MIN_RATE_FRACTION,
+    FLASHPASS_MIN_UPDATE_SAMPLES,
 };
 pub use receiver::{Receiver, ReceiverStats};
 pub use sender::{Sender, SenderError, SenderStats};

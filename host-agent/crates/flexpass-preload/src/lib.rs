@@ -45,6 +45,7 @@ mod policy;
 mod request;
 mod text;
 
+use flexpass_wire::TransportKind;
 use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_un, socklen_t};
 use policy::Policy;
 use std::mem::size_of;
@@ -159,13 +160,10 @@ fn config() -> &'static Config {
     CONFIG.get_or_init(|| unsafe {
         let mut agent = Buf::new();
         agent.push(env(b"FLEXPASS_AGENT_SOCKET\0").unwrap_or(b"/run/flexpass/agent.sock"));
-        let transport = match env(b"FLEXPASS_TRANSPORT\0") {
-            Some(b"expresspass") => "expresspass",
-            Some(b"dctcp") => "dctcp",
-            Some(b"ppt") => "ppt",
-            Some(b"flashpass") => "flashpass",
-            _ => "flexpass",
-        };
+        // One of the wire's transport names (docs/protocol.md), else flexpass.
+        let transport = env(b"FLEXPASS_TRANSPORT\0")
+            .and_then(|v| TransportKind::ALL.into_iter().find(|t| t.name().as_bytes() == v))
+            .map_or("flexpass", TransportKind::name);
         // The CLI's log-level variable: info or debug turn the library's lines on too.
         let log = env(b"FLEXPASS_LOG\0").is_some_and(|v| matches!(v, b"info" | b"debug"));
         let policy = match env(b"FLEXPASS_POLICY\0") {

@@ -156,12 +156,16 @@ mod tests {
             w_q: 0.3,
             credit_batch: 8,
             mtu: 9000,
+            t_wait_us: 4000.0,
+            flashpass_unscheduled: false,
         })
         .to_line();
         assert_eq!(json_f64(&r, b"\"link_gbps\":"), Some(25.0));
         assert_eq!(json_f64(&r, b"\"rtt_us\":"), Some(12.5));
         assert_eq!(json_f64(&r, b"\"w_q\":"), Some(0.3));
         assert_eq!(json_f64(&r, b"\"credit_batch\":"), Some(8.0));
+        assert_eq!(json_f64(&r, b"\"t_wait_us\":"), Some(4000.0));
+        assert!(contains(&r, b"\"flashpass_unscheduled\":false"));
         assert_eq!(json_f64(b"{\"w_q\":1e-1}", b"\"w_q\":"), Some(0.1));
         assert_eq!(json_f64(b"{\"w_q\":\"x\"}", b"\"w_q\":"), None);
         assert_eq!(json_f64(b"{}", b"\"w_q\":"), None);

@@ -792,6 +792,8 @@ impl Daemon {
                     w_q: c.w_q,
                     credit_batch: c.credit_batch,
                     mtu: c.mtu,
+                    t_wait_us: c.t_wait as f64 / 1e3,
+                    flashpass_unscheduled: c.flashpass_unscheduled,
                 });
                 self.answer(i, r);
             }

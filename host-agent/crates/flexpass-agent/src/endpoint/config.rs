@@ -267,6 +267,17 @@ impl EndpointConfig {
         Admission::new(limits, half_open_credits)
     }
 
+    /// The host's path, which the flows it opens fit their parameters to.
+    pub fn host_path(&self) -> flexpass_core::HostPath {
+        flexpass_core::HostPath {
+            link_bps: self.link_bps,
+            base_rtt: self.base_rtt,
+            mtu: self.mtu,
+            t_wait: self.t_wait,
+            flashpass_unscheduled: self.flashpass_unscheduled,
+        }
+    }
+
     pub(crate) fn receiver_config(&self, t: TransportKind) -> ReceiverConfig {
         let share = if t == TransportKind::FlexPass {
             self.w_q

@@ -33,7 +33,7 @@ use crate::shaper::HostShaper;
 use crate::timers::{DeadlineHeap, Timer};
 use crate::xdp::XdpConfig;
 use bytes::Bytes;
-use flexpass_core::{FlashPassConfig, Nanos, PFabricConfig, PptConfig, Receiver, Sender, Transmit};
+use flexpass_core::{Nanos, Receiver, Sender, Transmit};
 use flexpass_wire::{CreditRequest, HelloConn, Packet, Reset, ResetReason, TransportKind};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -71,15 +71,6 @@ fn mark<T>(slot: &mut Slot<T>, dirty: &mut Vec<(Dir, FlowKey)>, dir: Dir, key: F
     }
     slot.dirty |= DIRTY | if net { NET } else { 0 };
 }
-
-/// Algorithm 1 of the agent's FlashPass senders updates over at least this many resolved
-/// emulation packets: a loss rate resolves 1/16 (between the target band's edges, 1 % and
-/// 10 %, a period of 16 tells "none", "some" and "many" apart).
-pub const FLASHPASS_MIN_UPDATE_SAMPLES: u64 = 16;
-
-/// Floor of the agent's FlashPass emulation rate, as a fraction of the link's emulation
-/// rate (Algorithm 1 grows back from it by × 1.1 per update: 44 updates).
-pub const FLASHPASS_MIN_RATE_FRACTION: f64 = 1.0 / 64.0;
 
 pub struct Endpoint {
     sock: Datapath,
@@ -252,62 +243,8 @@ impl Endpoint {
             cfg.dctcp.init_cwnd = w.max(cfg.dctcp.min_cwnd);
         }
         cfg.dctcp.tlp |= self.cfg.tlp;
-        // Segments fill the path's MTU (docs/protocol.md §9).
-        cfg.mss = flexpass_wire::max_payload_for_mtu(self.cfg.mtu);
-        if transport == TransportKind::Ppt {
-            // PPT §3.1: the LCP's first window is the host path's BDP (C · base RTT) less
-            // DCTCP's initial window, paced over the base RTT until the HCP has a sample.
-            let link = PptConfig::for_link(self.cfg.link_bps, self.cfg.base_rtt);
-            cfg.ppt.bdp_bytes = link.bdp_bytes;
-            cfg.ppt.base_rtt = link.base_rtt;
-        }
-        if transport == TransportKind::FlashPass {
-            // FlashPass §III-B: emulation at the host link's full emulation share (one 84-byte
-            // packet per maximum frame of the MTU), data at T + T_wait.
-            let fp = FlashPassConfig::for_link_mtu(
-                self.cfg.link_bps,
-                self.cfg.base_rtt,
-                self.cfg.t_wait,
-                self.cfg.mtu,
-            );
-            // The template's Algorithm 1 band and ablations stay.
-            cfg.flashpass = FlashPassConfig {
-                min_target_loss: cfg.flashpass.min_target_loss,
-                max_target_loss: cfg.flashpass.max_target_loss,
-                over_provisioning: cfg.flashpass.over_provisioning,
-                delayed_feedback: cfg.flashpass.delayed_feedback,
-                unscheduled: cfg.flashpass.unscheduled && self.cfg.flashpass_unscheduled,
-                // A host's RTT may hold only a few emulation packets: Algorithm 1 waits for
-                // enough of them to measure a loss rate (FlashPassConfig::min_update_samples).
-                min_update_samples: cfg
-                    .flashpass
-                    .min_update_samples
-                    .max(FLASHPASS_MIN_UPDATE_SAMPLES),
-                // A stalled host (descheduled longer than T_wait) finds a whole period of
-                // emulation lost: the floor bounds how long the rate takes to grow back.
-                min_rate_fraction: cfg
-                    .flashpass
-                    .min_rate_fraction
-                    .max(FLASHPASS_MIN_RATE_FRACTION),
-                ..fp
-            };
-        }
-        if transport == TransportKind::PFabric {
-            // pFabric §4.2: line-rate start with the host path's BDP as the window, the RTO
-            // `pfabric::RTO_RTTS` base RTTs (the model's rule, flexpass-sim build.rs). The
-            // PRIO field then carries the remaining size of the flow's `size_hint` bytes.
-            cfg.pfabric = PFabricConfig {
-                bdp_bytes: (self.cfg.link_bps / 8.0 * self.cfg.base_rtt as f64 * 1e-9).ceil()
-                    as u64,
-                base_rtt: self.cfg.base_rtt.max(1),
-                ..PFabricConfig::default()
-            };
-        }
+        cfg.fit_to_path(&self.cfg.host_path());
         if transport == TransportKind::Pase {
-            // PASE §3.3: the host link's rate is the largest reference rate, and rate × the
-            // base RTT the window.
-            cfg.pase.line_rate_bps = self.cfg.link_bps;
-            cfg.pase.base_rtt = self.cfg.base_rtt;
             cfg.pase.queues = self.cfg.pase_queues;
             cfg.pase.probing = self.cfg.pase_probing;
         }

@@ -345,7 +345,13 @@ pub(super) fn configs(t: TransportKind, mtu: usize) -> (ReceiverConfig, SenderCo
     r.credit_window_segment = flexpass_wire::max_payload_for_mtu(mtu) as u64;
     r.feedback_backoff = true;
     let mut s = SenderConfig::new(t);
-    s.mss = flexpass_wire::max_payload_for_mtu(mtu);
+    s.fit_to_path(&flexpass_core::HostPath {
+        link_bps: p.link_bps,
+        base_rtt: p.base_rtt,
+        mtu,
+        t_wait: p.t_wait,
+        flashpass_unscheduled: p.flashpass_unscheduled,
+    });
     (r, s)
 }
 

@@ -61,6 +61,9 @@ pub struct Settings {
     pub w_q: f64,
     /// Credits paced per batch (the agent's --credit-batch; docs/datapath.md "Credit batches").
     pub credit_batch: u32,
+    /// FlashPass T_wait and pre-credit phase (the agent's; no environment variable).
+    pub t_wait: Nanos,
+    pub flashpass_unscheduled: bool,
 }
 
 /// Each setting from the environment if set there (FLEXPASS_LINK_GBPS, FLEXPASS_RTT_US,
@@ -95,22 +98,26 @@ pub fn settings() -> &'static Settings {
                 (None, None) => (*default, "default"),
             };
         }
+        let r = reply.as_bytes();
+        // The agent's default T_wait: 2 base RTTs, at least 2 ms.
+        let t_wait_us = asked
+            .then(|| crate::text::json_f64(r, b"\"t_wait_us\":"))
+            .flatten()
+            .unwrap_or((2.0 * v[1]).max(2000.0));
+        let flashpass_unscheduled =
+            !(asked && crate::text::contains(r, b"\"flashpass_unscheduled\":false"));
         crate::debug!(
-            "flow settings: link {} Gbit/s ({}), RTT {} us ({}), w_q {} ({}), credit batch {} ({})",
-            v[0],
-            from[0],
-            v[1],
-            from[1],
-            v[2],
-            from[2],
-            v[3],
-            from[3]
+            "flow settings: link {} Gbit/s ({}), RTT {} us ({}), w_q {} ({}), credit batch {} ({}); FlashPass T_wait {} us, pre-credit phase {}",
+            v[0], from[0], v[1], from[1], v[2], from[2], v[3], from[3], t_wait_us,
+            if flashpass_unscheduled { "on" } else { "off" }
         );
         Settings {
             link_bps: v[0] * 1e9,
             base_rtt: (v[1] * 1e3) as Nanos,
             w_q: v[2],
             credit_batch: v[3].clamp(1.0, 64.0) as u32,
+            t_wait: (t_wait_us * 1e3) as Nanos,
+            flashpass_unscheduled,
         }
     })
 }
