@@ -227,6 +227,8 @@ unsafe fn sift(ep: c_int, ev: *mut epoll_event, n: usize, max: usize) -> usize {
 }
 
 /// The three waits: `call` is the real one with what is left of the timeout (None: none).
+/// Every result is sifted, parked or not: another thread may park a connection of the same
+/// set while this one waits, and a tag must never reach the application.
 unsafe fn wait_with(
     ep: c_int,
     ev: *mut epoll_event,
@@ -234,21 +236,24 @@ unsafe fn wait_with(
     timeout: Option<u64>,
     call: impl Fn(Option<u64>) -> c_int,
 ) -> c_int {
-    if !ANY.load(Ordering::Acquire) || ev.is_null() || max <= 0 {
+    if ev.is_null() || max <= 0 || !inproc::enabled() {
         return call(timeout);
     }
     let end = timeout.map(|t| inproc::now() + t);
     loop {
         let left = end.map(|e| e.saturating_sub(inproc::now()));
-        if !settle(ep) {
-            return call(left);
-        }
-        let r = call(Some(left.map_or(FULL_SLICE, |l| l.min(FULL_SLICE))));
+        let parked = ANY.load(Ordering::Acquire) && settle(ep);
+        let r = call(if parked {
+            Some(left.map_or(FULL_SLICE, |l| l.min(FULL_SLICE)))
+        } else {
+            left
+        });
         if r < 0 {
             return r;
         }
         let kept = sift(ep, ev, r as usize, max as usize);
-        if kept > 0 || end.is_some_and(|e| inproc::now() >= e) {
+        let timed_out = (!parked && r == 0) || end.is_some_and(|e| inproc::now() >= e);
+        if kept > 0 || timed_out {
             return kept as c_int;
         }
     }
