@@ -183,8 +183,9 @@ else:
 def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
     """A flow run in the program's process is paced as its agent's flows are: it takes the
     agent's --link-gbps, --rtt-us, --w-q and --credit-batch (the `settings` op), each one
-    set in the environment winning. b's agent runs with w_q 0.3 and credit batches of 4;
-    the library's debug line names each value and where it came from."""
+    set in the environment winning (a value that is not valid is named, and the agent's
+    taken). b's agent runs with w_q 0.3 and credit batches of 4; the library's debug line
+    names each value and where it came from."""
     app = tmp_path / "echo.py"
     app.write_text(ECHO_ONCE)
     hosts.agent("a")
@@ -193,6 +194,9 @@ def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
         (9710, {}, "link 1 Gbit/s (agent), RTT 100 us (agent), w_q 0.3 (agent), credit batch 4 (agent)"),
         (9711, {"FLEXPASS_W_Q": "0.25"},
          "link 1 Gbit/s (agent), RTT 100 us (agent), w_q 0.25 (environment), credit batch 4 (agent)"),
+        # Not a number, or out of range: named, and the agent's value instead.
+        (9712, {"FLEXPASS_RTT_US": "fast", "FLEXPASS_W_Q": "2"},
+         "link 1 Gbit/s (agent), RTT 100 us (agent), w_q 0.3 (agent), credit batch 4 (agent)"),
     ]:
         srv = hosts.run("b", sys.executable, str(app), "server", str(port), env=dict(env, FLEXPASS_LOG="debug"))
         hosts.wait_port("b", port)
@@ -200,7 +204,9 @@ def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
         _, err = finish(srv, 30)
         assert out.decode().strip() == "settings"
         assert f"flow settings: {want}" in err.decode(), err.decode()
-    assert hosts.status("b")["endpoint"]["handed_over"] == 2
+        for name, value in env.items():
+            assert (f"{name}={value} is not valid" in err.decode()) == (port == 9712), err.decode()
+    assert hosts.status("b")["endpoint"]["handed_over"] == 3
 
 
 # Bytes both ways: the client sends SIZE random bytes and reads the server's echo.

@@ -36,13 +36,10 @@ use std::time::Instant;
 pub type Shared = Arc<conn::Locked>;
 
 struct Params {
+    /// The listening side in-process (FLEXPASS_INPROC=1 or `listen`).
     on: bool,
     /// The opening side too (FLEXPASS_INPROC=1).
     open: bool,
-}
-
-fn env_f64(name: &str) -> Option<f64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
 fn params() -> &'static Params {
@@ -78,8 +75,23 @@ pub fn settings() -> &'static Settings {
             ("FLEXPASS_W_Q", b"\"w_q\":", 0.5),
             ("FLEXPASS_CREDIT_BATCH", b"\"credit_batch\":", 1.0),
         ];
-        let env = keys.map(|(name, _, _)| env_f64(name));
-        let mut reply: crate::text::Buf<256> = crate::text::Buf::new();
+        // Each value a positive number, w_q at most 1: else the next source (a variable
+        // set to anything else is named once).
+        let valid = |i: usize, x: f64| x.is_finite() && x > 0.0 && (i != 2 || x <= 1.0);
+        let mut env = [None; 4];
+        for (i, (name, _, _)) in keys.iter().enumerate() {
+            let Ok(set) = std::env::var(name) else { continue };
+            env[i] = set.trim().parse().ok().filter(|&x| valid(i, x));
+            if env[i].is_none() {
+                let mut b: crate::text::Buf<200> = crate::text::Buf::new();
+                let _ = core::fmt::Write::write_fmt(
+                    &mut b,
+                    format_args!("flexpass: {name}={set} is not valid: the agent's value\n"),
+                );
+                b.stderr();
+            }
+        }
+        let mut reply: crate::text::Buf<512> = crate::text::Buf::new();
         let asked = env.iter().any(Option::is_none) && {
             let mut req: crate::text::Buf<32> = crate::text::Buf::new();
             crate::request::settings(&mut req);
@@ -91,7 +103,8 @@ pub fn settings() -> &'static Settings {
         for (i, (_, key, default)) in keys.iter().enumerate() {
             let agent = asked
                 .then(|| crate::text::json_f64(reply.as_bytes(), key))
-                .flatten();
+                .flatten()
+                .filter(|&x| valid(i, x));
             (v[i], from[i]) = match (env[i], agent) {
                 (Some(x), _) => (x, "environment"),
                 (None, Some(x)) => (x, "agent"),
