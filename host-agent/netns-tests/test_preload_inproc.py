@@ -209,6 +209,33 @@ def test_in_process_flows_take_their_agents_settings(hosts, tmp_path):
     assert hosts.status("b")["endpoint"]["handed_over"] == 3
 
 
+def test_in_process_connections_appear_in_their_agents_status(agents, tmp_path):
+    """An in-process connection never passes through its agent; when it ends, the library
+    tells the agent (`tcp_record`), so `status` lists it among the closed connections
+    with `in_process` and the bytes the program wrote and read: the server's on b, and
+    with both sides in-process the client's on a."""
+    app = tmp_path / "echo.py"
+    app.write_text(ECHO_ONCE)
+    srv = agents.run("b", sys.executable, str(app), "server", "9730")
+    agents.wait_port("b", 9730)
+    out, _ = finish(agents.run("a", sys.executable, str(app), "client", "9730", IP["b"]), 30)
+    finish(srv, 30)
+    assert out.decode().strip() == "settings"
+    want = {"b": "server", **({"a": "client"} if agents.both else {})}
+    deadline = time.time() + 10
+    while True:
+        got = {h: [c for c in agents.status(h)["tcp"]["closed"] if c.get("in_process")] for h in want}
+        if all(got.values()) or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    for h, side in want.items():
+        assert [(c["side"], c["transport"], c["bytes_sent"], c["bytes_received"], c["outcome"])
+                for c in got[h]] == [(side, "flexpass", 8, 8, "closed")], (h, got)
+        assert got[h][0]["local" if side == "server" else "remote"] == f"{IP['b']}:9730", got[h]
+    if not agents.both:  # the client's connection is its agent's own record
+        assert not [c for c in agents.status("a")["tcp"]["closed"] if c.get("in_process")]
+
+
 # Bytes both ways: the client sends SIZE random bytes and reads the server's echo.
 ECHO_BULK = r'''
 import hashlib, os, socket, sys, threading
@@ -386,9 +413,7 @@ def test_a_connection_lives_on_in_its_duplicate(agents, tmp_path):
     out, err = finish(agents.run("a", sys.executable, str(app), "client", "9530", IP["b"]), 60)
     finish(srv, 30)
     assert out.strip() == b"ok", err
-    a, _ = assert_in_process(agents, 1)
-    if not agents.both:  # the client's flow is its agent's: its record names the transport
-        assert [c["transport"] for c in flexpass_conns(a, "client")] == [transport], a["tcp"]
+    assert_in_process(agents, 1)
 
 
 # After one request and its answer, a connection stays open and idle: the serving

@@ -72,10 +72,30 @@ pub enum Request {
     Status,
     /// The settings an in-process flow of this host takes from its agent. Reply: `Settings`.
     Settings,
+    /// A connection that ran in a program's own process ended: its record, for `status`
+    /// (`tcp.closed`, with `in_process`). Reply: `{"ok": true}`.
+    TcpRecord(InprocRecord),
 }
 
+/// `tcp_record`: an in-process connection's record as its library counted it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InprocRecord {
+    pub side: Side,
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+    pub transport: TransportKind,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub duration_us: u64,
+    /// "closed", or "reset" and why (at most MAX_OUTCOME bytes).
+    pub outcome: String,
+}
+
+/// Longest `outcome` of a `tcp_record`.
+pub const MAX_OUTCOME: usize = 200;
+
 /// The ops, as they appear in `"op"`.
-pub const OPS: [&str; 10] = [
+pub const OPS: [&str; 11] = [
     "connect",
     "accept",
     "tcp_connect",
@@ -86,6 +106,7 @@ pub const OPS: [&str; 10] = [
     "tcp_refused",
     "tcp_closed",
     "settings",
+    "tcp_record",
 ];
 
 /// Why a request line was refused (its message is the reply's `"error"`).
@@ -247,6 +268,26 @@ impl Request {
             "tcp_peer" => Request::TcpPeer { port: f.port(0)? },
             "status" => Request::Status,
             "settings" => Request::Settings,
+            "tcp_record" => {
+                let addr = "\"IP:PORT\"";
+                let count = |name| f.integer(name, 0, u64::MAX).map(Option::unwrap_or_default);
+                Request::TcpRecord(InprocRecord {
+                    side: f.required("side", "\"client\" | \"server\"", |s| match s {
+                        "client" => Some(Side::Client),
+                        "server" => Some(Side::Server),
+                        _ => None,
+                    })?,
+                    remote: f.required("remote", addr, |s| s.parse().ok())?,
+                    local: f.required("local", addr, |s| s.parse().ok())?,
+                    transport: f.transport()?,
+                    bytes_sent: count("bytes_sent")?,
+                    bytes_received: count("bytes_received")?,
+                    duration_us: count("duration_us")?,
+                    outcome: f.required("outcome", "a string of at most 200 bytes", |s| {
+                        (s.len() <= MAX_OUTCOME).then(|| s.to_string())
+                    })?,
+                })
+            }
             _ => unreachable!("every op in OPS is parsed"),
         })
     }
@@ -261,6 +302,7 @@ impl Request {
             Request::TcpPeer { .. } => "tcp_peer",
             Request::Status => "status",
             Request::Settings => "settings",
+            Request::TcpRecord(_) => "tcp_record",
             Request::TcpTaken { .. } => "tcp_taken",
             Request::TcpRefused { .. } => "tcp_refused",
             Request::TcpClosed { .. } => "tcp_closed",
@@ -295,6 +337,11 @@ impl Request {
             }
             Request::TcpPeer { port } => serde_json::json!({ "port": port }),
             Request::Accept | Request::Status | Request::Settings => serde_json::json!({}),
+            Request::TcpRecord(r) => serde_json::json!({
+                "side": r.side, "remote": r.remote, "local": r.local, "transport": r.transport,
+                "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
+                "duration_us": r.duration_us, "outcome": r.outcome,
+            }),
         };
         v["op"] = self.op().into();
         format!("{v}\n")
@@ -461,6 +508,10 @@ pub struct ConnRecord {
     pub duration_s: f64,
     /// "open", "closed" or "aborted: " and why.
     pub outcome: String,
+    /// The connection ran in the program's own process (`tcp_record`; else the key is
+    /// absent): its counts are the library's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_process: bool,
     /// The outgoing flow's statistics, while that flow exists (else the key is absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sender: Option<SenderStats>,
@@ -558,6 +609,8 @@ pub enum Reply {
     /// Boxed: by far the largest reply.
     Status(Box<Status>),
     Settings(Settings),
+    /// `{"ok": true}` alone (`tcp_record`).
+    Done,
 }
 
 impl Reply {
@@ -581,6 +634,7 @@ impl Reply {
             Reply::PeerNames(r) => serde_json::to_value(r).expect("serializable"),
             Reply::Status(r) => serde_json::to_value(r).expect("serializable"),
             Reply::Settings(r) => serde_json::to_value(r).expect("serializable"),
+            Reply::Done => serde_json::json!({}),
         };
         let mut v = body;
         v["ok"] = (!matches!(self, Reply::Error(_))).into();

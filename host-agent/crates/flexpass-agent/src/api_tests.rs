@@ -178,6 +178,7 @@ fn sample_record(outcome: &str) -> ConnRecord {
         bytes_received: 1 << 20,
         duration_s: 0.25,
         outcome: outcome.into(),
+        in_process: false,
         sender: Some(SenderStats::default()),
     }
 }
@@ -343,6 +344,16 @@ fn every_request_survives_its_own_line() {
             flow_id: 17,
         },
         Request::Settings,
+        Request::TcpRecord(InprocRecord {
+            side: Side::Client,
+            remote: "10.0.0.2:5201".parse().unwrap(),
+            local: "[::1]:40000".parse().unwrap(),
+            transport: TransportKind::Pase,
+            bytes_sent: u64::MAX,
+            bytes_received: 0,
+            duration_us: 1,
+            outcome: "x".repeat(MAX_OUTCOME),
+        }),
     ];
     assert_eq!(all.len(), OPS.len());
     for (r, op) in all.iter().zip(OPS) {
@@ -489,6 +500,7 @@ fn replies_keep_their_wire_format() {
         "{\"credit_batch\":1,\"flashpass_unscheduled\":true,\"link_gbps\":10.0,\"mtu\":1500,\
          \"ok\":true,\"rtt_us\":100.0,\"t_wait_us\":2000.0,\"w_q\":0.5}\n"
     );
+    assert_eq!(line(Reply::Done), "{\"ok\":true}\n");
     // As docs/agent-api.md shows it.
     let doc: Settings =
         serde_json::from_value(doc_json(&agent_api_md(), "← {\"ok\": true, \"link_gbps\""))

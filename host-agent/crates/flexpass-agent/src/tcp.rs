@@ -427,6 +427,7 @@ impl Conn {
             bytes_received: self.bytes_received,
             duration_s: self.started.elapsed().as_secs_f64(),
             outcome: outcome.to_string(),
+            in_process: false,
             sender: self
                 .out_key
                 .and_then(|k| ep.sender(k))

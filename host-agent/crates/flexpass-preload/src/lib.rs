@@ -360,10 +360,15 @@ fn is_loopback_peer(peer: SocketAddrV4, local: SocketAddrV4) -> bool {
 // Talking to the agent
 // ---------------------------------------------------------------------------------------
 
-/// A new AF_UNIX stream to the agent, optionally bound to an abstract name first.
-unsafe fn agent_stream(bind_name: Option<&[u8]>) -> Result<c_int, c_int> {
+/// A new AF_UNIX stream to the agent (socket `flags`: SOCK_NONBLOCK), optionally bound to an
+/// abstract name first.
+unsafe fn agent_stream(bind_name: Option<&[u8]>, flags: c_int) -> Result<c_int, c_int> {
     let cfg = config();
-    let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    let s = libc::socket(
+        libc::AF_UNIX,
+        libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags,
+        0,
+    );
     if s < 0 {
         return Err(errno());
     }
@@ -479,7 +484,7 @@ unsafe fn read_line<const N: usize>(s: c_int, out: &mut Buf<N>, timeout_ms: i64)
 
 /// One request, one reply line, close.
 unsafe fn query<const N: usize>(req: &[u8], reply: &mut Buf<N>) -> Result<(), c_int> {
-    let s = agent_stream(None)?;
+    let s = agent_stream(None, 0)?;
     let ok = write_all(s, req) && read_line(s, reply, QUERY_TIMEOUT_MS);
     libc::close(s);
     if ok {
@@ -584,7 +589,7 @@ unsafe fn via_agent(fd: c_int, dst: SocketAddrV4, v6: bool) -> Verdict {
                 libc::getpid()
             ),
         );
-        match agent_stream(Some(name.as_bytes())) {
+        match agent_stream(Some(name.as_bytes()), 0) {
             Ok(x) => {
                 s = x;
                 break;

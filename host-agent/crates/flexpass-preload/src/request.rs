@@ -32,6 +32,28 @@ pub fn settings<const N: usize>(out: &mut Buf<N>) {
     let _ = writeln!(out, "{{\"op\":\"settings\"}}");
 }
 
+/// `tcp_record`: an in-process connection ended (docs/agent-api.md, "In-process connections
+/// in `status`").
+#[allow(clippy::too_many_arguments)]
+pub fn tcp_record<const N: usize>(
+    out: &mut Buf<N>,
+    client: bool,
+    remote: SocketAddrV4,
+    local: SocketAddrV4,
+    transport: &str,
+    (bytes_sent, bytes_received): (u64, u64),
+    duration_us: u64,
+    outcome: &str,
+) {
+    let side = if client { "client" } else { "server" };
+    let _ = writeln!(
+        out,
+        "{{\"op\":\"tcp_record\",\"side\":\"{side}\",\"remote\":\"{remote}\",\"local\":\"{local}\",\
+         \"transport\":\"{transport}\",\"bytes_sent\":{bytes_sent},\"bytes_received\":{bytes_received},\
+         \"duration_us\":{duration_us},\"outcome\":\"{outcome}\"}}"
+    );
+}
+
 /// `tcp_peer`: the application-visible addresses of the agent's loopback connection from
 /// `port`.
 pub fn tcp_peer<const N: usize>(out: &mut Buf<N>, port: u16) {
@@ -143,6 +165,33 @@ mod tests {
         let mut b: Buf<32> = Buf::new();
         settings(&mut b);
         assert_eq!(Request::parse(b.as_bytes()), Ok(Request::Settings));
+        // The longest record the timer thread writes fits its 400-byte buffer.
+        let mut b: Buf<400> = Buf::new();
+        tcp_record(
+            &mut b,
+            false,
+            dst,
+            src,
+            "expresspass",
+            (u64::MAX, u64::MAX),
+            u64::MAX,
+            "closed",
+        );
+        assert_eq!(
+            Request::parse(b.as_bytes()),
+            Ok(Request::TcpRecord(flexpass_agent::api::InprocRecord {
+                side: flexpass_agent::api::Side::Server,
+                remote: dst.into(),
+                local: src.into(),
+                transport: TransportKind::ExpressPass,
+                bytes_sent: u64::MAX,
+                bytes_received: u64::MAX,
+                duration_us: u64::MAX,
+                outcome: "closed".into(),
+            })),
+            "{}",
+            b.as_str()
+        );
     }
 
     /// The settings reply's numbers, read as the library reads them (whole numbers too:

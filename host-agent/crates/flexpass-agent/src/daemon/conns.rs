@@ -464,16 +464,22 @@ impl Daemon {
             }
         }
         if let Some(rec) = rec {
-            log::debug!(
-                "flexpass agent: {}",
-                serde_json::to_value(&rec).expect("serializable")
-            );
-            if self.tcp.records.len() >= MAX_RECORDS {
-                self.tcp.records.pop_front();
-            }
-            self.tcp.records.push_back(rec);
+            self.keep_record(rec);
         }
         Ok(())
+    }
+
+    /// A connection's record: logged at debug level, kept for `status` (the last
+    /// MAX_RECORDS).
+    pub(super) fn keep_record(&mut self, rec: ConnRecord) {
+        log::debug!(
+            "flexpass agent: {}",
+            serde_json::to_value(&rec).expect("serializable")
+        );
+        if self.tcp.records.len() >= MAX_RECORDS {
+            self.tcp.records.pop_front();
+        }
+        self.tcp.records.push_back(rec);
     }
 
     /// `tcp_connect`: the API connection becomes the application's socket of a TCP

@@ -784,6 +784,22 @@ impl Daemon {
                 let r = Reply::Status(Box::new(self.status()));
                 self.answer(i, r);
             }
+            Request::TcpRecord(r) => {
+                self.keep_record(crate::api::ConnRecord {
+                    side: r.side,
+                    conn_id: 0,
+                    remote: r.remote,
+                    local: r.local,
+                    transport: r.transport,
+                    bytes_sent: r.bytes_sent,
+                    bytes_received: r.bytes_received,
+                    duration_s: r.duration_us as f64 / 1e6,
+                    outcome: r.outcome,
+                    in_process: true,
+                    sender: None,
+                });
+                self.answer(i, Reply::Done);
+            }
             Request::Settings => {
                 let c = self.ep.config();
                 let r = Reply::Settings(crate::api::Settings {

@@ -85,6 +85,11 @@ pub struct Conn {
     /// Of the datagrams sent: system calls, and calls where ACKs left with data (`FLEXPASS_LOG=debug`
     /// prints them when the connection ends).
     pub sends: SendCounts,
+    /// When the connection was made, and the bytes the application wrote and read (its
+    /// record for the agent's `status`: timer.rs `end`).
+    pub opened: Nanos,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
 }
 
 /// What a connection's datagrams cost (its debug line at the end).
@@ -224,6 +229,9 @@ impl Conn {
             held_at: None,
             ignored: 0,
             sends: SendCounts::default(),
+            opened: super::now(),
+            bytes_written: 0,
+            bytes_read: 0,
         }
     }
 
@@ -566,7 +574,10 @@ impl Conn {
             n += k;
             if peek {
                 i += 1;
-            } else if k == b.len() {
+                continue;
+            }
+            self.bytes_read += k as u64;
+            if k == b.len() {
                 self.ready.pop_front();
             } else {
                 *b = b.slice(k..);
@@ -696,6 +707,7 @@ impl Conn {
         let n = self.room().min(data.len());
         if n > 0 {
             self.tx.write(Bytes::copy_from_slice(&data[..n]));
+            self.bytes_written += n as u64;
         }
         n
     }

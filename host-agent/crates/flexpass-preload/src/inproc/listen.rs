@@ -161,7 +161,7 @@ pub fn register(fd: c_int, port: u16, addr: &str, target: SocketAddrV4) -> bool 
 /// The registration's API connection, or None. `again`: a retry after the agent went
 /// away (`serve` keeps trying): a failure is not printed, so no line per retry.
 unsafe fn open_registration(port: u16, addr: &str, again: bool) -> Option<c_int> {
-    let s = match crate::agent_stream(None) {
+    let s = match crate::agent_stream(None, 0) {
         Ok(s) => s,
         Err(e) => {
             if !again {

@@ -533,5 +533,38 @@ fn end(c: &Shared) {
         reg.answer("tcp_closed", g.peer, rx.flow_id(), None, None);
         reg.conn_ended();
     }
+    let mut rec: crate::text::Buf<400> = crate::text::Buf::new();
+    crate::request::tcp_record(
+        &mut rec,
+        g.reg.is_none(),
+        g.app_remote,
+        g.app_local,
+        g.tx.transport().name(),
+        (g.bytes_written, g.bytes_read),
+        (now() - g.opened) / 1000,
+        if g.was_reset() { "reset" } else { "closed" },
+    );
     crate::debug!("{}: connection ended; sent {:?}", g.app_remote, g.sends);
+    drop(g); // the agent is told with no lock held (its socket's calls go through hooks)
+    tell(rec.as_bytes());
+}
+
+/// A line to the host's agent on an API connection of its own, the reply not waited for:
+/// non-blocking, so an agent that does not accept costs the timer thread nothing (the
+/// line is lost).
+fn tell(line: &[u8]) {
+    unsafe {
+        if let Ok(s) = crate::agent_stream(None, libc::SOCK_NONBLOCK) {
+            libc::syscall(
+                libc::SYS_sendto,
+                s as libc::c_long,
+                line.as_ptr(),
+                line.len(),
+                libc::MSG_NOSIGNAL as libc::c_long,
+                std::ptr::null::<libc::sockaddr>(),
+                0 as libc::c_long,
+            );
+            sys::close(s);
+        }
+    }
 }
