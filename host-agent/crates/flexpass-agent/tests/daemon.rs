@@ -113,14 +113,12 @@ fn an_api_client_that_reads_late_gets_the_whole_flow() {
         .get_mut()
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let mut got = vec![];
-    if let Err(e) = acceptor.read_to_end(&mut got) {
-        panic!("{e} after {} of {} bytes", got.len(), data.len());
-    }
-    assert_exact(&got, &data, "flow to a late reader");
-    stop.store(true, Ordering::Relaxed);
-    agent.join().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_exact(
+        &read_all(&mut acceptor, data.len()),
+        &data,
+        "flow to a late reader",
+    );
+    stop_agents([(stop, agent)], &dir);
 }
 
 /// Byte-exact, reporting lengths and the first difference (not megabytes of bytes).
@@ -140,6 +138,27 @@ type Agent = (
     Arc<AtomicBool>,
     std::thread::JoinHandle<Daemon>,
 );
+
+/// Stop the agents, then remove their directory.
+fn stop_agents<const N: usize>(
+    agents: [(Arc<AtomicBool>, std::thread::JoinHandle<Daemon>); N],
+    dir: &std::path::Path,
+) {
+    for (stop, h) in agents {
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Everything until EOF (a read that fails names how far it got).
+fn read_all(r: &mut impl Read, want: usize) -> Vec<u8> {
+    let mut got = vec![];
+    if let Err(e) = r.read_to_end(&mut got) {
+        panic!("{e} after {} of {want} bytes", got.len());
+    }
+    got
+}
 
 fn start_agent(dir: &std::path::Path, name: &str, peer_port: Option<u16>) -> Agent {
     start_agent_with(dir, name, peer_port, |_| {})
@@ -288,11 +307,7 @@ fn tcp_connection_both_directions_through_two_agents() {
     assert_eq!(closed["transport"], "flexpass", "{st}");
     assert_eq!(closed["remote"], dst.as_str(), "{st}");
     assert_eq!(closed["local"], "127.0.0.1:40000", "{st}");
-    for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    stop_agents([(stop_a, agent_a), (stop_b, agent_b)], &dir);
 }
 
 /// A client that reads after the server has sent everything: the receiving agent holds
@@ -348,16 +363,8 @@ fn a_client_that_reads_late_gets_everything_the_agent_holds() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut got = vec![];
-    if let Err(e) = r.read_to_end(&mut got) {
-        panic!("{e} after {} of {} bytes", got.len(), down.len());
-    }
-    assert_exact(&got, &down, "server → late client");
-    for (stop, h) in [(stop_a, agent_a), (stop_b, agent_b)] {
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_exact(&read_all(&mut r, down.len()), &down, "server → late client");
+    stop_agents([(stop_a, agent_a), (stop_b, agent_b)], &dir);
 }
 
 /// A peer without an agent: no HELLO_ACK, so the client is told to use kernel TCP quickly
