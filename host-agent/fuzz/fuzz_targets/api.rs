@@ -1,7 +1,7 @@
 //! Fuzz target: the agent's API request parser (`flexpass_agent::api::Request::parse`: one
-//! JSON line from a local program, docs/agent-api.md; the in-process hand-over ops
-//! `tcp_taken`, `tcp_refused`, `tcp_closed` and `tcp_listen` with `inproc` included) never
-//! panics, and:
+//! JSON line from a local program, docs/agent-api.md; the in-process ops `tcp_taken`,
+//! `tcp_refused`, `tcp_closed`, `tcp_listen` with `inproc`, `settings` and `tcp_record`
+//! included) never panics, and:
 //! * the answer is the same with or without the line's `\n`;
 //! * an accepted request is the op its `"op"` names, each of its fields the line's value
 //!   (addresses compared as addresses) or, absent or null, the documented default; written
@@ -29,6 +29,7 @@ fn default(op: &str, key: &str) -> Value {
         ("tcp_listen", "addr") => json!("0.0.0.0"),
         ("tcp_listen", "inproc") => json!(false),
         ("tcp_taken", "reply_flow_id") => Value::Null,
+        ("tcp_record", "bytes_sent" | "bytes_received" | "duration_us") => json!(0),
         _ => panic!("{op}: \"{key}\" was absent, it has no default, yet the request parsed"),
     }
 }
@@ -106,7 +107,7 @@ fn value(kind: u8, next: &mut impl FnMut() -> u8) -> Value {
         u64::MAX,
         17,
     ];
-    const TEXT: [&str; 12] = [
+    const TEXT: [&str; 15] = [
         "10.0.0.2:7890",
         "[::1]:9",
         "[fe80::1%2]:9",
@@ -119,6 +120,9 @@ fn value(kind: u8, next: &mut impl FnMut() -> u8) -> Value {
         "pfabric",
         "FlexPass",
         "",
+        "client",
+        "server",
+        "closed",
     ];
     match kind % 12 {
         0 => Value::Null,
@@ -144,7 +148,7 @@ fn value(kind: u8, next: &mut impl FnMut() -> u8) -> Value {
 /// fields with values of every kind, each field name taken by any op), because byte
 /// mutations of a JSON line rarely keep it JSON or change a value's type.
 fn structured(data: &[u8]) -> Vec<u8> {
-    const FIELDS: [&str; 12] = [
+    const FIELDS: [&str; 19] = [
         "peer",
         "transport",
         "size",
@@ -155,6 +159,13 @@ fn structured(data: &[u8]) -> Vec<u8> {
         "inproc",
         "flow_id",
         "reply_flow_id",
+        "side",
+        "remote",
+        "local",
+        "bytes_sent",
+        "bytes_received",
+        "duration_us",
+        "outcome",
         "op",
         "extra",
     ];

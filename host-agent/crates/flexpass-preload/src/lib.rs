@@ -24,8 +24,8 @@
 //!   established).
 //!
 //! With FLEXPASS_INPROC=1 (or `listen`: the listening side only), connections run the
-//! transport in this process instead (module inproc: the core inline in the data calls
-//! and the waits, which io.rs, wait.rs and epoll.rs hook; docs/datapath.md, "The core in the
+//! transport in this process instead (module inproc: the core inline in the data calls and
+//! the waits, which io.rs, wait.rs and epoll.rs hook; docs/datapath.md, "The core in the
 //! application's process").
 //!
 //! Environment: FLEXPASS_POLICY (`ports=5201,8000-8010;nets=10.0.0.0/8`; default: every
@@ -360,15 +360,11 @@ fn is_loopback_peer(peer: SocketAddrV4, local: SocketAddrV4) -> bool {
 // Talking to the agent
 // ---------------------------------------------------------------------------------------
 
-/// A new AF_UNIX stream to the agent (socket `flags`: SOCK_NONBLOCK), optionally bound to an
-/// abstract name first.
+/// A new AF_UNIX stream to the agent (`flags`: SOCK_NONBLOCK), bound to `bind_name` if any.
 unsafe fn agent_stream(bind_name: Option<&[u8]>, flags: c_int) -> Result<c_int, c_int> {
     let cfg = config();
-    let s = libc::socket(
-        libc::AF_UNIX,
-        libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags,
-        0,
-    );
+    let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags;
+    let s = libc::socket(libc::AF_UNIX, kind, 0);
     if s < 0 {
         return Err(errno());
     }
