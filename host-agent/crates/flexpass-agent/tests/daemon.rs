@@ -39,21 +39,7 @@ fn api_clients_exchange_a_flow_through_the_agent() {
     let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 31 + 7) as u8).collect();
     let (mut acceptor, _) = {
         // The accept reply only comes once a flow arrives: connect first, in a thread.
-        let sock2 = sock.clone();
-        let data2 = data.clone();
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            let (mut r, hello) = request(
-                &sock2,
-                &format!("{{\"op\":\"connect\",\"peer\":\"{addr}\",\"transport\":\"flexpass\"}}\n"),
-            );
-            assert_eq!(hello["ok"], true, "{hello}");
-            r.get_mut().write_all(&data2).unwrap();
-            r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
-            let mut done = String::new();
-            r.read_line(&mut done).unwrap();
-            serde_json::from_str::<serde_json::Value>(&done).unwrap()
-        });
+        let sender = send_flow(&sock, addr, &data);
         let (acceptor, accepted) = request(&sock, "{\"op\":\"accept\"}\n");
         assert_eq!(accepted["ok"], true, "{accepted}");
         assert_eq!(accepted["transport"], "flexpass");
@@ -90,20 +76,7 @@ fn an_api_client_that_reads_late_gets_the_whole_flow() {
     let (sock, addr, stop, agent) =
         start_agent_with(&dir, "agent.sock", None, |d| d.set_max_pending(16 << 10));
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 13 + 3) as u8).collect();
-    let (sock2, data2) = (sock.clone(), data.clone());
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        let (mut r, hello) = request(
-            &sock2,
-            &format!("{{\"op\":\"connect\",\"peer\":\"{addr}\",\"transport\":\"flexpass\"}}\n"),
-        );
-        assert_eq!(hello["ok"], true, "{hello}");
-        r.get_mut().write_all(&data2).unwrap();
-        r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
-        let mut done = String::new();
-        r.read_line(&mut done).unwrap();
-        serde_json::from_str::<serde_json::Value>(&done).unwrap()
-    });
+    let sender = send_flow(&sock, addr, &data);
     let (mut acceptor, accepted) = request(&sock, "{\"op\":\"accept\"}\n");
     assert_eq!(accepted["ok"], true, "{accepted}");
     // The whole flow acknowledged (flow_sent) before the first read.
@@ -138,6 +111,30 @@ type Agent = (
     Arc<AtomicBool>,
     std::thread::JoinHandle<Daemon>,
 );
+
+/// A client of the agent at `sock` that opens a flow to `addr` after 100 ms (an `accept`
+/// answers only once a flow arrives), sends `data` and half-closes; the thread returns
+/// the agent's `flow_sent` line.
+fn send_flow(
+    sock: &std::path::Path,
+    addr: std::net::SocketAddr,
+    data: &[u8],
+) -> std::thread::JoinHandle<serde_json::Value> {
+    let (sock, data) = (sock.to_path_buf(), data.to_vec());
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let (mut r, hello) = request(
+            &sock,
+            &format!("{{\"op\":\"connect\",\"peer\":\"{addr}\",\"transport\":\"flexpass\"}}\n"),
+        );
+        assert_eq!(hello["ok"], true, "{hello}");
+        r.get_mut().write_all(&data).unwrap();
+        r.get_mut().shutdown(std::net::Shutdown::Write).unwrap();
+        let mut done = String::new();
+        r.read_line(&mut done).unwrap();
+        serde_json::from_str::<serde_json::Value>(&done).unwrap()
+    })
+}
 
 /// Stop the agents, then remove their directory.
 fn stop_agents<const N: usize>(

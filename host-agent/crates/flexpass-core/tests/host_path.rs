@@ -26,15 +26,7 @@ fn fitted(t: TransportKind, p: &HostPath) -> SenderConfig {
 
 #[test]
 fn segments_fill_the_paths_mtu_for_every_transport() {
-    for t in [
-        TransportKind::FlexPass,
-        TransportKind::ExpressPass,
-        TransportKind::Dctcp,
-        TransportKind::Ppt,
-        TransportKind::FlashPass,
-        TransportKind::PFabric,
-        TransportKind::Pase,
-    ] {
+    for t in TransportKind::ALL {
         for mtu in [1500, 9000] {
             assert_eq!(
                 fitted(t, &path(mtu, true)).mss,

@@ -40,6 +40,21 @@ thread_local! {
     static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// `f` on this thread's buffer, its first `n` bytes (at most CHUNK); EAGAIN if a signal
+/// handler's call is already using it.
+fn with_buf(n: usize, f: impl FnOnce(&mut [u8]) -> ssize_t) -> ssize_t {
+    BUF.with(|b| {
+        let Ok(mut buf) = b.try_borrow_mut() else {
+            return fail(libc::EAGAIN);
+        };
+        let n = n.min(CHUNK);
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        f(&mut buf[..n])
+    })
+}
+
 fn fail(e: c_int) -> ssize_t {
     unsafe { crate::set_errno(e) };
     -1
@@ -66,15 +81,8 @@ unsafe fn conn_sendfile(
     if at < 0 {
         return fail(libc::EINVAL); // not seekable (sendfile's answer too)
     }
-    BUF.with(|b| {
-        let Ok(mut buf) = b.try_borrow_mut() else {
-            return fail(libc::EAGAIN);
-        };
-        let n = count.min(CHUNK);
-        if buf.len() < n {
-            buf.resize(n, 0);
-        }
-        let got = libc::pread64(in_fd, buf.as_mut_ptr().cast(), n, at);
+    with_buf(count, |buf| {
+        let got = libc::pread64(in_fd, buf.as_mut_ptr().cast(), buf.len(), at);
         if got <= 0 {
             return got; // end of file (0) or the read's error
         }
@@ -178,17 +186,11 @@ unsafe fn splice_into(
     if let Err(r) = pipe_ready(pipe, libc::POLLIN, flags) {
         return r;
     }
-    BUF.with(|b| {
-        let Ok(mut buf) = b.try_borrow_mut() else {
-            return fail(libc::EAGAIN);
-        };
+    with_buf(len, |buf| {
         crate::io::conn_send_from(c, fd, 0, |g| {
-            let n = len.min(CHUNK).min(g.room());
+            let n = buf.len().min(g.room());
             if n == 0 {
                 return Ok(0); // no room: wait for it, as a write does
-            }
-            if buf.len() < n {
-                buf.resize(n, 0);
             }
             match libc::read(pipe, buf.as_mut_ptr().cast(), n) {
                 got if got > 0 => Ok(g.write(&buf[..got as usize])), // got ≤ room: all of it
@@ -221,15 +223,8 @@ unsafe fn splice_out_of(
     if room == 0 {
         return fail(libc::EAGAIN); // another writer filled it since
     }
-    BUF.with(|b| {
-        let Ok(mut buf) = b.try_borrow_mut() else {
-            return fail(libc::EAGAIN);
-        };
-        let n = len.min(CHUNK).min(room);
-        if buf.len() < n {
-            buf.resize(n, 0);
-        }
-        let got = crate::io::conn_recv(c, fd, &mut buf[..n], libc::MSG_PEEK);
+    with_buf(len.min(room), |buf| {
+        let got = crate::io::conn_recv(c, fd, buf, libc::MSG_PEEK);
         if got <= 0 {
             return got;
         }
